@@ -1,0 +1,3 @@
+from eve_cli.cli import main
+
+main()

@@ -1,0 +1,81 @@
+"""Model providers, one module per provider, resolved from a model string.
+
+``demo`` (offline, deterministic), ``scripted:PATH`` (a JSON script, for tests),
+``openai:MODEL`` (Chat Completions), ``anthropic:MODEL`` (Messages API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from eve_cli.models._base import (
+    DeltaCallback,
+    Message,
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+    UnknownModelError,
+    Usage,
+)
+
+__all__ = [
+    "DeltaCallback",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "ToolCall",
+    "ToolSpec",
+    "UnknownModelError",
+    "Usage",
+    "resolve_model",
+]
+
+KNOWN_PREFIXES = ("demo", "scripted:PATH", "openai:MODEL", "anthropic:MODEL")
+
+
+def resolve_model(
+    model: str,
+    *,
+    context_window: int | None = None,
+    env: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+) -> Model:
+    """Build the provider for ``model``.
+
+    Args:
+        model: the model string.
+        context_window: overrides the provider's known window (``define_agent`` may set it).
+        env: where API keys and base URLs come from (defaults to the process environment plus
+            ``.env`` / ``.env.local``); keys are held in memory only.
+        base_dir: directory a relative ``scripted:PATH`` is resolved against.
+
+    Raises:
+        UnknownModelError: the string names no provider; the message lists the valid forms.
+    """
+    kind, _, rest = model.partition(":")
+    if kind == "demo" and not rest:
+        from eve_cli.models.demo import DemoModel
+
+        return DemoModel(context_window=context_window)
+    if kind == "scripted" and rest:
+        from eve_cli.models.scripted import ScriptedModel
+
+        path = Path(rest)
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        return ScriptedModel(path, context_window=context_window)
+    if kind == "openai" and rest:
+        from eve_cli.models.openai import OpenAIModel
+
+        return OpenAIModel(rest, context_window=context_window, env=env)
+    if kind == "anthropic" and rest:
+        from eve_cli.models.anthropic import AnthropicModel
+
+        return AnthropicModel(rest, context_window=context_window, env=env)
+    raise UnknownModelError(f"unknown model {model!r}: use one of {', '.join(KNOWN_PREFIXES)}")

@@ -1,0 +1,123 @@
+"""The provider interface: what every model (demo, scripted, openai, anthropic) implements.
+
+History crossing this boundary is provider-neutral and plain data (it is persisted in journals):
+
+* ``{"role": "user", "content": str}``
+* ``{"role": "assistant", "content": str, "tool_calls": [ToolCallDict, ...]}``
+* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str, "is_error": bool}``
+
+where ``ToolCallDict`` is ``{"id": str, "name": str, "arguments": dict}``. The system prompt
+travels separately in :class:`ModelRequest`. Providers translate to and from their wire format.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Message = dict[str, Any]
+DeltaCallback = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One model call.
+
+    ``call_index`` counts the session's earlier real model calls from its durable history, so a
+    re-run of an interrupted call carries the same index (the scripted model relies on it).
+    ``purpose`` is ``"summary"`` for a compaction summary, which does not count as a call.
+    """
+
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    call_index: int = 0
+    purpose: Literal["turn", "summary"] = "turn"
+    max_tokens: int | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model asked for.
+
+    ``arguments`` is None when the model's arguments could not be parsed (e.g. truncated JSON);
+    ``argument_error`` then says why and ``raw_arguments`` holds what arrived, so the harness can
+    answer with a tool-error result the model can correct.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str | None = None
+    argument_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one call; ``estimated`` when the provider reported none."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """The complete answer of one model call."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+
+
+class ModelError(Exception):
+    """A model call failed. ``str()`` is one clear line naming provider, status and message."""
+
+    def __init__(
+        self, provider: str, message: str, *, status: int | None = None, retryable: bool = False
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.message = message
+        self.retryable = retryable
+        where = f"{provider} (HTTP {status})" if status is not None else provider
+        super().__init__(f"{where}: {message}")
+
+
+class UnknownModelError(ValueError):
+    """A model string names no known provider or is malformed."""
+
+
+class Model(ABC):
+    """A model provider bound to one model string (``demo``, ``openai:gpt-4o``, ...)."""
+
+    #: The model string this instance was resolved from.
+    name: str
+    #: Context window in tokens, used by compaction.
+    context_window: int
+
+    @abstractmethod
+    async def generate(
+        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+    ) -> ModelResponse:
+        """Run one call, forwarding text deltas to ``on_delta`` as they arrive.
+
+        Raises:
+            ModelError: the provider failed after its retries; the message is user-facing.
+        """
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most providers hold nothing
+        """Release connections held by the provider."""

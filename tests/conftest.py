@@ -1,0 +1,39 @@
+"""Fixtures shared by every test: each test runs in its own directory and environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Variables that would let a test reach a real provider or a user's data.
+_SCRUBBED = (
+    "EVE_DATA_DIR",
+    "EVE_AUTH_TOKEN",
+    "EVE_FAULTS",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Run in a fresh working directory whose `.workflow-data/` is this test's own."""
+    for name in _SCRUBBED:
+        monkeypatch.delenv(name, raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("EVE_DATA_DIR", str(work / ".workflow-data"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    # Subprocesses import this checkout, whatever the current directory is.
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    yield work
