@@ -99,5 +99,5 @@ def _unescape(text: str) -> str:
 
 def _preview(line: str) -> str:
     # Show the start of the line only: a malformed line may still hold a secret.
-    head = line.split("=", 1)[0][:40]
+    head = re.split(r"[\s=]", line, maxsplit=1)[0][:20]
     return repr(head + ("…" if len(line) > len(head) else ""))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -50,7 +51,7 @@ class ScriptServer:
         self.replies: deque[Reply] = deque()
         self.requests: list[Seen] = []
         self.release = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _Server(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
@@ -66,6 +67,13 @@ class ScriptServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client hanging up on a stalled or failed stream is expected here; anything else not.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 def _handler_for(server: ScriptServer) -> type[BaseHTTPRequestHandler]:
