@@ -1,9 +1,10 @@
 """What the HTTP providers share: settings from the environment, one client per event loop, and
-the generate loop (retries, delta forwarding once per call, secrets kept out of messages)."""
+the generate loop (retries, delta forwarding once per call, secrets kept out of messages).
+
+Retries are logged at INFO on the ``eve_cli.models`` logger (quiet unless configured)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Mapping
@@ -54,7 +55,6 @@ class HTTPModel(Model):
         # The key lives only here, in memory; every message we build is scrubbed of it.
         self._api_key = (settings.get(self.key_var) or "").strip() or None
         self.retry = retry if retry is not None else RetryPolicy.from_env(settings)
-        self._client: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = None
         self._configure(settings)
 
     def _configure(self, settings: Mapping[str, str]) -> None:
@@ -72,23 +72,6 @@ class HTTPModel(Model):
     def _is_public_endpoint(self) -> bool:
         return urlsplit(self.base_url).hostname == urlsplit(self.default_base_url).hostname
 
-    def _http(self) -> httpx.AsyncClient:
-        # An httpx client is bound to the loop that first used it; a new loop needs a new one.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client[0] is not loop or self._client[1].is_closed:
-            timeout = httpx.Timeout(
-                connect=self.retry.connect_timeout, read=None, write=60.0, pool=60.0
-            )
-            self._client = (loop, httpx.AsyncClient(timeout=timeout))
-        return self._client[1]
-
-    async def aclose(self) -> None:
-        """Close the HTTP client of the current loop."""
-        if self._client is not None:
-            _, client = self._client
-            self._client = None
-            await client.aclose()
-
     async def generate(
         self, request: ModelRequest, on_delta: DeltaCallback | None = None
     ) -> ModelResponse:
@@ -99,28 +82,41 @@ class HTTPModel(Model):
                 f"no API key: set {self.key_var} in the environment or in .env / .env.local "
                 f"(or set {self.base_var} to a server that needs none)",
             )
-        relay = DeltaRelay(on_delta)
-
-        async def attempt(number: int) -> ModelResponse:
-            relay.restart()
-            client = self._http()
-            url, body = self._endpoint(request)
-            outgoing = client.build_request("POST", url, headers=self._headers(), json=body)
-            events = stream_sse(
-                client,
-                outgoing,
-                self.retry,
+        if urlsplit(self.base_url).scheme not in ("http", "https"):
+            raise ModelError(
                 self.name,
-                secrets=self._secrets,
-                hints=self._hints(),
+                f"{self.base_var} must start with http:// or https://, got {self.base_url!r}",
             )
-            async with aclosing(events) as stream:
-                return await self._read(stream, request, relay)
+        relay = DeltaRelay(on_delta)
+        # One client per call: no connection outlives the event loop that opened it.
+        timeout = httpx.Timeout(connect=self.retry.connect_timeout, read=None, write=60, pool=60)
+        async with httpx.AsyncClient(timeout=timeout) as client:
 
-        return await with_retries(attempt, self.retry, self._log_retry)
+            async def attempt(number: int) -> ModelResponse:
+                relay.restart()
+                # Built per attempt: a refusal may change what the next attempt sends.
+                url, body = self._endpoint(request)
+                return await self._attempt(client, url, body, request, relay)
+
+            return await with_retries(attempt, self.retry, self._log_retry)
+
+    async def _attempt(
+        self,
+        client: httpx.AsyncClient,
+        url: str,
+        body: dict[str, Any],
+        request: ModelRequest,
+        relay: DeltaRelay,
+    ) -> ModelResponse:
+        outgoing = client.build_request("POST", url, headers=self._headers(), json=body)
+        events = stream_sse(
+            client, outgoing, self.retry, self.name, secrets=self._secrets, hints=self._hints()
+        )
+        async with aclosing(events) as stream:
+            return await self._read(stream, request, relay)
 
     def _log_retry(self, number: int, delay: float, err: ModelError) -> None:
-        log.warning("%s: retry %d in %.2fs after: %s", self.name, number, delay, err)
+        log.info("%s: retry %d in %.2fs after: %s", self.name, number, delay, err)
 
     def _hints(self) -> dict[int, str]:
         return {

@@ -430,3 +430,22 @@ def test_unreachable_server_is_retried_then_reported(sleeps: Sleeps) -> None:
     assert str(err).startswith("openai:m: cannot reach http://127.0.0.1:9")
     assert str(err).endswith("(gave up after 3 attempts)")
     assert len(sleeps.delays) == 2
+
+
+def test_a_base_url_without_scheme_is_a_clear_error(policy: RetryPolicy) -> None:
+    model = OpenAIModel("m", env={"OPENAI_BASE_URL": "localhost:11434/v1"}, retry=policy)
+    err = failure(model, REQUEST)
+
+    assert str(err) == (
+        "openai:m: OPENAI_BASE_URL must start with http:// or https://, got 'localhost:11434/v1'"
+    )
+
+
+def test_an_unknown_history_role_fails_before_sending(
+    server: ScriptServer, policy: RetryPolicy
+) -> None:
+    request = ModelRequest(system="", messages=[{"role": "robot", "content": "x"}])
+    err = failure(model_for(server, policy), request)
+
+    assert str(err) == "openai:gpt-4o: history message 0 has unknown role 'robot'"
+    assert server.requests == []
