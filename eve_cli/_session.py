@@ -9,6 +9,7 @@ which the snapshot records only the window (``history_start``, ``history_len``).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -51,7 +52,7 @@ class Snapshot:
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Snapshot:
-        data = migrate(dict(data))
+        data = migrate(copy.deepcopy(data))  # never alias a run's recorded input
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

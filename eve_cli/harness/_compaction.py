@@ -4,12 +4,11 @@ by a summary and keep the recent tail. A failed summary keeps the old history (r
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
-from eve_cli.models._offline import estimate_tokens, message_text
+from eve_cli.models._tokens import _message_text, estimate_request, estimate_text
 
 SUMMARY_SYSTEM = (
     "Summarise the conversation so far for your own later use: facts, decisions, open tasks, "
@@ -22,10 +21,8 @@ def summary_message(summary: str) -> Message:
     return {"role": "user", "content": SUMMARY_PREFIX + summary}
 
 
-def estimate_request(system: str, messages: list[Message], tools: list[ToolSpec]) -> int:
-    """Estimated input tokens: messages plus the envelope (system prompt and tool schemas)."""
-    envelope = system + json.dumps([[t.name, t.description, t.parameters] for t in tools])
-    return estimate_tokens(envelope) + sum(estimate_tokens(message_text(m)) for m in messages)
+def message_tokens(message: Message) -> int:
+    return estimate_text(_message_text(message))
 
 
 def threshold(host: StepHost) -> int:
@@ -36,7 +33,7 @@ def threshold(host: StepHost) -> int:
 def needs_compaction(host: StepHost, system: str, tools: list[ToolSpec]) -> int | None:
     """The estimate when it exceeds the threshold (with the reserved overhead), else None."""
     messages = host.read_history()
-    estimate = estimate_request(system, messages, tools)
+    estimate = estimate_request(ModelRequest(system=system, messages=messages, tools=tools))
     if messages and estimate + host.agent.config.compaction.reserved_tokens > threshold(host):
         return estimate
     return None
@@ -50,7 +47,7 @@ def _tail_start(window: list[Message], budget: int) -> int:
         return len(window)
     chosen = starts[-1]
     for i in reversed(starts):
-        if sum(estimate_tokens(message_text(m)) for m in window[i:]) > budget:
+        if sum(message_tokens(m) for m in window[i:]) > budget:
             break
         chosen = i
     return chosen
@@ -111,7 +108,7 @@ async def compact(
             "status": "completed",
             "removedMessages": cut,
             "keptMessages": len(window) - cut,
-            "summaryTokens": estimate_tokens(result["text"]),
+            "summaryTokens": estimate_text(result["text"]),
         },
         f"{key}:cdone",
         step,

@@ -1,32 +1,12 @@
-"""Helpers shared by the offline models (demo, scripted): token estimates, streaming a text in
-word-sized deltas, and a deterministic compaction summary that costs no model call."""
+"""Helpers shared by the offline models (demo, scripted): streaming a text in word-sized
+deltas, and a deterministic compaction summary that costs no model call."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from eve_cli.models._base import DeltaCallback, Message, ModelRequest, Usage
-
-
-def estimate_tokens(text: str) -> int:
-    """Roughly four characters per token, at least one for any non-empty text."""
-    return (len(text) + 3) // 4
-
-
-def message_text(message: Message) -> str:
-    """Everything in a message that costs input tokens."""
-    parts = [str(message.get("content") or "")]
-    for call in message.get("tool_calls") or []:
-        parts.append(call.get("name", ""))
-        parts.append(json.dumps(call.get("arguments"), sort_keys=True, default=str))
-    return " ".join(parts)
-
-
-def estimate_usage(request: ModelRequest, output: str) -> Usage:
-    prompt = request.system + "".join(message_text(m) for m in request.messages)
-    return Usage(estimate_tokens(prompt), estimate_tokens(output), estimated=True)
+from eve_cli.models._base import DeltaCallback, Message
 
 
 async def stream_words(text: str, on_delta: DeltaCallback | None) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 from eve_cli.models._base import DeltaCallback, Message, Model, ModelRequest, ModelResponse
 from eve_cli.models._base import ToolCall as _ToolCall
-from eve_cli.models._offline import estimate_usage, offline_summary, stream_words
+from eve_cli.models._offline import offline_summary, stream_words
+from eve_cli.models._tokens import estimate_usage
 
 DEFAULT_CONTEXT_WINDOW = 32_000
 
@@ -36,11 +37,11 @@ class DemoModel(Model):
     ) -> ModelResponse:
         if request.purpose == "summary":
             text = offline_summary(request.messages)
-            return ModelResponse(text, usage=estimate_usage(request, text))
+            return ModelResponse(text, usage=estimate_usage(request, text, []))
         available = {spec.name for spec in request.tools}
         text, calls = _respond(request.messages, available, request.call_index)
         await stream_words(text, on_delta)
-        return ModelResponse(text, calls, estimate_usage(request, text), "end_turn")
+        return ModelResponse(text, calls, estimate_usage(request, text, calls), "end_turn")
 
 
 def _respond(messages: list[Message], tools: set[str], index: int) -> tuple[str, list[_ToolCall]]:

@@ -23,7 +23,8 @@ from eve_cli.models._base import (
     ModelResponse,
     ToolCall,
 )
-from eve_cli.models._offline import estimate_usage, offline_summary, stream_words
+from eve_cli.models._offline import offline_summary, stream_words
+from eve_cli.models._tokens import estimate_usage
 
 DEFAULT_CONTEXT_WINDOW = 32_000
 
@@ -59,7 +60,7 @@ class ScriptedModel(Model):
             if summary_error:
                 raise ModelError("scripted", str(summary_error))
             text = offline_summary(request.messages)
-            return ModelResponse(text, usage=estimate_usage(request, text))
+            return ModelResponse(text, usage=estimate_usage(request, text, []))
         n = request.call_index
         if n >= len(entries):
             raise ModelError(
@@ -84,7 +85,7 @@ class ScriptedModel(Model):
             if delay:
                 await asyncio.sleep(delay)
             await stream_words(text, on_delta)
-        return ModelResponse(text, calls, estimate_usage(request, text), "end_turn")
+        return ModelResponse(text, calls, estimate_usage(request, text, calls), "end_turn")
 
 
 def _tool_call(raw: dict[str, Any], n: int, i: int) -> ToolCall:

@@ -51,3 +51,37 @@ def make_agent(tmp_path: Path) -> AgentFactory:
         return write_agent(tmp_path / f"agent{next(counter)}", **kwargs)
 
     return factory
+
+
+def tool_file(body: str) -> str:
+    """A tools/*.py body with the usual imports."""
+    return "from eve_cli import tool, always, once, never, define_state, ToolContext\n" + (
+        textwrap.dedent(body)
+    )
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted tool call."""
+    return {"name": name, "arguments": arguments}
+
+
+def reply(text: str = "", *calls: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A scripted model answer."""
+    return {"text": text, "tool_calls": list(calls), **extra}
+
+
+def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Events without times and deltas: what must be equal between two runs."""
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        if e["type"] == "message.appended":
+            continue
+        data = {k: v for k, v in e.items() if k not in ("at", "index", "sessionId")}
+        if e["type"] == "session.waiting":
+            data.pop("continuationToken", None)
+        out.append((e["type"], repr(sorted(data.items()))))
+    return out
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events if e["type"] != "message.appended"]
