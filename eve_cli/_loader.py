@@ -116,9 +116,7 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
             if sub.name.startswith(("_", ".")):
                 continue
             if sub.name in tools or sub.name == ASK_QUESTION:
-                raise AgentLoadError(
-                    f"{sub}:1: sub-agent {sub.name!r} has the same name as a tool"
-                )
+                raise AgentLoadError(f"{sub}:1: sub-agent {sub.name!r} has the same name as a tool")
             subagents[sub.name] = _load(sub, name=sub.name, is_subagent=True)
     agent_name = config.name or name or directory.name
     if directory == DEFAULT_AGENT_DIR:

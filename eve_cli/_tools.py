@@ -21,6 +21,10 @@ class ToolDefinitionError(Exception):
     """A tool function cannot be used (e.g. a parameter without a type hint)."""
 
 
+class InvalidArguments(ValueError):
+    """The model's arguments do not match the tool's signature."""
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What the model sees for one call: ``content`` text, ``is_error`` flag."""
@@ -77,10 +81,6 @@ class Tool:
         return ToolResult(render_result(value))
 
 
-class InvalidArguments(ValueError):
-    """The model's arguments do not match the tool's signature."""
-
-
 def _describe_validation(exc: pydantic.ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -97,7 +97,7 @@ def render_result(value: Any) -> str:
         return value.model_dump_json()
     try:
         return json.dumps(pydantic.TypeAdapter(Any).dump_python(value, mode="json"))
-    except (TypeError, ValueError, pydantic.PydanticSerializationError):
+    except Exception:  # not JSON-able: fall back to its text
         return str(value)
 
 
@@ -132,7 +132,7 @@ def build_tool(marked: ToolFunction, source: str = "") -> Tool:
             )
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hint, default)
-    model = pydantic.create_model(  # type: ignore[call-overload]
+    model = pydantic.create_model(
         f"{marked.name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
     schema = model.model_json_schema()

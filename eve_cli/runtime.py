@@ -10,20 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-
-from world import (
-    Engine,
-    InvalidNameError,
-    NoActiveRunError,
-    RunNotFoundError,
-    World,
-    check_run_id,
-)
 
 from eve_cli._loader import (
     DEFAULT_AGENT_DIR,
@@ -37,6 +29,12 @@ from eve_cli._session import Snapshot, events_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._streams import strip_key
 from eve_cli.execution._view import fold, summary
+from world import (
+    Engine,
+    NoActiveRunError,
+    RunNotFoundError,
+    World,
+)
 
 __all__ = [
     "AgentLoadError",
@@ -48,6 +46,7 @@ __all__ = [
     "default_data_dir",
 ]
 
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TurnPolicy = Literal["steer", "queue"]
 _ENDED = ("completed", "failed", "cancelled")
 
@@ -149,8 +148,14 @@ class Runtime:
             model=model or self.model,
             mode=mode,
         )
-        meta = {"eve": 1, "token": token, "agentDir": snap.agent_dir, "model": snap.model,
-                "mode": mode, "agent": self.agent.name}
+        meta = {
+            "eve": 1,
+            "token": token,
+            "agentDir": snap.agent_dir,
+            "model": snap.model,
+            "mode": mode,
+            "agent": self.agent.name,
+        }
         await self.engine.start(SESSION_WORKFLOW, snap.to_data(), run_id=sid, meta=meta)
         # Claimed now (the driver claims the same token for the same run id when it first
         # runs), so deliveries are accepted before the session was ever driven.
@@ -165,19 +170,17 @@ class Runtime:
         return True
 
     def _meta(self, sid: str) -> dict[str, Any]:
-        try:
-            check_run_id(sid)
-        except InvalidNameError:
-            raise InvalidSessionIdError(f"invalid session id {sid!r}") from None
-        if "." in sid:
-            raise InvalidSessionIdError(f"invalid session id {sid!r}")
+        if not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid):
+            raise InvalidSessionIdError(
+                f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ -"
+            )
         try:
             info = self.engine.info(sid)
         except RunNotFoundError:
             raise SessionNotFoundError(f"no session {sid!r}") from None
         if info.workflow != SESSION_WORKFLOW:
             raise SessionNotFoundError(f"no session {sid!r}")
-        return info.meta
+        return dict(info.meta)
 
     async def _send(self, sid: str, payload: dict[str, Any]) -> str | None:
         """Deliver to the session's hook; returns why it could not be delivered, or None."""
@@ -213,14 +216,18 @@ class Runtime:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
         ``answer``)."""
         problem = await self._send(sid, {"kind": "responses", "responses": list(responses)})
-        return DeliveryReceipt(sid, "rejected", problem) if problem else DeliveryReceipt(
-            sid, "accepted"
+        return (
+            DeliveryReceipt(sid, "rejected", problem)
+            if problem
+            else DeliveryReceipt(sid, "accepted")
         )
 
     async def _operation(self, sid: str, kind: str) -> DeliveryReceipt:
         problem = await self._send(sid, {"kind": kind})
-        return DeliveryReceipt(sid, "rejected", problem) if problem else DeliveryReceipt(
-            sid, "accepted"
+        return (
+            DeliveryReceipt(sid, "rejected", problem)
+            if problem
+            else DeliveryReceipt(sid, "accepted")
         )
 
     async def cancel(self, sid: str) -> DeliveryReceipt:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from world import HookConflictError, WorkflowContext
-
 from eve_cli._session import Snapshot
 from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
 from eve_cli.harness._compaction import compact
+from world import HookConflictError, WorkflowContext
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor

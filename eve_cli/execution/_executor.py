@@ -9,12 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from world import Engine, WorkflowContext, World
-
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW
 from eve_cli.execution._turn import turn_workflow
+from world import Engine, WorkflowContext, World
 
 
 def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:

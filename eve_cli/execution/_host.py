@@ -10,13 +10,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from world import WorkflowContext
-
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution._streams import KeyedStream, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
+from world import WorkflowContext
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
@@ -116,8 +115,12 @@ class SessionHost:
         child_id = handle.run_id
         self.emit(
             "task.started",
-            {"taskId": call_id, "name": name, "childSessionId": child_id,
-             "stream": events_stream(child_id)},
+            {
+                "taskId": call_id,
+                "name": name,
+                "childSessionId": child_id,
+                "stream": events_stream(child_id),
+            },
             f"{self.turn_id}:{call_id}:task",
             step,
         )
@@ -127,8 +130,13 @@ class SessionHost:
         content = result.get("text") or result.get("error") or ""
         self.emit(
             "task.settled",
-            {"taskId": call_id, "name": name, "childSessionId": child_id, "status": status,
-             "output": content},
+            {
+                "taskId": call_id,
+                "name": name,
+                "childSessionId": child_id,
+                "status": status,
+                "output": content,
+            },
             f"{self.turn_id}:{call_id}:tset",
             step,
         )

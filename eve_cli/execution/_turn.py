@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from world import WorkflowContext
-
 from eve_cli._session import Snapshot
 from eve_cli.execution._host import SessionHost
 from eve_cli.harness._input import apply_delivery, cancel_pending, fold_message, unresolved
 from eve_cli.harness._step import admit_resolved, run_step
+from world import WorkflowContext
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
@@ -46,8 +45,9 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         taken = await hook.poll() if hook is not None else []
         for payload in taken:
             deliveries += 1
-            effect = apply_delivery(host, payload, f"{turn_id}:p{deliveries}", parked=False,
-                                    step=index)
+            effect = apply_delivery(
+                host, payload, f"{turn_id}:p{deliveries}", parked=False, step=index
+            )
             if effect == "cancel":
                 return await _cancel(host, index)
             fresh = fresh or effect == "steered"
@@ -57,8 +57,9 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
             host.emit("turn.waiting", {"on": "input"}, f"{turn_id}:w{deliveries}")
             payload = await hook.receive()
             deliveries += 1
-            effect = apply_delivery(host, payload, f"{turn_id}:p{deliveries}", parked=True,
-                                    step=index)
+            effect = apply_delivery(
+                host, payload, f"{turn_id}:p{deliveries}", parked=True, step=index
+            )
             if effect == "cancel":
                 return await _cancel(host, index)
             continue
@@ -84,5 +85,4 @@ def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any
         data["error"] = error
     event = {"completed": "turn.completed", "failed": "turn.failed", "cancelled": "turn.cancelled"}
     host.emit(event[outcome], data, f"{host.turn_id}:end")
-    return {"snap": host.snap.to_data(), "outcome": outcome, "text": host.last_text,
-            "error": error}
+    return {"snap": host.snap.to_data(), "outcome": outcome, "text": host.last_text, "error": error}

@@ -44,16 +44,26 @@ def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
         elif kind == "message.received" and turn is not None:
             turn["input"] = turn["input"] or event.get("text")
         elif kind == "step.started" and turn is not None:
-            step = {"index": event.get("stepIndex"), "status": "running", "text": "",
-                    "actions": [], "usage": None}
+            step = {
+                "index": event.get("stepIndex"),
+                "status": "running",
+                "text": "",
+                "actions": [],
+                "usage": None,
+            }
             turn["steps"].append(step)
             view["steps"] += 1
         elif kind == "message.completed" and step is not None:
             step["text"] = event.get("text", "")
         elif kind == "actions.requested" and step is not None:
             step["actions"] = [
-                {"callId": a.get("callId"), "name": a.get("name"),
-                 "arguments": a.get("arguments"), "status": "requested", "isError": False}
+                {
+                    "callId": a.get("callId"),
+                    "name": a.get("name"),
+                    "arguments": a.get("arguments"),
+                    "status": "requested",
+                    "isError": False,
+                }
                 for a in event.get("actions", [])
             ]
         elif kind == "action.result":
@@ -64,13 +74,29 @@ def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
             if event.get("error"):
                 step["error"] = event["error"]
         elif kind == "input.requested":
-            view["pending"].append({k: v for k, v in event.items()
-                                    if k in ("requestId", "kind", "tool", "arguments",
-                                             "question", "options", "callId", "message",
-                                             "reason", "turnId")})
+            view["pending"].append(
+                {
+                    k: v
+                    for k, v in event.items()
+                    if k
+                    in (
+                        "requestId",
+                        "kind",
+                        "tool",
+                        "arguments",
+                        "question",
+                        "options",
+                        "callId",
+                        "message",
+                        "reason",
+                        "turnId",
+                    )
+                }
+            )
         elif kind == "input.resolved":
-            view["pending"] = [p for p in view["pending"]
-                               if p.get("requestId") != event.get("requestId")]
+            view["pending"] = [
+                p for p in view["pending"] if p.get("requestId") != event.get("requestId")
+            ]
             if not view["pending"] and view["status"] == "parked":
                 view["status"], view["parkedOn"] = "running", None
         elif kind == "turn.waiting":

@@ -49,9 +49,8 @@ def system_prompt(host: StepHost) -> str:
     if config.output_schema:
         import json
 
-        text += (
-            "\n\nYour final answer must be JSON matching this schema:\n"
-            + json.dumps(config.output_schema)
+        text += "\n\nYour final answer must be JSON matching this schema:\n" + json.dumps(
+            config.output_schema
         )
     return text
 
@@ -109,8 +108,11 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
         return StepResult("done")
     host.emit(
         "actions.requested",
-        {"actions": [{"callId": c["id"], "name": c["name"], "arguments": c["arguments"]}
-                     for c in calls]},
+        {
+            "actions": [
+                {"callId": c["id"], "name": c["name"], "arguments": c["arguments"]} for c in calls
+            ]
+        },
         f"{prefix}:req",
         index,
     )
@@ -136,8 +138,9 @@ async def call_model(
 
     async def on_delta(text: str) -> None:
         nonlocal deltas
-        host.emit("message.appended", {"delta": text}, f"{host.turn_id}:{index}:{m}:d{deltas}",
-                  index)
+        host.emit(
+            "message.appended", {"delta": text}, f"{host.turn_id}:{index}:{m}:d{deltas}", index
+        )
         deltas += 1
 
     async def generate() -> dict[str, Any]:
@@ -210,8 +213,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
     if decision == "approved":
         await run_tool(host, index, call, tool)
     elif decision == "denied":
-        record_result(host, index, call, "The approval policy denied this call.", True,
-                      "rejected")
+        record_result(host, index, call, "The approval policy denied this call.", True, "rejected")
     else:
         park_call(host, index, call, "approval")
 
@@ -229,8 +231,12 @@ def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> No
         request["question"] = call["arguments"].get("question", "")
         request["options"] = call["arguments"].get("options")
     host.snap.pending.append(request)
-    host.emit("input.requested", {k: v for k, v in request.items() if k != "step"},
-              f"{host.turn_id}:{call['id']}:ireq", index)
+    host.emit(
+        "input.requested",
+        {k: v for k, v in request.items() if k != "step"},
+        f"{host.turn_id}:{call['id']}:ireq",
+        index,
+    )
 
 
 async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool) -> None:
@@ -263,8 +269,14 @@ async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool)
     outcome: dict[str, Any] = await host.action(f"tool:{call['id']}", execute)
     if outcome.get("state") is not None:
         snap.state = outcome["state"]
-    record_result(host, index, call, outcome["content"], outcome["isError"],
-                  progress=outcome.get("progress") or None)
+    record_result(
+        host,
+        index,
+        call,
+        outcome["content"],
+        outcome["isError"],
+        progress=outcome.get("progress") or None,
+    )
 
 
 def record_result(

@@ -9,8 +9,9 @@ from eve_cli._agent_api import ApprovalPolicy, bind_state, unbind_state
 
 
 def test_define_agent_defaults_and_dict_forms() -> None:
-    config = define_agent(model="demo", compaction={"threshold_percent": 0.5},
-                          limits={"tokens_per_session": 10})
+    config = define_agent(
+        model="demo", compaction={"threshold_percent": 0.5}, limits={"tokens_per_session": 10}
+    )
     assert config.compaction == Compaction(threshold_percent=0.5)
     assert config.limits == Limits(tokens_per_session=10)
     assert config.mode == "conversation"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from rt_support import AgentFactory
+
 from eve_cli._loader import AgentLoadError, load_agent
 
 TOOL = '''

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from world import MemoryWorld
+from rt_support import AgentFactory, call, reply, tool_file, types
 
 from eve_cli.runtime import Runtime
-from rt_support import AgentFactory, call, reply, tool_file, types
+from world import MemoryWorld
 
 RECORD = tool_file('''
     counter = define_state("count", 0)
@@ -50,8 +50,11 @@ async def say(rt: Runtime, sid: str, text: str) -> dict[str, Any]:
 
 
 def results(rt: Runtime, sid: str) -> list[tuple[str, str, bool]]:
-    return [(e["name"], e["output"], e["isError"]) for e in rt.events(sid)
-            if e["type"] == "action.result"]
+    return [
+        (e["name"], e["output"], e["isError"])
+        for e in rt.events(sid)
+        if e["type"] == "action.result"
+    ]
 
 
 def texts(rt: Runtime, sid: str) -> list[str]:
@@ -59,23 +62,36 @@ def texts(rt: Runtime, sid: str) -> list[str]:
 
 
 def test_tool_call_turn_has_two_steps_and_no_extra_model_call(make_agent: AgentFactory) -> None:
-    agent = make_agent(script=[reply("", call("record", text="a")), reply("all done")],
-                       tools={"t": RECORD})
+    agent = make_agent(
+        script=[reply("", call("record", text="a")), reply("all done")], tools={"t": RECORD}
+    )
 
     async def main() -> None:
         rt, sid = await start(agent)
         view = await say(rt, sid, "go")
         assert view["status"] == "waiting"
         assert types(rt.events(sid)) == [
-            "session.started", "session.waiting", "turn.started", "message.received",
-            "step.started", "message.completed", "actions.requested", "action.result",
-            "step.completed", "step.started", "message.completed", "step.completed",
-            "turn.completed", "session.waiting",
+            "session.started",
+            "session.waiting",
+            "turn.started",
+            "message.received",
+            "step.started",
+            "message.completed",
+            "actions.requested",
+            "action.result",
+            "step.completed",
+            "step.started",
+            "message.completed",
+            "step.completed",
+            "turn.completed",
+            "session.waiting",
         ]
         assert results(rt, sid) == [("record", "recorded a as #1", False)]
         assert texts(rt, sid)[-1] == "all done"
-        assert "".join(e["delta"] for e in rt.events(sid) if e["type"] == "message.appended") \
+        assert (
+            "".join(e["delta"] for e in rt.events(sid) if e["type"] == "message.appended")
             == "all done"
+        )
         [turn] = view["turns"]
         assert [s["status"] for s in turn["steps"]] == ["completed", "completed"]
 
@@ -85,8 +101,7 @@ def test_tool_call_turn_has_two_steps_and_no_extra_model_call(make_agent: AgentF
 def test_invalid_input_and_raising_tool_are_tool_errors(make_agent: AgentFactory) -> None:
     agent = make_agent(
         script=[
-            reply("", call("record", text=5), call("explode", reason="boom"),
-                  call("nope", x=1)),
+            reply("", call("record", text=5), call("explode", reason="boom"), call("nope", x=1)),
             reply("recovered"),
         ],
         tools={"t": RECORD},
@@ -108,10 +123,14 @@ def test_invalid_input_and_raising_tool_are_tool_errors(make_agent: AgentFactory
 def test_approval_approve_deny_and_always(make_agent: AgentFactory) -> None:
     agent = make_agent(
         script=[
-            reply("", call("launch", target="moon")), reply("ok 1"),
-            reply("", call("launch", target="mars")), reply("ok 2"),
-            reply("", call("launch", target="venus")), reply("ok 3"),
-            reply("", call("launch", target="pluto")), reply("ok 4"),
+            reply("", call("launch", target="moon")),
+            reply("ok 1"),
+            reply("", call("launch", target="mars")),
+            reply("ok 2"),
+            reply("", call("launch", target="venus")),
+            reply("ok 3"),
+            reply("", call("launch", target="pluto")),
+            reply("ok 4"),
         ],
         tools={"t": RECORD},
     )
@@ -149,8 +168,12 @@ def test_approval_approve_deny_and_always(make_agent: AgentFactory) -> None:
 
 def test_once_asks_only_the_first_time(make_agent: AgentFactory) -> None:
     agent = make_agent(
-        script=[reply("", call("deploy", env="a")), reply("1"),
-                reply("", call("deploy", env="b")), reply("2")],
+        script=[
+            reply("", call("deploy", env="a")),
+            reply("1"),
+            reply("", call("deploy", env="b")),
+            reply("2"),
+        ],
         tools={"t": RECORD},
     )
 
@@ -168,9 +191,12 @@ def test_once_asks_only_the_first_time(make_agent: AgentFactory) -> None:
 
 
 def test_ask_question_parks_until_answered(make_agent: AgentFactory) -> None:
-    agent = make_agent(script=[reply("", call("ask_question", question="Colour?",
-                                              options=["red", "blue"])),
-                               reply("blue it is")])
+    agent = make_agent(
+        script=[
+            reply("", call("ask_question", question="Colour?", options=["red", "blue"])),
+            reply("blue it is"),
+        ]
+    )
 
     async def main() -> None:
         rt, sid = await start(agent)
@@ -189,9 +215,14 @@ def test_ask_question_parks_until_answered(make_agent: AgentFactory) -> None:
 
 def test_state_survives_turns_and_reset_clears_it(make_agent: AgentFactory) -> None:
     agent = make_agent(
-        script=[reply("", call("record", text="a")), reply("1"),
-                reply("", call("record", text="b")), reply("2"),
-                reply("", call("record", text="c")), reply("3")],
+        script=[
+            reply("", call("record", text="a")),
+            reply("1"),
+            reply("", call("record", text="b")),
+            reply("2"),
+            reply("", call("record", text="c")),
+            reply("3"),
+        ],
         tools={"t": RECORD},
     )
 
@@ -203,7 +234,10 @@ def test_state_survives_turns_and_reset_clears_it(make_agent: AgentFactory) -> N
         await rt.drive(sid)
         await say(rt, sid, "z")
         assert [r[1] for r in results(rt, sid)] == [
-            "recorded a as #1", "recorded b as #2", "recorded c as #1"]
+            "recorded a as #1",
+            "recorded b as #2",
+            "recorded c as #1",
+        ]
 
     asyncio.run(main())
 
@@ -256,8 +290,11 @@ def test_scripted_exhaustion_fails_the_turn_clearly(make_agent: AgentFactory) ->
 
 
 def test_model_calls_per_step(make_agent: AgentFactory) -> None:
-    agent = make_agent(script=[reply("", call("record", text="a")), reply("done")],
-                       tools={"t": RECORD}, agent_args="model_calls_per_step=2")
+    agent = make_agent(
+        script=[reply("", call("record", text="a")), reply("done")],
+        tools={"t": RECORD},
+        agent_args="model_calls_per_step=2",
+    )
 
     async def main() -> None:
         rt, sid = await start(agent)
@@ -275,9 +312,10 @@ def test_changed_tool_definition_applies_at_next_turn(make_agent: AgentFactory) 
             """Which version."""
             return "v1"
     ''')
-    agent = make_agent(script=[reply("", call("version")), reply("a"),
-                               reply("", call("version")), reply("b")],
-                       tools={"v": version})
+    agent = make_agent(
+        script=[reply("", call("version")), reply("a"), reply("", call("version")), reply("b")],
+        tools={"v": version},
+    )
 
     async def main() -> None:
         rt, sid = await start(agent)
@@ -305,8 +343,9 @@ def test_delivery_during_a_running_turn(make_agent: AgentFactory, policy: str) -
         assert receipt.disposition == ("steered" if policy == "steer" else "queued")
         view = await asyncio.wait_for(driving, 10)
         view = await rt.drive(sid)
-        received = [(e.get("turnId"), e["text"]) for e in rt.events(sid)
-                    if e["type"] == "message.received"]
+        received = [
+            (e.get("turnId"), e["text"]) for e in rt.events(sid) if e["type"] == "message.received"
+        ]
         if policy == "steer":
             assert received == [("t1", "first"), ("t1", "extra")]
             assert len(view["turns"]) == 1

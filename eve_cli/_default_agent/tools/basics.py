@@ -2,9 +2,9 @@
 
 from datetime import UTC, datetime
 
-from eve_cli import always, define_state, tool
+from eve_cli import State, always, define_state, tool
 
-notes = define_state("notes", [])
+notes: State[list[str]] = define_state("notes", [])
 
 
 @tool

@@ -10,8 +10,10 @@ import pytest
 
 from eve_cli.models import ModelError, ModelRequest, ToolSpec, resolve_model
 
-TOOLS = [ToolSpec(n, n, {"type": "object"}) for n in
-         ("get_current_time", "count_words", "save_note", "ask_question")]
+TOOLS = [
+    ToolSpec(n, n, {"type": "object"})
+    for n in ("get_current_time", "count_words", "save_note", "ask_question")
+]
 
 
 def generate(model_string: str, request: ModelRequest) -> tuple[object, list[str]]:
@@ -51,13 +53,25 @@ def test_demo_replies_and_streams_deterministically() -> None:
 
 
 def test_demo_reports_tool_results() -> None:
-    request = ModelRequest(system="", tools=TOOLS, messages=[
-        {"role": "user", "content": "count the words in a b c"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "1", "name": "count_words", "arguments": {"text": "a b c"}}]},
-        {"role": "tool", "tool_call_id": "1", "name": "count_words", "content": "3",
-         "is_error": False},
-    ])
+    request = ModelRequest(
+        system="",
+        tools=TOOLS,
+        messages=[
+            {"role": "user", "content": "count the words in a b c"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "1", "name": "count_words", "arguments": {"text": "a b c"}}],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "1",
+                "name": "count_words",
+                "content": "3",
+                "is_error": False,
+            },
+        ],
+    )
     response, _ = generate("demo", request)
     assert response.text == "That text has 3 words."  # type: ignore[attr-defined]
     assert response.tool_calls == []  # type: ignore[attr-defined]
@@ -69,10 +83,13 @@ def write_script(path: Path, data: object) -> str:
 
 
 def test_scripted_answers_entry_n_for_call_n(tmp_path: Path) -> None:
-    model = write_script(tmp_path / "s.json", [
-        {"text": "zero"},
-        {"text": "", "tool_calls": [{"name": "add", "arguments": {"a": 1}}]},
-    ])
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"text": "zero"},
+            {"text": "", "tool_calls": [{"name": "add", "arguments": {"a": 1}}]},
+        ],
+    )
     first, deltas = generate(model, ModelRequest(system="", messages=[], call_index=0))
     assert first.text == "zero" and "".join(deltas) == "zero"  # type: ignore[attr-defined]
     second, _ = generate(model, ModelRequest(system="", messages=[], call_index=1))
@@ -84,8 +101,12 @@ def test_scripted_answers_entry_n_for_call_n(tmp_path: Path) -> None:
 
 def test_scripted_summary_consumes_no_entry(tmp_path: Path) -> None:
     model = write_script(tmp_path / "s.json", [{"text": "only"}])
-    summary, _ = generate(model, ModelRequest(
-        system="", messages=[{"role": "user", "content": "hi"}], call_index=0, purpose="summary"))
+    summary, _ = generate(
+        model,
+        ModelRequest(
+            system="", messages=[{"role": "user", "content": "hi"}], call_index=0, purpose="summary"
+        ),
+    )
     assert "user: hi" in summary.text  # type: ignore[attr-defined]
     answer, _ = generate(model, ModelRequest(system="", messages=[], call_index=0))
     assert answer.text == "only"  # type: ignore[attr-defined]
@@ -101,8 +122,9 @@ def test_scripted_exhausted_names_script_and_call(tmp_path: Path) -> None:
 
 
 def test_scripted_invalid_arguments_surface_as_argument_error(tmp_path: Path) -> None:
-    model = write_script(tmp_path / "s.json",
-                         [{"text": "", "tool_calls": [{"name": "add", "arguments": "oops"}]}])
+    model = write_script(
+        tmp_path / "s.json", [{"text": "", "tool_calls": [{"name": "add", "arguments": "oops"}]}]
+    )
     response, _ = generate(model, ModelRequest(system="", messages=[]))
     [call] = response.tool_calls  # type: ignore[attr-defined]
     assert call.arguments is None and call.argument_error
