@@ -72,8 +72,8 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def events_stream(session_id: str) -> str:
-    return f"eve:events:{session_id}"
+    return f"events.{session_id}"
 
 
 def history_stream(session_id: str) -> str:
-    return f"eve:history:{session_id}"
+    return f"history.{session_id}"

@@ -25,7 +25,7 @@ from eve_cli._loader import (
     load_agent,
     resolve_agent_dir,
 )
-from eve_cli._session import Snapshot, events_stream
+from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._streams import strip_key
 from eve_cli.execution._view import fold, summary
@@ -106,6 +106,7 @@ class Runtime:
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.agent_dir = resolve_agent_dir(agent_dir)
         self.model = model
+        self._world_is_memory = world is not None and type(world).__name__ == "MemoryWorld"
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
         self.agent: AgentDefinition = self.executor.agent_for(self._stored_dir(self.agent_dir))
@@ -287,9 +288,26 @@ class Runtime:
             row["updatedAt"] = row["updatedAt"] or (
                 info.updated.isoformat() if info.updated else None
             )
+            row["bytes"] = self._bytes(info.run_id)
             rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
+
+    def _bytes(self, sid: str) -> int | None:
+        """Bytes on disk of a session (journal, inbox, streams); None off the local world."""
+        if self._world_is_memory:
+            return None
+        total = 0
+        run_dir = self.data_dir / "runs" / sid
+        paths = list(run_dir.iterdir()) if run_dir.is_dir() else []
+        for stream in (events_stream(sid), history_stream(sid)):
+            paths.extend((self.data_dir / "streams").glob(f"{stream}.*"))
+        for path in paths:
+            try:
+                total += path.stat().st_size
+            except OSError:
+                continue
+        return total
 
     def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
         """Stored events from ``start`` (negative counts back from the tail), with indexes."""
