@@ -8,6 +8,7 @@ end and prints the result as JSON. Fault points come from `EVE_FAULTS`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -43,10 +44,8 @@ async def sub(ctx: WorkflowContext, i: int) -> int:
 
 async def main() -> None:
     engine = Engine(LocalWorld(sys.argv[1]), {"job": job, "sub": sub})
-    try:
+    with contextlib.suppress(RunExistsError):
         await engine.start("job", int(sys.argv[3]), run_id="job")
-    except RunExistsError:
-        pass
     print("ready", flush=True)
     info = await engine.run("job", wait=10)
     print(json.dumps({"status": info.status, "result": info.result}), flush=True)

@@ -46,7 +46,11 @@ def _finish(data: Path, effects: Path) -> dict[str, Any]:
 
 
 def _effects(effects: Path) -> Counter[int]:
-    return Counter(int(line) for line in effects.read_text().split()) if effects.exists() else Counter()
+    return (
+        Counter(int(line) for line in effects.read_text().split())
+        if effects.exists()
+        else Counter()
+    )
 
 
 def _journal_ok(data: Path) -> list[dict[str, Any]]:
