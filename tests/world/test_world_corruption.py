@@ -96,7 +96,9 @@ damage = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     kind=st.sampled_from(sorted(FILES)),
     cut=st.one_of(st.none(), st.floats(0, 1, exclude_max=True)),

@@ -21,8 +21,6 @@ import pytest
 from world import _verify
 
 STEPS = 4
-# Durable writes of one uninterrupted run: the start (create, not counted: it is a rename),
-# one per step, the hook record, the delivery, the `recv`, the `done`.
 SCRIPT = textwrap.dedent(
     """
     import asyncio, sys
@@ -46,7 +44,7 @@ SCRIPT = textwrap.dedent(
     async def main():
         engine = Engine(LocalWorld(data), {"flow": flow})
         runs = engine.world.families()
-        rid = runs[0] if runs else await engine.start("flow", %d, run_id="faulty")
+        rid = runs[0] if runs else await engine.start("flow", STEPS, run_id="faulty")
         info = await engine.run(rid)
         if info.status == "parked":
             try:
@@ -62,8 +60,7 @@ SCRIPT = textwrap.dedent(
         print("StorageError:", exc, file=sys.stderr)
         sys.exit(3)
     """
-    % STEPS
-)
+).replace("STEPS", str(STEPS))
 REPO = Path(__file__).absolute().parents[2]  # subprocesses import this checkout
 EXPECTED = "completed ['s0', 's1', 'hooked', 's2', 's3']"
 
