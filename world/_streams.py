@@ -9,7 +9,6 @@ fsync'd: `flush()` (called before each journal append of the process) makes them
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 from array import array
@@ -17,10 +16,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from watchfiles import awatch
-
 from . import _journal
 from ._errors import CorruptJournalError, StorageError
+from ._watch import DirWatcher
 from ._world import check_name
 
 _HEADER = _journal.frame(_journal.header("eve-world-stream"))
@@ -113,26 +111,15 @@ class StreamStore:
             start = max(self.length(name) + start, 0)
         data_path, _ = self._files(name)
         self.path.mkdir(parents=True, exist_ok=True)
-        target = str(data_path)
-        # One watcher for the whole tail, so no append falls between two watches; the 1 s
-        # timeout only backs up the moment before the watcher starts.
-        changes = awatch(
-            self.path,
-            watch_filter=lambda _change, p: p == target,
-            debounce=100,
-            step=5,
-            rust_timeout=1000,
-            yield_on_timeout=True,
-            recursive=False,
-        )
-        async with contextlib.aclosing(changes):
+        with DirWatcher(self.path, [data_path.name]) as watcher:
+            # Watching began before the first read: no append can fall in between.
             while True:
                 items = self.read(name, start)
                 for item in items:
                     yield start, item
                     start += 1
                 if not items:
-                    await anext(changes)
+                    await watcher.wait()
 
     # -- writing ---------------------------------------------------------------------------------
     def append(self, name: str, frame: bytes) -> int:

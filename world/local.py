@@ -14,7 +14,6 @@ Files grow with run families, never with steps. Readers take no lock.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import filelock
-from watchfiles import awatch
 
 from . import _codec, _journal
 from ._errors import (
@@ -36,6 +34,7 @@ from ._errors import (
     WorldError,
 )
 from ._streams import StreamStore
+from ._watch import DirWatcher
 from ._world import FamilyLog, InboxItem, Lease, World, check_name, check_run_id
 
 FORMAT = {"format": "eve-world", "version": 1}
@@ -303,28 +302,13 @@ class LocalWorld(World):
         return _FileLease(self, root, lock)
 
     async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:
-        if self.inbox_end(root) != mark:
-            return True
-        folder = self._dir(root)
-        target = str(folder / "inbox.msgpack")
-        stop = asyncio.Event()
-        timer = asyncio.get_running_loop().call_later(max(timeout, 0.0), stop.set)
-        try:
-            async for _ in awatch(
-                folder,
-                watch_filter=lambda _c, p: p == target,
-                debounce=100,
-                step=5,
-                stop_event=stop,
-                rust_timeout=1000,
-                yield_on_timeout=True,
-                recursive=False,
-            ):
-                if self.inbox_end(root) != mark:
-                    return True
-        finally:
-            timer.cancel()
-        return self.inbox_end(root) != mark
+        with DirWatcher(self._dir(root), ["inbox.msgpack"]) as watcher:
+            # Watching began before this check: a delivery after it is seen by `wait`.
+            deadline = time.monotonic() + timeout
+            while self.inbox_end(root) == mark:
+                if not await watcher.wait(deadline - time.monotonic()):
+                    return self.inbox_end(root) != mark
+        return True
 
     # -- streams -----------------------------------------------------------------------------
     def stream_append(self, name: str, item: Any) -> int:
