@@ -1,0 +1,36 @@
+"""The part of the runtime facade (ARCHITECTURE §3) the chat loop drives.
+
+`eve_cli.runtime.Runtime` provides it in-process; a client of the HTTP channel can provide the
+same methods (`eve chat --url`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+
+class Backend(Protocol):
+    async def create_session(
+        self, mode: str | None = None, model: str | None = None, operation_id: str | None = None
+    ) -> str: ...
+
+    async def deliver(self, sid: str, message: str, turn_policy: str = "steer") -> Any: ...
+
+    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> Any: ...
+
+    async def cancel(self, sid: str) -> Any: ...
+
+    async def clear(self, sid: str) -> Any: ...
+
+    async def compact(self, sid: str) -> Any: ...
+
+    async def drive(self, sid: str) -> dict[str, Any]: ...
+
+    def session(self, sid: str) -> dict[str, Any]: ...
+
+    def sessions(self) -> list[dict[str, Any]]: ...
+
+    def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]: ...
+
+    def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]: ...
