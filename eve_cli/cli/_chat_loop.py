@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from eve_cli.cli._backend import Backend
-from eve_cli.cli._errors import Interrupted, WaitingForInput
+from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
 from eve_cli.cli._events import ERROR_TYPES, describe_request, one_line, request_id, request_kind
 from eve_cli.cli._render import Renderer
 from eve_cli.cli._render_rich import RichRenderer
@@ -62,7 +62,10 @@ class ChatLoop:
 
     def send(self, message: str) -> dict[str, Any]:
         """Deliver one user message and settle the turn it starts."""
-        self.run(self.backend.deliver(self.sid, message))
+        receipt = self.run(self.backend.deliver(self.sid, message))
+        if getattr(receipt, "disposition", None) == "rejected":
+            reason = getattr(receipt, "reason", None) or "rejected"
+            raise CliError(f"session {self.sid} did not take the message: {reason}")
         return self.settle()
 
     def command(self, action: Callable[[str], Awaitable[Any]]) -> dict[str, Any]:

@@ -21,8 +21,14 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """Exception types whose message is already one line a user can act on."""
     from eve_cli._loader import AgentLoadError
     from eve_cli.models import ModelError, UnknownModelError
+    from eve_cli.runtime import RuntimeErrorBase
 
-    found: list[type[BaseException]] = [AgentLoadError, ModelError, UnknownModelError]
+    found: list[type[BaseException]] = [
+        AgentLoadError,
+        ModelError,
+        UnknownModelError,
+        RuntimeErrorBase,
+    ]
     import world
 
     for name in ("OwnershipError", "CorruptJournalError", "DivergenceError", "WorldError"):
@@ -42,30 +48,38 @@ def open_runtime(
     errors = user_errors()
     if agent_dir is not None and not agent_dir.is_dir():
         raise CliError(f"agent folder {agent_dir} does not exist; create one with: eve init")
+    try:
+        rt = Runtime(data_dir=data_dir, agent_dir=agent_dir, model=model)
+    except (*errors, ValueError) as exc:  # ValueError: a malformed model string
+        raise CliError(str(exc)) from None
     loop = asyncio.new_event_loop()
     try:
-        try:
-            rt = Runtime(data_dir=data_dir, agent_dir=agent_dir, model=model)
-            yield rt, loop
-        except errors as exc:
-            raise CliError(str(exc)) from None
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
+        yield rt, loop
+    except errors as exc:
+        raise CliError(str(exc)) from None
     finally:
-        loop.close()
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+            rt.close()
 
 
 @contextlib.contextmanager
 def open_reader(data_dir: Path) -> Iterator[Runtime]:
     """Read-only access to the sessions of `data_dir` (no lock taken, nothing written)."""
-    from eve_cli.runtime import Runtime
+    from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
 
     errors = user_errors()
     try:
-        yield Runtime(data_dir=data_dir)
-    except KeyError as exc:
-        raise CliError(
-            f"no session {exc.args[0]} in {data_dir}; list them with: eve inspect"
-        ) from None
+        rt = Runtime(data_dir=data_dir)
+    except errors as exc:
+        raise CliError(f"cannot read {data_dir}: {exc}") from None
+    try:
+        yield rt
+    except (SessionNotFoundError, InvalidSessionIdError) as exc:
+        raise CliError(f"{exc} in {data_dir}; list sessions with: eve inspect") from None
     except errors as exc:
         raise CliError(f"damaged data in {data_dir}: {exc}") from None
+    finally:
+        rt.close()

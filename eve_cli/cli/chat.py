@@ -117,7 +117,7 @@ def _choose_session(
     if session:
         try:
             rt.session(session)
-        except KeyError:
+        except LookupError:
             raise CliError(
                 f"no session {session} in {data_dir}; list sessions with: eve inspect"
             ) from None

@@ -4,6 +4,8 @@ a session and on damaged data (the damage is shown, not a traceback)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,7 +53,7 @@ def inspect(
         return
     with open_reader(data_dir) as reader:
         if session is None:
-            _emit_sessions(reader.sessions(), json_, console, data_dir)
+            _emit_sessions(with_sizes(reader.sessions(), data_dir), json_, console, data_dir)
             return
         view = reader.session(session)
         stream = reader.events(session, start if events else 0)
@@ -61,6 +63,39 @@ def inspect(
         _emit_step(view, stream, step, json_, console)
     else:
         _emit_session(view, stream, json_, console)
+
+
+def with_sizes(rows: Sequence[Mapping[str, Any]], data_dir: Path) -> list[dict[str, Any]]:
+    """Rows with `bytes`: the session's files on disk (its run folder and its streams)."""
+    wanted = [dict(row) for row in rows]
+    if all("bytes" in row for row in wanted):
+        return wanted
+    streams: dict[str, int] = {}
+    with contextlib.suppress(OSError), os.scandir(data_dir / "streams") as entries:
+        for entry in entries:
+            # Stream files are named after their stream (`eve:events:<sid>`, maybe escaped).
+            key = entry.name.split(".")[0].replace("%3A", ":").rsplit(":", 1)[-1]
+            streams[key] = streams.get(key, 0) + _size(entry.path)
+    for row in wanted:
+        if "bytes" not in row:
+            sid = str(row.get("id"))
+            row["bytes"] = _tree_size(data_dir / "runs" / sid) + streams.get(sid, 0)
+    return wanted
+
+
+def _size(path: str | Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _tree_size(folder: Path) -> int:
+    total = 0
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            total += _tree_size(Path(entry.path)) if entry.is_dir() else _size(entry.path)
+    return total
 
 
 def _emit_sessions(

@@ -11,9 +11,6 @@ from eve_cli.cli._errors import CliError
 from eve_cli.cli._events import describe_request
 from eve_cli.cli._runtime import open_runtime, user_errors
 
-# Sessions in these states have work left that no one is doing (their owner died).
-INTERRUPTED = ("running",)
-
 
 def resume(
     session: Annotated[str | None, typer.Argument(metavar="[SESSION]", help="Session id.")] = None,
@@ -31,11 +28,11 @@ def resume(
         if session:
             try:
                 rt.session(session)
-            except KeyError:
+            except LookupError:
                 raise CliError(f"no session {session} in {data_dir}") from None
             targets = [session]
         else:
-            targets = [str(r["id"]) for r in rt.sessions() if r.get("status") in INTERRUPTED]
+            targets = rt.resumable()
             if not targets:
                 typer.echo(f"nothing to resume in {data_dir}")
                 return

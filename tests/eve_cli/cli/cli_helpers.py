@@ -1,0 +1,85 @@
+"""Helpers shared by the command-line tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from typer.testing import Result
+
+Eve = Callable[..., Result]
+EveProc = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def data_dir() -> Path:
+    return Path(os.environ["EVE_DATA_DIR"])
+
+
+SLOW_TOOL = '''
+from pathlib import Path
+
+from eve_cli import tool
+
+
+@tool
+def slow() -> str:
+    """Block the first time it runs (the test kills the process then); return at once after."""
+    marker = Path("slow-started")
+    runs = int(marker.read_text()) if marker.exists() else 0
+    marker.write_text(str(runs + 1))
+    if runs == 0:
+        print("TOOL-STARTED", flush=True)
+        import time
+
+        time.sleep(60)
+    return "slow done"
+'''
+
+
+class Reader:
+    """Accumulates a file descriptor's output; `expect` waits (bounded) for a pattern."""
+
+    ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.raw = b""
+        self.pos = 0  # `expect` searches from here
+
+    @property
+    def text(self) -> str:
+        return self.ANSI.sub("", self.raw.decode("utf-8", "replace"))
+
+    def expect(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            match = regex.search(self.text, self.pos)
+            if match:
+                self.pos = match.end()
+                return match
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._read(left):
+                raise AssertionError(f"{pattern!r} not seen; output so far:\n{self.text}")
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:  # the pty closes when the child exits
+            return False
+        self.raw += chunk
+        return bool(chunk)
