@@ -68,11 +68,15 @@ def open_runtime(
 @contextlib.contextmanager
 def open_reader(data_dir: Path) -> Iterator[Runtime]:
     """Read-only access to the sessions of `data_dir` (no lock taken, nothing written)."""
+    from eve_cli._loader import DEFAULT_AGENT_DIR, AgentLoadError
     from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
 
     errors = user_errors()
     try:
-        rt = Runtime(data_dir=data_dir)
+        try:
+            rt = Runtime(data_dir=data_dir)
+        except AgentLoadError:  # a broken ./agent must not stop anyone reading sessions
+            rt = Runtime(data_dir=data_dir, agent_dir=DEFAULT_AGENT_DIR)
     except errors as exc:
         raise CliError(f"cannot read {data_dir}: {exc}") from None
     try:
