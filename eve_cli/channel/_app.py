@@ -1,0 +1,317 @@
+"""The routes of SPEC §10 on Starlette: sessions over HTTP, JSON in and out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from eve_cli._version import __version__
+from eve_cli.channel._auth import BearerAuth, is_session_id
+from eve_cli.channel._errors import (
+    ChannelError,
+    error_body,
+    from_runtime_error,
+    on_channel_error,
+    on_http_exception,
+    on_unexpected,
+)
+from eve_cli.channel._port import SessionRuntime
+from eve_cli.channel._streams import StreamHub, stream_response
+from eve_cli.channel._supervisor import Supervisor
+
+PREFIX = "/eve/v1"
+TURN_POLICIES = ("steer", "queue")
+MODES = ("conversation", "task")
+_ACTIONS = ("cancel", "compact", "clear", "reset")
+
+
+@dataclass
+class ChannelSettings:
+    """Knobs of one server; defaults suit `eve start`."""
+
+    token: str | None = None
+    max_body: int = 1 << 20
+    heartbeat: float = 15.0
+    grace: float = 5.0
+    info: dict[str, Any] = field(default_factory=dict)
+    log: Callable[[str], None] = print
+
+
+class Channel:
+    """The HTTP channel of one runtime: its app, its background drives and its open streams."""
+
+    def __init__(self, runtime: SessionRuntime, settings: ChannelSettings | None = None) -> None:
+        self.runtime = runtime
+        self.settings = settings or ChannelSettings()
+        self.supervisor = Supervisor(runtime, self.settings.log)
+        self.hub = StreamHub(self.settings.heartbeat, self.settings.log)
+        self._create_lock = asyncio.Lock()
+        self.app = Starlette(
+            routes=self._routes(),
+            middleware=[Middleware(BearerAuth, token=self.settings.token)],
+            exception_handlers={
+                ChannelError: on_channel_error,
+                HTTPException: on_http_exception,
+                Exception: on_unexpected,
+            },
+            lifespan=self._lifespan,
+        )
+
+    def begin_shutdown(self) -> None:
+        """End open streams at once (called on SIGTERM, before connections are awaited)."""
+        self.hub.close()
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        resumed = self.supervisor.resume_in_flight()
+        if resumed:
+            self.settings.log(f"resuming {len(resumed)} in-flight session(s): {', '.join(resumed)}")
+        try:
+            yield
+        finally:
+            self.hub.close()
+            await self.supervisor.close(self.settings.grace)
+
+    def _routes(self) -> list[Route]:
+        s = PREFIX + "/session/{sid}"
+        return [
+            Route(PREFIX + "/health", self.health, methods=["GET"]),
+            Route(PREFIX + "/info", self.info, methods=["GET"]),
+            Route(PREFIX + "/session", self.create, methods=["POST"]),
+            Route(PREFIX + "/sessions", self.list_sessions, methods=["GET"]),
+            Route(s, self.get_session, methods=["GET"]),
+            Route(s, self.deliver, methods=["POST"]),
+            Route(s + "/stream", self.stream, methods=["GET"]),
+            *(Route(f"{s}/{a}", self._action(a), methods=["POST"]) for a in _ACTIONS),
+            Route(PREFIX + "/session/{rest:path}", self.malformed, methods=["GET", "POST"]),
+        ]
+
+    # -- routes --------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def info(self, request: Request) -> Response:
+        body = {
+            "name": "eve",
+            "version": __version__,
+            "api": "eve/v1",
+            "turnPolicies": list(TURN_POLICIES),
+            "maxBodyBytes": self.settings.max_body,
+            **self.settings.info,
+        }
+        return JSONResponse(body)
+
+    async def create(self, request: Request) -> Response:
+        body = await self._json(request, allow_empty=True)
+        message = _optional_str(body, "message")
+        mode = _optional_str(body, "mode")
+        operation_id = _optional_str(body, "operationId")
+        policy = _turn_policy(body)
+        if mode is not None and mode not in MODES:
+            raise ChannelError(400, f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        # One create at a time: a repeated operationId must find the session made by the first,
+        # and must not deliver its message twice.
+        async with self._create_lock:
+            known = {s["id"] for s in self.runtime.sessions()} if operation_id else set()
+            created = self.runtime.create_session(mode=mode, operation_id=operation_id)
+            sid = await self._call(created)
+            out: dict[str, Any] = {"sessionId": sid, "created": sid not in known}
+            if message is not None and out["created"]:
+                out.update(await self._deliver(sid, message, policy))
+        return JSONResponse(out, 202)
+
+    async def list_sessions(self, request: Request) -> Response:
+        return JSONResponse({"sessions": self.runtime.sessions()})
+
+    async def get_session(self, request: Request) -> Response:
+        sid = self._session_id(request)
+        return JSONResponse(self._view(sid))
+
+    async def deliver(self, request: Request) -> Response:
+        sid = self._session_id(request)
+        body = await self._json(request)
+        message = _optional_str(body, "message")
+        responses = body.get("inputResponses")
+        if (message is None) == (responses is None):
+            raise ChannelError(400, "send exactly one of 'message' or 'inputResponses'")
+        self._view(sid)
+        if message is not None:
+            out = await self._deliver(sid, message, _turn_policy(body))
+            if out["disposition"] == "rejected":
+                return _rejected(sid, out)
+            return JSONResponse({"sessionId": sid, **out}, 202)
+        checked = _input_responses(responses)
+        self._check_pending(sid, checked)
+        receipt = _receipt_body(await self._call(self.runtime.respond(sid, checked), sid))
+        if receipt["disposition"] == "rejected":
+            return _rejected(sid, receipt)
+        self.supervisor.kick(sid)
+        return JSONResponse({"sessionId": sid, "accepted": len(checked)}, 202)
+
+    async def stream(self, request: Request) -> Response:
+        sid = self._session_id(request)
+        self._view(sid)
+        return stream_response(request, self.runtime, self.hub, sid)
+
+    def _action(self, name: str) -> Callable[[Request], Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            sid = self._session_id(request)
+            await self._json(request, allow_empty=True)
+            self._view(sid)
+            receipt = _receipt_body(await self._call(getattr(self.runtime, name)(sid), sid))
+            if receipt["disposition"] == "rejected":
+                return _rejected(sid, receipt)
+            self.supervisor.kick(sid)
+            return JSONResponse({"sessionId": sid, "action": name}, 202)
+
+        return run
+
+    async def malformed(self, request: Request) -> Response:
+        first = request.path_params["rest"].split("/", 1)[0]
+        if not is_session_id(first):
+            raise ChannelError(400, f"malformed session id {first!r}")
+        raise HTTPException(404)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    async def _deliver(self, sid: str, message: str, policy: str) -> dict[str, Any]:
+        receipt = await self._call(self.runtime.deliver(sid, message, turn_policy=policy), sid)
+        out = _receipt_body(receipt)
+        if out["disposition"] != "rejected":
+            self.supervisor.kick(sid)
+        return out
+
+    def _session_id(self, request: Request) -> str:
+        sid = str(request.path_params["sid"])
+        if not is_session_id(sid):
+            raise ChannelError(400, f"malformed session id {sid!r}")
+        return sid
+
+    def _view(self, sid: str) -> dict[str, Any]:
+        """The session's view; raises 404 when it does not exist."""
+        try:
+            return self.runtime.session(sid)
+        except Exception as exc:
+            raise from_runtime_error(exc, sid) from None
+
+    def _check_pending(self, sid: str, responses: list[dict[str, Any]]) -> None:
+        """Answer only requests that are pending in this session (409 otherwise)."""
+        pending = {str(p.get("requestId", p.get("id"))) for p in self._view(sid).get("pending", [])}
+        for response in responses:
+            if response["requestId"] not in pending:
+                raise ChannelError(
+                    409,
+                    f"request {response['requestId']!r} is not pending in session {sid}; "
+                    "GET the session to see its pending requests",
+                )
+
+    async def _call(self, call: Awaitable[Any], sid: str | None = None) -> Any:
+        try:
+            return await call
+        except ChannelError:
+            raise
+        except Exception as exc:
+            raise from_runtime_error(exc, sid) from None
+
+    async def _json(self, request: Request, allow_empty: bool = False) -> dict[str, Any]:
+        raw = await _read_limited(request, self.settings.max_body)
+        if not raw.strip():
+            if allow_empty:
+                return {}
+            raise ChannelError(400, "the request needs a JSON object body")
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ChannelError(400, f"malformed JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise ChannelError(400, "the JSON body must be an object")
+        return body
+
+
+async def _read_limited(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ChannelError(413, f"request body of {declared} bytes exceeds the {limit}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ChannelError(413, f"request body exceeds the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _optional_str(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ChannelError(400, f"'{key}' must be a string")
+    return value
+
+
+def _turn_policy(body: dict[str, Any]) -> str:
+    policy = body.get("turnPolicy", "steer")
+    if policy not in TURN_POLICIES:
+        raise ChannelError(400, f"turnPolicy must be 'steer' or 'queue', got {policy!r}")
+    return str(policy)
+
+
+def _input_responses(value: Any) -> list[dict[str, Any]]:
+    """Validate ``inputResponses``: approvals ``{requestId, approved, always?}`` or answers
+    ``{requestId, answer}``."""
+    if not isinstance(value, list) or not value:
+        raise ChannelError(400, "'inputResponses' must be a non-empty list")
+    out = []
+    for i, item in enumerate(value):
+        where = f"inputResponses[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("requestId"), str):
+            raise ChannelError(400, f"{where} must be an object with a string 'requestId'")
+        if "approved" in item:
+            if not isinstance(item["approved"], bool) or not isinstance(
+                item.get("always", False), bool
+            ):
+                raise ChannelError(400, f"{where}: 'approved' and 'always' must be booleans")
+            out.append(
+                {
+                    "requestId": item["requestId"],
+                    "approved": item["approved"],
+                    "always": item.get("always", False),
+                }
+            )
+        elif isinstance(item.get("answer"), str):
+            out.append({"requestId": item["requestId"], "answer": item["answer"]})
+        else:
+            raise ChannelError(400, f"{where} needs 'approved' (bool) or 'answer' (string)")
+    return out
+
+
+def _rejected(sid: str, receipt: dict[str, Any]) -> JSONResponse:
+    """409 for a delivery the runtime refused; the body says so and why."""
+    reason = receipt.get("reason") or "the session does not accept this now"
+    body = error_body("rejected", reason, sessionId=sid, disposition="rejected", reason=reason)
+    return JSONResponse(body, 409)
+
+
+def _receipt_body(receipt: Any) -> dict[str, Any]:
+    """The JSON form of a delivery receipt (attribute or mapping shaped)."""
+    if isinstance(receipt, dict):
+        disposition, reason = receipt.get("disposition"), receipt.get("reason")
+    else:
+        disposition = getattr(receipt, "disposition", None)
+        reason = getattr(receipt, "reason", None)
+    out: dict[str, Any] = {"disposition": str(disposition)}
+    if reason:
+        out["reason"] = str(reason)
+    return out

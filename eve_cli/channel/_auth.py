@@ -1,0 +1,82 @@
+"""Bearer-token authentication, the loopback rule and session-id validation."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import re
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from eve_cli.channel._errors import error_response
+
+# Paths anyone may call without a token: a liveness probe reveals nothing.
+_OPEN_PATHS = frozenset({"/eve/v1/health"})
+
+# Session ids are root run ids: letters, digits, '-', '_' and inner dots; never a path.
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+class BindRefusedError(Exception):
+    """Serving on a non-loopback address without a token."""
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback bind without a bearer token (one clear line)."""
+    if not is_loopback(host) and not token:
+        raise BindRefusedError(
+            f"refusing to listen on {host}: it is not a loopback address and no token is set; "
+            "set EVE_AUTH_TOKEN or pass --token (or bind 127.0.0.1)"
+        )
+
+
+def is_session_id(value: str) -> bool:
+    """True when ``value`` is a well-formed session id (says nothing about existence)."""
+    return bool(_SESSION_ID.fullmatch(value)) and ".." not in value
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    """Compare an ``Authorization`` header with the expected token in constant time."""
+    if not header:
+        return False
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request but the health probe needs ``Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.token or scope["path"] in _OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        header = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                header = value.decode("latin-1")
+                break
+        if not token_matches(header, self.token):
+            message = (
+                "missing bearer token: send 'Authorization: Bearer <token>'"
+                if header is None
+                else "bad bearer token"
+            )
+            await error_response(401, message)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

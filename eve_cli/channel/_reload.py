@@ -1,0 +1,52 @@
+"""Hot reload of the agent folder for `eve dev`.
+
+Watches the folder with watchfiles; after each batch of saved changes it asks the runtime to load
+the agent again. The runtime swaps the definition only when the new one loads, so a broken edit
+keeps the last good definition serving; its error (which names file and line) goes to the log.
+Sessions pick the new definition up at their next turn, parked ones included, because the
+runtime rebuilds tools and instructions from the current definition for every turn (SPEC D8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import watchfiles
+
+
+def _describe(changes: set[tuple[watchfiles.Change, str]], root: Path) -> str:
+    names = set()
+    for _, path in changes:
+        try:
+            names.add(str(Path(path).relative_to(root)))
+        except ValueError:
+            names.add(path)
+    return ", ".join(sorted(names))
+
+
+async def watch_agent(
+    directory: Path,
+    reload: Callable[[], str],
+    log: Callable[[str], None],
+    stop: asyncio.Event,
+    debounce_ms: int = 100,
+) -> None:
+    """Reload on every change under ``directory`` until ``stop`` is set.
+
+    ``reload`` loads and installs the agent, returning its name, or raises an exception whose
+    message says what is wrong (file and line).
+    """
+    root = directory.resolve()
+    log(f"watching {root} for changes")
+    async for changes in watchfiles.awatch(
+        root, stop_event=stop, debounce=debounce_ms, step=25, recursive=True
+    ):
+        changed = _describe(changes, root)
+        try:
+            name = reload()
+        except Exception as exc:
+            log(f"reload failed, still serving the last good agent: {exc}")
+            continue
+        log(f"reloaded agent {name!r} from {root} (changed: {changed})")

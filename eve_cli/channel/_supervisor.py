@@ -1,0 +1,81 @@
+"""Drives sessions in background tasks after deliveries, and resumes in-flight ones at start-up.
+
+One task per session at most. A kick while a drive runs marks the session dirty, so a delivery
+that raced the end of a drive is never left sitting in the inbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from eve_cli.channel._port import SessionRuntime
+
+
+class Supervisor:
+    """Owns the background drive tasks of one server."""
+
+    def __init__(self, runtime: SessionRuntime, log: Callable[[str], None]) -> None:
+        self._runtime = runtime
+        self._log = log
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self._closing = False
+
+    def kick(self, session_id: str) -> None:
+        """Make sure ``session_id`` is driven after this call, once, in the background."""
+        if self._closing:
+            return
+        self._dirty.add(session_id)
+        if session_id not in self._tasks:
+            task = asyncio.get_running_loop().create_task(
+                self._drive(session_id), name=f"eve-drive-{session_id}"
+            )
+            self._tasks[session_id] = task
+
+    def resume_in_flight(self) -> list[str]:
+        """Kick every session with work to do: interrupted turns, undelivered input."""
+        ids = list(self._runtime.resumable())
+        for session_id in ids:
+            self.kick(session_id)
+        return ids
+
+    @property
+    def active(self) -> list[str]:
+        """Ids of the sessions being driven now."""
+        return sorted(self._tasks)
+
+    async def idle(self) -> None:
+        """Wait until no session is being driven (tests and shutdown)."""
+        while self._tasks:
+            await asyncio.wait(list(self._tasks.values()))
+
+    async def close(self, grace: float) -> None:
+        """Stop driving: let running drives finish for ``grace`` seconds, then cancel them.
+
+        A cancelled drive leaves its session resumable: every finished action is journaled and
+        the next process carries the turn on.
+        """
+        self._closing = True
+        tasks = list(self._tasks.values())
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+            self._log(f"stopped {len(pending)} running session(s); they resume on next start")
+
+    async def _drive(self, session_id: str) -> None:
+        try:
+            while session_id in self._dirty and not self._closing:
+                self._dirty.discard(session_id)
+                try:
+                    await self._runtime.drive(session_id)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # one session's failure must not stop the server
+                    self._log(f"session {session_id}: {type(exc).__name__}: {exc}")
+        finally:
+            self._tasks.pop(session_id, None)

@@ -1,0 +1,234 @@
+"""A client of a running `eve start` server with the runtime facade's methods.
+
+`eve chat --url URL` drives a remote session through :class:`RemoteRuntime` exactly as it drives
+an in-process ``Runtime``: create or open a session, deliver, answer input requests, read and
+tail events, and ``drive`` — which here waits for the server's own background drive to settle
+the turn instead of running it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+# Events after which a session may have stopped running (the view says whether it did).
+_SETTLING = frozenset(
+    {
+        "turn.completed",
+        "turn.waiting",
+        "turn.failed",
+        "turn.cancelled",
+        "session.waiting",
+        "session.completed",
+        "session.failed",
+    }
+)
+
+
+class RemoteError(Exception):
+    """The server answered with an error; ``str()`` is its one-line message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class RemoteReceipt:
+    """What the server did with a delivery: started | steered | queued | rejected."""
+
+    disposition: str
+    reason: str | None = None
+
+
+class RemoteRuntime:
+    """The facade's session methods over HTTP (see ARCHITECTURE §3 and §5)."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._timeout = timeout
+        self._sync: httpx.Client | None = None
+        # Stream length before the last delivery per session: `drive` waits for what follows.
+        self._marks: dict[str, int] = {}
+
+    # -- reads (synchronous, like the facade's) ----------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """The server's ``/info``."""
+        result: dict[str, Any] = self._get("/info")
+        return result
+
+    def session(self, sid: str) -> dict[str, Any]:
+        """The session's view, as ``Runtime.session``."""
+        result: dict[str, Any] = self._get(f"/session/{sid}")
+        return result
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every session, as ``Runtime.sessions``."""
+        result: list[dict[str, Any]] = self._get("/sessions")["sessions"]
+        return result
+
+    def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
+        """Stored events from ``start`` (negative: from the tail), without following."""
+        response = self._client().get(
+            f"{self.url}/eve/v1/session/{sid}/stream",
+            params={"startIndex": start, "follow": "false"},
+        )
+        _raise_for(response)
+        return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+
+    # -- commands ------------------------------------------------------------------------
+
+    async def create_session(
+        self, mode: str | None = None, model: str | None = None, operation_id: str | None = None
+    ) -> str:
+        """Create a session (``model`` is chosen by the server's agent and ignored here)."""
+        body = {k: v for k, v in (("mode", mode), ("operationId", operation_id)) if v}
+        result = await self._post("/session", body)
+        return str(result["sessionId"])
+
+    async def deliver(self, sid: str, message: str, turn_policy: str = "steer") -> RemoteReceipt:
+        """Deliver a message; the server starts, steers, queues or rejects it."""
+        self._mark(sid)
+        try:
+            result = await self._post(
+                f"/session/{sid}", {"message": message, "turnPolicy": turn_policy}
+            )
+        except RemoteError as exc:
+            if exc.code == "rejected":
+                self._marks.pop(sid, None)
+                return RemoteReceipt("rejected", str(exc))
+            raise
+        return RemoteReceipt(str(result["disposition"]), result.get("reason"))
+
+    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> None:
+        """Answer pending approvals or questions."""
+        self._mark(sid)
+        await self._post(f"/session/{sid}", {"inputResponses": responses})
+
+    async def cancel(self, sid: str) -> None:
+        await self._action(sid, "cancel")
+
+    async def clear(self, sid: str) -> None:
+        await self._action(sid, "clear")
+
+    async def compact(self, sid: str) -> None:
+        await self._action(sid, "compact")
+
+    async def reset(self, sid: str) -> None:
+        await self._action(sid, "reset")
+
+    async def drive(self, sid: str) -> dict[str, Any]:
+        """Wait until the server's drive of the session settles; returns the session view."""
+        mark = self._marks.pop(sid, None)
+        if mark is None:
+            view = self.session(sid)
+            if view.get("status") != "running":
+                return view
+            mark = self._length(sid)
+        seen = False
+        async with contextlib.aclosing(self._follow(sid, mark)) as events:
+            async for event in events:
+                # After a settling event, or on a heartbeat once something happened, ask the
+                # view.
+                if (event is None and seen) or (event and event.get("type") in _SETTLING):
+                    view = self.session(sid)
+                    if view.get("status") != "running":
+                        return view
+                seen = seen or event is not None
+        return self.session(sid)
+
+    async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """Stored events from ``start``, then live ones; after a dropped connection it
+        reconnects from the next index."""
+        async with contextlib.aclosing(self._follow(sid, start)) as events:
+            async for event in events:
+                if event is not None:
+                    yield event
+
+    async def _follow(self, sid: str, start: int) -> AsyncGenerator[dict[str, Any] | None]:
+        """Events from ``start``; None for each heartbeat."""
+        next_index = start
+        for _attempt in range(3):
+            async with httpx.AsyncClient(headers=self._headers, timeout=None) as client:
+                try:
+                    async with client.stream(
+                        "GET",
+                        f"{self.url}/eve/v1/session/{sid}/stream",
+                        params={"startIndex": next_index},
+                    ) as response:
+                        if response.status_code >= 400:
+                            await response.aread()
+                            _raise_for(response)
+                        async for line in response.aiter_lines():
+                            if not line.strip():
+                                yield None  # the opening newline and heartbeats
+                                continue
+                            event = json.loads(line)
+                            next_index = int(event.get("index", next_index)) + 1
+                            yield event
+                        return
+                except (httpx.RemoteProtocolError, httpx.ReadError):
+                    continue
+        raise RemoteError(0, "disconnected", f"lost the event stream of {sid} at {self.url}")
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _mark(self, sid: str) -> None:
+        if sid not in self._marks:
+            self._marks[sid] = self._length(sid)
+
+    def _length(self, sid: str) -> int:
+        last = self.events(sid, -1)
+        return int(last[-1]["index"]) + 1 if last else 0
+
+    def _client(self) -> httpx.Client:
+        if self._sync is None:
+            self._sync = httpx.Client(headers=self._headers, timeout=self._timeout)
+        return self._sync
+
+    def _get(self, path: str) -> Any:
+        try:
+            response = self._client().get(f"{self.url}/eve/v1{path}")
+        except httpx.TransportError as exc:
+            raise RemoteError(0, "unreachable", f"cannot reach {self.url}: {exc}") from None
+        _raise_for(response)
+        return response.json()
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with httpx.AsyncClient(headers=self._headers, timeout=self._timeout) as client:
+            try:
+                response = await client.post(f"{self.url}/eve/v1{path}", json=body)
+            except httpx.TransportError as exc:
+                raise RemoteError(0, "unreachable", f"cannot reach {self.url}: {exc}") from None
+        _raise_for(response)
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def _action(self, sid: str, name: str) -> None:
+        self._mark(sid)
+        await self._post(f"/session/{sid}/{name}", {})
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "http", f"HTTP {response.status_code}: {response.text[:200]}"
+    raise RemoteError(response.status_code, code, message)

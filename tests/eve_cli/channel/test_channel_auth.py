@@ -1,0 +1,46 @@
+"""The pure checks of `_auth`: loopback rule, session-id shape, bearer header parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from eve_cli.channel import BindRefusedError, check_bind, is_session_id
+from eve_cli.channel._auth import is_loopback, token_matches
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.1", "::1", "[::1]", "localhost"])
+def test_loopback_hosts_need_no_token(host: str) -> None:
+    assert is_loopback(host)
+    check_bind(host, None)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.5", "example.org"])
+def test_other_hosts_need_a_token(host: str) -> None:
+    assert not is_loopback(host)
+    with pytest.raises(BindRefusedError) as refused:
+        check_bind(host, None)
+    message = str(refused.value)
+    assert host in message and "EVE_AUTH_TOKEN" in message and "\n" not in message
+    check_bind(host, "a-token")
+
+
+@pytest.mark.parametrize("sid", ["s_0123abcd", "abc", "A-b_c.1", "x" * 128])
+def test_well_formed_session_ids(sid: str) -> None:
+    assert is_session_id(sid)
+
+
+@pytest.mark.parametrize(
+    "sid", ["", "..", "a..b", ".x", "-x", "a/b", "a\\b", "a b", "x" * 129, "é", "a\x00"]
+)
+def test_malformed_session_ids(sid: str) -> None:
+    assert not is_session_id(sid)
+
+
+def test_bearer_header_parsing() -> None:
+    assert token_matches("Bearer tok", "tok")
+    assert token_matches("bearer tok", "tok")
+    assert not token_matches("Bearer tok2", "tok")
+    assert not token_matches("Bearer ", "tok")
+    assert not token_matches("Basic tok", "tok")
+    assert not token_matches("tok", "tok")
+    assert not token_matches(None, "tok")
