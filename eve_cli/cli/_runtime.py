@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eve_cli.cli._backend import Backend
 from eve_cli.cli._errors import CliError
 
 if TYPE_CHECKING:
@@ -63,6 +64,27 @@ def open_runtime(
         finally:
             loop.close()
             rt.close()
+
+
+@contextlib.contextmanager
+def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.AbstractEventLoop]]:
+    """A client of a running `eve start` server, used exactly like the in-process runtime."""
+    from eve_cli.channel.client import RemoteError, RemoteRuntime
+
+    remote = RemoteRuntime(url, token=token)
+    loop = asyncio.new_event_loop()
+    try:
+        yield remote, loop
+    except RemoteError as exc:
+        raise CliError(f"{url}: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"cannot reach {url}: {exc}; is `eve start` running?") from None
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+            remote.close()
 
 
 @contextlib.contextmanager

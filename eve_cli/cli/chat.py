@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from enum import StrEnum
@@ -14,12 +16,12 @@ from typer._click import exceptions as click_exc
 
 from eve_cli.cli._backend import Backend
 from eve_cli.cli._chat_loop import ChatLoop, ChatOptions
-from eve_cli.cli._context import DataOption, ensure_data_dir
+from eve_cli.cli._context import DataOption, data_path, ensure_data_dir
 from eve_cli.cli._errors import CliError, Interrupted
 from eve_cli.cli._events import one_line
 from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer, Renderer
 from eve_cli.cli._render_rich import RichRenderer
-from eve_cli.cli._runtime import open_runtime
+from eve_cli.cli._runtime import open_remote, open_runtime
 
 
 class ApproveMode(StrEnum):
@@ -57,15 +59,32 @@ def chat(
         ApproveMode,
         typer.Option(help="Answer approvals: ask the user, approve all, or deny all."),
     ] = ApproveMode.ask,
+    url: Annotated[
+        str | None,
+        typer.Option("--url", metavar="URL", help="Chat through a running `eve start` server."),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", metavar="TOKEN", help="Bearer token for --url (EVE_AUTH_TOKEN)."),
+    ] = None,
 ) -> None:
     """Chat with an agent; the session is durable and resumable (eve chat -s ID)."""
     if continue_ and session:
         raise click_exc.UsageError("use -c/--continue or -s/--session, not both")
-    data_dir = ensure_data_dir(data)
+    if url and (model or agent):
+        raise click_exc.UsageError(
+            "--model and --agent do not apply with --url (the server's agent serves)"
+        )
+    data_dir = data_path(data) if url else ensure_data_dir(data)
     terminal = sys.stdin.isatty() and sys.stdout.isatty() and not json_ and print_ is None
     renderer = _renderer(terminal, json_, print_ is not None)
     options = ChatOptions(approve=approve.value, interactive=terminal)
-    with open_runtime(data_dir, agent, model) as (rt, loop):
+    opened: contextlib.AbstractContextManager[tuple[Backend, asyncio.AbstractEventLoop]] = (
+        open_remote(url, token or os.environ.get("EVE_AUTH_TOKEN"))
+        if url
+        else open_runtime(data_dir, agent, model)
+    )
+    with opened as (rt, loop):
         resumed = bool(continue_ or session)
         sid = _choose_session(rt, loop, session, continue_, model, data_dir)
         view = rt.session(sid)
@@ -76,7 +95,7 @@ def chat(
                 session_id=sid,
                 agent=str(view.get("agent") or "default"),
                 model=str(view.get("model") or model or ""),
-                data_dir=str(data_dir),
+                data_dir=url or str(data_dir),
                 resumed=resumed,
             )
         )
