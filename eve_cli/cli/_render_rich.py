@@ -47,7 +47,7 @@ class RichRenderer:
         self, console: Console | None = None, input_fn: Callable[[str], str] | None = None
     ) -> None:
         self.console = console or Console(highlight=False)
-        self._input = input_fn or (lambda prompt: self.console.input(prompt))
+        self._input = input_fn or (lambda prompt: self.console.input(prompt, markup=False))
         self._live: Live | None = None
         self._text = ""
         self._calls: dict[str, tuple[str, Any, float]] = {}

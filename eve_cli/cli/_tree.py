@@ -97,10 +97,30 @@ class _Builder:
             turn["endedAt"] = event.get("at")
             if kind == "turn.failed":
                 turn["error"] = error_text(event)
+        if kind in ("action.result", "input.requested"):
+            # A parked call gets its result in a later step: find it anywhere in the turn.
+            self.call_event(turn, kind, event)
         step = self.step(turn, event)
         if step is not None:
             step["lastEvent"] = event.get("index")
             self.step_event(step, kind, event)
+
+    def call_event(self, turn: dict[str, Any], kind: str, event: Event) -> None:
+        for step in reversed(turn["steps"]):
+            for action in step["actions"]:
+                if action["kind"] != "tool" or action.get("callId") != event.get("callId"):
+                    continue
+                if kind == "input.requested":
+                    action["status"] = "waiting"
+                    action["waitedFor"] = event.get("kind")
+                    return
+                action["status"] = event.get("status") or "completed"
+                action["isError"] = bool(event.get("isError"))
+                action["output"] = event.get("output", event.get("result"))
+                action["durationMs"] = event.get("durationMs") or _ms(
+                    action.pop("requestedAt", None), event.get("at")
+                )
+                return
 
     def step_event(self, step: dict[str, Any], kind: str, event: Event) -> None:
         if kind == "message.completed":
@@ -124,19 +144,6 @@ class _Builder:
                         "requestedAt": event.get("at"),
                     }
                 )
-        elif kind == "action.result":
-            for action in step["actions"]:
-                if action.get("callId") == event.get("callId") and action["kind"] == "tool":
-                    action["status"] = event.get("status") or "completed"
-                    action["isError"] = bool(event.get("isError"))
-                    action["output"] = event.get("output", event.get("result"))
-                    action["durationMs"] = event.get("durationMs") or _ms(
-                        action.pop("requestedAt", None), event.get("at")
-                    )
-        elif kind == "input.requested":
-            for action in step["actions"]:
-                if action.get("callId") == event.get("callId"):
-                    action["status"] = "waiting"
         elif kind in ("step.completed", "step.failed"):
             step["status"] = "completed" if kind == "step.completed" else "failed"
             step["endedAt"] = event.get("at")

@@ -103,7 +103,9 @@ def chat(
         try:
             if resumed:
                 chat_loop.answer_pending_first(lambda: next(messages, None))
-                chat_loop.settle()
+            # A new session starts now (its first events, with its id, are out before any input
+            # is read); an opened one finishes an interrupted turn first.
+            chat_loop.settle()
             for message in messages:
                 if message.startswith("/") and _slash(message, chat_loop, renderer):
                     break

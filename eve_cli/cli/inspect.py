@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -45,7 +46,8 @@ def inspect(
     if step and events:
         raise CliError("use --step or --events, not both", 2)
     data_dir = data_path(data)
-    console = Console(highlight=False, soft_wrap=False)
+    # Piped output is not squeezed to 80 columns: tables stay one row per session.
+    console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
     if not data_dir.is_dir():
         if session:
             raise CliError(f"no data directory {data_dir}; nothing to inspect")
@@ -70,12 +72,15 @@ def with_sizes(rows: Sequence[Mapping[str, Any]], data_dir: Path) -> list[dict[s
     wanted = [dict(row) for row in rows]
     if all("bytes" in row for row in wanted):
         return wanted
+    ids = {str(row.get("id")) for row in wanted}
     streams: dict[str, int] = {}
     with contextlib.suppress(OSError), os.scandir(data_dir / "streams") as entries:
         for entry in entries:
-            # Stream files are named after their stream (`eve:events:<sid>`, maybe escaped).
-            key = entry.name.split(".")[0].replace("%3A", ":").rsplit(":", 1)[-1]
-            streams[key] = streams.get(key, 0) + _size(entry.path)
+            # Stream files are named after their stream (e.g. `events.<sid>.msgpack`).
+            for part in re.split(r"[.:]", entry.name):
+                if part in ids:
+                    streams[part] = streams.get(part, 0) + _size(entry.path)
+                    break
     for row in wanted:
         if "bytes" not in row:
             sid = str(row.get("id"))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import select
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +29,21 @@ def data_dir() -> Path:
 
 
 SLOW_TOOL = '''
+import asyncio
 from pathlib import Path
 
 from eve_cli import tool
 
 
 @tool
-def slow() -> str:
-    """Block the first time it runs (the test kills the process then); return at once after."""
+async def slow() -> str:
+    """Wait the first time it runs (the test kills the process then); return at once after."""
     marker = Path("slow-started")
     runs = int(marker.read_text()) if marker.exists() else 0
     marker.write_text(str(runs + 1))
     if runs == 0:
         print("TOOL-STARTED", flush=True)
-        import time
-
-        time.sleep(60)
+        await asyncio.sleep(60)
     return "slow done"
 '''
 
@@ -83,3 +84,24 @@ class Reader:
             return False
         self.raw += chunk
         return bool(chunk)
+
+
+@contextlib.contextmanager
+def chat_in_slow_tool(agent: Path) -> Iterator[str]:
+    """A real `eve chat` process inside the agent's `slow` tool; yields the session id and
+    kills the process with SIGKILL on exit."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eve_cli", "chat", "--agent", str(agent), "--json", "-p", "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    try:
+        reader = Reader(proc.stdout.fileno())
+        first = reader.expect(r"\{[^\n]*session\.started[^\n]*\}").group(0)
+        reader.expect("TOOL-STARTED")
+        yield str(json.loads(first)["sessionId"])
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        proc.stdout.close()

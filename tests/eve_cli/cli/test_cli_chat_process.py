@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import SLOW_TOOL, EveProc, Reader, json_lines
+from cli_helpers import SLOW_TOOL, EveProc, chat_in_slow_tool, json_lines
 
 
 def test_piped_stdin_delivers_each_line_after_the_previous_turn_settled(eve_proc: EveProc) -> None:
@@ -63,19 +61,8 @@ def test_session_option_finishes_a_turn_interrupted_by_kill_9(
         ],
         SLOW_TOOL,
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eve_cli", "chat", "--agent", str(agent), "--json", "-p", "go"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert proc.stdout is not None
-        reader = Reader(proc.stdout.fileno())
-        sid = json.loads(reader.expect(r"\{[^\n]*session\.started[^\n]*\}").group(0))["sessionId"]
-        reader.expect("TOOL-STARTED")
-    finally:
-        proc.kill()  # SIGKILL in the middle of the tool
-        proc.wait(timeout=10)
+    with chat_in_slow_tool(agent) as sid:
+        pass  # killed with SIGKILL in the middle of the tool
     assert (isolated / "slow-started").read_text() == "1"
     # No --agent: the session remembers its agent folder.
     result = eve_proc("chat", "-s", sid, input="")

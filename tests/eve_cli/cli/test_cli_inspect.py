@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import SLOW_TOOL, Eve, Reader, data_dir, json_lines
+from cli_helpers import SLOW_TOOL, Eve, chat_in_slow_tool, data_dir, json_lines
 
 
 def new_session(eve: Eve, text: str, *extra: str) -> str:
@@ -131,25 +129,13 @@ def test_inspect_while_another_process_owns_the_session(
         [{"text": "", "tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "done"}],
         SLOW_TOOL,
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eve_cli", "chat", "--agent", str(agent), "--json", "-p", "go"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert proc.stdout is not None
-        reader = Reader(proc.stdout.fileno())
-        sid = json.loads(reader.expect(r"\{[^\n]*session\.started[^\n]*\}").group(0))["sessionId"]
-        reader.expect("TOOL-STARTED")
+    with chat_in_slow_tool(agent) as sid:
         result = eve("inspect", sid, "--json")
         assert result.exit_code == 0, result.output
         obj = json.loads(result.stdout)
         assert obj["status"] == "running"
         assert obj["turns"][0]["steps"][0]["actions"][1]["status"] == "requested"
         assert eve("inspect").exit_code == 0
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def test_damaged_data_is_reported_not_a_traceback(eve: Eve) -> None:

@@ -84,13 +84,30 @@ def test_ctrl_c_during_a_turn_cancels_it_durably(
     terminal: Callable[..., tuple[subprocess.Popen[bytes], Reader, int]],
     make_agent: Callable[..., Path],
 ) -> None:
-    agent = make_agent([{"text": "a very slow answer", "delay": 30}])
+    # The first model call sends one character, waits, then asks for a tool; the runtime sees
+    # the cancel at the next action boundary, so the second answer is never produced.
+    echo = (
+        "from eve_cli import tool\n\n\n@tool\ndef echo(text: str) -> str:\n"
+        '    """Echo the text."""\n    return text\n'
+    )
+    agent = make_agent(
+        [
+            {
+                "text": "Zzz",
+                "delay": 2,
+                "tool_calls": [{"name": "echo", "arguments": {"text": "x"}}],
+            },
+            {"text": "never shown"},
+        ],
+        echo,
+    )
     proc, out, fd = terminal("--agent", str(agent))
     sid = out.expect(r"session\s+(\S+)").group(1)
     out.expect("› ")
     os.write(fd, b"go\r")
-    out.expect("a very")  # the first delta arrived; the model is still "thinking"
+    out.expect("Z")  # the first delta arrived; the model call is still running
     proc.send_signal(signal.SIGINT)
+    out.expect("cancelling the turn")
     out.expect("turn cancelled", timeout=20)
     out.expect("› ")
     proc.send_signal(signal.SIGINT)  # Ctrl-C at the prompt exits
@@ -100,3 +117,4 @@ def test_ctrl_c_during_a_turn_cancels_it_durably(
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert json.loads(view.stdout)["turns"][0]["status"] == "cancelled"
+    assert "never shown" not in out.text

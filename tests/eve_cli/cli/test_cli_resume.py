@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import SLOW_TOOL, Eve, EveProc, Reader, json_lines
+from cli_helpers import SLOW_TOOL, Eve, EveProc, chat_in_slow_tool, json_lines
 
 
 def test_resume_needs_a_session_or_all(eve: Eve) -> None:
@@ -34,19 +32,8 @@ def test_resume_all_finishes_a_turn_interrupted_by_kill_9(
         [{"text": "", "tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "all done"}],
         SLOW_TOOL,
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eve_cli", "chat", "--agent", str(agent), "--json", "-p", "go"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert proc.stdout is not None
-        reader = Reader(proc.stdout.fileno())
-        sid = json.loads(reader.expect(r"\{[^\n]*session\.started[^\n]*\}").group(0))["sessionId"]
-        reader.expect("TOOL-STARTED")
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    with chat_in_slow_tool(agent) as sid:
+        pass  # killed with SIGKILL in the middle of the tool
     result = eve_proc("resume", "--all")
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{sid}: waiting for the next message\n"

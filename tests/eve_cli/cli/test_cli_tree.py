@@ -68,8 +68,19 @@ def test_tree_has_turns_steps_actions_and_the_current_wait() -> None:
 
 
 def test_resolved_and_cancelled_waits_disappear() -> None:
-    resolved = [*EVENTS, ev(20, "input.resolved", 2000, turnId="t2", requestId="r2", approved=True)]
-    assert _tree.build(resolved)["waits"] == []
+    resolved = [
+        *EVENTS,
+        ev(20, "input.resolved", 2000, turnId="t2", requestId="r2", approved=True),
+        ev(21, "step.started", 2000, turnId="t2", stepIndex=1),
+        ev(22, "action.result", 2040, turnId="t2", stepIndex=1, callId="c2", name="save_note",
+           status="completed", isError=False, output="saved"),
+    ]  # fmt: skip
+    tree = _tree.build(resolved)
+    assert tree["waits"] == []
+    # The approved call ran in the next step; its result belongs to the call that asked.
+    call = tree["turns"][1]["steps"][0]["actions"][1]
+    assert (call["status"], call["output"], call["durationMs"]) == ("completed", "saved", 990)
+    assert tree["turns"][1]["steps"][1]["actions"] == []
     cancelled = [*EVENTS, ev(20, "turn.cancelled", 2000, turnId="t2")]
     tree = _tree.build(cancelled)
     assert tree["waits"] == []
