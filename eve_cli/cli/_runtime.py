@@ -47,11 +47,13 @@ def open_runtime(
     from eve_cli.runtime import Runtime
 
     errors = user_errors()
+    # ValueError: the runtime's answer to a malformed model string.
+    opening: tuple[type[BaseException], ...] = (*errors, ValueError)
     if agent_dir is not None and not agent_dir.is_dir():
         raise CliError(f"agent folder {agent_dir} does not exist; create one with: eve init")
     try:
         rt = Runtime(data_dir=data_dir, agent_dir=agent_dir, model=model)
-    except (*errors, ValueError) as exc:  # ValueError: a malformed model string
+    except opening as exc:
         raise CliError(str(exc)) from None
     loop = asyncio.new_event_loop()
     try:

@@ -119,6 +119,10 @@ def _global(
     st = state()
     st.debug = debug
     st.data = data
+    if debug:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
 
 
 def _register_all() -> None:

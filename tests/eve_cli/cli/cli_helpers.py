@@ -74,6 +74,13 @@ class Reader:
             if left <= 0 or not self._read(left):
                 raise AssertionError(f"{pattern!r} not seen; output so far:\n{self.text}")
 
+    def read_all(self, timeout: float = 30) -> str:
+        """Everything until end of file (bounded), raw text."""
+        deadline = time.monotonic() + timeout
+        while self._read(max(0.0, deadline - time.monotonic())):
+            pass
+        return self.raw.decode("utf-8", "replace")
+
     def _read(self, timeout: float) -> bool:
         ready, _, _ = select.select([self.fd], [], [], timeout)
         if not ready:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import SLOW_TOOL, EveProc, chat_in_slow_tool, json_lines
+from cli_helpers import SLOW_TOOL, EveProc, Reader, chat_in_slow_tool, json_lines
 
 
 def test_piped_stdin_delivers_each_line_after_the_previous_turn_settled(eve_proc: EveProc) -> None:
@@ -23,6 +25,28 @@ def test_piped_stdin_delivers_each_line_after_the_previous_turn_settled(eve_proc
         "what time is it?",
         "count the words in a b",
     ]
+
+
+def test_the_session_id_is_out_before_the_first_message_is_read() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "eve_cli", "chat", "--json"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            reader = Reader(proc.stdout.fileno())
+            first = json.loads(reader.expect(r"\{[^\n]*\}\n").group(0))  # nothing typed yet
+            assert first["type"] == "session.started"
+            proc.stdin.write(b"hello\n")
+            proc.stdin.close()
+            events = json_lines(reader.read_all())
+            assert proc.wait(timeout=60) == 0
+        finally:
+            proc.kill()
+    assert {e["sessionId"] for e in events} == {first["sessionId"]}
+    assert [e["text"] for e in events if e["type"] == "message.received"] == ["hello"]
 
 
 def test_plain_pipe_and_print_mode(eve_proc: EveProc) -> None:
