@@ -113,8 +113,15 @@ class ChatLoop:
         return view
 
     async def _follow(self) -> None:
-        async for event in self.backend.tail(self.sid, self.next_index):
-            self.render(event)
+        events = self.backend.tail(self.sid, self.next_index)
+        try:
+            async for event in events:
+                self.render(event)
+        finally:
+            # Close the tail (and its file watcher) as soon as the drive has settled.
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     def catch_up(self) -> None:
         """Render stored events not shown yet (those the live tail did not deliver)."""

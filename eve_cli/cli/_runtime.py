@@ -63,6 +63,7 @@ def open_runtime(
     finally:
         try:
             loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
             rt.close()
@@ -84,6 +85,7 @@ def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.
     finally:
         try:
             loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
             remote.close()

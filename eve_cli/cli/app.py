@@ -122,7 +122,9 @@ def _global(
     if debug:
         import logging
 
-        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+        for name in ("eve_cli", "world"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
 
 
 def _register_all() -> None:
