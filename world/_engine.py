@@ -260,7 +260,8 @@ class Engine:
             except _Park as park:
                 last = run.records[-1] if run.records else {}
                 if last.get("t") != "park" or last.get("waiting") != park.waiting:
-                    self.append(family, run, {"t": "park", "waiting": park.waiting})
+                    rec = {"t": "park", "waiting": park.waiting}
+                    self.append(family, run, rec, durable=False)
                 return
             except _ContinueAsNew as cont:
                 self._continue_as_new(family, run, cont.input)
@@ -313,13 +314,20 @@ class Engine:
 
     # -- called by WorkflowContext ---------------------------------------------------------------
     def append(
-        self, family: Family, run: Run, rec: dict[str, Any], *, label: str = "", key: str = ""
+        self,
+        family: Family,
+        run: Run,
+        rec: dict[str, Any],
+        *,
+        label: str = "",
+        key: str = "",
+        durable: bool = True,
     ) -> dict[str, Any]:
         """Journal one record of `run` durably; return it as a replay will read it."""
         rec = {"run": run.id, "g": run.g, "seq": run.seq, "at": time.time(), **rec}
         body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
         stored: dict[str, Any] = _codec.decode(body)
-        [pos] = self.world.append(family.root, [_journal.frame_body(body)])
+        [pos] = self.world.append(family.root, [_journal.frame_body(body)], durable=durable)
         family.apply(pos, stored)
         return stored
 
