@@ -121,10 +121,7 @@ def test_damage_is_recovered_or_located_and_never_read_as_data(
     data = bytearray(original)
     for where, patch in edits:
         at = int(where * len(data))
-        for i, byte in enumerate(patch):
-            if at + i < len(data):
-                data[at + i] = byte
-    # Compare with the original: a later edit may put back a byte an earlier one changed.
+        data[at : at + len(patch)] = patch[: len(data) - at]
     changed = [i for i, (a, b) in enumerate(zip(data, original, strict=True)) if a != b]
     if cut is not None:
         data = data[: int(cut * len(data))]
