@@ -1,0 +1,70 @@
+"""`RemoteRuntime`: the facade's methods over HTTP, as `eve chat --url` uses them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from channel_support import ServerThread, call, reply, write_agent, write_script
+
+from eve_cli.channel.client import RemoteError, RemoteRuntime
+
+TOOLS = """
+from eve_cli import always, tool
+
+@tool(approval=always())
+def gate() -> str:
+    \"\"\"Needs approval.\"\"\"
+    return "gate open"
+"""
+
+
+def test_remote_chat_round_trip(serve: Callable[..., ServerThread], tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.json", [reply("hello"), call("gate"), reply("after the gate")]
+    )
+    server = serve(write_agent(tmp_path / "agent", script, TOOLS))
+    remote = RemoteRuntime(server.url)
+
+    async def chat() -> None:
+        sid = await remote.create_session()
+        receipt = await remote.deliver(sid, "hi")
+        assert receipt.disposition == "started"
+        view = await remote.drive(sid)
+        assert view["status"] == "waiting"
+        texts = [e.get("text") for e in remote.events(sid) if e["type"] == "message.completed"]
+        assert texts == ["hello"]
+
+        await remote.deliver(sid, "open the gate")
+        view = await remote.drive(sid)
+        assert view["status"] == "parked"
+        request = view["pending"][0]
+        await remote.respond(sid, [{"requestId": request["requestId"], "approved": True}])
+        view = await remote.drive(sid)
+        assert view["status"] == "waiting"
+        texts = [e.get("text") for e in remote.events(sid) if e["type"] == "message.completed"]
+        assert texts == ["hello", "after the gate"]
+        assert [s["id"] for s in remote.sessions()] == [sid]
+
+        seen = []
+        async for event in remote.tail(sid, -2 + len(remote.events(sid))):
+            seen.append(event)
+            if len(seen) == 2:
+                break
+        assert seen == remote.events(sid, -2)
+
+    asyncio.run(chat())
+    remote.close()
+
+
+def test_remote_errors_are_one_line(serve: Callable[..., ServerThread]) -> None:
+    server = serve(token="t0k")
+    with pytest.raises(RemoteError) as caught:
+        RemoteRuntime(server.url).sessions()
+    assert caught.value.status == 401
+    assert RemoteRuntime(server.url, token="t0k").sessions() == []
+    with pytest.raises(RemoteError) as missing:
+        RemoteRuntime(server.url, token="t0k").session("no-such-session")
+    assert missing.value.status == 404 and "no-such-session" in str(missing.value)
