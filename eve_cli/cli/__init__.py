@@ -1,4 +1,9 @@
-"""The `eve` command line: one module per command group, thin, calling the core."""
+"""The `eve` command line: one module per command group, thin, calling the core.
+
+`app.py` holds the Typer application and the registry of command groups; `chat`, `inspect`,
+`resume` and `init` are command modules; `_render*` turn session events into terminal, plain or
+NDJSON output. Only `eve_cli` (runtime facade, agent API) and `world` are imported from here.
+"""
 
 from __future__ import annotations
 
@@ -14,5 +19,6 @@ def main(argv: list[str] | None = None) -> None:
 
         print(f"eve {__version__}")
         return
-    print("eve: commands are not available yet", file=sys.stderr)
-    raise SystemExit(2)
+    from eve_cli.cli.app import run
+
+    raise SystemExit(run(list(args)))

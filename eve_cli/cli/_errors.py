@@ -1,0 +1,28 @@
+"""Exit codes and the one error type commands raise for a clean, one-line failure."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_WAITING = 3  # waiting for input that nobody present can give
+EXIT_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A failure the user can act on: printed as one line on stderr, never a traceback.
+
+    The message says what went wrong, where (file, session id, offset) and what to do.
+    """
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class WaitingForInput(CliError):
+    """A turn is parked on an approval or a question and nobody present can answer it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_WAITING)

@@ -1,0 +1,251 @@
+"""The interactive terminal renderer: banner, streamed Markdown under Rich Live, a spinner while
+the model thinks, compact tool-call lines, and the approval / question / message prompts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from eve_cli.cli._events import (
+    ERROR_TYPES,
+    Event,
+    describe_request,
+    error_text,
+    event_request,
+    field,
+    format_call,
+    one_line,
+    request_kind,
+)
+from eve_cli.cli._render import Banner
+
+SLASH_HELP: tuple[tuple[str, str], ...] = (
+    ("/help", "show this help"),
+    ("/exit", "leave (the session stays resumable: eve chat -s ID)"),
+    ("/clear", "wipe the model's history, keep the session"),
+    ("/compact", "summarise older history now"),
+    ("/cancel", "cancel the current turn"),
+    ("/sessions", "list the sessions in this data directory"),
+)
+
+APPROVAL_CHOICES = {"y": "y", "yes": "y", "n": "n", "no": "n", "a": "a", "always": "a"}
+
+
+class RichRenderer:
+    """Renders §8 events on a terminal and asks the user for input."""
+
+    def __init__(
+        self, console: Console | None = None, input_fn: Callable[[str], str] | None = None
+    ) -> None:
+        self.console = console or Console(highlight=False)
+        self._input = input_fn or (lambda prompt: self.console.input(prompt))
+        self._live: Live | None = None
+        self._text = ""
+        self._calls: dict[str, tuple[str, Any, float]] = {}
+
+    # -- Renderer ------------------------------------------------------------------------
+    def banner(self, info: Banner) -> None:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_row(Text("agent", style="dim"), info.agent)
+        grid.add_row(Text("model", style="dim"), info.model)
+        grid.add_row(Text("session", style="dim"), info.session_id)
+        grid.add_row(Text("data", style="dim"), info.data_dir)
+        title = "eve · resumed session" if info.resumed else "eve"
+        self.console.print(Panel(grid, title=title, title_align="left", expand=False))
+        self.console.print(
+            Text("/help for commands · Ctrl-C cancels a turn · Ctrl-D exits", style="dim")
+        )
+
+    def event(self, event: Event) -> None:
+        handler = _HANDLERS.get(str(event.get("type")))
+        if handler is not None:
+            handler(self, event)
+        elif event.get("type") in ERROR_TYPES:
+            self._stop()
+            self.error(error_text(event))
+
+    def notice(self, text: str) -> None:
+        self._stop()
+        self.console.print(Text(text, style="dim"))
+
+    def error(self, text: str) -> None:
+        self._stop()
+        self.console.print(Text(f"error: {text}", style="bold red"))
+
+    def close(self) -> None:
+        self._stop()
+
+    # -- prompts -------------------------------------------------------------------------
+    def read_message(self) -> str | None:
+        """The next user line; None at end of input (Ctrl-D)."""
+        self._stop()
+        try:
+            return self._input("› ")
+        except EOFError:
+            return None
+
+    def ask_approval(self, request: Mapping[str, Any]) -> str:
+        """Ask until the user answers `y`, `n` or `a` (always)."""
+        self._stop()
+        self.console.print(Text(f"? {describe_request(request)}", style="bold yellow"))
+        while True:
+            answer = self._input("[y]es / [n]o / [a]lways: ").strip().lower()
+            if answer in APPROVAL_CHOICES:
+                return APPROVAL_CHOICES[answer]
+            self.console.print(Text("answer y, n or a", style="dim"))
+
+    def ask_question(self, request: Mapping[str, Any]) -> str:
+        self._stop()
+        self.console.print(Text(f"? {describe_request(request)}", style="bold yellow"))
+        return self._input("answer: ")
+
+    def show_help(self) -> None:
+        table = Table.grid(padding=(0, 2))
+        for name, what in SLASH_HELP:
+            table.add_row(Text(name, style="bold"), what)
+        self.console.print(table)
+
+    def show_sessions(self, rows: list[Mapping[str, Any]], current: str) -> None:
+        from eve_cli.cli._tables import sessions_table
+
+        self._stop()
+        self.console.print(sessions_table(rows, current=current))
+
+    # -- live region ---------------------------------------------------------------------
+    def _show(self, renderable: Any) -> None:
+        if self._live is None:
+            self._live = Live(
+                renderable, console=self.console, transient=True, refresh_per_second=12
+            )
+            self._live.start()
+        else:
+            self._live.update(renderable)
+
+    def _stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _thinking(self, label: str = "thinking…") -> None:
+        self._show(Spinner("dots", Text(label, style="dim")))
+
+    # -- event handlers ------------------------------------------------------------------
+    def _on_step_started(self, event: Event) -> None:
+        self._text = ""
+        self._thinking()
+
+    def _on_delta(self, event: Event) -> None:
+        self._text += str(field(event, "delta") or field(event, "text") or "")
+        self._show(Markdown(self._text))
+
+    def _on_message_completed(self, event: Event) -> None:
+        text = str(field(event, "text") or self._text)
+        self._text = ""
+        self._stop()
+        if text.strip():
+            self.console.print(Markdown(text))
+
+    def _on_actions_requested(self, event: Event) -> None:
+        now = time.monotonic()
+        actions = field(event, "actions") or field(event, "calls") or []
+        names = []
+        for action in actions:
+            if isinstance(action, Mapping):
+                name = str(action.get("name") or "tool")
+                call_id = str(action.get("callId") or action.get("id") or name)
+                self._calls[call_id] = (name, action.get("arguments"), now)
+                names.append(name)
+        if names:
+            self._thinking(f"running {', '.join(names)}…")
+
+    def _on_action_result(self, event: Event) -> None:
+        self._stop()
+        self.console.print(self.tool_line(event))
+        if self._live is None:
+            self._thinking()
+
+    def tool_line(self, event: Event) -> Text:
+        """`✓ name(args) → result  0.12s` (or ✗ and the error), from an `action.result`."""
+        call_id = str(field(event, "callId") or field(event, "id") or field(event, "name"))
+        name, arguments, started = self._calls.pop(call_id, (None, None, None))
+        name = str(field(event, "name") or name or "tool")
+        if arguments is None:
+            arguments = field(event, "arguments")
+        status = str(field(event, "status") or "completed")
+        failed = bool(field(event, "isError")) or status in ("failed", "rejected")
+        duration_ms = field(event, "durationMs")
+        if duration_ms is None and started is not None:
+            duration_ms = (time.monotonic() - started) * 1000
+        result = field(event, "result", field(event, "output", field(event, "error")))
+        line = Text()
+        line.append("✗ " if failed else "✓ ", style="red" if failed else "green")
+        line.append(format_call(name, arguments), style="bold")
+        if status == "rejected":
+            line.append("  rejected", style="red")
+        elif failed:
+            line.append("  failed", style="red")
+        if result is not None and result != "":
+            line.append(" → ", style="dim")
+            line.append(one_line(result, 200), style="red" if failed else "")
+        if isinstance(duration_ms, int | float):
+            line.append(f"  {duration_ms / 1000:.2f}s", style="dim")
+        return line
+
+    def _on_input_requested(self, event: Event) -> None:
+        self._stop()
+        request = event_request(event)
+        label = "needs approval" if request_kind(request) == "approval" else "asks"
+        self.console.print(Text(f"⏸ {label}: {describe_request(request)}", style="yellow"))
+
+    def _on_input_resolved(self, event: Event) -> None:
+        approved = field(event, "approved")
+        answer = field(event, "answer")
+        if approved is not None:
+            word = "approved" if approved else "denied"
+            if field(event, "always"):
+                word = "approved (always)"
+            self.console.print(Text(word, style="green" if approved else "red"))
+        elif answer is not None:
+            self.console.print(Text(f"answered: {one_line(answer, 200)}", style="dim"))
+        self._thinking()
+
+    def _on_settled(self, event: Event) -> None:
+        self._stop()
+        if event.get("type") == "turn.cancelled":
+            self.console.print(Text("turn cancelled", style="yellow"))
+
+    def _on_compaction(self, event: Event) -> None:
+        if event.get("type") == "compaction.requested":
+            self._thinking("compacting history…")
+        else:
+            self.notice("history compacted")
+
+    def _on_cleared(self, event: Event) -> None:
+        self.notice("history cleared")
+
+
+_HANDLERS: dict[str, Callable[[RichRenderer, Event], None]] = {
+    "step.started": RichRenderer._on_step_started,
+    "turn.started": RichRenderer._on_step_started,
+    "message.appended": RichRenderer._on_delta,
+    "message.completed": RichRenderer._on_message_completed,
+    "actions.requested": RichRenderer._on_actions_requested,
+    "action.result": RichRenderer._on_action_result,
+    "input.requested": RichRenderer._on_input_requested,
+    "input.resolved": RichRenderer._on_input_resolved,
+    "turn.completed": RichRenderer._on_settled,
+    "turn.waiting": RichRenderer._on_settled,
+    "turn.cancelled": RichRenderer._on_settled,
+    "compaction.requested": RichRenderer._on_compaction,
+    "compaction.completed": RichRenderer._on_compaction,
+    "context.cleared": RichRenderer._on_cleared,
+}

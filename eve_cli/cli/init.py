@@ -1,0 +1,116 @@
+"""`eve init [DIR]`: scaffold an agent folder ready for `eve chat --agent DIR`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eve_cli.cli._errors import CliError
+
+_AGENT_PY = '''\
+"""The agent definition: eve loads `agent` from this file.
+
+Instructions come from instructions.md next to this file; tools from tools/*.py.
+Change the model with `eve chat -m openai:gpt-4o-mini` or here (`model="anthropic:..."`).
+"""
+
+from eve_cli import define_agent
+
+agent = define_agent(model="demo")
+'''
+
+_INSTRUCTIONS_MD = """\
+You are a concise, helpful assistant.
+
+Use the tools you have when they help: `add` for arithmetic and `write_note` to keep a note
+(the user approves the first note of a session). Ask the user when something is unclear.
+"""
+
+_MATH_PY = '''\
+"""An example tool: the name comes from the function, the description from its docstring,
+and the argument schema from the type hints."""
+
+from eve_cli import tool
+
+
+@tool
+def add(a: float, b: float) -> float:
+    """Add two numbers and return their sum.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+'''
+
+_NOTES_PY = '''\
+"""A tool with a side effect: `approval=once()` asks the user the first time it is called in a
+session; later calls in that session run without asking."""
+
+from pathlib import Path
+
+from eve_cli import once, tool
+
+
+@tool(approval=once())
+def write_note(title: str, text: str) -> str:
+    """Save a short note as a Markdown file in ./notes/.
+
+    Args:
+        title: A short title, used as the file name.
+        text: The note itself.
+    """
+    folder = Path("notes")
+    folder.mkdir(exist_ok=True)
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in title).strip("-") or "note"
+    path = folder / f"{safe}.md"
+    path.write_text(f"# {title}\\n\\n{text}\\n", encoding="utf-8")
+    return f"saved {path}"
+'''
+
+FILES: dict[str, str] = {
+    "agent.py": _AGENT_PY,
+    "instructions.md": _INSTRUCTIONS_MD,
+    "tools/math.py": _MATH_PY,
+    "tools/notes.py": _NOTES_PY,
+}
+
+
+def scaffold(target: Path) -> list[Path]:
+    """Write the agent folder into `target`; refuses before writing if any file exists."""
+    if target.exists() and not target.is_dir():
+        raise CliError(f"{target} exists and is not a directory; choose another DIR")
+    existing = [target / rel for rel in FILES if (target / rel).exists()]
+    if existing:
+        names = ", ".join(str(p) for p in existing)
+        raise CliError(f"refusing to overwrite existing files: {names}; choose an empty DIR")
+    written = []
+    try:
+        for rel, text in FILES.items():
+            path = target / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+            written.append(path)
+    except OSError as exc:
+        raise CliError(f"cannot write the agent folder {target}: {exc.strerror or exc}") from None
+    return written
+
+
+def init(
+    directory: Annotated[
+        Path, typer.Argument(metavar="[DIR]", help="Folder to create (default ./agent).")
+    ] = Path("agent"),
+) -> None:
+    """Scaffold an agent folder: agent.py, instructions.md and two example tools."""
+    written = scaffold(directory)
+    for path in written:
+        typer.echo(f"created {path}")
+    typer.echo(f"\nnext: eve chat --agent {directory}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init)

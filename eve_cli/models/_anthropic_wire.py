@@ -1,0 +1,235 @@
+"""The Messages API wire format: neutral history → request body, stream events → answer.
+
+The API wants strictly alternating roles starting with ``user``: consecutive turns of one role
+are merged, tool results travel as ``tool_result`` blocks in a user turn (before any text).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
+from eve_cli.models._calls import history_arguments, make_tool_call
+
+__all__ = ["ERROR_STATUS", "EventReader", "to_messages", "to_tools"]
+
+#: HTTP status each error type stands for, when it arrives inside a stream.
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+# Stands in when the history would otherwise not start with a user turn.
+_OPENING = "(The conversation continues.)"
+
+
+def to_messages(system: str, messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """``(system, messages)`` of the request body."""
+    systems = [system] if system else []
+    turns: list[dict[str, Any]] = []
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        content = str(message.get("content") or "")
+        if role == "system":
+            systems.append(content)
+        elif role == "user":
+            _add(turns, "user", [_text_block(content)] if content.strip() else [])
+        elif role == "assistant":
+            _add(turns, "assistant", _assistant_blocks(content, message.get("tool_calls") or []))
+        elif role == "tool":
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": str(message.get("tool_call_id", "")),
+                "is_error": bool(message.get("is_error")),
+            }
+            if content:
+                block["content"] = content
+            _add(turns, "user", [block])
+        else:
+            raise ValueError(f"history message {position} has unknown role {role!r}")
+    for turn in turns:
+        if turn["role"] == "user":
+            # Tool results must open their user turn; sorted() keeps the order otherwise.
+            turn["content"] = sorted(turn["content"], key=lambda b: b["type"] != "tool_result")
+    if not turns or turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": [_text_block(_OPENING)]})
+    return "\n\n".join(systems), turns
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _assistant_blocks(text: str, calls: list[Message]) -> list[dict[str, Any]]:
+    blocks = [_text_block(text)] if text.strip() else []
+    for call in calls:
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": str(call.get("id", "")),
+                "name": str(call.get("name", "")),
+                "input": history_arguments(call),
+            }
+        )
+    return blocks
+
+
+def _add(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1]["content"].extend(blocks)
+    else:
+        turns.append({"role": role, "content": list(blocks)})
+
+
+def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """``tools`` entries of the request body."""
+    return [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": tool.parameters or {"type": "object", "properties": {}},
+        }
+        for tool in tools
+    ]
+
+
+@dataclass
+class _Block:
+    kind: str
+    text: list[str] = field(default_factory=list)
+    id: str = ""
+    name: str = ""
+    input: dict[str, Any] = field(default_factory=dict)
+    json: list[str] = field(default_factory=list)
+
+
+class StreamError(Exception):
+    """An ``error`` event: ``kind`` is its error type."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass
+class EventReader:
+    """Folds Messages stream events (or one whole ``message`` object) into an answer."""
+
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    stop_reason: str | None = None
+    stopped: bool = False
+
+    def feed(self, data: dict[str, Any]) -> str:
+        """Take one event's data; returns its text delta (possibly empty).
+
+        Raises:
+            StreamError: the event is an ``error`` event.
+        """
+        kind = data.get("type")
+        if kind == "message_start":
+            self._message(_dict(data.get("message")), whole=False)
+        elif kind == "message":
+            return self._message(data, whole=True)
+        elif kind == "content_block_start":
+            self._start(_int(data.get("index")), _dict(data.get("content_block")))
+        elif kind == "content_block_delta":
+            return self._delta(_int(data.get("index")), _dict(data.get("delta")))
+        elif kind == "message_delta":
+            delta = _dict(data.get("delta"))
+            if delta.get("stop_reason"):
+                self.stop_reason = str(delta["stop_reason"])
+            self._usage(_dict(data.get("usage")))
+        elif kind == "message_stop":
+            self.stopped = True
+        elif kind == "error":
+            error = _dict(data.get("error"))
+            raise StreamError(str(error.get("type") or "error"), str(error.get("message") or ""))
+        return ""  # ping, content_block_stop and unknown types carry nothing we need
+
+    def _message(self, message: dict[str, Any], *, whole: bool) -> str:
+        self._usage(_dict(message.get("usage")))
+        if not whole:
+            return ""
+        self.stopped = True
+        self.stop_reason = str(message.get("stop_reason") or "") or None
+        text = ""
+        for index, block in enumerate(message.get("content") or ()):
+            self._start(index, _dict(block))
+            if isinstance(block, dict) and block.get("type") == "text":
+                text += str(block.get("text") or "")
+        return text
+
+    def _start(self, index: int, block: dict[str, Any]) -> None:
+        new = _Block(kind=str(block.get("type") or ""))
+        if new.kind == "text" and block.get("text"):
+            new.text.append(str(block["text"]))
+        elif new.kind == "tool_use":
+            new.id = str(block.get("id") or "")
+            new.name = str(block.get("name") or "")
+            new.input = _dict(block.get("input"))
+        self.blocks[index] = new
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> str:
+        block = self.blocks.setdefault(index, _Block(kind="text"))
+        if delta.get("type") == "text_delta":
+            text = str(delta.get("text") or "")
+            block.text.append(text)
+            return text
+        if delta.get("type") == "input_json_delta":
+            block.json.append(str(delta.get("partial_json") or ""))
+        return ""
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        if "input_tokens" in usage:
+            cached = ("cache_creation_input_tokens", "cache_read_input_tokens")
+            self.input_tokens = sum(_int(usage.get(k)) for k in ("input_tokens", *cached))
+        if "output_tokens" in usage:
+            self.output_tokens = _int(usage.get("output_tokens"))
+
+    def text(self) -> str:
+        """The answer's text blocks, in order."""
+        return "".join(
+            "".join(self.blocks[i].text)
+            for i in sorted(self.blocks)
+            if self.blocks[i].kind == "text"
+        )
+
+    def tool_calls(self) -> list[ToolCall]:
+        """The ``tool_use`` blocks, in order; broken input becomes an argument error."""
+        calls: list[ToolCall] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block.kind != "tool_use":
+                continue
+            # Input streams as JSON text; without deltas it is the object the block opened with.
+            raw = "".join(block.json) or json.dumps(block.input)
+            calls.append(make_tool_call(block.id or f"toolu_{index}", block.name, raw))
+        return calls
+
+    def usage(self) -> Usage | None:
+        """Reported usage, or None when the stream carried none."""
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return Usage(input_tokens=self.input_tokens or 0, output_tokens=self.output_tokens or 0)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,199 @@
+"""The Chat Completions wire format: neutral history → request body, stream chunks → answer.
+
+Streamed tool calls are reassembled by ``index``, tolerant of what real OpenAI-compatible
+servers send: ``arguments`` null, empty or whole in one chunk, ``id``/``name`` repeated in later
+chunks, several calls sharing index 0 with distinct ids, and no usage chunk.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
+from eve_cli.models._calls import history_arguments, is_json_object, make_tool_call
+
+__all__ = ["ChunkReader", "ToolCallAssembler", "to_messages", "to_tools"]
+
+
+def to_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    """Chat Completions messages: the system prompt first, then the history."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        if role in ("user", "system"):
+            out.append({"role": role, "content": str(message.get("content") or "")})
+        elif role == "assistant":
+            out.append(_assistant(message))
+        elif role == "tool":
+            out.append(_tool_result(message))
+        else:
+            raise ValueError(f"history message {position} has unknown role {role!r}")
+    return out
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    text = str(message.get("content") or "")
+    calls = message.get("tool_calls") or []
+    wire: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    if calls:
+        wire["tool_calls"] = [
+            {
+                "id": str(call.get("id", "")),
+                "type": "function",
+                "function": {
+                    "name": str(call.get("name", "")),
+                    "arguments": json.dumps(history_arguments(call), ensure_ascii=False),
+                },
+            }
+            for call in calls
+        ]
+    return wire
+
+
+def _tool_result(message: Message) -> dict[str, Any]:
+    content = str(message.get("content") or "")
+    # Chat Completions has no error flag on tool results: say it in the text.
+    if message.get("is_error") and not content.lower().startswith("error"):
+        content = f"Error: {content}"
+    return {
+        "role": "tool",
+        "tool_call_id": str(message.get("tool_call_id", "")),
+        "content": content,
+    }
+
+
+def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """``tools`` entries of the request body."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]
+
+
+@dataclass
+class _Slot:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+class ToolCallAssembler:
+    """Collects ``delta.tool_calls`` fragments; :meth:`finish` returns the calls in order."""
+
+    def __init__(self) -> None:
+        self._calls: list[_Slot] = []
+        self._by_index: dict[int, _Slot] = {}
+
+    def feed(self, fragment: Any) -> None:
+        """Add one fragment (one element of ``delta.tool_calls``)."""
+        if not isinstance(fragment, dict):
+            return
+        index = fragment.get("index")
+        call_id = _text(fragment.get("id"))
+        function = fragment.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        name = _text(function.get("name"))
+        raw = function.get("arguments")
+        # Some servers send arguments as an object rather than a JSON string.
+        args = json.dumps(raw) if isinstance(raw, dict | list) else _text(raw)
+        if isinstance(index, int) and not isinstance(index, bool):
+            slot = self._by_index.get(index)
+        else:
+            index = None
+            slot = self._calls[-1] if self._calls else None
+        if slot is None or _starts_new_call(slot, call_id, name, args):
+            slot = _Slot()
+            self._calls.append(slot)
+            if index is not None:
+                self._by_index[index] = slot
+        if call_id and not slot.id:
+            slot.id = call_id
+        if name and not slot.name:
+            slot.name = name
+        elif name and name != slot.name and not slot.arguments:
+            slot.name += name  # a differing name before any arguments continues the name
+        if args and not (args == slot.arguments and is_json_object(args)):
+            slot.arguments += args
+
+    def finish(self) -> list[ToolCall]:
+        """The reassembled calls; missing ids are filled in, bad arguments reported per call."""
+        return [
+            make_tool_call(slot.id or f"call_{number}", slot.name, slot.arguments)
+            for number, slot in enumerate(self._calls)
+        ]
+
+
+def _starts_new_call(slot: _Slot, call_id: str, name: str, args: str) -> bool:
+    if call_id and slot.id:
+        return call_id != slot.id
+    if not is_json_object(slot.arguments):
+        return False
+    # The slot holds a finished call: a new name, or new arguments opening an object, start
+    # another call on the same index (servers that put every call at index 0 without ids).
+    if name and slot.name and name != slot.name:
+        return True
+    return bool((name or call_id) and args.lstrip().startswith("{") and args != slot.arguments)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+@dataclass
+class ChunkReader:
+    """Folds ``chat.completion.chunk`` objects into text, tool calls, usage and finish reason."""
+
+    text: list[str] = field(default_factory=list)
+    calls: ToolCallAssembler = field(default_factory=ToolCallAssembler)
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> str:
+        """Take one chunk; returns its text delta (possibly empty)."""
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = _usage(usage)
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return ""
+        delta_text = ""
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+            # "delta" when streaming; "message" when a server answers with a whole completion.
+            whole = "delta" not in choice
+            delta = choice.get("delta") or choice.get("message") or {}
+            if not isinstance(delta, dict):
+                continue
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                delta_text += content
+            for position, fragment in enumerate(delta.get("tool_calls") or ()):
+                if whole and isinstance(fragment, dict):
+                    fragment = {"index": position, **fragment}
+                self.calls.feed(fragment)
+        if delta_text:
+            self.text.append(delta_text)
+        return delta_text
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    def number(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) else 0
+
+    return Usage(input_tokens=number("prompt_tokens"), output_tokens=number("completion_tokens"))

@@ -1,0 +1,103 @@
+"""``anthropic:MODEL``: the Anthropic Messages API, streamed.
+
+Settings: ``ANTHROPIC_BASE_URL`` (default ``https://api.anthropic.com``; ``/v1/messages`` is
+appended), ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``; required for the public endpoint) and
+``ANTHROPIC_VERSION`` (the ``anthropic-version`` header, default ``2023-06-01``), read from the
+environment or ``.env`` / ``.env.local``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from eve_cli.models._anthropic_wire import (
+    ERROR_STATUS,
+    EventReader,
+    StreamError,
+    to_messages,
+    to_tools,
+)
+from eve_cli.models._base import ModelRequest, ModelResponse
+from eve_cli.models._http import DeltaRelay, one_line
+from eve_cli.models._provider import HTTPModel
+from eve_cli.models._sse import SSEEvent
+from eve_cli.models._tokens import estimate_usage
+from eve_cli.models._windows import max_output_tokens_for
+
+__all__ = ["DEFAULT_API_VERSION", "AnthropicModel"]
+
+DEFAULT_API_VERSION = "2023-06-01"
+_RETRYABLE_ERRORS = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+)
+
+
+class AnthropicModel(HTTPModel):
+    """A Messages API model, streamed."""
+
+    provider = "anthropic"
+    key_var = "ANTHROPIC_API_KEY"
+    base_var = "ANTHROPIC_BASE_URL"
+    default_base_url = "https://api.anthropic.com"
+
+    def _configure(self, settings: Mapping[str, str]) -> None:
+        self.api_version = (settings.get("ANTHROPIC_VERSION") or "").strip() or DEFAULT_API_VERSION
+
+    def _headers(self) -> dict[str, str]:
+        headers = super()._headers()
+        headers["anthropic-version"] = self.api_version
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
+
+    def _endpoint(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+        try:
+            system, messages = to_messages(request.system, request.messages)
+        except ValueError as exc:
+            raise self._fail(str(exc)) from None
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens or max_output_tokens_for(self.model),
+            "messages": messages,
+            "stream": True,
+        }
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = to_tools(request.tools)
+        return f"{self.base_url}/v1/messages", body
+
+    async def _read(
+        self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay
+    ) -> ModelResponse:
+        reader = EventReader()
+        async for event in events:
+            try:
+                data = json.loads(event.data)
+            except ValueError:
+                raise self._fail(
+                    f"unreadable stream data: {one_line(event.data, limit=80)}"
+                ) from None
+            if not isinstance(data, dict):
+                continue
+            data.setdefault("type", event.event)
+            try:
+                await relay(reader.feed(data))
+            except StreamError as err:
+                raise self._fail(
+                    f"{err.kind}: {err.message}" if err.message else err.kind,
+                    retryable=err.kind in _RETRYABLE_ERRORS,
+                    status=ERROR_STATUS.get(err.kind),
+                ) from None
+            if reader.stopped:
+                break
+        if not reader.stopped and reader.stop_reason is None:
+            raise self._fail("the stream ended before the answer was complete", retryable=True)
+        calls = reader.tool_calls()
+        text = reader.text()
+        usage = reader.usage() or estimate_usage(request, text, calls)
+        return ModelResponse(
+            text=text, tool_calls=calls, usage=usage, stop_reason=reader.stop_reason
+        )

@@ -1,0 +1,118 @@
+"""``openai:MODEL``: OpenAI-compatible Chat Completions (OpenAI, Ollama, vLLM, llama.cpp).
+
+Settings: ``OPENAI_BASE_URL`` (default ``https://api.openai.com/v1``; the path
+``/chat/completions`` is appended) and ``OPENAI_API_KEY`` (required only for the public
+endpoint), read from the environment or ``.env`` / ``.env.local``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from eve_cli.models._base import ModelRequest, ModelResponse
+from eve_cli.models._http import WHOLE_BODY, CallError, DeltaRelay, error_details, one_line
+from eve_cli.models._openai_wire import ChunkReader, to_messages, to_tools
+from eve_cli.models._provider import HTTPModel
+from eve_cli.models._sse import SSEEvent
+from eve_cli.models._tokens import estimate_usage
+
+__all__ = ["OpenAIModel"]
+
+# Mid-stream error types that will fail the same way again.
+_FINAL_ERRORS = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "insufficient_quota",
+        "context_length_exceeded",
+    }
+)
+
+
+class OpenAIModel(HTTPModel):
+    """A Chat Completions model, streamed."""
+
+    provider = "openai"
+    key_var = "OPENAI_API_KEY"
+    base_var = "OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com/v1"
+
+    def _configure(self, settings: Mapping[str, str]) -> None:
+        # Some servers reject ``stream_options``; dropped for good after such a refusal.
+        self._stream_options = True
+
+    def _headers(self) -> dict[str, str]:
+        headers = super()._headers()
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _endpoint(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+        try:
+            messages = to_messages(request.system, request.messages)
+        except ValueError as exc:
+            raise self._fail(str(exc)) from None
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+        if self._stream_options:
+            body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = to_tools(request.tools)
+        if request.max_tokens is not None:
+            # The public API wants the newer name; compatible servers know the older one.
+            key = "max_completion_tokens" if self._is_public_endpoint else "max_tokens"
+            body[key] = request.max_tokens
+        return f"{self.base_url}/chat/completions", body
+
+    async def _read(
+        self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay
+    ) -> ModelResponse:
+        reader = ChunkReader()
+        done = False
+        try:
+            async for event in events:
+                if event.data.strip() == "[DONE]":
+                    done = True
+                    break
+                chunk = self._decode(event.data)
+                if event.event == WHOLE_BODY:
+                    done = True
+                await relay(reader.feed(chunk))
+        except CallError as err:
+            if err.status == 400 and self._stream_options and "stream_options" in err.message:
+                self._stream_options = False
+                raise CallError(
+                    self.name, err.message, status=400, retryable=True, retry_after=0
+                ) from None
+            raise
+        if not done and reader.finish_reason is None:
+            raise self._fail("the stream ended before the answer was complete", retryable=True)
+        calls = reader.calls.finish()
+        text = "".join(reader.text)
+        usage = reader.usage or estimate_usage(request, text, calls)
+        return ModelResponse(
+            text=text, tool_calls=calls, usage=usage, stop_reason=reader.finish_reason
+        )
+
+    def _decode(self, data: str) -> dict[str, Any]:
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise self._fail(f"unreadable stream data: {one_line(data, limit=80)}") from None
+        if not isinstance(chunk, dict):
+            raise self._fail(f"unexpected stream data: {one_line(data, limit=80)}")
+        if chunk.get("error"):
+            message, code = error_details(data)
+            error = chunk["error"]
+            kind = str(error.get("type") or "") if isinstance(error, dict) else ""
+            status = error.get("code") if isinstance(error, dict) else None
+            retryable = kind not in _FINAL_ERRORS and code not in _FINAL_ERRORS
+            raise self._fail(
+                f"error in stream: {message}",
+                retryable=retryable,
+                status=status if isinstance(status, int) else None,
+            )
+        return chunk

@@ -1,0 +1,267 @@
+"""Renderers on event dicts shaped as SPEC §8."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from typing import Any
+
+from rich.console import Console
+
+from eve_cli.cli._events import describe_request, event_request, field, format_call
+from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer
+from eve_cli.cli._render_rich import RichRenderer
+
+SID = "s_0123"
+
+
+def ev(index: int, type_: str, **data: Any) -> dict[str, Any]:
+    return {"type": type_, "index": index, "sessionId": SID, "at": "2026-01-01T00:00:00Z", **data}
+
+
+TURN = [
+    ev(0, "session.started", agent="default", model="demo"),
+    ev(1, "turn.started", turnId="t1"),
+    ev(2, "message.received", turnId="t1", message="what time is it?"),
+    ev(3, "step.started", turnId="t1", stepIndex=0),
+    ev(4, "message.appended", turnId="t1", stepIndex=0, delta="Let me "),
+    ev(5, "message.appended", turnId="t1", stepIndex=0, delta="check."),
+    ev(6, "message.completed", turnId="t1", stepIndex=0, text="Let me check."),
+    ev(
+        7,
+        "actions.requested",
+        turnId="t1",
+        stepIndex=0,
+        actions=[{"callId": "c1", "name": "clock", "arguments": {"zone": "UTC"}}],
+    ),
+    ev(
+        8,
+        "action.result",
+        turnId="t1",
+        stepIndex=0,
+        callId="c1",
+        name="clock",
+        status="completed",
+        isError=False,
+        result="12:00",
+        durationMs=15,
+    ),
+    ev(9, "step.completed", turnId="t1", stepIndex=0, usage={"inputTokens": 3}),
+    ev(10, "step.started", turnId="t1", stepIndex=1),
+    ev(11, "message.completed", turnId="t1", stepIndex=1, text="It is **12:00** UTC."),
+    ev(12, "step.completed", turnId="t1", stepIndex=1),
+    ev(13, "turn.completed", turnId="t1"),
+    ev(14, "session.waiting", continuationToken="tok"),
+]
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def visible(buf: io.StringIO) -> str:
+    """What a terminal shows, without escape sequences or trailing padding."""
+    return "\n".join(line.rstrip() for line in ANSI.sub("", buf.getvalue()).splitlines())
+
+
+def rich_console() -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, force_terminal=True, width=100, no_color=True), buf
+
+
+def test_plain_prints_every_reply_and_nothing_else() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    r = PlainRenderer(out, err)
+    r.banner(Banner(SID, "default", "demo", ".workflow-data"))
+    for e in TURN:
+        r.event(e)
+    r.close()
+    assert out.getvalue() == "Let me check.\nIt is **12:00** UTC.\n"
+    assert err.getvalue() == ""
+
+
+def test_plain_final_only_prints_the_last_reply_at_close() -> None:
+    out = io.StringIO()
+    r = PlainRenderer(out, io.StringIO(), final_only=True)
+    for e in TURN:
+        r.event(e)
+    assert out.getvalue() == ""
+    r.close()
+    assert out.getvalue() == "It is **12:00** UTC.\n"
+
+
+def test_plain_errors_and_cancel_go_to_stderr() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    r = PlainRenderer(out, err)
+    r.event(ev(0, "turn.failed", error="model call 3 failed: script exhausted"))
+    r.event(ev(1, "step.failed", data={"error": {"message": "boom"}}))
+    r.event(ev(2, "turn.cancelled"))
+    assert out.getvalue() == ""
+    assert err.getvalue().splitlines() == [
+        "eve: error: model call 3 failed: script exhausted",
+        "eve: error: boom",
+        "turn cancelled",
+    ]
+
+
+def test_json_writes_each_event_as_one_line() -> None:
+    out = io.StringIO()
+    r = JsonRenderer(out, io.StringIO())
+    for e in TURN:
+        r.event(e)
+    lines = out.getvalue().splitlines()
+    assert [json.loads(line) for line in lines] == TURN
+    assert [json.loads(line)["index"] for line in lines] == list(range(len(TURN)))
+
+
+def test_json_renders_non_json_values_as_strings() -> None:
+    import datetime
+
+    out = io.StringIO()
+    JsonRenderer(out, io.StringIO()).event(
+        ev(0, "step.completed", at=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC))
+    )
+    assert json.loads(out.getvalue())["at"] == "2026-01-01 00:00:00+00:00"
+
+
+def test_rich_banner_shows_agent_model_session_data_and_help() -> None:
+    console, buf = rich_console()
+    RichRenderer(console).banner(Banner(SID, "default", "demo", "/tmp/data"))
+    text = visible(buf)
+    for part in ("default", "demo", SID, "/tmp/data", "/help"):
+        assert part in text
+
+
+def test_rich_renders_markdown_reply_and_compact_tool_call() -> None:
+    console, buf = rich_console()
+    r = RichRenderer(console)
+    for e in TURN:
+        r.event(e)
+    r.close()
+    text = visible(buf)
+    assert "Let me check." in text
+    assert "It is 12:00 UTC." in text  # Markdown rendered: no ** left
+    assert "**" not in text
+    assert '✓ clock(zone="UTC") → 12:00  0.01s' in text
+
+
+def test_rich_tool_error_and_rejection_are_marked() -> None:
+    console, _ = rich_console()
+    r = RichRenderer(console)
+    failed = r.tool_line(
+        ev(
+            0,
+            "action.result",
+            name="divide",
+            arguments={"a": 1, "b": 0},
+            status="failed",
+            isError=True,
+            result="ZeroDivisionError: division by zero",
+        )
+    )
+    assert failed.plain.startswith("✗ divide(a=1, b=0)  failed → ZeroDivisionError")
+    rejected = r.tool_line(ev(1, "action.result", name="rm", status="rejected", isError=True))
+    assert rejected.plain == "✗ rm()  rejected"
+
+
+def test_rich_tool_duration_falls_back_to_local_timing() -> None:
+    console, _ = rich_console()
+    r = RichRenderer(console)
+    r.event(ev(0, "actions.requested", actions=[{"callId": "c9", "name": "t", "arguments": {}}]))
+    line = r.tool_line(ev(1, "action.result", callId="c9", status="completed", result=1))
+    r.close()
+    assert line.plain.startswith("✓ t() → 1  0.0")
+    assert line.plain.endswith("s")
+
+
+def test_rich_approval_prompt_accepts_y_n_a_and_repeats_on_other_input() -> None:
+    console, buf = rich_console()
+    answers = iter(["maybe", "A"])
+    prompts: list[str] = []
+
+    def fake_input(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(answers)
+
+    r = RichRenderer(console, input_fn=fake_input)
+    request = {
+        "requestId": "r1",
+        "kind": "approval",
+        "name": "write_note",
+        "arguments": {"title": "x"},
+    }
+    assert r.ask_approval(request) == "a"
+    assert prompts == ["[y]es / [n]o / [a]lways: "] * 2
+    assert 'approval to run write_note(title="x")' in visible(buf)
+    assert "answer y, n or a" in visible(buf)
+
+
+def test_rich_question_prompt_and_message_eof() -> None:
+    console, buf = rich_console()
+
+    def eof(prompt: str) -> str:
+        raise EOFError
+
+    r = RichRenderer(console, input_fn=lambda prompt: "blue")
+    assert r.ask_question({"requestId": "q1", "kind": "question", "question": "Colour?"}) == "blue"
+    assert "question: Colour?" in visible(buf)
+    assert RichRenderer(console, input_fn=eof).read_message() is None
+
+
+def test_rich_input_events_errors_and_cancel() -> None:
+    console, buf = rich_console()
+    r = RichRenderer(console)
+    r.event(
+        ev(
+            0,
+            "input.requested",
+            requestId="r1",
+            kind="approval",
+            name="write_note",
+            arguments={"title": "t"},
+        )
+    )
+    r.event(ev(1, "input.resolved", requestId="r1", approved=True, always=True))
+    r.event(
+        ev(
+            2,
+            "input.requested",
+            data={"request": {"requestId": "q", "kind": "question", "question": "Name?"}},
+        )
+    )
+    r.event(ev(3, "input.resolved", requestId="q", answer="Ada"))
+    r.event(ev(4, "turn.failed", error="limit reached"))
+    r.event(ev(5, "turn.cancelled"))
+    r.event(ev(6, "context.cleared"))
+    r.close()
+    text = visible(buf)
+    for part in (
+        "needs approval",
+        "approved (always)",
+        "asks: question: Name?",
+        "answered: Ada",
+        "error: limit reached",
+        "turn cancelled",
+        "history cleared",
+    ):
+        assert part in text, part
+
+
+def test_rich_help_lists_every_slash_command() -> None:
+    console, buf = rich_console()
+    RichRenderer(console).show_help()
+    for name in ("/help", "/exit", "/clear", "/compact", "/cancel", "/sessions"):
+        assert name in visible(buf)
+
+
+def test_event_helpers() -> None:
+    assert field({"data": {"x": 1}}, "x") == 1
+    assert field({"x": 2, "data": {"x": 1}}, "x") == 2
+    assert field({}, "x", 5) == 5
+    assert format_call("f", {"a": 1, "b": "two"}) == 'f(a=1, b="two")'
+    assert format_call("f", None) == "f()"
+    assert describe_request({"kind": "question", "question": "Q?", "options": ["a", "b"]}) == (
+        "question: Q? (options: a, b)"
+    )
+    nested = ev(0, "input.requested", data={"request": {"requestId": "r", "kind": "approval"}})
+    assert event_request(nested)["requestId"] == "r"

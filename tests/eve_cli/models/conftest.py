@@ -1,0 +1,47 @@
+"""Fixtures of the provider tests: a scripted server, a fast retry policy, no proxies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from scriptserver import ScriptServer, Sleeps
+
+from eve_cli.models._http import RetryPolicy
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptServer]:
+    """A started :class:`ScriptServer`, stopped after the test."""
+    instance = ScriptServer()
+    instance.start()
+    try:
+        yield instance
+    finally:
+        instance.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx honours proxy variables; requests to the local test server must go direct.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+def policy(sleeps: Sleeps) -> RetryPolicy:
+    """Small delays and timeouts so retry and stall tests take milliseconds."""
+    return RetryPolicy(
+        max_retries=3,
+        base_delay=0.01,
+        max_delay=0.05,
+        first_chunk_timeout=0.5,
+        chunk_timeout=0.3,
+        sleep=sleeps,
+    )
