@@ -235,9 +235,7 @@ async def stream_sse(
         async with asyncio.timeout_at(deadline):
             response = await client.send(request, stream=True)
     except TimeoutError:
-        raise CallError(
-            provider, f"no answer within {policy.first_chunk_timeout:g}s", retryable=True
-        ) from None
+        raise CallError(provider, _stall_message(policy, False), retryable=True) from None
     except httpx.TransportError as exc:
         text = one_line(f"cannot reach {where}: {exc or type(exc).__name__}", secrets)
         raise CallError(provider, text, retryable=True) from None

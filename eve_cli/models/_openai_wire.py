@@ -83,6 +83,7 @@ def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 
 @dataclass
 class _Slot:
+    index: int | None = None
     id: str = ""
     name: str = ""
     arguments: str = ""
@@ -114,7 +115,7 @@ class ToolCallAssembler:
             index = None
             slot = self._calls[-1] if self._calls else None
         if slot is None or _starts_new_call(slot, call_id, name, args):
-            slot = _Slot()
+            slot = _Slot(index)
             self._calls.append(slot)
             if index is not None:
                 self._by_index[index] = slot
@@ -128,10 +129,13 @@ class ToolCallAssembler:
             slot.arguments += args
 
     def finish(self) -> list[ToolCall]:
-        """The reassembled calls; missing ids are filled in, bad arguments reported per call."""
+        """The reassembled calls in index order (calls sharing an index in arrival order);
+        missing ids are filled in, bad arguments reported per call."""
+        last = max((slot.index or 0 for slot in self._calls), default=0)
+        slots = sorted(self._calls, key=lambda slot: last if slot.index is None else slot.index)
         return [
             make_tool_call(slot.id or f"call_{number}", slot.name, slot.arguments)
-            for number, slot in enumerate(self._calls)
+            for number, slot in enumerate(slots)
         ]
 
 
