@@ -1,0 +1,283 @@
+"""What agent authors write: ``define_agent``, ``@tool``, ``ToolContext``, ``define_state`` and
+the approval policies ``never()`` / ``always()`` / ``once()`` (or any callable).
+
+Nothing here touches storage: the execution layer binds a :class:`ToolContext` and the
+session's state before a tool runs and collects the changes afterwards.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar, overload
+
+T = TypeVar("T")
+
+Decision = Literal["approved", "denied", "user-approval"]
+Mode = Literal["conversation", "task"]
+PolicyFn = Callable[[dict[str, Any]], Decision | str]
+
+# The per-session state of the tool call being executed (bound by the execution layer).
+_current_state: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("eve_state")
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """When a tool call needs a human's approval before it runs.
+
+    ``kind`` is ``never`` (run at once), ``always`` (ask every time), ``once`` (ask the first
+    time per session) or ``callable`` (``check(arguments)`` returns ``"approved"``,
+    ``"denied"`` or ``"user-approval"``).
+    """
+
+    kind: Literal["never", "always", "once", "callable"]
+    check: PolicyFn | None = None
+
+    def decide(self, arguments: dict[str, Any], *, approved_before: bool) -> Decision:
+        """The decision for one call; ``approved_before``: this tool was approved in this
+        session already (by ``once()`` or an always-approve answer)."""
+        if self.kind == "never" or approved_before:
+            return "approved"
+        if self.kind in ("always", "once"):
+            return "user-approval"
+        assert self.check is not None
+        verdict = self.check(arguments)
+        if verdict not in ("approved", "denied", "user-approval"):
+            raise ValueError(
+                f"approval policy returned {verdict!r}: expected approved, denied or user-approval"
+            )
+        return verdict  # type: ignore[return-value]
+
+
+def never() -> ApprovalPolicy:
+    """Run without asking (the default)."""
+    return ApprovalPolicy("never")
+
+
+def always() -> ApprovalPolicy:
+    """Ask before every call."""
+    return ApprovalPolicy("always")
+
+
+def once() -> ApprovalPolicy:
+    """Ask before the first call in each session; later calls run at once."""
+    return ApprovalPolicy("once")
+
+
+def as_policy(value: ApprovalPolicy | PolicyFn | None) -> ApprovalPolicy:
+    """Normalise what ``@tool(approval=...)`` accepts."""
+    if value is None:
+        return never()
+    if isinstance(value, ApprovalPolicy):
+        return value
+    if callable(value):
+        return ApprovalPolicy("callable", value)
+    raise TypeError(f"approval= takes never(), always(), once() or a callable, not {value!r}")
+
+
+@dataclass
+class ToolContext:
+    """What a tool may learn about the call it serves (declare a ``ctx: ToolContext`` param).
+
+    ``idempotency_key`` is the same on every re-run of this call after a crash: use it to make
+    side effects idempotent.
+    """
+
+    session_id: str
+    call_id: str
+    idempotency_key: str
+    turn_id: str = ""
+    progress_messages: list[str] = field(default_factory=list)
+
+    def report_progress(self, message: str) -> None:
+        """Record a progress line; it reaches the event stream with the tool's result."""
+        self.progress_messages.append(str(message))
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """This session's durable state values, by name (read-only view)."""
+        return dict(_current_state.get({}))
+
+
+class State(Generic[T]):
+    """Durable per-session state created by :func:`define_state`.
+
+    ``get()`` / ``update(fn)`` work inside a tool call; the change is saved with the call's
+    result, so it survives crashes and is never applied twice.
+    """
+
+    def __init__(self, name: str, initial: T) -> None:
+        self.name = name
+        self.initial = initial
+
+    def get(self) -> T:
+        """The current value in the session whose tool is running."""
+        values = _current_state.get(None)
+        if values is None:
+            raise RuntimeError(f"state {self.name!r} is only available while a tool runs")
+        return values.get(self.name, self.initial)  # type: ignore[no-any-return]
+
+    def update(self, fn: Callable[[T], T]) -> T:
+        """Replace the value by ``fn(current)`` and return the new value."""
+        values = _current_state.get(None)
+        if values is None:
+            raise RuntimeError(f"state {self.name!r} is only available while a tool runs")
+        new = fn(values.get(self.name, self.initial))
+        values[self.name] = new
+        return new
+
+    def __repr__(self) -> str:
+        return f"State({self.name!r}, initial={self.initial!r})"
+
+
+def define_state(name: str, initial: T) -> State[T]:
+    """Declare a piece of durable per-session state with its initial value."""
+    if not name or not isinstance(name, str):
+        raise ValueError("define_state needs a non-empty name")
+    return State(name, initial)
+
+
+def bind_state(values: dict[str, Any]) -> contextvars.Token[dict[str, Any]]:
+    """Make ``values`` the state seen by :class:`State` (execution layer only)."""
+    return _current_state.set(values)
+
+
+def unbind_state(token: contextvars.Token[dict[str, Any]]) -> None:
+    _current_state.reset(token)
+
+
+@dataclass(frozen=True)
+class ToolFunction:
+    """A function marked by ``@tool``; the loader turns it into a validated tool."""
+
+    fn: Callable[..., Any] | Callable[..., Awaitable[Any]]
+    name: str
+    description: str
+    approval: ApprovalPolicy
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> ToolFunction: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: ApprovalPolicy | PolicyFn | None = None,
+) -> Callable[[Callable[..., Any]], ToolFunction]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: ApprovalPolicy | PolicyFn | None = None,
+) -> ToolFunction | Callable[[Callable[..., Any]], ToolFunction]:
+    """Mark a function as a tool: ``@tool`` or ``@tool(approval=always())``.
+
+    The name defaults to the function's, the description to its docstring; arguments are
+    validated against the type hints.
+    """
+
+    def wrap(f: Callable[..., Any]) -> ToolFunction:
+        doc = (f.__doc__ or "").strip()
+        return ToolFunction(
+            fn=f,
+            name=name or f.__name__,
+            description=description if description is not None else doc,
+            approval=as_policy(approval),
+        )
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """When history is summarised: before a model call whose estimated input would exceed
+    ``threshold_percent`` of the context window (``reserved_tokens`` kept for the summary)."""
+
+    threshold_percent: float = 0.9
+    reserved_tokens: int = 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-session limits; exceeding one asks to go on (conversation) or fails (task)."""
+
+    tokens_per_session: int | None = None
+    session_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What ``define_agent`` returns; the loader completes it from the agent folder."""
+
+    model: str | None = None
+    instructions: str | None = None
+    compaction: Compaction = field(default_factory=Compaction)
+    limits: Limits = field(default_factory=Limits)
+    mode: Mode = "conversation"
+    output_schema: dict[str, Any] | None = None
+    model_calls_per_step: int = 1
+    context_window: int | None = None
+    name: str | None = None
+    description: str | None = None
+    source_file: str | None = None
+    source_line: int | None = None
+
+
+def define_agent(
+    *,
+    model: str | None = None,
+    instructions: str | None = None,
+    compaction: Compaction | dict[str, Any] | None = None,
+    limits: Limits | dict[str, Any] | None = None,
+    mode: Mode = "conversation",
+    output_schema: dict[str, Any] | None = None,
+    model_calls_per_step: int = 1,
+    context_window: int | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> AgentConfig:
+    """Describe an agent (in ``agent/agent.py``: ``agent = define_agent(...)``).
+
+    Args:
+        model: model string (``demo``, ``scripted:PATH``, ``openai:M``, ``anthropic:M``).
+        instructions: system prompt; ``instructions.md`` next to agent.py is the alternative.
+        compaction: ``Compaction(threshold_percent=0.9)`` or a dict of its fields.
+        limits: ``Limits(tokens_per_session=..., session_timeout=seconds)`` or a dict.
+        mode: ``conversation`` (may wait for input) or ``task`` (must finish without it).
+        output_schema: JSON schema the final answer should follow (passed to the model).
+        model_calls_per_step: model calls per durable step (default 1).
+        context_window: overrides the model's known context window.
+        name / description: how a sub-agent is presented to its parent as a tool.
+    """
+    if mode not in ("conversation", "task"):
+        raise ValueError(f"mode must be 'conversation' or 'task', not {mode!r}")
+    if model_calls_per_step < 1:
+        raise ValueError("model_calls_per_step must be at least 1")
+    caller = sys._getframe(1)
+    return AgentConfig(
+        model=model,
+        instructions=instructions,
+        compaction=compaction
+        if isinstance(compaction, Compaction)
+        else Compaction(**(compaction or {})),
+        limits=limits if isinstance(limits, Limits) else Limits(**(limits or {})),
+        mode=mode,
+        output_schema=output_schema,
+        model_calls_per_step=model_calls_per_step,
+        context_window=context_window,
+        name=name,
+        description=description,
+        source_file=caller.f_code.co_filename,
+        source_line=caller.f_lineno,
+    )

@@ -1,0 +1,189 @@
+"""Agent folder → :class:`AgentDefinition`.
+
+A folder holds ``agent.py`` (``agent = define_agent(...)``), optionally ``instructions.md``,
+``tools/*.py`` and ``subagents/<name>/`` (nested folders of the same shape). Every problem is an
+:class:`AgentLoadError` whose message starts with ``file:line:``. Files are executed afresh on
+each load (never cached in ``sys.modules``), so an edited folder applies at the next load.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+import types
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from eve_cli._agent_api import AgentConfig, ToolFunction
+from eve_cli._tools import ASK_QUESTION, Tool, ToolDefinitionError, ask_question_tool, build_tool
+
+DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
+DEFAULT_MODEL = "demo"
+_MODEL_FORMS = ("demo", "scripted:PATH", "openai:MODEL", "anthropic:MODEL")
+
+
+class AgentLoadError(Exception):
+    """The agent folder cannot be used; ``str()`` is one line starting with ``file:line:``."""
+
+
+@dataclass(frozen=True)
+class AgentDefinition:
+    """An agent as loaded now: rebuilt at every turn, never persisted."""
+
+    name: str
+    directory: Path
+    config: AgentConfig
+    instructions: str
+    tools: dict[str, Tool]
+    subagents: dict[str, AgentDefinition] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        return self.config.model or DEFAULT_MODEL
+
+    @property
+    def description(self) -> str:
+        if self.config.description:
+            return self.config.description
+        first = self.instructions.strip().splitlines()
+        return first[0][:200] if first else f"the {self.name} agent"
+
+
+def check_model_string(model: str) -> str | None:
+    """Why ``model`` is not a valid model string, or None when it is."""
+    kind, sep, rest = model.partition(":")
+    if (kind == "demo" and not sep) or (kind in ("scripted", "openai", "anthropic") and rest):
+        return None
+    return f"unknown model {model!r}: use one of {', '.join(_MODEL_FORMS)}"
+
+
+def resolve_agent_dir(agent_dir: Path | str | None) -> Path:
+    """The folder to load: the given one, else ``./agent`` when present, else the default."""
+    if agent_dir is not None:
+        return Path(agent_dir).resolve()
+    local = Path.cwd() / "agent"
+    if (local / "agent.py").is_file():
+        return local.resolve()
+    return DEFAULT_AGENT_DIR
+
+
+def load_agent(agent_dir: Path | str | None = None) -> AgentDefinition:
+    """Load the agent folder (see :func:`resolve_agent_dir`)."""
+    directory = resolve_agent_dir(agent_dir)
+    return _load(directory, name=None, is_subagent=False)
+
+
+def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefinition:
+    agent_py = directory / "agent.py"
+    if not directory.is_dir():
+        raise AgentLoadError(f"{directory}: agent folder not found")
+    if not agent_py.is_file() and not (directory / "instructions.md").is_file():
+        raise AgentLoadError(f"{agent_py}:1: missing agent.py (or instructions.md)")
+    config = AgentConfig()
+    if agent_py.is_file():
+        module = _exec_file(agent_py)
+        found = getattr(module, "agent", None)
+        if not isinstance(found, AgentConfig):
+            candidates = [v for v in vars(module).values() if isinstance(v, AgentConfig)]
+            if len(candidates) != 1:
+                raise AgentLoadError(
+                    f"{agent_py}:1: define `agent = define_agent(...)` (found "
+                    f"{len(candidates)} define_agent results)"
+                )
+            found = candidates[0]
+        config = found
+    where = f"{config.source_file or agent_py}:{config.source_line or 1}"
+    if config.model is not None:
+        problem = check_model_string(config.model)
+        if problem:
+            raise AgentLoadError(f"{where}: {problem}")
+    instructions = config.instructions
+    md = directory / "instructions.md"
+    if instructions is None and md.is_file():
+        instructions = md.read_text(encoding="utf-8")
+    if is_subagent and not (instructions or "").strip():
+        raise AgentLoadError(
+            f"{where}: sub-agent {name!r} has no instructions: add instructions.md or "
+            "define_agent(instructions=...)"
+        )
+    tools = _load_tools(directory / "tools")
+    subagents: dict[str, AgentDefinition] = {}
+    sub_root = directory / "subagents"
+    if sub_root.is_dir():
+        for sub in sorted(p for p in sub_root.iterdir() if p.is_dir()):
+            if sub.name.startswith(("_", ".")):
+                continue
+            if sub.name in tools or sub.name == ASK_QUESTION:
+                raise AgentLoadError(f"{sub}:1: sub-agent {sub.name!r} has the same name as a tool")
+            subagents[sub.name] = _load(sub, name=sub.name, is_subagent=True)
+    agent_name = config.name or name or directory.name
+    if directory == DEFAULT_AGENT_DIR:
+        agent_name = config.name or "default"
+    return AgentDefinition(
+        name=agent_name,
+        directory=directory,
+        config=replace(config, instructions=instructions or ""),
+        instructions=instructions or "",
+        tools=tools,
+        subagents=subagents,
+    )
+
+
+def _load_tools(tools_dir: Path) -> dict[str, Tool]:
+    tools: dict[str, Tool] = {ASK_QUESTION: ask_question_tool()}
+    if not tools_dir.is_dir():
+        return tools
+    for path in sorted(tools_dir.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        module = _exec_file(path)
+        for value in vars(module).values():
+            if not isinstance(value, ToolFunction):
+                continue
+            line = getattr(getattr(value.fn, "__code__", None), "co_firstlineno", 1)
+            where = f"{path}:{line}"
+            try:
+                built = build_tool(value, where)
+            except ToolDefinitionError as exc:
+                raise AgentLoadError(str(exc)) from None
+            if built.name in tools:
+                first = tools[built.name].source
+                raise AgentLoadError(
+                    f"{where}: duplicate tool name {built.name!r} (first defined at {first}); "
+                    "rename one of them"
+                )
+            tools[built.name] = built
+    return tools
+
+
+def _exec_file(path: Path) -> types.ModuleType:
+    """Execute one user file as a fresh module; errors name the file and line."""
+    module_name = f"_eve_agent_{uuid.uuid4().hex}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise AgentLoadError(f"{path}:1: cannot be loaded as Python")
+    module = importlib.util.module_from_spec(spec)
+    # Registered while executing so dataclasses / pydantic in user code can resolve the module.
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise AgentLoadError(f"{path}:{exc.lineno or 1}: syntax error: {exc.msg}") from None
+    except AgentLoadError:
+        raise
+    except Exception as exc:
+        line = _line_in(path, exc)
+        raise AgentLoadError(f"{path}:{line}: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.modules.pop(module_name, None)
+    return module
+
+
+def _line_in(path: Path, exc: BaseException) -> int:
+    line = 1
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if Path(frame.filename) == path and frame.lineno is not None:
+            line = frame.lineno
+    return line

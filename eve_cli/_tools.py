@@ -1,0 +1,182 @@
+"""Tools as the runtime uses them: argument models from type hints (pydantic), JSON schema for
+the model, and execution that turns invalid input and exceptions into tool-error results.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from eve_cli._agent_api import ApprovalPolicy, ToolContext, ToolFunction, never
+from eve_cli.models import ToolSpec
+
+
+class ToolDefinitionError(Exception):
+    """A tool function cannot be used (e.g. a parameter without a type hint)."""
+
+
+class InvalidArguments(ValueError):
+    """The model's arguments do not match the tool's signature."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What the model sees for one call: ``content`` text, ``is_error`` flag."""
+
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A validated tool: spec for the model, an argument model, and the function."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    approval: ApprovalPolicy
+    fn: Callable[..., Any] | None
+    args_model: type[pydantic.BaseModel] | None
+    ctx_param: str | None = None
+    source: str = ""
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+    def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        """Checked keyword arguments, or :class:`InvalidArguments` saying what is wrong."""
+        if arguments is None or not isinstance(arguments, dict):
+            raise InvalidArguments(f"arguments must be a JSON object, got {arguments!r}")
+        if self.args_model is None:
+            return dict(arguments)
+        try:
+            model = self.args_model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            raise InvalidArguments(_describe_validation(exc)) from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def execute(self, arguments: dict[str, Any] | None, ctx: ToolContext) -> ToolResult:
+        """Run the tool; never raises for bad input or a failing tool (those are results)."""
+        try:
+            kwargs = self.validate(arguments)
+        except InvalidArguments as exc:
+            return ToolResult(f"Invalid arguments for tool {self.name!r}: {exc}", is_error=True)
+        if self.fn is None:
+            return ToolResult(f"tool {self.name!r} has no local implementation", is_error=True)
+        if self.ctx_param is not None:
+            kwargs[self.ctx_param] = ctx
+        try:
+            value = self.fn(**kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:
+            return ToolResult(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}", True)
+        return ToolResult(render_result(value))
+
+
+def _describe_validation(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def render_result(value: Any) -> str:
+    """Tool return values as text: strings as they are, everything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(pydantic.TypeAdapter(Any).dump_python(value, mode="json"))
+    except Exception:  # not JSON-able: fall back to its text
+        return str(value)
+
+
+def build_tool(marked: ToolFunction, source: str = "") -> Tool:
+    """Turn a ``@tool`` function into a :class:`Tool`.
+
+    Raises:
+        ToolDefinitionError: a parameter has no type hint, or uses ``*args`` / ``**kwargs``.
+    """
+    fn = marked.fn
+    where = source or _where(fn)
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as exc:
+        raise ToolDefinitionError(f"{where}: tool {marked.name!r}: bad type hint: {exc}") from None
+    fields: dict[str, Any] = {}
+    ctx_param = None
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"{where}: tool {marked.name!r}: *args/**kwargs are not allowed; "
+                "name each argument with a type hint"
+            )
+        hint = hints.get(param.name)
+        if hint is ToolContext:
+            ctx_param = param.name
+            continue
+        if hint is None:
+            raise ToolDefinitionError(
+                f"{where}: tool {marked.name!r}: parameter {param.name!r} has no type hint; "
+                "add one (e.g. `{0}: str`) so its arguments can be validated".format(param.name)
+            )
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hint, default)
+    model = pydantic.create_model(
+        f"{marked.name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+    )
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return Tool(
+        name=marked.name,
+        description=marked.description or marked.name,
+        parameters=schema,
+        approval=marked.approval,
+        fn=fn,
+        args_model=model,
+        ctx_param=ctx_param,
+        source=where,
+    )
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return repr(fn)
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+ASK_QUESTION = "ask_question"
+
+
+def ask_question_tool() -> Tool:
+    """The built-in tool that parks the turn until the user answers."""
+    return Tool(
+        name=ASK_QUESTION,
+        description="Ask the user a question and wait for the answer.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "question": {"type": "string"},
+                "options": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["question"],
+            "additionalProperties": False,
+        },
+        approval=never(),
+        fn=None,
+        args_model=None,
+        source="built-in",
+    )

@@ -1,0 +1,11 @@
+"""The execution layer: eve's workflows on `world`.
+
+``eve.session`` (the driver, one long-lived run per session) runs each turn as a child run
+``eve.turn``; a turn runs harness steps whose model and tool calls are durable world steps.
+Imports `world` and the harness; nothing here imports the CLI or the channel.
+"""
+
+from eve_cli.execution._executor import Executor
+from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW
+
+__all__ = ["SESSION_WORKFLOW", "TURN_WORKFLOW", "Executor"]

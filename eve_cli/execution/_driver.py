@@ -1,0 +1,93 @@
+"""The session driver workflow (``eve.session``): one long-lived run per session.
+
+Generation 0 claims the session's continuation-token hook (single owner: a competing claim
+fails the session clearly). Each generation takes one delivery (a queued one first, else it
+parks on the hook), runs a turn as a child run or a session operation (clear, compact,
+reset), then continues as new with the small snapshot — so resuming never replays the
+session's age. A task session (a sub-agent, or ``mode="task"``) runs one turn and ends.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from eve_cli._session import Snapshot
+from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
+from eve_cli.harness._compaction import compact
+from world import HookConflictError, WorkflowContext
+
+if TYPE_CHECKING:
+    from eve_cli.execution._executor import Executor
+
+
+async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+    snap = Snapshot.from_data(data)
+    if not snap.id:
+        snap.id = ctx.run_id
+    agent = executor.agent_or_fallback(snap.agent_dir)
+    host = SessionHost(executor, ctx, snap, agent)
+    key = f"g{snap.gen}"
+    hook = None
+    if snap.gen == 0:
+        if snap.created_at == 0.0:
+            snap.created_at = host.now()
+        host.emit("session.started", {"agent": agent.name, "mode": snap.mode}, "start")
+        if snap.token:
+            try:
+                hook = ctx.create_hook(token=snap.token)
+            except HookConflictError as exc:
+                host.emit("session.failed", {"error": str(exc)}, "end")
+                return {"status": "failed", "error": str(exc)}
+    elif snap.token:
+        hook = ctx.hook(snap.token)
+    if snap.task is not None and snap.gen == 0:
+        payload: dict[str, Any] = {"kind": "message", "text": snap.task}
+    elif snap.queued:
+        payload = snap.queued.pop(0)
+    elif hook is not None:
+        host.emit("session.waiting", {"continuationToken": snap.token}, f"{key}:wait")
+        payload = await hook.receive()
+    else:
+        return {"status": "failed", "error": "session has nothing to do"}
+    kind = payload.get("kind")
+    if kind == "message":
+        try:
+            result = await ctx.run_child(TURN_WORKFLOW, {"snap": snap.to_data(), "start": payload})
+        except Exception as exc:
+            host.emit("turn.failed", {"error": f"{type(exc).__name__}: {exc}"}, f"{key}:tfail")
+            result = {"snap": snap.to_data(), "outcome": "failed", "error": str(exc), "text": ""}
+        snap = Snapshot.from_data(result["snap"])
+        host.snap = snap
+        if snap.mode == "task":
+            return _end_task(host, result)
+    elif kind == "clear":
+        _clear(snap)
+        host.emit("context.cleared", {}, f"{key}:clear")
+    elif kind == "reset":
+        _clear(snap)
+        snap.state = {}
+        snap.approved_tools = []
+        snap.queued = []
+        host.emit("context.cleared", {"reset": True}, f"{key}:clear")
+    elif kind == "compact":
+        await compact(host, key, None, estimate=None, force=True)
+    snap.gen += 1
+    ctx.continue_as_new(snap.to_data())
+    return None
+
+
+def _clear(snap: Snapshot) -> None:
+    snap.history_start = snap.history_len
+    snap.summary = None
+
+
+def _end_task(host: SessionHost, result: dict[str, Any]) -> dict[str, Any]:
+    outcome = result["outcome"]
+    status = {"completed": "completed", "failed": "failed", "cancelled": "cancelled"}[outcome]
+    if status == "completed":
+        host.emit("session.completed", {"output": result.get("text", "")}, "end")
+    elif status == "failed":
+        host.emit("session.failed", {"error": result.get("error")}, "end")
+    else:
+        host.emit("session.cancelled", {}, "end")
+    return {"status": status, "text": result.get("text", ""), "error": result.get("error")}

@@ -1,0 +1,79 @@
+"""Binds the workflows to a world and keeps the agent definitions current.
+
+Agent folders are reloaded when any of their files changes (so an edit applies from the next
+turn of every session); a broken edit keeps serving the last good definition.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
+from eve_cli.execution._driver import session_workflow
+from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW
+from eve_cli.execution._turn import turn_workflow
+from world import Engine, WorkflowContext, World
+
+
+def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    if not directory.is_dir():
+        return ()
+    entries = []
+    for path in sorted(directory.rglob("*")):
+        if path.suffix in (".py", ".md", ".json") and "__pycache__" not in path.parts:
+            stat = path.stat()
+            entries.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(entries)
+
+
+class Executor:
+    """The workflows of eve on one world, plus the agent-definition cache."""
+
+    def __init__(self, world: World, default_agent_dir: Path | str | None = None) -> None:
+        self.world = world
+        self.default_agent_dir = resolve_agent_dir(default_agent_dir)
+        self._agents: dict[str, tuple[Any, AgentDefinition]] = {}
+        self.load_errors: dict[str, str] = {}
+        self.engine = Engine(
+            world,
+            {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},
+        )
+
+    async def _session(self, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+        return await session_workflow(self, ctx, data)
+
+    async def _turn(self, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+        return await turn_workflow(self, ctx, data)
+
+    def agent_for(self, agent_dir: str | None) -> AgentDefinition:
+        """The current definition of an agent folder (reloaded when its files changed).
+
+        Raises:
+            AgentLoadError: the folder is broken and no earlier good load exists.
+        """
+        directory = Path(agent_dir) if agent_dir else self.default_agent_dir
+        key = str(directory)
+        signature = _signature(directory)
+        cached = self._agents.get(key)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        try:
+            agent = load_agent(directory)
+        except AgentLoadError as exc:
+            self.load_errors[key] = str(exc)
+            if cached is not None:
+                return cached[1]
+            raise
+        self.load_errors.pop(key, None)
+        self._agents[key] = (signature, agent)
+        return agent
+
+    def fallback_agent(self) -> AgentDefinition:
+        return self.agent_for(None)
+
+    def agent_or_fallback(self, agent_dir: str | None) -> AgentDefinition:
+        try:
+            return self.agent_for(agent_dir)
+        except AgentLoadError:
+            return self.fallback_agent()

@@ -1,0 +1,145 @@
+"""The harness's :class:`~eve_cli.harness._host.StepHost` on a world workflow context.
+
+Durable actions are world steps; events and history are keyed streams (idempotent appends);
+the model is resolved from the current agent definition (never persisted, D8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from eve_cli._loader import AgentDefinition
+from eve_cli._session import Snapshot, events_stream, history_stream
+from eve_cli.execution._streams import KeyedStream, strip_key
+from eve_cli.harness._compaction import summary_message
+from eve_cli.models import Message, Model, resolve_model
+from world import WorkflowContext
+
+if TYPE_CHECKING:
+    from eve_cli.execution._executor import Executor
+
+SESSION_WORKFLOW = "eve.session"
+TURN_WORKFLOW = "eve.turn"
+
+
+def as_epoch(value: Any) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return float(value)
+
+
+class SessionHost:
+    """Everything one workflow invocation (driver or turn) needs to run harness code."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        ctx: WorkflowContext,
+        snap: Snapshot,
+        agent: AgentDefinition,
+        turn_id: str | None = None,
+    ) -> None:
+        self.executor = executor
+        self.ctx = ctx
+        self.snap = snap
+        self.agent = agent
+        self.turn_id = turn_id
+        world = executor.world
+        self.events = KeyedStream(world, events_stream(snap.id), snap.gen)
+        self.history = KeyedStream(world, history_stream(snap.id), snap.gen)
+        self._model: Model | None = None
+        self.last_text = ""
+
+    @property
+    def session_id(self) -> str:
+        return self.snap.id
+
+    def model_string(self) -> str:
+        return self.snap.model or self.agent.model
+
+    def model(self) -> Model:
+        if self._model is None:
+            base = self.agent.directory
+            self._model = resolve_model(
+                self.model_string(),
+                context_window=self.agent.config.context_window,
+                base_dir=base if base.is_dir() else None,
+            )
+        return self._model
+
+    async def action(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        return await self.ctx.step(name, fn)
+
+    def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
+        event: dict[str, Any] = {"type": type, "sessionId": self.snap.id}
+        if self.turn_id is not None:
+            event["turnId"] = self.turn_id
+        if step is not None:
+            event["stepIndex"] = step
+        event["at"] = datetime.now(UTC).isoformat(timespec="milliseconds")
+        event.update(data)
+        self.events.append(key, event)
+
+    def append_history(self, message: Message, key: str) -> None:
+        self.history.append(key, message)
+        self.snap.history_len += 1
+        if message.get("role") == "assistant":
+            self.last_text = str(message.get("content") or "")
+
+    def read_history(self) -> list[Message]:
+        snap = self.snap
+        items = self.executor.world.stream_read(
+            history_stream(snap.id), snap.history_start, snap.history_len
+        )
+        messages = [strip_key(m) for m in items]
+        if snap.summary:
+            messages.insert(0, summary_message(snap.summary))
+        return messages
+
+    def now(self) -> float:
+        return as_epoch(self.ctx.now())
+
+    async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> dict[str, Any]:
+        sub = self.agent.subagents[name]
+        child = Snapshot(
+            id="",
+            agent_dir=str(sub.directory),
+            model=None if sub.config.model else self.model_string(),
+            mode="task",
+            task=task,
+            parent=self.snap.id,
+        )
+        handle = await self.ctx.start_child(SESSION_WORKFLOW, child.to_data())
+        child_id = handle.run_id
+        self.emit(
+            "task.started",
+            {
+                "taskId": call_id,
+                "name": name,
+                "childSessionId": child_id,
+                "stream": events_stream(child_id),
+            },
+            f"{self.turn_id}:{call_id}:task",
+            step,
+        )
+        self.emit("turn.waiting", {"on": "tasks"}, f"{self.turn_id}:{call_id}:twait", step)
+        result: dict[str, Any] = await handle.result()
+        status = result.get("status", "failed")
+        content = result.get("text") or result.get("error") or ""
+        self.emit(
+            "task.settled",
+            {
+                "taskId": call_id,
+                "name": name,
+                "childSessionId": child_id,
+                "status": status,
+                "output": content,
+            },
+            f"{self.turn_id}:{call_id}:tset",
+            step,
+        )
+        if status != "completed":
+            return {"content": f"Sub-agent {name} {status}: {content}", "isError": True}
+        return {"content": content, "isError": False}

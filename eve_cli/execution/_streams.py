@@ -1,0 +1,54 @@
+"""Append-only streams with idempotent appends.
+
+A re-run of an interrupted workflow re-executes the code that appends events and messages.
+Every item carries a deterministic key (``_k``) that starts with the session generation; before
+the first append, the keys of the current generation (always the stream's tail) are loaded, and
+an append whose key is present is skipped. Replaying a stream therefore yields each item once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from world import World
+
+KEY = "_k"
+_CHUNK = 256
+
+
+class KeyedStream:
+    """Idempotent appends to one stream for one session generation."""
+
+    def __init__(self, world: World, name: str, gen: int) -> None:
+        self.world = world
+        self.name = name
+        self.prefix = f"{gen}:"
+        self._keys: set[str] | None = None
+
+    def _load(self) -> set[str]:
+        keys: set[str] = set()
+        end = self.world.stream_length(self.name)
+        while end > 0:
+            start = max(0, end - _CHUNK)
+            for item in reversed(self.world.stream_read(self.name, start, end)):
+                key = item.get(KEY, "") if isinstance(item, dict) else ""
+                if not key.startswith(self.prefix):
+                    return keys
+                keys.add(key)
+            end = start
+        return keys
+
+    def append(self, key: str, item: dict[str, Any]) -> bool:
+        """Append ``item`` under ``key`` unless it is already there; True when written."""
+        if self._keys is None:
+            self._keys = self._load()
+        full = self.prefix + key
+        if full in self._keys:
+            return False
+        self.world.stream_append(self.name, {**item, KEY: full})
+        self._keys.add(full)
+        return True
+
+
+def strip_key(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k != KEY}

@@ -1,0 +1,88 @@
+"""The turn workflow (``eve.turn``): one child run per turn, a loop of steps.
+
+Between steps the turn takes deliveries from the session hook (steer folds a message in, queue
+holds it for the next turn, cancel ends the turn). When a step leaves requests open (approval,
+question, limit) the turn parks on the hook: no process, thread or memory stays behind, and a
+delivery from any process wakes it where it stopped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from eve_cli._session import Snapshot
+from eve_cli.execution._host import SessionHost
+from eve_cli.harness._input import apply_delivery, cancel_pending, fold_message, unresolved
+from eve_cli.harness._step import admit_resolved, run_step
+from world import WorkflowContext
+
+if TYPE_CHECKING:
+    from eve_cli.execution._executor import Executor
+
+TASK_WAIT_ERROR = "a task cannot wait for input (approval or question); it fails instead"
+
+
+async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+    """Run one turn; returns ``{"snap", "outcome", "text", "error"}``."""
+    snap = Snapshot.from_data(data["snap"])
+    snap.turns += 1
+    turn_id = f"t{snap.turns}"
+    try:
+        agent = executor.agent_for(snap.agent_dir)
+    except Exception as exc:
+        host = SessionHost(executor, ctx, snap, executor.fallback_agent(), turn_id)
+        host.emit("turn.started", {}, f"{turn_id}:start")
+        return _finish(host, "failed", str(exc))
+    host = SessionHost(executor, ctx, snap, agent, turn_id)
+    host.emit("turn.started", {}, f"{turn_id}:start")
+    start = data["start"]
+    fold_message(host, str(start.get("text", "")), f"{turn_id}:in", "started", None)
+    hook = ctx.hook(snap.token) if snap.token else None
+    index = 0
+    fresh = True  # new input since the last model answer
+    deliveries = 0
+    while True:
+        taken = await hook.poll() if hook is not None else []
+        for payload in taken:
+            deliveries += 1
+            effect = apply_delivery(
+                host, payload, f"{turn_id}:p{deliveries}", parked=False, step=index
+            )
+            if effect == "cancel":
+                return await _cancel(host, index)
+            fresh = fresh or effect == "steered"
+        if unresolved(host):
+            if snap.mode == "task" or hook is None:
+                return _finish(host, "failed", TASK_WAIT_ERROR)
+            host.emit("turn.waiting", {"on": "input"}, f"{turn_id}:w{deliveries}")
+            payload = await hook.receive()
+            deliveries += 1
+            effect = apply_delivery(
+                host, payload, f"{turn_id}:p{deliveries}", parked=True, step=index
+            )
+            if effect == "cancel":
+                return await _cancel(host, index)
+            continue
+        if not fresh and not snap.pending:
+            return _finish(host, "completed", None)
+        result = await run_step(host, index)
+        index += 1
+        if result.outcome == "failed":
+            return _finish(host, "failed", result.error)
+        fresh = result.outcome != "done"
+
+
+async def _cancel(host: SessionHost, index: int) -> dict[str, Any]:
+    """End the turn as cancelled; open calls get a 'cancelled' result so history stays valid."""
+    cancel_pending(host)
+    await admit_resolved(host, index)
+    return _finish(host, "cancelled", None)
+
+
+def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if error:
+        data["error"] = error
+    event = {"completed": "turn.completed", "failed": "turn.failed", "cancelled": "turn.cancelled"}
+    host.emit(event[outcome], data, f"{host.turn_id}:end")
+    return {"snap": host.snap.to_data(), "outcome": outcome, "text": host.last_text, "error": error}

@@ -1,0 +1,116 @@
+"""Compaction: before a model call whose estimated input would not fit, replace older history
+by a summary and keep the recent tail. A failed summary keeps the old history (reported).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eve_cli.harness._host import StepHost
+from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
+from eve_cli.models._tokens import _message_text, estimate_request, estimate_text
+
+SUMMARY_SYSTEM = (
+    "Summarise the conversation so far for your own later use: facts, decisions, open tasks, "
+    "names and numbers. Be concise."
+)
+SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+
+
+def summary_message(summary: str) -> Message:
+    return {"role": "user", "content": SUMMARY_PREFIX + summary}
+
+
+def message_tokens(message: Message) -> int:
+    return estimate_text(_message_text(message))
+
+
+def threshold(host: StepHost) -> int:
+    window = host.model().context_window
+    return int(window * host.agent.config.compaction.threshold_percent)
+
+
+def needs_compaction(host: StepHost, system: str, tools: list[ToolSpec]) -> int | None:
+    """The estimate when it exceeds the threshold (with the reserved overhead), else None."""
+    messages = host.read_history()
+    estimate = estimate_request(ModelRequest(system=system, messages=messages, tools=tools))
+    if messages and estimate + host.agent.config.compaction.reserved_tokens > threshold(host):
+        return estimate
+    return None
+
+
+def _tail_start(window: list[Message], budget: int) -> int:
+    """Where the kept tail begins: the earliest user message whose tail fits ``budget``,
+    else the last user message (a tail never starts inside a tool exchange)."""
+    starts = [i for i, m in enumerate(window) if m.get("role") == "user"]
+    if not starts:
+        return len(window)
+    chosen = starts[-1]
+    for i in reversed(starts):
+        if sum(message_tokens(m) for m in window[i:]) > budget:
+            break
+        chosen = i
+    return chosen
+
+
+async def compact(
+    host: StepHost, key: str, step: int | None, *, estimate: int | None, force: bool = False
+) -> bool:
+    """Summarise older history; returns True when history was replaced."""
+    snap = host.snap
+    window = host.read_history()[1 if snap.summary else 0 :]
+    budget = max(threshold(host) // 2, 1)
+    cut = len(window) if force else _tail_start(window, budget)
+    if cut <= 0 and not force:
+        return False
+    host.emit(
+        "compaction.requested",
+        {"estimatedTokens": estimate, "threshold": threshold(host), "forced": force},
+        f"{key}:creq",
+        step,
+    )
+    older = window[:cut]
+    prior = [summary_message(snap.summary)] if snap.summary else []
+    model = host.model()
+    call_index = snap.model_calls
+
+    async def summarise() -> dict[str, Any]:
+        request = ModelRequest(
+            system=SUMMARY_SYSTEM,
+            messages=prior + older,
+            call_index=call_index,
+            purpose="summary",
+            session_id=host.session_id,
+        )
+        try:
+            response = await model.generate(request)
+        except ModelError as exc:
+            return {"error": str(exc)}
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"text": response.text}
+
+    result = await host.action(f"compact:{key}", summarise)
+    if "error" in result:
+        host.emit(
+            "compaction.completed",
+            {"status": "failed", "error": result["error"], "keptHistory": True},
+            f"{key}:cdone",
+            step,
+        )
+        return False
+    snap.summary = result["text"]
+    snap.history_start = snap.history_len - (len(window) - cut)
+    snap.compactions += 1
+    host.emit(
+        "compaction.completed",
+        {
+            "status": "completed",
+            "removedMessages": cut,
+            "keptMessages": len(window) - cut,
+            "summaryTokens": estimate_text(result["text"]),
+        },
+        f"{key}:cdone",
+        step,
+    )
+    return True

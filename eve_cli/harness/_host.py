@@ -1,0 +1,53 @@
+"""What the harness needs from the execution layer: durable actions, events, history.
+
+The execution layer implements :class:`StepHost` on top of a world workflow context; the
+harness never sees the world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from eve_cli._loader import AgentDefinition
+from eve_cli._session import Snapshot
+from eve_cli.models import Message, Model
+
+
+class StepHost(Protocol):
+    """One session's view of a running turn (or of a driver-level operation)."""
+
+    snap: Snapshot
+    agent: AgentDefinition
+    turn_id: str | None
+
+    @property
+    def session_id(self) -> str: ...
+
+    def model(self) -> Model:
+        """The model of this turn (built from the current definition and the -m override)."""
+        ...
+
+    async def action(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``fn`` as a durable action: journaled once, replayed from the journal after."""
+        ...
+
+    def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
+        """Append an event (idempotent by ``key``)."""
+        ...
+
+    def append_history(self, message: Message, key: str) -> None:
+        """Append a message to the session history (idempotent by ``key``)."""
+        ...
+
+    def read_history(self) -> list[Message]:
+        """The model's view: the summary (if any) then the messages since the window start."""
+        ...
+
+    def now(self) -> float:
+        """Deterministic current time, seconds since the epoch."""
+        ...
+
+    async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> dict[str, Any]:
+        """Run a sub-agent as a child session; returns ``{"content", "isError"}``."""
+        ...

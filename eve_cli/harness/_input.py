@@ -1,0 +1,86 @@
+"""Deliveries taken by a running turn: steer / queue messages, input responses, cancel.
+
+A delivery payload is a dict with ``kind``: ``message`` (``text``, ``policy`` steer|queue),
+``responses`` (``responses``: ``[{"requestId", "approved", "always"} | {"requestId",
+"answer"}]``), ``cancel``, or a session operation (``clear``, ``compact``, ``reset``) which a
+running turn holds for the driver.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from eve_cli.harness._host import StepHost
+
+Effect = Literal["none", "steered", "cancel"]
+
+
+def fold_message(host: StepHost, text: str, key: str, disposition: str, step: int | None) -> None:
+    """A user message becomes part of the running turn."""
+    host.append_history({"role": "user", "content": text}, f"{key}:u")
+    host.emit("message.received", {"text": text, "disposition": disposition}, f"{key}:m", step)
+
+
+def apply_delivery(
+    host: StepHost, payload: dict[str, Any], key: str, *, parked: bool, step: int | None
+) -> Effect:
+    """Apply one delivery to the running turn; says whether input was folded or cancel asked."""
+    kind = payload.get("kind")
+    if kind == "message":
+        text = str(payload.get("text", ""))
+        if payload.get("policy", "steer") == "steer" and not parked:
+            fold_message(host, text, key, "steered", step)
+            return "steered"
+        host.snap.queued.append(dict(payload))
+        return "none"
+    if kind == "responses":
+        for response in payload.get("responses") or []:
+            resolve(host, response, key, step)
+        return "none"
+    if kind == "cancel":
+        return "cancel"
+    if kind in ("clear", "compact", "reset"):
+        host.snap.queued.append(dict(payload))
+    return "none"
+
+
+def resolve(host: StepHost, response: dict[str, Any], key: str, step: int | None) -> None:
+    """Attach an answer to its pending request; unknown or answered ids are ignored."""
+    rid = response.get("requestId")
+    for request in host.snap.pending:
+        if request["requestId"] != rid or "resolution" in request:
+            continue
+        if request["kind"] == "question":
+            resolution: dict[str, Any] = {"answer": str(response.get("answer", ""))}
+        else:
+            resolution = {"approved": bool(response.get("approved"))}
+            if response.get("always") and resolution["approved"]:
+                resolution["always"] = True
+        request["resolution"] = resolution
+        tool = request.get("tool")
+        if request["kind"] == "approval" and resolution.get("approved") and tool:
+            policy = host.agent.tools[tool].approval.kind if tool in host.agent.tools else ""
+            if (resolution.get("always") or policy == "once") and (
+                tool not in host.snap.approved_tools
+            ):
+                host.snap.approved_tools.append(tool)
+        host.emit(
+            "input.resolved",
+            {"requestId": rid, **resolution},
+            f"{key}:res:{rid}",
+            step,
+        )
+        return
+
+
+def cancel_pending(host: StepHost) -> None:
+    """Mark every open request cancelled so its call gets a result (history stays valid)."""
+    for request in host.snap.pending:
+        if request["kind"] != "limit":
+            request["kind"] = "cancelled"
+        request["resolution"] = {"approved": False}
+    host.snap.pending = [r for r in host.snap.pending if r["kind"] != "limit"]
+
+
+def unresolved(host: StepHost) -> list[dict[str, Any]]:
+    return [r for r in host.snap.pending if "resolution" not in r]

@@ -1,0 +1,378 @@
+"""One step: settle parked work, admit approved calls, check limits, compact if needed, one
+model call (or ``model_calls_per_step``), then the tool calls it asked for (SPEC §6).
+
+Each model call and each tool call is its own durable action, so a re-run of an interrupted
+step repeats only the action that was in flight (D2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from eve_cli._agent_api import ToolContext, bind_state, unbind_state
+from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
+from eve_cli.harness._compaction import compact, needs_compaction
+from eve_cli.harness._host import StepHost
+from eve_cli.models import ModelError, ModelRequest, ToolSpec
+
+Outcome = Literal["continue", "done", "park", "failed"]
+
+
+@dataclass
+class StepResult:
+    outcome: Outcome
+    error: str | None = None
+
+
+def tool_specs(host: StepHost) -> list[ToolSpec]:
+    specs = [t.spec for t in host.agent.tools.values()]
+    for name, sub in host.agent.subagents.items():
+        specs.append(
+            ToolSpec(
+                name,
+                f"Delegate a task to the {name} sub-agent: {sub.description}",
+                {
+                    "type": "object",
+                    "properties": {"task": {"type": "string"}},
+                    "required": ["task"],
+                    "additionalProperties": False,
+                },
+            )
+        )
+    return specs
+
+
+def system_prompt(host: StepHost) -> str:
+    config = host.agent.config
+    text = host.agent.instructions
+    if config.output_schema:
+        import json
+
+        text += "\n\nYour final answer must be JSON matching this schema:\n" + json.dumps(
+            config.output_schema
+        )
+    return text
+
+
+async def run_step(host: StepHost, index: int) -> StepResult:
+    """Run step ``index`` of the current turn."""
+    host.snap.steps += 1
+    prefix = f"{host.turn_id}:{index}"
+    host.emit("step.started", {}, f"{prefix}:start", index)
+    usage = {"inputTokens": 0, "outputTokens": 0}
+    settled = await admit_resolved(host, index)
+    if settled is not None:
+        host.emit("step.failed", {"error": settled}, f"{prefix}:fail", index)
+        return StepResult("failed", settled)
+    result = StepResult("continue")
+    for m in range(host.agent.config.model_calls_per_step):
+        if (limited := check_limits(host, index)) is not None:
+            result = limited
+            break
+        result = await model_round(host, index, m, usage)
+        if result.outcome != "continue":
+            break
+    if result.outcome == "failed":
+        host.emit("step.failed", {"error": result.error}, f"{prefix}:fail", index)
+    else:
+        host.emit("step.completed", {"usage": usage}, f"{prefix}:done", index)
+    return result
+
+
+async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int]) -> StepResult:
+    """Compaction check, one model call, then its tool calls."""
+    prefix = f"{host.turn_id}:{index}:{m}"
+    system = system_prompt(host)
+    specs = tool_specs(host)
+    estimate = needs_compaction(host, system, specs)
+    if estimate is not None:
+        await compact(host, prefix, index, estimate=estimate)
+    response = await call_model(host, index, m, system, specs)
+    if "error" in response:
+        return StepResult("failed", response["error"])
+    usage["inputTokens"] += response["usage"]["input"]
+    usage["outputTokens"] += response["usage"]["output"]
+    host.snap.tokens += response["usage"]["input"] + response["usage"]["output"]
+    calls = response["tool_calls"]
+    host.append_history(
+        {
+            "role": "assistant",
+            "content": response["text"],
+            "tool_calls": [{k: c[k] for k in ("id", "name", "arguments")} for c in calls],
+        },
+        f"{prefix}:a",
+    )
+    host.emit("message.completed", {"role": "assistant", "text": response["text"]}, prefix, index)
+    if not calls:
+        return StepResult("done")
+    host.emit(
+        "actions.requested",
+        {
+            "actions": [
+                {"callId": c["id"], "name": c["name"], "arguments": c["arguments"]} for c in calls
+            ]
+        },
+        f"{prefix}:req",
+        index,
+    )
+    for call in calls:
+        await dispatch_call(host, index, call)
+    return StepResult("park" if host.snap.pending else "continue")
+
+
+async def call_model(
+    host: StepHost, index: int, m: int, system: str, specs: list[ToolSpec]
+) -> dict[str, Any]:
+    snap = host.snap
+    n = snap.model_calls
+    model = host.model()
+    request = ModelRequest(
+        system=system,
+        messages=[],
+        tools=specs,
+        call_index=n,
+        session_id=host.session_id,
+    )
+    deltas = 0
+
+    async def on_delta(text: str) -> None:
+        nonlocal deltas
+        host.emit(
+            "message.appended", {"delta": text}, f"{host.turn_id}:{index}:{m}:d{deltas}", index
+        )
+        deltas += 1
+
+    async def generate() -> dict[str, Any]:
+        full = ModelRequest(**{**request.__dict__, "messages": host.read_history()})
+        try:
+            response = await model.generate(full, on_delta)
+        except ModelError as exc:
+            return {"error": str(exc)}
+        except Exception as exc:
+            return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
+        return {
+            "text": response.text,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "name": c.name,
+                    "arguments": c.arguments,
+                    "error": c.argument_error,
+                    "raw": c.raw_arguments,
+                }
+                for c in response.tool_calls
+            ],
+            "usage": {"input": response.usage.input_tokens, "output": response.usage.output_tokens},
+        }
+
+    result: dict[str, Any] = await host.action(f"model:{n}", generate)
+    snap.model_calls += 1
+    return result
+
+
+def request_id(host: StepHost, call_id: str) -> str:
+    return f"{host.turn_id}:{call_id}"
+
+
+async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> None:
+    """Run, reject or park one tool call according to its validity and approval policy."""
+    name = call["name"]
+    tool = host.agent.tools.get(name)
+    if call.get("arguments") is None:
+        why = call.get("error") or "arguments could not be parsed"
+        record_result(host, index, call, f"Invalid arguments for tool {name!r}: {why}", True)
+        return
+    if name in host.agent.subagents:
+        task = call["arguments"].get("task")
+        if not isinstance(task, str):
+            record_result(host, index, call, "Invalid arguments: 'task' must be a string", True)
+            return
+        result = await host.run_subagent(name, task, call["id"], index)
+        record_result(host, index, call, result["content"], result["isError"])
+        return
+    if tool is None:
+        known = ", ".join(sorted([*host.agent.tools, *host.agent.subagents]))
+        record_result(host, index, call, f"Unknown tool {name!r}; available: {known}", True)
+        return
+    try:
+        tool.validate(call["arguments"])
+    except InvalidArguments as exc:
+        record_result(host, index, call, f"Invalid arguments for tool {name!r}: {exc}", True)
+        return
+    if name == ASK_QUESTION:
+        park_call(host, index, call, "question")
+        return
+    try:
+        decision = tool.approval.decide(
+            call["arguments"], approved_before=name in host.snap.approved_tools
+        )
+    except Exception as exc:
+        record_result(host, index, call, f"Approval policy failed: {exc}", True)
+        return
+    if decision == "approved":
+        await run_tool(host, index, call, tool)
+    elif decision == "denied":
+        record_result(host, index, call, "The approval policy denied this call.", True, "rejected")
+    else:
+        park_call(host, index, call, "approval")
+
+
+def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> None:
+    request: dict[str, Any] = {
+        "requestId": request_id(host, call["id"]),
+        "kind": kind,
+        "callId": call["id"],
+        "tool": call["name"],
+        "arguments": call["arguments"],
+        "step": index,
+    }
+    if kind == "question":
+        request["question"] = call["arguments"].get("question", "")
+        request["options"] = call["arguments"].get("options")
+    host.snap.pending.append(request)
+    host.emit(
+        "input.requested",
+        {k: v for k, v in request.items() if k != "step"},
+        f"{host.turn_id}:{call['id']}:ireq",
+        index,
+    )
+
+
+async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool) -> None:
+    """Run one tool call as a durable action; its state changes are saved with its result."""
+    snap = host.snap
+    key = f"{host.session_id}:{host.turn_id}:{call['id']}"
+    ctx = ToolContext(
+        session_id=host.session_id,
+        call_id=call["id"],
+        idempotency_key=key,
+        turn_id=host.turn_id or "",
+    )
+    before = dict(snap.state)
+
+    async def execute() -> dict[str, Any]:
+        values = dict(before)
+        token = bind_state(values)
+        try:
+            result = await tool.execute(call["arguments"], ctx)
+        finally:
+            unbind_state(token)
+        changed = values if values != before else None
+        return {
+            "content": result.content,
+            "isError": result.is_error,
+            "state": changed,
+            "progress": ctx.progress_messages,
+        }
+
+    outcome: dict[str, Any] = await host.action(f"tool:{call['id']}", execute)
+    if outcome.get("state") is not None:
+        snap.state = outcome["state"]
+    record_result(
+        host,
+        index,
+        call,
+        outcome["content"],
+        outcome["isError"],
+        progress=outcome.get("progress") or None,
+    )
+
+
+def record_result(
+    host: StepHost,
+    index: int,
+    call: dict[str, Any],
+    content: str,
+    is_error: bool,
+    status: str | None = None,
+    progress: list[str] | None = None,
+) -> None:
+    """Append the tool message the model will see and emit ``action.result``."""
+    host.append_history(
+        {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": call["name"],
+            "content": content,
+            "is_error": is_error,
+        },
+        f"{host.turn_id}:{call['id']}:r",
+    )
+    data: dict[str, Any] = {
+        "callId": call["id"],
+        "name": call["name"],
+        "status": status or ("failed" if is_error else "completed"),
+        "isError": is_error,
+        "output": content,
+    }
+    if progress:
+        data["progress"] = progress
+    host.emit("action.result", data, f"{host.turn_id}:{call['id']}:res", index)
+
+
+async def admit_resolved(host: StepHost, index: int) -> str | None:
+    """Act on answered requests: run approved calls, reject denied ones, answer questions.
+
+    Returns an error when the turn must fail (a denied request to go past a limit).
+    """
+    snap = host.snap
+    ready = [r for r in snap.pending if "resolution" in r]
+    snap.pending = [r for r in snap.pending if "resolution" not in r]
+    for request in ready:
+        resolution = request["resolution"]
+        if request["kind"] == "limit":
+            if not resolution.get("approved"):
+                return f"stopped at the {request['limit']} limit: continuing was not approved"
+            if request["limit"] == "token":
+                snap.token_allowance += host.agent.config.limits.tokens_per_session or 0
+            else:
+                snap.time_allowance += host.agent.config.limits.session_timeout or 0
+            continue
+        call = {"id": request["callId"], "name": request["tool"], "arguments": request["arguments"]}
+        if request["kind"] == "question":
+            record_result(host, index, call, str(resolution.get("answer", "")), False)
+        elif request["kind"] == "cancelled":
+            record_result(host, index, call, "The turn was cancelled.", True, "rejected")
+        elif resolution.get("approved"):
+            tool = host.agent.tools.get(call["name"])
+            if tool is None:
+                record_result(host, index, call, f"Tool {call['name']!r} no longer exists", True)
+            else:
+                await run_tool(host, index, call, tool)
+        else:
+            record_result(host, index, call, "The user denied this call.", True, "rejected")
+    return None
+
+
+def check_limits(host: StepHost, index: int) -> StepResult | None:
+    """Park (conversation) or fail (task) when the session's limits are exhausted."""
+    snap = host.snap
+    limits = host.agent.config.limits
+    which = None
+    if limits.tokens_per_session and snap.tokens >= (
+        limits.tokens_per_session + snap.token_allowance
+    ):
+        which = "token"
+    elif limits.session_timeout and host.now() - snap.created_at >= (
+        limits.session_timeout + snap.time_allowance
+    ):
+        which = "time"
+    if which is None:
+        return None
+    what = "tokens per session" if which == "token" else "session timeout"
+    if snap.mode == "task":
+        return StepResult("failed", f"limit reached: {what} (a task cannot ask to go on)")
+    request = {
+        "requestId": f"{host.turn_id}:limit:{index}",
+        "kind": "limit",
+        "limit": which,
+        "message": f"The session reached its limit ({what}). Continue?",
+        "step": index,
+    }
+    snap.pending.append(request)
+    data = {k: v for k, v in request.items() if k != "step"}
+    data["kind"] = "approval"
+    data["reason"] = "limit"
+    host.emit("input.requested", data, f"{host.turn_id}:limit:{index}:ireq", index)
+    return StepResult("park")

@@ -1,0 +1,102 @@
+"""``scripted:PATH``: answers from a JSON script, for tests and reproducible demos.
+
+The file is a list of entries ``{"text": str, "tool_calls": [{"name": str, "arguments": {}}]}``
+(or ``{"responses": [...]}``). The session's N-th real model call (``request.call_index``,
+counted from its durable history) answers entry N, so a re-run gets the same answer. Summaries
+are produced deterministically and consume no entry. Test-only extras per entry: ``"delay"``
+(seconds to wait after the first delta), ``"error"`` (the call fails with that message); at
+the top level of the object form, ``"summary_error"`` makes every summary fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from eve_cli.models._base import (
+    DeltaCallback,
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+)
+from eve_cli.models._offline import offline_summary, stream_words
+from eve_cli.models._tokens import estimate_usage
+
+DEFAULT_CONTEXT_WINDOW = 32_000
+
+
+class ScriptedModel(Model):
+    """Entry N of the script answers the session's N-th model call."""
+
+    def __init__(self, path: Path | str, *, context_window: int | None = None) -> None:
+        self.path = Path(path)
+        self.name = f"scripted:{path}"
+        self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
+
+    def _load(self) -> tuple[list[Any], str | None]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ModelError("scripted", f"script {self.path} not found") from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ModelError("scripted", f"script {self.path} is not valid JSON: {exc}") from None
+        summary_error = None
+        if isinstance(data, dict):
+            summary_error = data.get("summary_error")
+            data = data.get("responses")
+        if not isinstance(data, list):
+            raise ModelError("scripted", f"script {self.path} must be a JSON list of responses")
+        return data, summary_error
+
+    async def generate(
+        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+    ) -> ModelResponse:
+        entries, summary_error = self._load()
+        if request.purpose == "summary":
+            if summary_error:
+                raise ModelError("scripted", str(summary_error))
+            text = offline_summary(request.messages)
+            return ModelResponse(text, usage=estimate_usage(request, text, []))
+        n = request.call_index
+        if n >= len(entries):
+            raise ModelError(
+                "scripted",
+                f"script {self.path} is exhausted: model call {n} has no entry "
+                f"(the script has {len(entries)})",
+            )
+        entry = entries[n]
+        if not isinstance(entry, dict):
+            raise ModelError("scripted", f"script {self.path}: entry {n} must be an object")
+        if entry.get("error"):
+            raise ModelError("scripted", str(entry["error"]))
+        text = str(entry.get("text") or "")
+        calls = [_tool_call(c, n, i) for i, c in enumerate(entry.get("tool_calls") or [])]
+        delay = float(entry.get("delay") or 0)
+        if delay and on_delta is not None and text:
+            first, rest = text[:1], text[1:]
+            await on_delta(first)
+            await asyncio.sleep(delay)
+            await stream_words(rest, on_delta)
+        else:
+            if delay:
+                await asyncio.sleep(delay)
+            await stream_words(text, on_delta)
+        return ModelResponse(text, calls, estimate_usage(request, text, calls), "end_turn")
+
+
+def _tool_call(raw: dict[str, Any], n: int, i: int) -> ToolCall:
+    call_id = str(raw.get("id") or f"call_{n}_{i}")
+    arguments = raw.get("arguments", {})
+    if isinstance(arguments, dict):
+        return ToolCall(call_id, str(raw.get("name")), arguments)
+    return ToolCall(
+        call_id,
+        str(raw.get("name")),
+        None,
+        raw_arguments=json.dumps(arguments),
+        argument_error="arguments must be a JSON object",
+    )

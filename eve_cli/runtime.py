@@ -1,0 +1,330 @@
+"""The runtime facade: what the CLI and the HTTP channel call (docs/ARCHITECTURE.md §3).
+
+``Runtime`` opens a world (``LocalWorld`` under the data directory by default), loads the agent
+folder and offers sessions: create, deliver, respond, cancel / clear / compact / reset, drive,
+and read-only views (``session``, ``sessions``, ``events``, ``tail``). Delivering never runs
+anything: ``drive(sid)`` owns the session and runs it until it waits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from eve_cli._loader import (
+    DEFAULT_AGENT_DIR,
+    AgentDefinition,
+    AgentLoadError,
+    check_model_string,
+    load_agent,
+    resolve_agent_dir,
+)
+from eve_cli._session import Snapshot, events_stream, history_stream
+from eve_cli.execution import SESSION_WORKFLOW, Executor
+from eve_cli.execution._streams import strip_key
+from eve_cli.execution._view import fold, summary
+from world import (
+    Engine,
+    NoActiveRunError,
+    RunNotFoundError,
+    World,
+)
+
+__all__ = [
+    "AgentLoadError",
+    "DeliveryReceipt",
+    "InvalidSessionIdError",
+    "Runtime",
+    "RuntimeErrorBase",
+    "SessionNotFoundError",
+    "default_data_dir",
+]
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+TurnPolicy = Literal["steer", "queue"]
+_ENDED = ("completed", "failed", "cancelled")
+
+
+class RuntimeErrorBase(Exception):
+    """Base of the facade's errors; ``str()`` is one user-facing line."""
+
+
+class SessionNotFoundError(RuntimeErrorBase, LookupError):
+    """No session has this id."""
+
+
+class InvalidSessionIdError(RuntimeErrorBase, ValueError):
+    """The id is malformed (not just unknown)."""
+
+
+@dataclass(frozen=True)
+class DeliveryReceipt:
+    """What happened to a delivered message: ``started`` (a new turn), ``steered`` (folded
+    into the running turn), ``queued`` (held for the next turn) or ``rejected`` (+ reason)."""
+
+    session_id: str
+    disposition: Literal["started", "steered", "queued", "rejected", "accepted"]
+    reason: str | None = None
+
+
+def default_data_dir() -> Path:
+    """``$EVE_DATA_DIR`` or ``./.workflow-data``."""
+    return Path(os.environ.get("EVE_DATA_DIR") or Path.cwd() / ".workflow-data")
+
+
+def open_world(data_dir: Path) -> World:
+    from world import LocalWorld
+
+    return LocalWorld(data_dir)
+
+
+class Runtime:
+    """Sessions of one agent folder on one world."""
+
+    def __init__(
+        self,
+        data_dir: Path | str | None = None,
+        agent_dir: Path | str | None = None,
+        model: str | None = None,
+        *,
+        world: World | None = None,
+    ) -> None:
+        """Open the world and load the agent.
+
+        Raises:
+            AgentLoadError: the agent folder is broken (message starts with ``file:line:``).
+            ValueError: ``model`` is not a valid model string.
+        """
+        if model is not None and (problem := check_model_string(model)):
+            raise ValueError(problem)
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.agent_dir = resolve_agent_dir(agent_dir)
+        self.model = model
+        self._world_is_memory = world is not None and type(world).__name__ == "MemoryWorld"
+        self.world = world if world is not None else open_world(self.data_dir)
+        self.executor = Executor(self.world, self.agent_dir)
+        self.agent: AgentDefinition = self.executor.agent_for(self._stored_dir(self.agent_dir))
+
+    @property
+    def engine(self) -> Engine:
+        return self.executor.engine
+
+    @staticmethod
+    def _stored_dir(directory: Path) -> str | None:
+        return None if directory == DEFAULT_AGENT_DIR else str(directory)
+
+    def reload_agent(self) -> AgentDefinition:
+        """Reload the agent folder now (sessions pick changes up at their next turn anyway)."""
+        self.agent = load_agent(self.agent_dir)
+        return self.agent
+
+    # -- sessions -------------------------------------------------------------------------
+    async def create_session(
+        self, mode: str | None = None, model: str | None = None, operation_id: str | None = None
+    ) -> str:
+        """Create a session durably (it runs when driven); idempotent by ``operation_id``."""
+        if model is not None and (problem := check_model_string(model)):
+            raise ValueError(problem)
+        mode = mode or self.agent.config.mode
+        if mode not in ("conversation", "task"):
+            raise ValueError(f"mode must be conversation or task, not {mode!r}")
+        if operation_id is not None:
+            digest = hashlib.sha256(operation_id.encode()).hexdigest()[:24]
+            sid = f"s_{digest}"
+            if self._exists(sid):
+                return sid
+        else:
+            sid = f"s_{secrets.token_hex(12)}"
+        token = secrets.token_hex(16)  # 128 random bits: the session's continuation token
+        snap = Snapshot(
+            id=sid,
+            token=token,
+            agent_dir=self._stored_dir(self.agent_dir),
+            model=model or self.model,
+            mode=mode,
+        )
+        meta = {
+            "eve": 1,
+            "token": token,
+            "agentDir": snap.agent_dir,
+            "model": snap.model,
+            "mode": mode,
+            "agent": self.agent.name,
+        }
+        await self.engine.start(SESSION_WORKFLOW, snap.to_data(), run_id=sid, meta=meta)
+        # Claimed now (the driver claims the same token for the same run id when it first
+        # runs), so deliveries are accepted before the session was ever driven.
+        self.world.claim_hook(token, sid)
+        return sid
+
+    def _exists(self, sid: str) -> bool:
+        try:
+            self.engine.info(sid)
+        except RunNotFoundError:
+            return False
+        return True
+
+    def _meta(self, sid: str) -> dict[str, Any]:
+        if not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid):
+            raise InvalidSessionIdError(
+                f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ -"
+            )
+        try:
+            info = self.engine.info(sid)
+        except RunNotFoundError:
+            raise SessionNotFoundError(f"no session {sid!r}") from None
+        if info.workflow != SESSION_WORKFLOW:
+            raise SessionNotFoundError(f"no session {sid!r}")
+        return dict(info.meta)
+
+    async def _send(self, sid: str, payload: dict[str, Any]) -> str | None:
+        """Deliver to the session's hook; returns why it could not be delivered, or None."""
+        token = self._meta(sid).get("token")
+        if not token:
+            return "this session takes no deliveries"
+        try:
+            await self.engine.resume_hook(token, payload)
+        except NoActiveRunError:
+            return "the session has ended"
+        return None
+
+    async def deliver(
+        self, sid: str, message: str, turn_policy: TurnPolicy = "steer"
+    ) -> DeliveryReceipt:
+        """Deliver a user message; the receipt says whether it starts, steers or queues."""
+        if turn_policy not in ("steer", "queue"):
+            raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
+        status = self.session(sid)["status"]
+        if status in _ENDED:
+            return DeliveryReceipt(sid, "rejected", f"the session has {status}")
+        payload = {"kind": "message", "text": message, "policy": turn_policy}
+        problem = await self._send(sid, payload)
+        if problem:
+            return DeliveryReceipt(sid, "rejected", problem)
+        if status == "waiting":
+            return DeliveryReceipt(sid, "started")
+        if status == "running" and turn_policy == "steer":
+            return DeliveryReceipt(sid, "steered")
+        return DeliveryReceipt(sid, "queued")
+
+    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
+        """Answer pending input requests (approvals: ``approved``/``always``; questions:
+        ``answer``)."""
+        problem = await self._send(sid, {"kind": "responses", "responses": list(responses)})
+        return (
+            DeliveryReceipt(sid, "rejected", problem)
+            if problem
+            else DeliveryReceipt(sid, "accepted")
+        )
+
+    async def _operation(self, sid: str, kind: str) -> DeliveryReceipt:
+        problem = await self._send(sid, {"kind": kind})
+        return (
+            DeliveryReceipt(sid, "rejected", problem)
+            if problem
+            else DeliveryReceipt(sid, "accepted")
+        )
+
+    async def cancel(self, sid: str) -> DeliveryReceipt:
+        """Cancel the running turn (it ends with ``turn.cancelled``)."""
+        return await self._operation(sid, "cancel")
+
+    async def clear(self, sid: str) -> DeliveryReceipt:
+        """Wipe the model history; identity and state stay."""
+        return await self._operation(sid, "clear")
+
+    async def compact(self, sid: str) -> DeliveryReceipt:
+        """Summarise the history now."""
+        return await self._operation(sid, "compact")
+
+    async def reset(self, sid: str) -> DeliveryReceipt:
+        """Wipe history and state; the session id stays."""
+        return await self._operation(sid, "reset")
+
+    async def drive(self, sid: str, *, wait: float | None = None) -> dict[str, Any]:
+        """Own the session and run it until it waits, parks or ends; returns its view.
+
+        Raises:
+            world.OwnershipError: another process drives this session.
+        """
+        self._meta(sid)
+        await self.engine.run(sid, wait=wait)
+        return self.session(sid)
+
+    def resumable(self) -> list[str]:
+        """Sessions with work to do now (interrupted, or with undelivered input)."""
+        found = []
+        for run_id in self.engine.runnable():
+            root = run_id.split(".", 1)[0]
+            if root not in found:
+                found.append(root)
+        return found
+
+    # -- reading ----------------------------------------------------------------------------
+    def session(self, sid: str) -> dict[str, Any]:
+        """The session's view: status, turns with steps and actions, pending requests."""
+        meta = self._meta(sid)
+        view = fold(sid, self.events(sid))
+        view["agent"] = view["agent"] or meta.get("agent")
+        view["mode"] = view["mode"] or meta.get("mode")
+        view["model"] = meta.get("model") or self.agent.model
+        view["agentDir"] = meta.get("agentDir")
+        return view
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """One row per session, most recently active first."""
+        rows = []
+        for info in self.engine.runs():
+            if info.parent is not None or info.workflow != SESSION_WORKFLOW:
+                continue
+            row = summary(fold(info.run_id, self.events(info.run_id)))
+            row["agent"] = row["agent"] or info.meta.get("agent")
+            row["updatedAt"] = row["updatedAt"] or (
+                info.updated.isoformat() if info.updated else None
+            )
+            row["bytes"] = self._bytes(info.run_id)
+            rows.append(row)
+        rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
+        return rows
+
+    def _bytes(self, sid: str) -> int | None:
+        """Bytes on disk of a session (journal, inbox, streams); None off the local world."""
+        if self._world_is_memory:
+            return None
+        total = 0
+        run_dir = self.data_dir / "runs" / sid
+        paths = list(run_dir.iterdir()) if run_dir.is_dir() else []
+        for stream in (events_stream(sid), history_stream(sid)):
+            paths.extend((self.data_dir / "streams").glob(f"{stream}.*"))
+        for path in paths:
+            try:
+                total += path.stat().st_size
+            except OSError:
+                continue
+        return total
+
+    def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
+        """Stored events from ``start`` (negative counts back from the tail), with indexes."""
+        name = events_stream(sid)
+        length = self.world.stream_length(name)
+        first = max(0, length + start) if start < 0 else start
+        items = self.world.stream_read(name, first, length)
+        return [{**strip_key(item), "index": first + i} for i, item in enumerate(items)]
+
+    async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """Stored events from ``start``, then live ones as they are appended (any process)."""
+        self._meta(sid)
+        name = events_stream(sid)
+        if start < 0:
+            start = max(0, self.world.stream_length(name) + start)
+        async for index, item in self.world.stream_tail(name, start):
+            yield {**strip_key(item), "index": index}
+
+    def close(self) -> None:
+        self.world.close()

@@ -1,0 +1,87 @@
+"""Helpers for runtime tests: agent folders written to disk, scripts for the scripted model."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+AgentFactory = Callable[..., Path]
+
+
+def write_agent(
+    root: Path,
+    *,
+    script: list[dict[str, Any]] | dict[str, Any] | None = None,
+    agent_args: str = "",
+    tools: dict[str, str] | None = None,
+    instructions: str = "You are a test agent.",
+    subagents: dict[str, dict[str, Any]] | None = None,
+) -> Path:
+    """Write an agent folder under ``root``; a script makes its model ``scripted:<file>``."""
+    root.mkdir(parents=True, exist_ok=True)
+    model = ""
+    if script is not None:
+        script_path = root / "script.json"
+        script_path.write_text(json.dumps(script))
+        model = f"model={f'scripted:{script_path}'!r}, "
+    (root / "agent.py").write_text(
+        "from eve_cli import define_agent, Compaction, Limits\n\n"
+        f"agent = define_agent({model}{agent_args})\n"
+    )
+    (root / "instructions.md").write_text(instructions)
+    if tools:
+        (root / "tools").mkdir(exist_ok=True)
+        for name, body in tools.items():
+            (root / "tools" / f"{name}.py").write_text(textwrap.dedent(body))
+    for name, spec in (subagents or {}).items():
+        write_agent(root / "subagents" / name, **spec)
+    return root
+
+
+@pytest.fixture
+def make_agent(tmp_path: Path) -> AgentFactory:
+    counter = iter(range(1000))
+
+    def factory(**kwargs: Any) -> Path:
+        return write_agent(tmp_path / f"agent{next(counter)}", **kwargs)
+
+    return factory
+
+
+def tool_file(body: str) -> str:
+    """A tools/*.py body with the usual imports."""
+    return "from eve_cli import tool, always, once, never, define_state, ToolContext\n" + (
+        textwrap.dedent(body)
+    )
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted tool call."""
+    return {"name": name, "arguments": arguments}
+
+
+def reply(text: str = "", *calls: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A scripted model answer."""
+    return {"text": text, "tool_calls": list(calls), **extra}
+
+
+def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Events without times and deltas: what must be equal between two runs."""
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        if e["type"] == "message.appended":
+            continue
+        data = {k: v for k, v in e.items() if k not in ("at", "index", "sessionId")}
+        if e["type"] == "session.waiting":
+            data.pop("continuationToken", None)
+        out.append((e["type"], repr(sorted(data.items()))))
+    return out
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events if e["type"] != "message.appended"]

@@ -1,0 +1,94 @@
+"""Tools: schema from type hints, validation, sync/async, ctx injection, errors as results."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pydantic import BaseModel
+
+from eve_cli import ToolContext, tool
+from eve_cli._tools import ToolDefinitionError, build_tool
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+@tool
+def add(a: int, b: int = 1) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool(name="where", approval=None)
+async def locate(p: Point, ctx: ToolContext) -> dict[str, object]:
+    """Async tool with a model argument and the context."""
+    ctx.report_progress("locating")
+    return {"sum": p.x + p.y, "call": ctx.call_id}
+
+
+@tool
+def explode(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(reason)
+
+
+def ctx() -> ToolContext:
+    return ToolContext(session_id="s", call_id="c1", idempotency_key="s:t1:c1")
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_schema_from_hints_and_docstring() -> None:
+    built = build_tool(add)
+    assert built.description == "Add two numbers."
+    assert built.parameters["properties"] == {
+        "a": {"type": "integer"},
+        "b": {"default": 1, "type": "integer"},
+    }
+    assert built.parameters["required"] == ["a"]
+    where = build_tool(locate)
+    assert where.name == "where"
+    assert "ctx" not in where.parameters["properties"]
+    assert where.ctx_param == "ctx"
+
+
+def test_valid_call_runs_and_renders_json() -> None:
+    assert run(build_tool(add).execute({"a": 2, "b": 3}, ctx())).content == "5"
+    context = ctx()
+    result = run(build_tool(locate).execute({"p": {"x": 1, "y": 2}}, context))
+    assert result.content == '{"sum": 3, "call": "c1"}'
+    assert context.progress_messages == ["locating"]
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        ({"a": "not a number"}, "a: Input should be a valid integer"),
+        ({}, "a: Field required"),
+        ({"a": 1, "zzz": 2}, "zzz: Extra inputs are not permitted"),
+        (None, "arguments must be a JSON object"),
+    ],
+)
+def test_invalid_arguments_become_error_results(arguments: object, expected: str) -> None:
+    result = run(build_tool(add).execute(arguments, ctx()))  # type: ignore[arg-type]
+    assert result.is_error
+    assert expected in result.content
+
+
+def test_exception_becomes_error_result() -> None:
+    result = run(build_tool(explode).execute({"reason": "boom"}, ctx()))
+    assert result.is_error
+    assert "RuntimeError: boom" in result.content
+
+
+def test_missing_type_hint_is_a_definition_error() -> None:
+    def untyped(a, b: int) -> int:  # type: ignore[no-untyped-def]
+        return b
+
+    with pytest.raises(ToolDefinitionError, match=r"parameter 'a' has no type hint"):
+        build_tool(tool(untyped))

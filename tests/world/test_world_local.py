@@ -1,0 +1,150 @@
+"""LocalWorld specifics: the on-disk layout, file counts, heads, torn tails, permissions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from world import (
+    CorruptJournalError,
+    Engine,
+    LocalWorld,
+    StorageError,
+    WorkflowContext,
+    WorldError,
+    decode,
+    default_data_dir,
+)
+from world._family import load_family
+
+
+async def steps(ctx: WorkflowContext, n: int) -> int:
+    for i in range(n):
+        await ctx.step(f"s{i}", lambda i=i: i)
+    hook = ctx.create_hook(f"t-{ctx.run_id}")
+    return int(await hook.receive())
+
+
+def _files(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+
+
+def _run_steps(path: Path, n: int) -> tuple[Engine, str]:
+    engine = Engine(LocalWorld(path), {"steps": steps})
+    rid = asyncio.run(engine.start("steps", n, run_id="fixed"))
+    asyncio.run(engine.run(rid))
+    return engine, rid
+
+
+def test_file_count_grows_with_runs_not_steps(tmp_path: Path) -> None:
+    _run_steps(tmp_path / "ten", 10)
+    _run_steps(tmp_path / "thousand", 1000)
+    assert _files(tmp_path / "ten") == _files(tmp_path / "thousand")
+    assert _files(tmp_path / "ten") == [
+        "FORMAT", "hooks/t-fixed", "runs/fixed/head.msgpack", "runs/fixed/journal.msgpack",
+        "runs/fixed/owner.lock",
+    ]  # fmt: skip
+    assert json.loads((tmp_path / "ten" / "FORMAT").read_text()) == {
+        "format": "eve-world",
+        "version": 1,
+    }
+
+
+def test_journal_is_plain_msgpack_with_checksummed_records(tmp_path: Path) -> None:
+    _run_steps(tmp_path, 3)
+    with open(tmp_path / "runs" / "fixed" / "journal.msgpack", "rb") as f:
+        records = [decode(body) for _, _, body in msgpack.Unpacker(f, raw=False)]
+    assert [r["t"] for r in records] == ["header", "start", "step", "step", "step", "hook", "park"]
+    assert [r.get("seq") for r in records[1:]] == [0, 1, 2, 3, 4, 5]
+    assert all({"run", "g", "seq", "t", "at"} <= set(r) for r in records[1:])
+
+
+def test_lost_head_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
+    engine, rid = _run_steps(tmp_path, 2)
+    (tmp_path / "runs" / rid / "head.msgpack").write_bytes(b"\x00garbage")
+    assert engine.info(rid).status == "parked"
+    asyncio.run(engine.resume_hook(f"t-{rid}", 7))
+    assert asyncio.run(engine.run(rid)).result == 7
+
+
+def test_torn_journal_tail_is_dropped_and_the_run_resumes(tmp_path: Path) -> None:
+    engine, rid = _run_steps(tmp_path, 2)
+    journal = tmp_path / "runs" / rid / "journal.msgpack"
+    size = journal.stat().st_size
+    with open(journal, "ab") as f:
+        f.write(b"\x93\x01\xce\x00")  # a record cut short by a crash
+    asyncio.run(engine.resume_hook(f"t-{rid}", 5))
+    assert asyncio.run(engine.run(rid)).result == 5
+    with open(journal, "rb") as f:
+        assert all(frame[0] == 1 for frame in msgpack.Unpacker(f, raw=False))
+    assert journal.stat().st_size > size
+
+
+def test_corrupt_record_stops_the_run_with_file_and_offset(tmp_path: Path) -> None:
+    engine, rid = _run_steps(tmp_path, 3)
+    journal = tmp_path / "runs" / rid / "journal.msgpack"
+    (tmp_path / "runs" / rid / "head.msgpack").unlink()
+    data = bytearray(journal.read_bytes())
+    data[60] ^= 0x55
+    journal.write_bytes(bytes(data))
+    asyncio.run(engine.resume_hook(f"t-{rid}", 5))
+    with pytest.raises(CorruptJournalError) as err:
+        asyncio.run(engine.run(rid))
+    assert err.value.file == str(journal)
+    assert journal.read_bytes() == bytes(data)  # nothing was rewritten or lost
+
+
+async def looping(ctx: WorkflowContext, n: int) -> Any:
+    hook = ctx.create_hook("t-loop") if n == 0 else ctx.hook("t-loop")
+    for i in range(5):
+        await ctx.step(f"work{i}", lambda: n)
+    message = await hook.receive()
+    if message == "stop":
+        return n
+    ctx.continue_as_new(n + 1)
+
+
+def test_resume_reads_only_the_current_generation(tmp_path: Path) -> None:
+    world = LocalWorld(tmp_path)
+    engine = Engine(world, {"loop": looping})
+    rid = asyncio.run(engine.start("loop", 0))
+    for _ in range(20):
+        asyncio.run(engine.run(rid))
+        asyncio.run(engine.resume_hook("t-loop", "more"))
+    family = load_family(world, rid)
+    assert len(family.runs[rid].records) <= 6
+    assert family.runs[rid].g == 19  # the 20th delivery waits, not yet consumed
+    asyncio.run(engine.resume_hook("t-loop", "stop"))
+    info = asyncio.run(engine.run(rid))
+    assert (info.result, info.generation) == (20, 20)
+
+
+def test_newer_format_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "FORMAT").write_text('{"format": "eve-world", "version": 9}')
+    with pytest.raises(WorldError, match="newer"):
+        LocalWorld(tmp_path)
+
+
+def test_default_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVE_DATA_DIR", "/somewhere/else")
+    assert default_data_dir() == Path("/somewhere/else")
+    monkeypatch.delenv("EVE_DATA_DIR")
+    assert default_data_dir() == Path(".workflow-data")
+
+
+def test_permission_problem_is_one_clear_error(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        target = Path("/sys/eve-world-test")  # refused even to root
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        target = locked / "data"
+    with pytest.raises(StorageError, match="permission denied") as err:
+        LocalWorld(target)
+    assert str(target) in str(err.value)

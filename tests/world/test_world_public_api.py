@@ -1,0 +1,23 @@
+"""The public surface of `world` changes only on purpose."""
+
+import world
+
+
+def test_exported_names_are_pinned() -> None:
+    assert sorted(world.__all__) == [
+        "ChildFailedError", "ChildHandle", "CorruptJournalError", "DivergenceError", "Engine",
+        "FatalError", "HookConflictError", "HookHandle", "InboxItem", "InvalidNameError", "Lease",
+        "LocalWorld", "MemoryWorld", "NoActiveRunError", "OwnershipError", "RetryPolicy",
+        "RunExistsError", "RunInfo", "RunNotFoundError", "SerializationError", "StepFailedError",
+        "StorageError", "Workflow", "WorkflowContext", "WorkflowNotFoundError", "World",
+        "WorldError", "decode", "default_data_dir", "encode",
+    ]  # fmt: skip
+    for name in world.__all__:
+        assert getattr(world, name) is not None
+
+
+def test_every_error_is_a_world_error_except_fatal() -> None:
+    errors = [n for n in world.__all__ if n.endswith("Error")]
+    assert len(errors) == 15
+    for name in errors:
+        assert issubclass(getattr(world, name), world.WorldError) == (name != "FatalError")

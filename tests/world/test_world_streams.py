@@ -1,0 +1,104 @@
+"""Streams on every World: append, read (negative start), length, live tail."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from world import InvalidNameError, LocalWorld, World
+
+
+def test_append_read_length(world: World) -> None:
+    for i in range(5):
+        item = {"i": i, "at": dt.date(2024, 1, i + 1)}
+        assert world.stream_append("session:abc.events", item) == i
+    assert world.stream_length("session:abc.events") == 5
+    assert [e["i"] for e in world.stream_read("session:abc.events")] == [0, 1, 2, 3, 4]
+    assert [e["i"] for e in world.stream_read("session:abc.events", 2, 4)] == [2, 3]
+    assert [e["i"] for e in world.stream_read("session:abc.events", -2)] == [3, 4]
+    assert world.stream_read("session:abc.events", 7) == []
+    assert world.stream_read("never-written") == [] and world.stream_length("never-written") == 0
+
+
+@pytest.mark.parametrize("name", [".hidden", "a/b", "", "x" * 201, "sp ace", "../up"])
+def test_bad_stream_names_are_refused(world: World, name: str) -> None:
+    with pytest.raises(InvalidNameError):
+        world.stream_append(name, 1)
+
+
+def test_tail_yields_stored_then_live_items(world: World) -> None:
+    world.stream_append("tail", "a")
+    world.stream_append("tail", "b")
+
+    async def main() -> list[tuple[int, Any]]:
+        seen: list[tuple[int, Any]] = []
+
+        async def consume() -> None:
+            async for index, item in world.stream_tail("tail", -1):
+                seen.append((index, item))
+                if item == "d":
+                    return
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.05)
+        world.stream_append("tail", "c")
+        await asyncio.sleep(0.05)
+        world.stream_append("tail", "d")
+        await asyncio.wait_for(task, 10)
+        return seen
+
+    assert asyncio.run(main()) == [(1, "b"), (2, "c"), (3, "d")]
+
+
+def test_index_is_rebuilt_when_lost_or_short(tmp_path: Path) -> None:
+    world = LocalWorld(tmp_path / "data")
+    for i in range(6):
+        world.stream_append("s", i)
+    world.close()
+    idx = tmp_path / "data" / "streams" / "s.idx"
+    idx.write_bytes(idx.read_bytes()[:16])  # as if killed between data and index writes
+    fresh = LocalWorld(tmp_path / "data")
+    assert fresh.stream_read("s", -2) == [4, 5] and fresh.stream_length("s") == 6
+    idx.unlink()
+    assert fresh.stream_read("s") == list(range(6))
+    assert fresh.stream_append("s", 6) == 6
+    assert len(idx.read_bytes()) == 7 * 8
+    data = tmp_path / "data" / "streams" / "s.msgpack"
+    data.write_bytes(data.read_bytes()[:-3])  # torn last item
+    other = LocalWorld(tmp_path / "data")
+    assert other.stream_read("s") == list(range(6))
+    assert other.stream_append("s", "x") == 6
+    assert other.stream_read("s", -1) == ["x"]
+
+
+def test_tail_across_processes(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    world = LocalWorld(data)
+    code = (
+        "import sys, time; from world import LocalWorld; w = LocalWorld(sys.argv[1]);"
+        "[(w.stream_append('x', i), time.sleep(0.02)) for i in range(5)]"
+    )
+
+    async def main() -> list[int]:
+        seen: list[int] = []
+        proc = subprocess.Popen([sys.executable, "-c", code, str(data)])
+
+        async def consume() -> None:
+            async for _, item in world.stream_tail("x"):
+                seen.append(item)
+                if len(seen) == 5:
+                    return
+
+        try:
+            await asyncio.wait_for(consume(), 20)
+        finally:
+            proc.wait(10)
+        return seen
+
+    assert asyncio.run(main()) == [0, 1, 2, 3, 4]

@@ -1,0 +1,357 @@
+"""What workflow code calls: `WorkflowContext` and the handles it returns.
+
+Each operation first looks at the journal position it has reached: a recorded result is
+returned as recorded (replay); past the end of the journal the operation runs for real and is
+journaled before the workflow goes on. Waiting (hooks, timers, children) unwinds the workflow
+coroutine with `_Park`, a BaseException, so nothing of the run stays in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import inspect
+import random
+import secrets
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._errors import (
+    ChildFailedError,
+    DivergenceError,
+    FatalError,
+    HookConflictError,
+    NoActiveRunError,
+    SerializationError,
+    StepFailedError,
+)
+from ._family import Family, Run
+from ._world import check_name
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+T = TypeVar("T")
+# Types the replay cursor matches against workflow calls; others are skipped.
+COMMANDS = frozenset({"step", "attempt", "hook", "recv", "sleep", "wake", "child", "child_done"})
+
+
+class _Park(BaseException):
+    """Unwinds a workflow that must wait; carries what it waits on."""
+
+    def __init__(self, waiting: dict[str, Any]) -> None:
+        super().__init__(waiting)
+        self.waiting = waiting
+
+
+class _ContinueAsNew(BaseException):
+    def __init__(self, input: Any) -> None:
+        super().__init__()
+        self.input = input
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a failing step runs: `max_attempts` in all, with exponential backoff."""
+
+    max_attempts: int = 3
+    initial_delay: float = 0.1
+    backoff: float = 2.0
+    max_delay: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        return min(self.initial_delay * self.backoff ** (attempt - 1), self.max_delay)
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def _describe(rec: dict[str, Any]) -> str:
+    kind = rec.get("t")
+    if kind in ("step", "attempt"):
+        return f"step {rec.get('name')!r}"
+    if kind == "recv":
+        return f"receive on hook {rec.get('token')!r}"
+    if kind == "child":
+        return f"child run of {rec.get('workflow')!r}"
+    if kind == "child_done":
+        return f"result of child {rec.get('child')}"
+    return str(kind)
+
+
+class WorkflowContext:
+    """The durable API a workflow function receives as its first argument."""
+
+    def __init__(self, engine: Engine, family: Family, run: Run) -> None:
+        self._engine, self._family, self._run = engine, family, run
+        self._pos = 0
+        self._now = run.gen_at
+        self._uuids = 0
+        self._random = random.Random(f"{run.id}:{run.g}")
+        self._next_child = run.gen_nc
+        self._parked: _Park | None = None
+
+    # -- identity and determinism --------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return self._run.id
+
+    @property
+    def generation(self) -> int:
+        return self._run.g
+
+    @property
+    def is_replaying(self) -> bool:
+        """True while the workflow is still reading recorded results."""
+        return self._pos < len(self._run.records)
+
+    def now(self) -> dt.datetime:
+        """The time of the latest journal record the workflow has passed (UTC)."""
+        return dt.datetime.fromtimestamp(self._now, dt.UTC)
+
+    def uuid(self) -> uuid.UUID:
+        """A UUID derived from the run id, generation and call count."""
+        self._uuids += 1
+        digest = hashlib.sha256(f"{self._run.id}:{self._run.g}:{self._uuids}".encode()).digest()
+        return uuid.UUID(bytes=digest[:16], version=4)
+
+    def random(self) -> float:
+        """A float in [0, 1) from a generator seeded by the run id and generation."""
+        return self._random.random()
+
+    # -- cursor ----------------------------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self._parked is not None:
+            raise self._parked  # code after a park must not touch the journal
+
+    def _peek(self, kinds: set[str], actual: str) -> dict[str, Any] | None:
+        """The next recorded command if it is one of `kinds`; None past the end."""
+        self._check_alive()
+        records = self._run.records
+        while self._pos < len(records) and records[self._pos].get("t") not in COMMANDS:
+            self._pos += 1
+        if self._pos >= len(records):
+            return None
+        rec = records[self._pos]
+        if rec.get("t") not in kinds:
+            raise DivergenceError(self._run.id, self._pos, _describe(rec), actual)
+        return rec
+
+    def _advance(self, rec: dict[str, Any]) -> None:
+        self._pos += 1
+        self._now = rec.get("at", self._now)
+
+    def _record(self, rec: dict[str, Any], *, label: str = "") -> dict[str, Any]:
+        stored = self._engine.append(self._family, self._run, rec, label=label)
+        self._advance(stored)
+        return stored
+
+    def _park(self, waiting: dict[str, Any]) -> _Park:
+        self._parked = _Park(waiting)
+        return self._parked
+
+    # -- steps -----------------------------------------------------------------------------------
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., T | Awaitable[T]],
+        *args: Any,
+        retry: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Run `fn` once, durably: replay returns (or raises) the recorded outcome."""
+        actual = f"step {name!r}"
+        attempts = 0
+        while (rec := self._peek({"step", "attempt"}, actual)) is not None:
+            if rec.get("name") != name:
+                raise DivergenceError(self._run.id, self._pos, _describe(rec), actual)
+            self._advance(rec)
+            if rec["t"] == "step":
+                return self._outcome(rec)  # type: ignore[no-any-return]
+            attempts = rec.get("n", attempts + 1)
+        policy = retry or DEFAULT_RETRY
+        while True:
+            attempts += 1
+            try:
+                value = fn(*args, **kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                error = {"type": type(exc).__name__, "message": str(exc)}
+                fatal = isinstance(exc, FatalError)
+                if fatal or attempts >= max(policy.max_attempts, 1):
+                    done = {"t": "step", "name": name, "err": error, "n": attempts, "fatal": fatal}
+                    return self._outcome(self._record(done))  # type: ignore[no-any-return]
+                self._record({"t": "attempt", "name": name, "n": attempts, "err": error})
+                await asyncio.sleep(policy.delay(attempts))
+                continue
+            rec = {"t": "step", "name": name, "ok": value, "n": attempts}
+            return self._record(rec, label=f"step {name!r}")["ok"]  # type: ignore[no-any-return]
+
+    def _outcome(self, rec: dict[str, Any]) -> Any:
+        if "err" in rec:
+            err = rec["err"]
+            raise StepFailedError(
+                rec["name"], err.get("type", ""), err.get("message", ""), rec.get("n", 1)
+            )
+        return rec.get("ok")
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def create_hook(self, token: str | None = None) -> HookHandle:
+        """Claim a hook token (random, 192 bits, unless given) for this run."""
+        rec = self._peek({"hook"}, "create_hook")
+        if rec is not None:
+            if token is not None and rec.get("token") != token:
+                raise DivergenceError(
+                    self._run.id, self._pos, f"hook {rec.get('token')!r}", f"hook {token!r}"
+                )
+            self._advance(rec)
+            return HookHandle(self, rec["token"])
+        token = check_name(token, "hook token") if token is not None else secrets.token_urlsafe(24)
+        self._engine.claim_hook(self._family, self._run, token)
+        self._record({"t": "hook", "token": token})
+        return HookHandle(self, token)
+
+    def hook(self, token: str) -> HookHandle:
+        """A handle to a hook owned by this run or one of its ancestors."""
+        self._check_alive()
+        owner = self._engine.world.hook_owner(check_name(token, "hook token"))
+        if owner is None:
+            raise NoActiveRunError(token)
+        run_id = self._run.id
+        if not (run_id == owner or run_id.startswith(owner + ".")):
+            raise HookConflictError(
+                f"hook {token!r} belongs to run {owner}, not to {run_id} or its ancestors"
+            )
+        return HookHandle(self, token)
+
+    def _receive(self, token: str, limit: int | None) -> list[Any]:
+        what = f"receive on hook {token!r}"
+        rec = self._peek({"recv"}, what)
+        if rec is not None:
+            if rec.get("token") != token:
+                raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
+            self._advance(rec)
+            return list(rec.get("values", []))
+        items = self._family.take(token, limit)
+        if not items:
+            self._family.read_inbox(self._engine.world)
+            items = self._family.take(token, limit)
+        if not items and limit is not None:
+            raise self._park({"hook": token})
+        ids = [i.id for i in items]
+        stored = self._record(
+            {"t": "recv", "token": token, "ids": ids, "values": [i.payload for i in items]}
+        )
+        self._family.consume(ids)
+        return list(stored["values"])
+
+    # -- time ------------------------------------------------------------------------------------
+    async def sleep(self, seconds: float) -> None:
+        """Wait durably for `seconds` (measured from `now()`)."""
+        await self.sleep_until(self.now() + dt.timedelta(seconds=max(seconds, 0.0)))
+
+    async def sleep_until(self, when: dt.datetime) -> None:
+        """Wait durably until `when` (naive datetimes are taken as UTC)."""
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        rec = self._peek({"sleep"}, "sleep")
+        if rec is None:
+            rec = self._record({"t": "sleep", "until": when.timestamp()})
+        else:
+            self._advance(rec)
+        until = rec["until"]
+        if self._peek({"wake"}, "sleep") is not None:
+            self._advance(self._run.records[self._pos])
+            return
+        if time.time() < until:
+            raise self._park({"timer": until})
+        self._record({"t": "wake"})
+
+    # -- children --------------------------------------------------------------------------------
+    async def start_child(self, workflow: str, input: Any = None) -> ChildHandle:
+        """Start a child run in this family; it runs once this run waits or finishes."""
+        actual = f"child run of {workflow!r}"
+        rec = self._peek({"child"}, actual)
+        self._next_child += 1
+        if rec is not None:
+            if rec.get("workflow") != workflow:
+                raise DivergenceError(self._run.id, self._pos, _describe(rec), actual)
+            self._advance(rec)
+            return ChildHandle(self, rec["child"])
+        child_id = f"{self._run.id}.{self._next_child - 1}"
+        stored = self._engine.start_child(self._family, self._run, child_id, workflow, input)
+        self._advance(stored)
+        return ChildHandle(self, child_id)
+
+    async def run_child(self, workflow: str, input: Any = None) -> Any:
+        """Start a child run and wait for its result."""
+        handle = await self.start_child(workflow, input)
+        return await handle.result()
+
+    def _child_result(self, child_id: str) -> Any:
+        what = f"result of child {child_id}"
+        rec = self._peek({"child_done"}, what)
+        if rec is None:
+            child = self._family.runs.get(child_id)
+            if child is None or not child.finished:
+                raise self._park({"child": child_id})
+            if child.status == "completed":
+                rec = self._record({"t": "child_done", "child": child_id, "result": child.result})
+            else:
+                rec = self._record({"t": "child_done", "child": child_id, "error": child.error})
+        elif rec.get("child") != child_id:
+            raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
+        else:
+            self._advance(rec)
+        if rec.get("error") is not None:
+            err = rec["error"]
+            raise ChildFailedError(child_id, err.get("type", ""), err.get("message", ""))
+        return rec.get("result")
+
+    # -- generations -----------------------------------------------------------------------------
+    def continue_as_new(self, input: Any = None) -> None:
+        """End this generation; the run restarts with `input` and an empty history."""
+        self._check_alive()
+        raise _ContinueAsNew(input)
+
+
+class HookHandle:
+    """A claimed hook token: receive payloads delivered with `resume_hook(token, ...)`."""
+
+    def __init__(self, ctx: WorkflowContext, token: str) -> None:
+        self._ctx, self.token = ctx, token
+
+    async def receive(self) -> Any:
+        """The next payload; parks the run until one arrives."""
+        return self._ctx._receive(self.token, 1)[0]
+
+    async def poll(self) -> list[Any]:
+        """Every pending payload, without waiting (may be empty)."""
+        return self._ctx._receive(self.token, None)
+
+    def close(self) -> None:
+        """Release the token; later deliveries to it raise `NoActiveRunError`."""
+        ctx = self._ctx
+        ctx._check_alive()
+        ctx._engine.world.release_hook(self.token, ctx._run.id)
+        ctx._run.hooks.discard(self.token)
+
+
+class ChildHandle:
+    """A started child run."""
+
+    def __init__(self, ctx: WorkflowContext, run_id: str) -> None:
+        self._ctx, self.run_id = ctx, run_id
+
+    async def result(self) -> Any:
+        """The child's result; parks this run until the child finishes."""
+        return self._ctx._child_result(self.run_id)
+
+
+__all__ = ["ChildHandle", "HookHandle", "RetryPolicy", "SerializationError", "WorkflowContext"]

@@ -1,0 +1,383 @@
+"""The engine: starts runs, drives run families by replaying their journals, delivers payloads.
+
+`Engine.run` takes the family lease, rebuilds the family from its current generations, and
+drives every run in it that can progress (in this process, children included) until all are
+parked or finished. It then writes the head, releases the lease and looks at the inbox once
+more, so a delivery that raced the release is not left waiting (the deliverer writes first
+and then tries the lease; the owner releases first and then re-checks).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _codec, _journal
+from ._context import WorkflowContext, _ContinueAsNew, _Park
+from ._errors import (
+    CorruptJournalError,
+    DivergenceError,
+    HookConflictError,
+    NoActiveRunError,
+    OwnershipError,
+    RunNotFoundError,
+    SerializationError,
+    StorageError,
+    WorkflowNotFoundError,
+    WorldError,
+)
+from ._family import FINISHED, Family, Run, build_head, load_family
+from ._world import World, check_name, check_run_id, root_of
+
+Workflow = Callable[[WorkflowContext, Any], Awaitable[Any]]
+# Errors about the machinery, not the workflow: they leave the run as it was, to resume later.
+_INFRASTRUCTURE = (DivergenceError, StorageError, CorruptJournalError, WorkflowNotFoundError)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What is known about a run (from the head, the family's status cache)."""
+
+    run_id: str
+    workflow: str
+    status: str  # running | parked | completed | failed
+    parent: str | None = None
+    generation: int = 0
+    waiting: dict[str, Any] | None = None  # {"hook": token} | {"timer": ts} | {"child": id}
+    result: Any = None
+    error: dict[str, Any] | None = None
+    created: dt.datetime | None = None
+    updated: dt.datetime | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def wake_at(self) -> dt.datetime | None:
+        """When a run parked on a timer becomes runnable."""
+        if self.waiting and "timer" in self.waiting:
+            return dt.datetime.fromtimestamp(self.waiting["timer"], dt.UTC)
+        return None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+def _time(ts: float | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(ts, dt.UTC) if ts else None
+
+
+def _info(run_id: str, entry: dict[str, Any]) -> RunInfo:
+    return RunInfo(
+        run_id=run_id,
+        workflow=entry.get("workflow", ""),
+        status=entry.get("status", "running"),
+        parent=entry.get("parent"),
+        generation=entry.get("g", 0),
+        waiting=entry.get("waiting"),
+        result=entry.get("result"),
+        error=entry.get("error"),
+        created=_time(entry.get("created")),
+        updated=_time(entry.get("updated")),
+        meta=dict(entry.get("meta") or {}),
+    )
+
+
+class Engine:
+    """Drives workflows registered by name against one world."""
+
+    def __init__(self, world: World, workflows: Mapping[str, Workflow]) -> None:
+        self.world = world
+        self._workflows = dict(workflows)
+
+    # -- outside workflows -----------------------------------------------------------------------
+    async def start(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> str:
+        """Create a root run durably (it does not run yet); return its id."""
+        if workflow not in self._workflows:
+            raise WorkflowNotFoundError(f"no workflow registered as {workflow!r}")
+        run_id = check_run_id(run_id) if run_id is not None else "r_" + secrets.token_hex(16)
+        if "." in run_id:
+            raise WorldError(f"run id {run_id!r}: a root run id cannot contain '.'")
+        rec = self._start_record(run_id, workflow, input, None, meta or {}, {"w": 0, "x": []})
+        body = self._encode(rec, "input", f"run {run_id}")
+        family = Family(run_id)
+        [pos] = self.world.create_family(run_id, [_journal.frame_body(body)])
+        family.apply(pos, _codec.decode(body))
+        self.world.write_head(run_id, build_head(family))
+        return run_id
+
+    async def run(self, run_id: str, *, wait: float | None = None) -> RunInfo:
+        """Own the run's family and drive it until nothing in it can progress."""
+        root = root_of(check_run_id(run_id))
+        if not self.world.family_exists(root):
+            raise RunNotFoundError(f"no run {run_id!r}")
+        first = True
+        while True:
+            try:
+                lease = self.world.acquire(root, wait)
+            except OwnershipError:
+                if first:
+                    raise
+                break  # the new owner will see the late delivery
+            first = False
+            with lease:
+                family = load_family(self.world, root)
+                try:
+                    await self._drive_family(family)
+                finally:
+                    self.world.write_head(root, build_head(family))
+            if self.world.inbox_end(root) == family.inbox_mark:
+                break
+        return self.info(run_id)
+
+    async def resume_hook(self, token: str, payload: Any = None) -> str:
+        """Deliver `payload` durably to the run owning `token`; return that run's id."""
+        owner = self.world.hook_owner(check_name(token, "hook token"))
+        if owner is None:
+            raise NoActiveRunError(token)
+        root = root_of(owner)
+        entry = (self.world.read_head(root) or {}).get("runs", {}).get(owner, {})
+        if entry.get("status") in FINISHED:
+            self.world.release_hook(token, owner)  # left behind by a crash after the end
+            raise NoActiveRunError(token)
+        try:
+            self.world.deliver(root, token, payload)
+        except SerializationError as exc:
+            path, reason = _codec.find_unserializable(payload, "payload")
+            raise SerializationError(
+                f"hook {token!r}: cannot serialize {path}: {reason}", path
+            ) from exc
+        return owner
+
+    def info(self, run_id: str) -> RunInfo:
+        """The run's status from the head; rebuilt from the journal if the head is missing."""
+        root = root_of(check_run_id(run_id))
+        if not self.world.family_exists(root):
+            raise RunNotFoundError(f"no run {run_id!r}")
+        head = self.world.read_head(root)
+        if head is None or run_id not in head.get("runs", {}):
+            head = build_head(load_family(self.world, root))
+        entry = head.get("runs", {}).get(run_id)
+        if entry is None:
+            raise RunNotFoundError(f"no run {run_id!r}")
+        return _info(run_id, entry)
+
+    def runs(self) -> list[RunInfo]:
+        """Every run of every family, from the heads (no lock taken)."""
+        out: list[RunInfo] = []
+        for root in self.world.families():
+            head = self.world.read_head(root) or build_head(load_family(self.world, root))
+            out.extend(_info(rid, entry) for rid, entry in head.get("runs", {}).items())
+        return out
+
+    def runnable(self) -> list[str]:
+        """Runs that can progress now: interrupted, due timers, pending deliveries."""
+        now, found = time.time(), []
+        for root in self.world.families():
+            head = self.world.read_head(root)
+            if head is None:
+                found.append(root)
+                continue
+            fresh = self.world.inbox_end(root) != head.get("inbox_mark")
+            for rid, entry in head.get("runs", {}).items():
+                status, waiting = entry.get("status"), entry.get("waiting") or {}
+                if (
+                    status == "running"
+                    or (status == "parked" and waiting.get("timer", now + 1) <= now)
+                    or (status == "parked" and "hook" in waiting and fresh)
+                ):
+                    found.append(rid)
+        return found
+
+    def history(self, run_id: str) -> list[dict[str, Any]]:
+        """Every journal record of a run, all generations (reads the whole journal)."""
+        root = root_of(check_run_id(run_id))
+        return [rec for _, rec in self.world.load(root, 0).records if rec.get("run") == run_id]
+
+    async def wait(self, run_id: str, timeout: float) -> bool:
+        """Wait (no lock held) until the run's family has a delivery or a due timer."""
+        root = root_of(check_run_id(run_id))
+        head = self.world.read_head(root) or {}
+        timers = [
+            e["waiting"]["timer"]
+            for e in head.get("runs", {}).values()
+            if e.get("status") == "parked" and "timer" in (e.get("waiting") or {})
+        ]
+        until = min([time.time() + timeout, *timers])
+        mark = head.get("inbox_mark", -1)
+        if await self.world.wait_inbox(root, mark, max(until - time.time(), 0.0)):
+            return True
+        return bool(timers) and min(timers) <= time.time()
+
+    # -- driving ---------------------------------------------------------------------------------
+    async def _drive_family(self, family: Family) -> None:
+        tried: dict[str, tuple[Any, ...]] = {}
+        while (run := self._pick(family, tried)) is not None:
+            await self._drive_run(family, run)
+
+    def _pick(self, family: Family, tried: dict[str, tuple[Any, ...]]) -> Run | None:
+        for run in list(family.runs.values()):
+            if run.finished or not self._can_progress(family, run):
+                continue
+            key = (run.g, len(run.records), repr(run.waiting), run.status)
+            if tried.get(run.id) == key:
+                continue  # driven already and nothing changed since
+            tried[run.id] = key
+            return run
+        return None
+
+    def _can_progress(self, family: Family, run: Run) -> bool:
+        if run.status != "parked" or not run.waiting:
+            return True
+        waiting = run.waiting
+        if "hook" in waiting:
+            return bool(family.take(waiting["hook"], 1))
+        if "timer" in waiting:
+            return bool(waiting["timer"] <= time.time())
+        if "child" in waiting:
+            child = family.runs.get(waiting["child"])
+            return child is None or child.finished
+        return True
+
+    async def _drive_run(self, family: Family, run: Run) -> None:
+        fn = self._workflows.get(run.workflow)
+        if fn is None:
+            raise WorkflowNotFoundError(f"run {run.id}: no workflow registered as {run.workflow!r}")
+        while True:
+            ctx = WorkflowContext(self, family, run)
+            try:
+                result = await fn(ctx, run.input)
+            except _Park as park:
+                last = run.records[-1] if run.records else {}
+                if last.get("t") != "park" or last.get("waiting") != park.waiting:
+                    self.append(family, run, {"t": "park", "waiting": park.waiting})
+                return
+            except _ContinueAsNew as cont:
+                self._continue_as_new(family, run, cont.input)
+                continue
+            except _INFRASTRUCTURE:
+                raise
+            except Exception as exc:
+                if ctx._parked is not None:
+                    raise WorldError(f"run {run.id}: workflow code swallowed a park") from exc
+                self._finish(family, run, error={"type": type(exc).__name__, "message": str(exc)})
+                return
+            if ctx._parked is not None:
+                raise WorldError(f"run {run.id}: workflow code swallowed a park (BaseException)")
+            self._check_consumed(ctx, run)
+            self._finish(family, run, result=result)
+            return
+
+    def _check_consumed(self, ctx: WorkflowContext, run: Run) -> None:
+        rest = [
+            r for r in run.records[ctx._pos :] if r.get("t") in ("step", "hook", "recv", "child")
+        ]
+        if rest:
+            raise DivergenceError(run.id, ctx._pos, rest[0]["t"], "the workflow returning")
+
+    def _finish(self, family: Family, run: Run, *, result: Any = None, error: Any = None) -> None:
+        if error is None:
+            try:
+                self.append(family, run, {"t": "done", "result": result}, label="result")
+            except SerializationError as exc:
+                error = {"type": "SerializationError", "message": str(exc)}
+        if error is not None:
+            self.append(family, run, {"t": "failed", "error": error})
+        for token in sorted(run.hooks):
+            self.world.release_hook(token, run.id)
+
+    def _continue_as_new(self, family: Family, run: Run, input: Any) -> None:
+        rec = {
+            "t": "gen",
+            "g": run.g + 1,
+            "input": input,
+            "inbox": family.inbox_state(),
+            "hooks": sorted(run.hooks),
+            "nc": run.next_child,
+            "workflow": run.workflow,
+            "parent": run.parent,
+            "meta": run.meta,
+            "created": run.created,
+        }
+        self.append(family, run, rec, label="continue_as_new input", key="input")
+
+    # -- called by WorkflowContext ---------------------------------------------------------------
+    def append(
+        self, family: Family, run: Run, rec: dict[str, Any], *, label: str = "", key: str = ""
+    ) -> dict[str, Any]:
+        """Journal one record of `run` durably; return it as a replay will read it."""
+        rec = {"run": run.id, "g": run.g, "seq": run.seq, "at": time.time(), **rec}
+        body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
+        stored: dict[str, Any] = _codec.decode(body)
+        [pos] = self.world.append(family.root, [_journal.frame_body(body)])
+        family.apply(pos, stored)
+        return stored
+
+    def start_child(
+        self, family: Family, parent: Run, child_id: str, workflow: str, input: Any
+    ) -> dict[str, Any]:
+        """Journal a child start (parent's `child` and the child's `start` in one write)."""
+        at = time.time()
+        link = {"run": parent.id, "g": parent.g, "seq": parent.seq, "at": at, "t": "child",
+                "child": child_id, "workflow": workflow}  # fmt: skip
+        start = self._start_record(child_id, workflow, input, parent.id, {}, family.inbox_state())
+        start["at"] = at
+        bodies = [_codec.encode(link), self._encode(start, "input", f"child of {parent.id}")]
+        frames = [_journal.frame_body(b) for b in bodies]
+        positions = self.world.append(family.root, frames)
+        records = [_codec.decode(b) for b in bodies]
+        for pos, rec in zip(positions, records, strict=True):
+            family.apply(pos, rec)
+        return records[0]  # type: ignore[no-any-return]
+
+    def claim_hook(self, family: Family, run: Run, token: str) -> None:
+        """Claim `token` for `run`; a token left by a finished run is taken over."""
+        owner = self.world.claim_hook(token, run.id)
+        if owner != run.id and self._is_finished(family, owner):
+            self.world.release_hook(token, owner)
+            owner = self.world.claim_hook(token, run.id)
+        if owner != run.id:
+            raise HookConflictError(f"hook token {token!r} is owned by active run {owner}")
+
+    def _is_finished(self, family: Family, run_id: str) -> bool:
+        run = family.runs.get(run_id)
+        if run is not None:
+            return run.finished
+        try:
+            return self.info(run_id).finished
+        except (RunNotFoundError, WorldError):
+            return True
+
+    def _start_record(
+        self, run_id: str, workflow: str, input: Any, parent: str | None,
+        meta: dict[str, Any], inbox: dict[str, Any],
+    ) -> dict[str, Any]:  # fmt: skip
+        return {"run": run_id, "g": 0, "seq": 0, "at": time.time(), "t": "start",
+                "workflow": workflow, "input": input, "parent": parent, "meta": meta,
+                "inbox": inbox, "nc": 0}  # fmt: skip
+
+    @staticmethod
+    def _encode(rec: dict[str, Any], key: str, label: str) -> bytes:
+        try:
+            return _codec.encode(rec)
+        except SerializationError:
+            root = {"ok": "result", "values": "payload"}.get(key, key or "value")
+            path, reason = _codec.find_unserializable(rec.get(key), root)
+            raise SerializationError(f"{label}: cannot serialize {path}: {reason}", path) from None
+
+
+def _value_key(rec: dict[str, Any]) -> str:
+    for key in ("ok", "result", "input", "values"):
+        if key in rec:
+            return key
+    return ""

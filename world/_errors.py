@@ -1,0 +1,124 @@
+"""Every error `world` raises, in one place.
+
+```
+WorldError                      anything the world refuses or cannot do
+├── SerializationError          a value has no msgpack form (names the path to it)
+├── CorruptJournalError         a bad record with valid data after it (names file, offset)
+├── StorageError                the disk refused a write (ENOSPC, EIO, permissions)
+├── InvalidNameError            a run id, token or stream name outside the allowed alphabet
+├── RunNotFoundError            no run with that id
+├── RunExistsError              a run with that id already exists
+├── WorkflowNotFoundError       the engine has no workflow registered under that name
+├── OwnershipError              another process owns the run family
+├── HookConflictError           the hook token is owned by another run
+├── NoActiveRunError            no run waits on that token (the resume-or-start signal)
+├── DivergenceError             replayed workflow code asked for a different operation
+├── StepFailedError             a step failed for good (raised inside the workflow)
+└── ChildFailedError            an awaited child run failed (raised inside the workflow)
+FatalError                      raised by step code: stop retrying at once
+```
+"""
+
+from __future__ import annotations
+
+
+class WorldError(Exception):
+    """Base class of every error raised by `world`."""
+
+
+class SerializationError(WorldError, TypeError):
+    """A value cannot be encoded; `path` locates it, e.g. ``result['items'][2]``."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CorruptJournalError(WorldError):
+    """A record is damaged and valid data follows it, so it is not a torn tail."""
+
+    def __init__(self, file: str, offset: int, reason: str = "bad record") -> None:
+        super().__init__(
+            f"{file}: corrupt record at offset {offset} ({reason}) followed by valid data; "
+            "run `eve doctor` to inspect and repair (damaged data is quarantined, never deleted)"
+        )
+        self.file = file
+        self.offset = offset
+        self.reason = reason
+
+
+class StorageError(WorldError):
+    """The storage refused an operation; nothing partial was left behind."""
+
+
+class InvalidNameError(WorldError, ValueError):
+    """A run id, hook token or stream name is not in the allowed alphabet."""
+
+
+class RunNotFoundError(WorldError, LookupError):
+    """No run has that id."""
+
+
+class RunExistsError(WorldError):
+    """A run with that id already exists."""
+
+
+class WorkflowNotFoundError(WorldError, LookupError):
+    """No workflow is registered under that name."""
+
+
+class OwnershipError(WorldError):
+    """Another process owns the run family; only one owner may drive it at a time."""
+
+
+class HookConflictError(WorldError):
+    """The hook token is already owned by another active run."""
+
+
+class NoActiveRunError(WorldError, LookupError):
+    """No active run waits on that hook token: start a new run instead."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(f"no active run owns hook token {token!r}")
+        self.token = token
+
+
+class DivergenceError(WorldError):
+    """Replayed workflow code asked for another operation than the journal recorded."""
+
+    def __init__(self, run_id: str, position: int, expected: str, actual: str) -> None:
+        super().__init__(
+            f"run {run_id}: workflow diverged from its journal at position {position}: "
+            f"journal has {expected}, code asked for {actual}"
+        )
+        self.run_id = run_id
+        self.position = position
+        self.expected = expected
+        self.actual = actual
+
+
+class StepFailedError(WorldError):
+    """A step failed after its last attempt; replay raises the same error again."""
+
+    def __init__(self, step: str, error_type: str, message: str, attempts: int) -> None:
+        super().__init__(
+            f"step {step!r} failed after {attempts} attempt(s): {error_type}: {message}"
+        )
+        self.step = step
+        self.error_type = error_type
+        self.message = message
+        self.attempts = attempts
+
+
+class ChildFailedError(WorldError):
+    """An awaited child run failed; replay raises the same error again."""
+
+    def __init__(self, run_id: str, error_type: str, message: str) -> None:
+        super().__init__(f"child run {run_id} failed: {error_type}: {message}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.message = message
+
+
+class FatalError(Exception):
+    """Raise (or subclass) in step code to fail the step at once, without retries."""

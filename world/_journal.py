@@ -1,0 +1,202 @@
+"""Journal framing: append-only files of checksummed msgpack records.
+
+A journal is a plain concatenation of msgpack objects (`msgpack.Unpacker` reads it). Each
+object is a frame `[1, crc32(body), body]` where `body` is the codec encoding of one record
+map. The first record of a file is a header `{"t": "header", "format": ..., "version": ...}`.
+
+Reading stops at the last complete, checksummed record. A damaged record at the end (a crash
+mid-write) is a torn tail and is discarded; a damaged record with a valid record after it is
+`CorruptJournalError(file, offset)`. Writers append with one `write` and `fdatasync`; when the
+disk refuses (ENOSPC, EIO) they truncate back so the file stays valid.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from . import _codec, _faults
+from ._errors import CorruptJournalError, StorageError, WorldError
+
+FRAME_VERSION = 1
+JOURNAL_FORMAT = "eve-world-journal"
+JOURNAL_VERSION = 1
+_FRAME_START = b"\x93\x01"  # fixarray(3) then the frame version 1
+
+
+def header(kind: str = JOURNAL_FORMAT) -> dict[str, Any]:
+    return {"t": "header", "format": kind, "version": JOURNAL_VERSION}
+
+
+def frame(record: dict[str, Any], what: str = "record") -> bytes:
+    """Encode one record as a checksummed frame."""
+    body = _codec.encode(record, what)
+    return frame_body(body)
+
+
+def frame_body(body: bytes) -> bytes:
+    out: bytes = msgpack.packb([FRAME_VERSION, zlib.crc32(body), body], use_bin_type=True)
+    return out
+
+
+def _check_frame(obj: Any) -> dict[str, Any] | None:
+    if not (isinstance(obj, list) and len(obj) == 3 and obj[0] == FRAME_VERSION):
+        return None
+    _, crc, body = obj
+    if not isinstance(body, bytes) or not isinstance(crc, int) or zlib.crc32(body) != crc:
+        return None
+    try:
+        record = _codec.decode(body)
+    except Exception:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+@dataclass
+class ReadResult:
+    """Records read from `start`, with the offset just past the last valid one."""
+
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    end: int = 0
+    torn: bool = False  # bytes after `end` were discarded as a torn tail
+
+
+def parse(data: bytes, base: int, file: str) -> ReadResult:
+    """Parse frames from `data`, which starts at offset `base` of `file`."""
+    result = ReadResult(end=base)
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    pos = 0
+    while pos < len(data):
+        try:
+            obj = unpacker.unpack()
+        except msgpack.OutOfData:
+            record = None
+        except Exception:
+            record = None
+        else:
+            record = _check_frame(obj)
+        if record is None:
+            if _valid_frame_after(data, pos + 1):
+                raise CorruptJournalError(file, base + pos)
+            result.torn = True
+            break
+        result.records.append((base + pos, record))
+        pos = unpacker.tell()
+        result.end = base + pos
+    return result
+
+
+def _valid_frame_after(data: bytes, start: int) -> bool:
+    # Only on the error path: is there any complete, checksummed frame after `start`?
+    i = data.find(_FRAME_START, start)
+    while i != -1:
+        unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+        unpacker.feed(data[i:])
+        try:
+            if _check_frame(unpacker.unpack()) is not None:
+                return True
+        except Exception:
+            pass
+        i = data.find(_FRAME_START, i + 1)
+    return False
+
+
+def read_file(path: str, start: int = 0) -> ReadResult:
+    """Read a journal file from offset `start` (0 = from its header)."""
+    if _faults.ACTIVE and _faults.next_read() == "eio_read":
+        raise StorageError(f"{path}: cannot read: {os.strerror(errno.EIO)} (injected)")
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
+    result = parse(data, start, path)
+    if start == 0 and result.records:
+        check_header(path, result.records[0][1])
+    return result
+
+
+def check_header(path: str, record: dict[str, Any]) -> None:
+    if record.get("t") != "header":
+        raise WorldError(f"{path}: not an eve-world journal (no header record)")
+    version = record.get("version")
+    if not isinstance(version, int) or version > JOURNAL_VERSION:
+        raise WorldError(
+            f"{path}: journal version {version!r} is newer than this eve understands "
+            f"({JOURNAL_VERSION}); upgrade eve to read it"
+        )
+
+
+class Writer:
+    """Appends frames to one file durably; a failed append leaves the file as it was."""
+
+    def __init__(self, path: str, end: int) -> None:
+        self.path = path
+        self.end = end
+        self._dirty = False
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            if os.fstat(self._fd).st_size != end:
+                os.ftruncate(self._fd, end)  # drop a torn tail before appending after it
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot open for writing: {exc.strerror}") from None
+
+    def append(self, data: bytes) -> int:
+        """Write `data` at the end and fdatasync it; return the offset it starts at."""
+        offset = self.end
+        if self._dirty:
+            self._roll_back()
+        fault = _faults.next_write() if _faults.ACTIVE else None
+        if fault == "crash_before_write":
+            _faults.kill_self()
+        try:
+            if fault in ("enospc", "eio_write"):
+                os.pwrite(self._fd, data[: len(data) // 2], offset)
+                code = errno.ENOSPC if fault == "enospc" else errno.EIO
+                raise OSError(code, os.strerror(code))
+            if fault == "crash_mid_write":
+                os.pwrite(self._fd, data[: len(data) // 2], offset)
+                os.fdatasync(self._fd)
+                _faults.kill_self()
+            _write_all(self._fd, data, offset)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            self._roll_back()
+            raise StorageError(
+                f"{self.path}: write failed ({exc.strerror}); the file was rolled back to its "
+                "last complete record — free space or fix the disk, then retry"
+            ) from None
+        if fault == "crash_after_fsync":
+            _faults.kill_self()
+        self.end = offset + len(data)
+        return offset
+
+    def _roll_back(self) -> None:
+        try:
+            os.ftruncate(self._fd, self.end)
+            os.fdatasync(self._fd)
+            self._dirty = False
+        except OSError:
+            self._dirty = True  # retried before the next append; readers discard it anyway
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view = view[n:]
+        offset += n

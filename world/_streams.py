@@ -1,0 +1,182 @@
+"""Named append-only streams on disk: `streams/<name>.msgpack` plus a rebuildable `.idx`.
+
+The data file is a journal (header, then one checksummed frame `{"v": item}` per item); the
+index holds one little-endian 8-byte offset per item. Writers append under an exclusive
+`flock` on the data file, so several processes may append; the index is checked against the
+data on every append and rebuilt from the data when it is short or wrong. Appends are not
+fsync'd: `flush()` (called before each journal append of the process) makes them durable.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from array import array
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from . import _journal
+from ._errors import CorruptJournalError, StorageError
+from ._watch import DirWatcher
+from ._world import check_name
+
+_HEADER = _journal.frame(_journal.header("eve-world-stream"))
+
+
+def _offsets(data: bytes) -> array[int]:
+    offsets = array("Q")
+    offsets.frombytes(data[: len(data) - len(data) % 8])
+    if offsets.itemsize != 8:  # pragma: no cover - every platform we run on has 8-byte Q
+        raise StorageError("unsupported platform: array('Q') is not 8 bytes")
+    return offsets
+
+
+class _Writer:
+    def __init__(self, data_fd: int, idx_fd: int) -> None:
+        self.data_fd, self.idx_fd = data_fd, idx_fd
+        self.end = -1  # data size this process last saw (-1: not synced yet)
+        self.count = 0
+
+
+class StreamStore:
+    """Every stream under one directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writers: dict[str, _Writer] = {}
+        self._dirty: set[int] = set()
+
+    def _files(self, name: str) -> tuple[Path, Path]:
+        stem = check_name(name, "stream name").replace(":", "%3A")
+        return self.path / f"{stem}.msgpack", self.path / f"{stem}.idx"
+
+    # -- reading (no lock, no writes) ------------------------------------------------------------
+    def _index(self, name: str) -> tuple[array[int], int]:
+        """Offsets of every stored item (the index checked and completed from the data)."""
+        data_path, idx_path = self._files(name)
+        try:
+            size = data_path.stat().st_size
+        except FileNotFoundError:
+            return array("Q"), 0
+        try:
+            offsets = _offsets(idx_path.read_bytes())
+        except FileNotFoundError:
+            offsets = array("Q")
+        return self._complete(str(data_path), offsets, size)
+
+    def _complete(self, path: str, offsets: array[int], size: int) -> tuple[array[int], int]:
+        # Trust the index only if its last entry starts a valid frame inside the data.
+        start = offsets[-1] if offsets else 0
+        if start >= size and offsets:
+            offsets, start = array("Q"), 0
+        try:
+            result = _journal.read_file(path, start)
+        except CorruptJournalError:
+            if not offsets:
+                raise
+            offsets, start = array("Q"), 0
+            result = _journal.read_file(path, 0)
+        records = result.records
+        if start == 0:
+            records = records[1:]  # the header
+        elif not records or records[0][0] != start:
+            offsets = array("Q")
+            return self._complete(path, offsets, size)
+        else:
+            records = records[1:]  # the item the last index entry already names
+        offsets.extend(pos for pos, _ in records)
+        return offsets, result.end
+
+    def length(self, name: str) -> int:
+        return len(self._index(name)[0])
+
+    def read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
+        offsets, data_end = self._index(name)
+        n = len(offsets)
+        if start < 0:
+            start = max(n + start, 0)
+        stop = n if end is None else max(min(end, n), 0)
+        if start >= stop:
+            return []
+        first, last = offsets[start], offsets[stop] if stop < n else data_end
+        data_path, _ = self._files(name)
+        with open(data_path, "rb") as f:
+            f.seek(first)
+            data = f.read(last - first)
+        return [rec.get("v") for _, rec in _journal.parse(data, first, str(data_path)).records]
+
+    async def tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
+        if start < 0:
+            start = max(self.length(name) + start, 0)
+        data_path, _ = self._files(name)
+        self.path.mkdir(parents=True, exist_ok=True)
+        with DirWatcher(self.path, [data_path.name]) as watcher:
+            # Watching began before the first read: no append can fall in between.
+            while True:
+                items = self.read(name, start)
+                for item in items:
+                    yield start, item
+                    start += 1
+                if not items:
+                    await watcher.wait()
+
+    # -- writing ---------------------------------------------------------------------------------
+    def append(self, name: str, frame: bytes) -> int:
+        writer = self._writer(name)
+        fcntl.flock(writer.data_fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(writer.data_fd).st_size != writer.end:
+                self._sync(name, writer)
+            index = writer.count
+            os.pwrite(writer.data_fd, frame, writer.end)
+            os.pwrite(writer.idx_fd, writer.end.to_bytes(8, "little"), 8 * index)
+            writer.end += len(frame)
+            writer.count += 1
+        except OSError as exc:
+            writer.end = -1  # resync (and drop any partial frame) before the next append
+            raise StorageError(f"stream {name!r}: append failed: {exc.strerror}") from None
+        finally:
+            fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
+        self._dirty.add(writer.data_fd)
+        return index
+
+    def _writer(self, name: str) -> _Writer:
+        writer = self._writers.get(name)
+        if writer is None:
+            data_path, idx_path = self._files(name)
+            self.path.mkdir(parents=True, exist_ok=True)
+            data_fd = os.open(data_path, os.O_RDWR | os.O_CREAT, 0o644)
+            idx_fd = os.open(idx_path, os.O_RDWR | os.O_CREAT, 0o644)
+            writer = self._writers[name] = _Writer(data_fd, idx_fd)
+        return writer
+
+    def _sync(self, name: str, writer: _Writer) -> None:
+        """Bring the writer up to date with the files (another process may have appended)."""
+        data_path, _ = self._files(name)
+        size = os.fstat(writer.data_fd).st_size
+        if size == 0:
+            os.pwrite(writer.data_fd, _HEADER, 0)
+            os.ftruncate(writer.idx_fd, 0)
+            writer.end, writer.count = len(_HEADER), 0
+            return
+        stored = _offsets(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
+        offsets, end = self._complete(str(data_path), stored, size)
+        if end != size:
+            os.ftruncate(writer.data_fd, end)  # a torn tail from a crashed writer
+        if offsets.tobytes() != stored.tobytes():
+            os.ftruncate(writer.idx_fd, 0)
+            os.pwrite(writer.idx_fd, offsets.tobytes(), 0)
+        writer.end, writer.count = end, len(offsets)
+
+    def flush(self) -> None:
+        """Make every append of this process durable (before a journal append proceeds)."""
+        while self._dirty:
+            os.fdatasync(self._dirty.pop())
+
+    def close(self) -> None:
+        self.flush()
+        for writer in self._writers.values():
+            os.close(writer.data_fd)
+            os.close(writer.idx_fd)
+        self._writers.clear()

@@ -1,0 +1,162 @@
+"""The storage interface every world implements, and the small data shapes that cross it.
+
+A world stores run *families* (a root run and its child runs, keyed by the root run id): an
+append-only journal of records, an inbox of deliveries, a head (status cache), a lease (one
+owner at a time), plus hook tokens and named streams. Positions are opaque integers (a byte
+offset for files, a sequence number elsewhere). No file path crosses this interface.
+
+Storage calls are synchronous (they are short and the journal append must finish before the
+work after it proceeds); only waiting for changes is async.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import InvalidNameError
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
+_NAME = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,199}")
+
+
+def check_run_id(run_id: str) -> str:
+    """Validate a run id: root `[A-Za-z0-9_-]{1,64}`, children `<parent>.<n>`."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise InvalidNameError(
+            f"invalid run id {run_id!r}: use 1-64 of A-Z a-z 0-9 _ - (children add .<n>)"
+        )
+    return run_id
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Validate a stream name or hook token: `[A-Za-z0-9._:-]{1,200}`, no leading '.'."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid {what} {name!r}: use 1-200 of A-Z a-z 0-9 . _ : - (not starting with '.')"
+        )
+    return name
+
+
+def root_of(run_id: str) -> str:
+    """The family (root run id) a run belongs to: its id before the first '.'."""
+    return run_id.split(".", 1)[0]
+
+
+@dataclass
+class FamilyLog:
+    """Records of one family read from some position on, in journal order."""
+
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    start: int = 0  # the position reading began at (0 = the whole journal)
+
+
+@dataclass
+class InboxItem:
+    """One delivery: `id` is its position in the family inbox (unique, increasing)."""
+
+    id: int
+    token: str
+    payload: Any
+    at: float
+
+
+class Lease(ABC):
+    """Ownership of one family; released explicitly or when the owning process dies."""
+
+    @abstractmethod
+    def release(self) -> None: ...
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class World(ABC):
+    """Durable storage for run families, hooks and streams."""
+
+    # -- families and their journals ---------------------------------------------------------
+    @abstractmethod
+    def create_family(self, root: str, frames: list[bytes]) -> list[int]:
+        """Create a family whose journal starts with `frames`; `RunExistsError` if it exists."""
+
+    @abstractmethod
+    def families(self) -> list[str]:
+        """Root run ids of every family."""
+
+    @abstractmethod
+    def family_exists(self, root: str) -> bool: ...
+
+    @abstractmethod
+    def load(self, root: str, start: int = 0) -> FamilyLog:
+        """Records from position `start` on (header excluded); an invalid start reads all."""
+
+    @abstractmethod
+    def append(self, root: str, frames: list[bytes]) -> list[int]:
+        """Append frames durably (the caller holds the lease); return their positions."""
+
+    @abstractmethod
+    def read_head(self, root: str) -> dict[str, Any] | None:
+        """The family's status cache, or None when missing or unreadable (rebuild it)."""
+
+    @abstractmethod
+    def write_head(self, root: str, head: dict[str, Any]) -> None:
+        """Replace the status cache atomically."""
+
+    # -- inbox ---------------------------------------------------------------------------------
+    @abstractmethod
+    def deliver(self, root: str, token: str, payload: Any) -> int:
+        """Append a delivery durably from any process; return its id."""
+
+    @abstractmethod
+    def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
+        """Deliveries with id >= `start`, and the position to read on from next time."""
+
+    @abstractmethod
+    def inbox_end(self, root: str) -> int:
+        """A cheap mark that grows with every delivery (compare to detect new ones)."""
+
+    # -- hooks -----------------------------------------------------------------------------------
+    @abstractmethod
+    def claim_hook(self, token: str, run_id: str) -> str:
+        """Claim `token` for `run_id`; return the owner afterwards (another id = conflict)."""
+
+    @abstractmethod
+    def hook_owner(self, token: str) -> str | None: ...
+
+    @abstractmethod
+    def release_hook(self, token: str, run_id: str) -> None:
+        """Release `token` if `run_id` owns it."""
+
+    # -- ownership and wake-ups ------------------------------------------------------------------
+    @abstractmethod
+    def acquire(self, root: str, wait: float | None = None) -> Lease:
+        """Take the family lease (waiting up to `wait` seconds); else `OwnershipError`."""
+
+    @abstractmethod
+    async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:
+        """Wait until `inbox_end(root)` differs from `mark`; False on timeout."""
+
+    # -- streams -----------------------------------------------------------------------------------
+    @abstractmethod
+    def stream_append(self, name: str, item: Any) -> int:
+        """Append an item (durable at the next journal append of this process); its index."""
+
+    @abstractmethod
+    def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
+        """Items `start` up to `end` (exclusive); negative `start` counts from the tail."""
+
+    @abstractmethod
+    def stream_length(self, name: str) -> int: ...
+
+    @abstractmethod
+    def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
+        """Stored items from `start`, then live ones as any process appends them."""
+
+    def close(self) -> None:  # noqa: B027 - most worlds hold nothing to release
+        """Release open files; the world stays usable afterwards."""

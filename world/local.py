@@ -1,0 +1,332 @@
+"""`LocalWorld`: the world as files under one data directory (default `./.workflow-data`).
+
+```
+FORMAT                          {"format": "eve-world", "version": 1}
+runs/<root>/journal.msgpack     every record of the family (root run and its children)
+runs/<root>/inbox.msgpack       deliveries, appended by any process under inbox.lock
+runs/<root>/head.msgpack        status cache, replaced atomically (the journal is the truth)
+runs/<root>/owner.lock          the family lease (flock: free the moment its owner dies)
+hooks/<token>                   an active hook; holds the owning run id (O_EXCL = claim)
+streams/<name>.msgpack (+.idx)  named streams
+```
+Files grow with run families, never with steps. Readers take no lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from . import _codec, _journal
+from ._errors import (
+    CorruptJournalError,
+    OwnershipError,
+    RunExistsError,
+    RunNotFoundError,
+    StorageError,
+    WorldError,
+)
+from ._streams import StreamStore
+from ._watch import DirWatcher
+from ._world import FamilyLog, InboxItem, Lease, World, check_name, check_run_id
+
+FORMAT = {"format": "eve-world", "version": 1}
+
+
+def default_data_dir() -> Path:
+    """`$EVE_DATA_DIR`, else `./.workflow-data`."""
+    return Path(os.environ.get("EVE_DATA_DIR") or ".workflow-data")
+
+
+@contextlib.contextmanager
+def _guard(path: Path | str, doing: str) -> Iterator[None]:
+    """Turn permission problems into one clear error naming the path."""
+    try:
+        yield
+    except PermissionError:
+        raise StorageError(
+            f"{path}: permission denied while {doing}; check the owner and mode of the "
+            "data directory (or choose another with --data / EVE_DATA_DIR)"
+        ) from None
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _FileLease(Lease):
+    def __init__(self, world: LocalWorld, root: str, lock: filelock.BaseFileLock) -> None:
+        self._world, self._root, self._lock = world, root, lock
+
+    def release(self) -> None:
+        self._world._leased.discard(self._root)
+        writer = self._world._writers.pop(self._root, None)
+        if writer is not None:
+            writer.close()
+        self._lock.release()
+
+
+class LocalWorld(World):
+    """Durable storage in files; the default world."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_data_dir()
+        self._writers: dict[str, _journal.Writer] = {}
+        self._leased: set[str] = set()
+        self._streams = StreamStore(self.path / "streams")
+        self._check_format()
+
+    def _check_format(self) -> None:
+        fmt = self.path / "FORMAT"
+        with _guard(self.path, "opening the data directory"):
+            if fmt.exists():
+                try:
+                    found = json.loads(fmt.read_text())
+                    ok = found.get("format") == FORMAT["format"]
+                except (ValueError, AttributeError):
+                    ok, found = False, {}
+                if not ok:
+                    raise WorldError(f"{fmt}: not an eve data directory (bad FORMAT file)")
+                if found.get("version", 0) > FORMAT["version"]:
+                    raise WorldError(f"{fmt}: written by a newer eve (version {found['version']})")
+                return
+            for sub in ("runs", "hooks", "streams"):
+                (self.path / sub).mkdir(parents=True, exist_ok=True)
+            tmp = fmt.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(FORMAT) + "\n")
+            os.replace(tmp, fmt)
+
+    def _dir(self, root: str) -> Path:
+        return self.path / "runs" / check_run_id(root)
+
+    def _journal_path(self, root: str) -> Path:
+        path = self._dir(root) / "journal.msgpack"
+        if not path.exists():
+            raise RunNotFoundError(f"no run family {root!r} in {self.path}")
+        return path
+
+    # -- families ----------------------------------------------------------------------------
+    def create_family(self, root: str, frames: list[bytes]) -> list[int]:
+        folder = self._dir(root)
+        path = folder / "journal.msgpack"
+        with _guard(folder, "creating a run"):
+            folder.mkdir(parents=True, exist_ok=True)
+            if path.exists() and path.stat().st_size > 0:
+                raise RunExistsError(f"run {root!r} already exists")
+            header = _journal.frame(_journal.header())
+            tmp = folder / "journal.msgpack.tmp"
+            writer = _journal.Writer(str(tmp), 0)
+            try:
+                writer.append(header + b"".join(frames))
+            finally:
+                writer.close()
+            os.replace(tmp, path)
+            _fsync_dir(folder)
+            _fsync_dir(folder.parent)
+        positions, pos = [], len(header)
+        for frame in frames:
+            positions.append(pos)
+            pos += len(frame)
+        return positions
+
+    def families(self) -> list[str]:
+        try:
+            names = os.listdir(self.path / "runs")
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if (self.path / "runs" / n / "journal.msgpack").exists())
+
+    def family_exists(self, root: str) -> bool:
+        return (self._dir(root) / "journal.msgpack").exists()
+
+    def load(self, root: str, start: int = 0) -> FamilyLog:
+        path = str(self._journal_path(root))
+        result = None
+        if start > 0:
+            with contextlib.suppress(CorruptJournalError):  # not a record boundary: read all
+                result = _journal.read_file(path, start)
+            if result is not None and (not result.records or result.records[0][0] != start):
+                result = None
+        if result is None:
+            start = 0
+            result = _journal.read_file(path, 0)
+        if root in self._leased:
+            old = self._writers.pop(root, None)
+            if old is not None:
+                old.close()
+            self._writers[root] = _journal.Writer(path, result.end)  # drops a torn tail
+        records = result.records[1:] if start == 0 else result.records
+        return FamilyLog(records=records, start=start)
+
+    def append(self, root: str, frames: list[bytes]) -> list[int]:
+        writer = self._writers.get(root)
+        if writer is None:
+            path = str(self._journal_path(root))
+            writer = self._writers[root] = _journal.Writer(path, _journal.read_file(path).end)
+        self._streams.flush()  # events emitted by this step become durable first
+        data = b"".join(frames)
+        offset = writer.append(data)
+        positions = []
+        for frame in frames:
+            positions.append(offset)
+            offset += len(frame)
+        return positions
+
+    def read_head(self, root: str) -> dict[str, Any] | None:
+        try:
+            head = _codec.decode((self._dir(root) / "head.msgpack").read_bytes())
+        except (OSError, ValueError, TypeError, Exception):
+            return None
+        return head if isinstance(head, dict) else None
+
+    def write_head(self, root: str, head: dict[str, Any]) -> None:
+        folder = self._dir(root)
+        tmp = folder / f"head.msgpack.tmp{os.getpid()}"
+        with _guard(folder, "writing the run status"):
+            tmp.write_bytes(_codec.encode(head, "head"))
+            os.replace(tmp, folder / "head.msgpack")
+
+    # -- inbox -------------------------------------------------------------------------------
+    def deliver(self, root: str, token: str, payload: Any) -> int:
+        folder = self._dir(root)
+        self._journal_path(root)
+        item = _journal.frame(
+            {"t": "item", "token": token, "payload": payload, "at": time.time()}, "payload"
+        )
+        path = folder / "inbox.msgpack"
+        with _guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
+            end = _journal.read_file(str(path)).end if path.exists() else 0
+            header = b"" if end else _journal.frame(_journal.header("eve-world-inbox"))
+            writer = _journal.Writer(str(path), end)
+            try:
+                offset = writer.append(header + item)
+            finally:
+                writer.close()
+        return offset + len(header)
+
+    def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
+        path = str(self._dir(root) / "inbox.msgpack")
+        if not os.path.exists(path):
+            return [], start
+        result = None
+        if start > 0:
+            with contextlib.suppress(CorruptJournalError):
+                result = _journal.read_file(path, start)
+        if result is None:
+            result = _journal.read_file(path, 0)
+        items = [
+            InboxItem(pos, rec["token"], rec.get("payload"), rec.get("at", 0.0))
+            for pos, rec in result.records
+            if rec.get("t") == "item" and pos >= start
+        ]
+        return items, max(result.end, start)
+
+    def inbox_end(self, root: str) -> int:
+        try:
+            return (self._dir(root) / "inbox.msgpack").stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    # -- hooks -------------------------------------------------------------------------------
+    def _hook_path(self, token: str) -> Path:
+        return self.path / "hooks" / check_name(token, "hook token")
+
+    def claim_hook(self, token: str, run_id: str) -> str:
+        path = self._hook_path(token)
+        with _guard(path.parent, "claiming a hook"):
+            for _ in range(2):
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    owner = self.hook_owner(token)
+                    if owner:
+                        return owner
+                    path.unlink(missing_ok=True)  # empty: its claimer died mid-claim
+                    continue
+                try:
+                    os.write(fd, run_id.encode())
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                _fsync_dir(path.parent)
+                return run_id
+        raise StorageError(f"{path}: cannot claim hook token")
+
+    def hook_owner(self, token: str) -> str | None:
+        try:
+            return self._hook_path(token).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def release_hook(self, token: str, run_id: str) -> None:
+        if self.hook_owner(token) == run_id:
+            self._hook_path(token).unlink(missing_ok=True)
+
+    # -- ownership and wake-ups --------------------------------------------------------------
+    @contextlib.contextmanager
+    def _lock(self, path: Path, wait: float, root: str) -> Iterator[None]:
+        lease = self._take(path, wait, root)
+        try:
+            yield
+        finally:
+            lease.release()
+
+    def _take(self, path: Path, wait: float, root: str) -> filelock.BaseFileLock:
+        lock = filelock.FileLock(str(path), timeout=wait, preserve_lock_file=True)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise OwnershipError(
+                f"run family {root} is owned by another process ({path}); wait until it "
+                "parks or finishes"
+            ) from None
+        return lock
+
+    def acquire(self, root: str, wait: float | None = None) -> Lease:
+        folder = self._dir(root)
+        self._journal_path(root)
+        with _guard(folder, "taking ownership"):
+            lock = self._take(folder / "owner.lock", wait or 0.0, root)
+        self._leased.add(root)
+        return _FileLease(self, root, lock)
+
+    async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:
+        with DirWatcher(self._dir(root), ["inbox.msgpack"]) as watcher:
+            # Watching began before this check: a delivery after it is seen by `wait`.
+            deadline = time.monotonic() + timeout
+            while self.inbox_end(root) == mark:
+                if not await watcher.wait(deadline - time.monotonic()):
+                    return self.inbox_end(root) != mark
+        return True
+
+    # -- streams -----------------------------------------------------------------------------
+    def stream_append(self, name: str, item: Any) -> int:
+        frame = _journal.frame({"v": item}, "stream item")
+        with _guard(self.path / "streams", "appending to a stream"):
+            return self._streams.append(name, frame)
+
+    def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
+        return self._streams.read(name, start, end)
+
+    def stream_length(self, name: str) -> int:
+        return self._streams.length(name)
+
+    def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
+        return self._streams.tail(name, start)
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+        self._streams.close()

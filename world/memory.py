@@ -1,0 +1,240 @@
+"""`MemoryWorld`: the whole world in one process's memory, for tests.
+
+Every value still goes through the same codec and record framing as on disk, so a test on
+`MemoryWorld` catches a value that could not be stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _codec, _journal
+from ._errors import OwnershipError, RunExistsError, RunNotFoundError
+from ._world import FamilyLog, InboxItem, Lease, World, check_name
+
+
+@dataclass
+class _Family:
+    frames: list[bytes]
+    head: bytes | None = None
+    inbox: list[bytes] = field(default_factory=list)
+    owner: object | None = None
+
+
+class _MemoryLease(Lease):
+    def __init__(self, world: MemoryWorld, root: str) -> None:
+        self._world, self._root = world, root
+
+    def release(self) -> None:
+        self._world._release(self._root, self)
+
+
+class _Signals:
+    """Wakes async waiters in any thread's event loop when a key changes."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._lock = threading.Lock()
+
+    def event(self, key: str) -> asyncio.Event:
+        event = asyncio.Event()
+        with self._lock:
+            self._waiters.setdefault(key, []).append((asyncio.get_running_loop(), event))
+        return event
+
+    def drop(self, key: str, event: asyncio.Event) -> None:
+        with self._lock:
+            waiters = self._waiters.get(key, [])
+            waiters[:] = [(loop, e) for loop, e in waiters if e is not event]
+
+    def fire(self, key: str) -> None:
+        with self._lock:
+            waiters = list(self._waiters.get(key, []))
+        for loop, event in waiters:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(event.set)
+
+
+class MemoryWorld(World):
+    """An in-memory world: nothing survives the process, everything else behaves the same."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, _Family] = {}
+        self._hooks: dict[str, str] = {}
+        self._streams: dict[str, list[bytes]] = {}
+        self._lock = threading.RLock()
+        self._signals = _Signals()
+
+    def _family(self, root: str) -> _Family:
+        family = self._families.get(root)
+        if family is None:
+            raise RunNotFoundError(f"no run family {root!r}")
+        return family
+
+    # -- families ----------------------------------------------------------------------------
+    def create_family(self, root: str, frames: list[bytes]) -> list[int]:
+        with self._lock:
+            if root in self._families:
+                raise RunExistsError(f"run {root!r} already exists")
+            header = _journal.frame(_journal.header())
+            self._families[root] = _Family(frames=[header, *frames])
+            return list(range(1, len(frames) + 1))
+
+    def families(self) -> list[str]:
+        with self._lock:
+            return sorted(self._families)
+
+    def family_exists(self, root: str) -> bool:
+        return root in self._families
+
+    def load(self, root: str, start: int = 0) -> FamilyLog:
+        with self._lock:
+            frames = list(self._family(root).frames)
+        first = start if 1 <= start < len(frames) else 1
+        data = b"".join(frames[first:])
+        parsed = _journal.parse(data, 0, f"memory:{root}")
+        records = [(first + i, rec) for i, (_, rec) in enumerate(parsed.records)]
+        return FamilyLog(records=records, start=first if first > 1 else 0)
+
+    def append(self, root: str, frames: list[bytes]) -> list[int]:
+        with self._lock:
+            family = self._family(root)
+            first = len(family.frames)
+            family.frames.extend(frames)
+            return list(range(first, first + len(frames)))
+
+    def read_head(self, root: str) -> dict[str, Any] | None:
+        with self._lock:
+            data = self._family(root).head
+        if data is None:
+            return None
+        head = _codec.decode(data)
+        return head if isinstance(head, dict) else None
+
+    def write_head(self, root: str, head: dict[str, Any]) -> None:
+        data = _codec.encode(head, "head")
+        with self._lock:
+            self._family(root).head = data
+
+    # -- inbox -------------------------------------------------------------------------------
+    def deliver(self, root: str, token: str, payload: Any) -> int:
+        item = {"t": "item", "token": token, "payload": payload, "at": time.time()}
+        frame = _journal.frame(item, "payload")
+        with self._lock:
+            inbox = self._family(root).inbox
+            inbox.append(frame)
+            item_id = len(inbox) - 1
+        self._signals.fire(f"inbox:{root}")
+        return item_id
+
+    def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
+        start = max(start, 0)
+        with self._lock:
+            frames = self._family(root).inbox[start:]
+        parsed = _journal.parse(b"".join(frames), 0, f"memory:{root}:inbox")
+        items = [
+            InboxItem(start + i, rec["token"], rec["payload"], rec["at"])
+            for i, (_, rec) in enumerate(parsed.records)
+        ]
+        return items, start + len(items)
+
+    def inbox_end(self, root: str) -> int:
+        with self._lock:
+            return len(self._family(root).inbox)
+
+    # -- hooks -------------------------------------------------------------------------------
+    def claim_hook(self, token: str, run_id: str) -> str:
+        check_name(token, "hook token")
+        with self._lock:
+            return self._hooks.setdefault(token, run_id)
+
+    def hook_owner(self, token: str) -> str | None:
+        check_name(token, "hook token")
+        return self._hooks.get(token)
+
+    def release_hook(self, token: str, run_id: str) -> None:
+        with self._lock:
+            if self._hooks.get(token) == run_id:
+                del self._hooks[token]
+
+    # -- ownership and wake-ups --------------------------------------------------------------
+    def acquire(self, root: str, wait: float | None = None) -> Lease:
+        deadline = time.monotonic() + (wait or 0.0)
+        lease = _MemoryLease(self, root)
+        while True:
+            with self._lock:
+                family = self._family(root)
+                if family.owner is None:
+                    family.owner = lease
+                    return lease
+            if time.monotonic() >= deadline:
+                raise OwnershipError(f"run family {root!r} is owned by another engine")
+            time.sleep(0.01)
+
+    def _release(self, root: str, lease: _MemoryLease) -> None:
+        with self._lock:
+            family = self._families.get(root)
+            if family is not None and family.owner is lease:
+                family.owner = None
+
+    async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:
+        key = f"inbox:{root}"
+        event = self._signals.event(key)
+        try:
+            if self.inbox_end(root) != mark:
+                return True
+            try:
+                await asyncio.wait_for(event.wait(), timeout)
+            except TimeoutError:
+                return self.inbox_end(root) != mark
+            return True
+        finally:
+            self._signals.drop(key, event)
+
+    # -- streams -----------------------------------------------------------------------------
+    def stream_append(self, name: str, item: Any) -> int:
+        check_name(name, "stream name")
+        frame = _journal.frame({"v": item}, "stream item")
+        with self._lock:
+            items = self._streams.setdefault(name, [])
+            items.append(frame)
+            index = len(items) - 1
+        self._signals.fire(f"stream:{name}")
+        return index
+
+    def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
+        check_name(name, "stream name")
+        with self._lock:
+            frames = self._streams.get(name, [])
+            if start < 0:
+                start = max(len(frames) + start, 0)
+            chosen = frames[start:end]
+        parsed = _journal.parse(b"".join(chosen), 0, f"memory:stream:{name}")
+        return [rec["v"] for _, rec in parsed.records]
+
+    def stream_length(self, name: str) -> int:
+        check_name(name, "stream name")
+        with self._lock:
+            return len(self._streams.get(name, []))
+
+    async def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
+        check_name(name, "stream name")
+        if start < 0:
+            start = max(self.stream_length(name) + start, 0)
+        key = f"stream:{name}"
+        while True:
+            event = self._signals.event(key)
+            try:
+                items = self.stream_read(name, start)
+                if not items:
+                    await event.wait()
+            finally:
+                self._signals.drop(key, event)
+            for item in items:
+                yield start, item
+                start += 1
