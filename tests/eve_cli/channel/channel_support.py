@@ -10,6 +10,7 @@ import re
 import subprocess
 import textwrap
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,18 @@ import httpx
 from eve_cli.channel import Channel, ChannelServer, ChannelSettings, bind_socket
 
 WAIT = 20.0  # bound of every wait in these tests (seconds); normal runs take far less
+
+
+def eventually(check: Callable[[], bool], timeout: float = WAIT) -> bool:
+    """Poll ``check`` until true or ``timeout``: only for facts no event announces (a file
+    descriptor closed by a watcher thread that notices its stop within its own timeout)."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        pause.wait(0.05)
+    return True
 
 
 def write_script(path: Path, entries: list[dict[str, Any]]) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from channel_support import ServerThread, call, reply, write_agent, write_script
@@ -21,6 +22,10 @@ def gate() -> str:
 """
 
 
+def replies(events: list[dict[str, Any]]) -> list[str]:
+    return [e["text"] for e in events if e["type"] == "message.completed" and e.get("text")]
+
+
 def test_remote_chat_round_trip(serve: Callable[..., ServerThread], tmp_path: Path) -> None:
     script = write_script(
         tmp_path / "s.json", [reply("hello"), call("gate"), reply("after the gate")]
@@ -34,7 +39,11 @@ def test_remote_chat_round_trip(serve: Callable[..., ServerThread], tmp_path: Pa
         assert receipt.disposition == "started"
         view = await remote.drive(sid)
         assert view["status"] == "waiting"
-        texts = [e.get("text") for e in remote.events(sid) if e["type"] == "message.completed"]
+        texts = [
+            e.get("text")
+            for e in remote.events(sid)
+            if e["type"] == "message.completed" and e.get("text")
+        ]
         assert texts == ["hello"]
 
         await remote.deliver(sid, "open the gate")
@@ -44,7 +53,11 @@ def test_remote_chat_round_trip(serve: Callable[..., ServerThread], tmp_path: Pa
         await remote.respond(sid, [{"requestId": request["requestId"], "approved": True}])
         view = await remote.drive(sid)
         assert view["status"] == "waiting"
-        texts = [e.get("text") for e in remote.events(sid) if e["type"] == "message.completed"]
+        texts = [
+            e.get("text")
+            for e in remote.events(sid)
+            if e["type"] == "message.completed" and e.get("text")
+        ]
         assert texts == ["hello", "after the gate"]
         assert [s["id"] for s in remote.sessions()] == [sid]
 
