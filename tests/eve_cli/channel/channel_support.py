@@ -132,24 +132,38 @@ def read_events(
     until: Callable[[dict[str, Any]], bool],
     start: int = 0,
     headers: dict[str, str] | None = None,
+    timeout: float = WAIT,
 ) -> list[dict[str, Any]]:
-    """Events of the NDJSON stream from ``start`` up to the first one ``until`` accepts."""
-    events: list[dict[str, Any]] = []
-    with httpx.stream(
-        "GET",
-        f"{url}/eve/v1/session/{sid}/stream",
-        params={"startIndex": start},
-        headers=headers,
-        timeout=WAIT,
-    ) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if not line.strip():
-                continue
-            events.append(json.loads(line))
-            if until(events[-1]):
-                return events
-    raise AssertionError(f"stream ended before the awaited event; got {events}")
+    """Events of the NDJSON stream from ``start`` up to the first one ``until`` accepts.
+
+    The whole read is bounded by ``timeout`` (heartbeats would keep a per-read timeout from
+    ever firing), and the connection is closed as soon as the awaited event arrived.
+    """
+
+    async def read() -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        try:
+            async with (
+                asyncio.timeout(timeout),
+                httpx.AsyncClient(timeout=timeout) as client,
+                client.stream(
+                    "GET",
+                    f"{url}/eve/v1/session/{sid}/stream",
+                    params={"startIndex": start},
+                    headers=headers,
+                ) as response,
+            ):
+                assert response.status_code == 200, await response.aread()
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        events.append(json.loads(line))
+                        if until(events[-1]):
+                            return events
+        except TimeoutError:
+            raise AssertionError(f"awaited event not seen in {timeout} s; got {events}") from None
+        raise AssertionError(f"stream ended before the awaited event; got {events}")
+
+    return asyncio.run(read())
 
 
 def stream_length(url: str, sid: str) -> int:
@@ -232,6 +246,16 @@ class EveProcess:
         self._watchers: list[Callable[[], None]] = []
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
+
+    def close(self) -> None:
+        """Kill the process if it still runs and release its pipes."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(WAIT)
+        self._reader.join(WAIT)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None

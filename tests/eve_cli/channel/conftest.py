@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -62,6 +61,4 @@ def eve_process() -> Iterator[Callable[..., EveProcess]]:
 
     yield start
     for process in started:
-        if process.proc.poll() is None:
-            process.proc.send_signal(signal.SIGKILL)
-            process.proc.wait(WAIT)
+        process.close()
