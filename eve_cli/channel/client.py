@@ -81,11 +81,7 @@ class RemoteRuntime:
 
     def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
         """Stored events from ``start`` (negative: from the tail), without following."""
-        response = self._client().get(
-            f"{self.url}/eve/v1/session/{sid}/stream",
-            params={"startIndex": start, "follow": "false"},
-        )
-        _raise_for(response)
+        response = self._request(f"/session/{sid}/stream", {"startIndex": start, "follow": "false"})
         return [json.loads(line) for line in response.text.splitlines() if line.strip()]
 
     # -- commands ------------------------------------------------------------------------
@@ -215,6 +211,12 @@ class RemoteRuntime:
             self._sync.close()
             self._sync = None
 
+    def __enter__(self) -> RemoteRuntime:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     # -- plumbing ------------------------------------------------------------------------
 
     def _mark(self, sid: str) -> None:
@@ -231,12 +233,15 @@ class RemoteRuntime:
         return self._sync
 
     def _get(self, path: str) -> Any:
+        return self._request(path).json()
+
+    def _request(self, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
         try:
-            response = self._client().get(f"{self.url}/eve/v1{path}")
+            response = self._client().get(f"{self.url}/eve/v1{path}", params=params)
         except httpx.TransportError as exc:
             raise RemoteError(0, "unreachable", f"cannot reach {self.url}: {exc}") from None
         _raise_for(response)
-        return response.json()
+        return response
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         async with httpx.AsyncClient(headers=self._headers, timeout=self._timeout) as client:

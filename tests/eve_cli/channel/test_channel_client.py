@@ -68,16 +68,23 @@ def test_remote_chat_round_trip(serve: Callable[..., ServerThread], tmp_path: Pa
                 break
         assert seen == remote.events(sid, -2)
 
-    asyncio.run(chat())
-    remote.close()
+    with remote:
+        asyncio.run(chat())
 
 
 def test_remote_errors_are_one_line(serve: Callable[..., ServerThread]) -> None:
     server = serve(token="t0k")
-    with pytest.raises(RemoteError) as caught:
-        RemoteRuntime(server.url).sessions()
-    assert caught.value.status == 401
-    assert RemoteRuntime(server.url, token="t0k").sessions() == []
-    with pytest.raises(RemoteError) as missing:
-        RemoteRuntime(server.url, token="t0k").session("no-such-session")
-    assert missing.value.status == 404 and "no-such-session" in str(missing.value)
+    with RemoteRuntime(server.url) as anonymous, pytest.raises(RemoteError) as caught:
+        anonymous.sessions()
+    assert caught.value.status == 401 and caught.value.code == "unauthorized"
+    with RemoteRuntime(server.url, token="t0k") as remote:
+        assert remote.sessions() == []
+        with pytest.raises(RemoteError) as missing:
+            remote.session("no-such-session")
+        assert missing.value.status == 404 and "no-such-session" in str(missing.value)
+        with pytest.raises(RemoteError) as malformed:
+            asyncio.run(remote.deliver("bad.id", "x"))
+        assert malformed.value.status == 400
+    with RemoteRuntime("http://127.0.0.1:9") as nowhere, pytest.raises(RemoteError) as down:
+        nowhere.sessions()
+    assert down.value.code == "unreachable" and "127.0.0.1:9" in str(down.value)
