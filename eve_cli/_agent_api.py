@@ -201,11 +201,17 @@ def tool(
 
 @dataclass(frozen=True)
 class Compaction:
-    """When history is summarised: before a model call whose estimated input would exceed
-    ``threshold_percent`` of the context window (``reserved_tokens`` kept for the summary)."""
+    """When history is summarised: before a model call whose estimated input plus
+    ``reserved_tokens`` (the summary call's own overhead; default: 5% of the context window,
+    at most 1024) would exceed ``threshold_percent`` of the context window."""
 
     threshold_percent: float = 0.9
-    reserved_tokens: int = 1024
+    reserved_tokens: int | None = None
+
+    def reserve(self, context_window: int) -> int:
+        if self.reserved_tokens is not None:
+            return self.reserved_tokens
+        return min(1024, context_window // 20)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._streams import strip_key
 from eve_cli.execution._view import fold, summary
+from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
     NoActiveRunError,
@@ -292,6 +293,26 @@ class Runtime:
             rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
+
+    def history(self, sid: str) -> list[dict[str, Any]]:
+        """The messages the model would see at the session's next turn (summary first).
+
+        Read from the snapshot the last finished turn left; reads the session's journal, so it
+        is meant for inspection and tests, not hot paths.
+        """
+        self._meta(sid)
+        data = None
+        for record in self.engine.history(sid):
+            if record.get("t") in ("start", "gen"):
+                data = record.get("input")
+        if data is None:
+            return []
+        snap = Snapshot.from_data(data)
+        items = self.world.stream_read(history_stream(sid), snap.history_start, snap.history_len)
+        messages = [strip_key(m) for m in items]
+        if snap.summary:
+            messages.insert(0, summary_message(snap.summary))
+        return messages
 
     def _bytes(self, sid: str) -> int | None:
         """Bytes on disk of a session (journal, inbox, streams); None off the local world."""

@@ -5,7 +5,8 @@ backends sit behind one interface (`World`): `LocalWorld` (files under `.workflo
 default, `MemoryWorld` serves tests. Modules: `_codec` (values ↔ msgpack), `_journal`
 (checksummed record files), `_world` (the storage interface), `local` / `memory` (backends),
 `_streams` (stream files), `_family` / `_engine` / `_context` (replay and driving), `_errors`,
-`_faults` (fault injection for crash tests, `EVE_FAULTS`).
+`_faults` (fault injection for crash tests, `EVE_FAULTS`), `_verify` (checking and safely
+repairing a data directory: what `eve doctor` runs).
 """
 
 from ._codec import decode, encode
@@ -28,6 +29,7 @@ from ._errors import (
     WorkflowNotFoundError,
     WorldError,
 )
+from ._verify import Finding, repair, verify
 from ._world import InboxItem, Lease, World
 from .local import LocalWorld, default_data_dir
 from .memory import MemoryWorld
@@ -39,6 +41,7 @@ __all__ = [
     "DivergenceError",
     "Engine",
     "FatalError",
+    "Finding",
     "HookConflictError",
     "HookHandle",
     "InboxItem",
@@ -63,4 +66,6 @@ __all__ = [
     "decode",
     "default_data_dir",
     "encode",
+    "repair",
+    "verify",
 ]

@@ -34,7 +34,8 @@ def needs_compaction(host: StepHost, system: str, tools: list[ToolSpec]) -> int 
     """The estimate when it exceeds the threshold (with the reserved overhead), else None."""
     messages = host.read_history()
     estimate = estimate_request(ModelRequest(system=system, messages=messages, tools=tools))
-    if messages and estimate + host.agent.config.compaction.reserved_tokens > threshold(host):
+    reserve = host.agent.config.compaction.reserve(host.model().context_window)
+    if messages and estimate + reserve > threshold(host):
         return estimate
     return None
 

@@ -324,10 +324,11 @@ async def admit_resolved(host: StepHost, index: int) -> str | None:
         if request["kind"] == "limit":
             if not resolution.get("approved"):
                 return f"stopped at the {request['limit']} limit: continuing was not approved"
+            # Going on grants a fresh budget of the same size, counted from now.
             if request["limit"] == "token":
-                snap.token_allowance += host.agent.config.limits.tokens_per_session or 0
+                snap.token_allowance = snap.tokens
             else:
-                snap.time_allowance += host.agent.config.limits.session_timeout or 0
+                snap.time_allowance = host.now() - snap.created_at
             continue
         call = {"id": request["callId"], "name": request["tool"], "arguments": request["arguments"]}
         if request["kind"] == "question":

@@ -22,7 +22,12 @@ def offline_summary(messages: list[Message]) -> str:
     lines = []
     for message in messages:
         role = message.get("role", "?")
-        text = " ".join(str(message.get("content") or "").split())
+        content = str(message.get("content") or "")
+        earlier = [line for line in content.splitlines() if line.startswith("- ")]
+        if earlier:  # an earlier summary: keep its lines so nothing old is lost twice
+            lines.extend(earlier)
+            continue
+        text = " ".join(content.split())
         if message.get("tool_calls"):
             names = ", ".join(c.get("name", "?") for c in message["tool_calls"])
             text = f"{text} [called {names}]".strip()

@@ -85,3 +85,62 @@ def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events if e["type"] != "message.appended"]
+
+
+# A child process that drives one session of a runtime and reports what it sees on stdout:
+# "SID <id>" after creating, "EVENT <type>" for each event as it is appended, "VIEW <status>"
+# at the end. argv: data_dir agent_dir action [sid] [text]; action is create | deliver | drive.
+DRIVER = r"""
+import asyncio, sys
+from eve_cli.runtime import Runtime
+
+def say(*words: object) -> None:
+    sys.stdout.write(" ".join(map(str, words)) + "\n")
+    sys.stdout.flush()
+
+async def main() -> None:
+    data, agent, action = sys.argv[1:4]
+    rt = Runtime(data_dir=data, agent_dir=agent)
+    if action == "create":
+        say("SID", await rt.create_session())
+        return
+    sid = sys.argv[4]
+    if action == "deliver":
+        say("RECEIPT", (await rt.deliver(sid, sys.argv[5])).disposition)
+        return
+    start = len(rt.events(sid))
+
+    async def watch() -> None:
+        async for event in rt.tail(sid, start):
+            say("EVENT", event["type"])
+
+    watcher = asyncio.create_task(watch())
+    view = await rt.drive(sid)
+    await asyncio.sleep(0.05)
+    watcher.cancel()
+    say("VIEW", view["status"])
+
+asyncio.run(main())
+"""
+
+
+def side_effect_tool(log: Path) -> str:
+    """A tool that appends to ``log``; when ``<log>.stall`` exists it removes it, says
+    ``TOOL-STALL`` on stdout and hangs (so a test can kill the process mid-tool)."""
+    return tool_file(f'''
+        import os, sys, time
+        LOG = {str(log)!r}
+
+        @tool
+        def record(text: str, ctx: ToolContext) -> str:
+            """Record a text durably."""
+            with open(LOG, "a") as f:
+                f.write(f"start {{ctx.idempotency_key}}\\n")
+            if os.path.exists(LOG + ".stall"):
+                os.remove(LOG + ".stall")
+                print("TOOL-STALL", flush=True)
+                time.sleep(60)
+            with open(LOG, "a") as f:
+                f.write(f"end {{ctx.idempotency_key}}\\n")
+            return f"recorded {{text}}"
+    ''')

@@ -6,11 +6,12 @@ import world
 def test_exported_names_are_pinned() -> None:
     assert sorted(world.__all__) == [
         "ChildFailedError", "ChildHandle", "CorruptJournalError", "DivergenceError", "Engine",
-        "FatalError", "HookConflictError", "HookHandle", "InboxItem", "InvalidNameError", "Lease",
-        "LocalWorld", "MemoryWorld", "NoActiveRunError", "OwnershipError", "RetryPolicy",
+        "FatalError", "Finding", "HookConflictError", "HookHandle", "InboxItem",
+        "InvalidNameError", "Lease", "LocalWorld", "MemoryWorld", "NoActiveRunError",
+        "OwnershipError", "RetryPolicy",
         "RunExistsError", "RunInfo", "RunNotFoundError", "SerializationError", "StepFailedError",
         "StorageError", "Workflow", "WorkflowContext", "WorkflowNotFoundError", "World",
-        "WorldError", "decode", "default_data_dir", "encode",
+        "WorldError", "decode", "default_data_dir", "encode", "repair", "verify",
     ]  # fmt: skip
     for name in world.__all__:
         assert getattr(world, name) is not None

@@ -1,0 +1,181 @@
+"""Compaction, clear, limits and sub-agents (MemoryWorld)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from rt_support import AgentFactory, call, reply, types
+
+from eve_cli.runtime import Runtime
+from world import MemoryWorld
+
+SMALL = "context_window=300, compaction=Compaction(threshold_percent=0.9, reserved_tokens=0)"
+LONG = "x" * 400  # about 100 tokens
+
+
+async def start(agent: Path, **kw: Any) -> tuple[Runtime, str]:
+    rt = Runtime(agent_dir=agent, world=MemoryWorld())
+    return rt, await rt.create_session(**kw)
+
+
+async def say(rt: Runtime, sid: str, text: str) -> dict[str, Any]:
+    await rt.deliver(sid, text)
+    return await rt.drive(sid)
+
+
+def of_type(rt: Runtime, sid: str, kind: str) -> list[dict[str, Any]]:
+    return [e for e in rt.events(sid) if e["type"] == kind]
+
+
+def test_compaction_before_the_model_call_keeps_recent_tail(make_agent: AgentFactory) -> None:
+    agent = make_agent(script=[reply(f"answer {i}") for i in range(4)], agent_args=SMALL)
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        for i in range(4):
+            view = await say(rt, sid, f"message {i} {LONG}")
+            assert view["status"] == "waiting"
+        [done, *_] = of_type(rt, sid, "compaction.completed")
+        assert done["status"] == "completed" and done["removedMessages"] > 0
+        events = [e["type"] for e in rt.events(sid) if e.get("turnId") == done["turnId"]]
+        at = events.index("compaction.requested")
+        assert events[at - 1 : at + 3] == [
+            "step.started",
+            "compaction.requested",
+            "compaction.completed",
+            "message.appended",
+        ]
+        history = rt.history(sid)
+        assert history[0]["content"].startswith("[Summary of the earlier conversation]")
+        assert "message 0" in history[0]["content"]  # the summary covers the oldest turn
+        assert history[-1] == {"role": "assistant", "content": "answer 3", "tool_calls": []}
+        assert rt.session(sid)["compactions"] >= 1
+
+    asyncio.run(main())
+
+
+def test_failed_compaction_keeps_history_and_is_reported(make_agent: AgentFactory) -> None:
+    script = {"responses": [reply(f"answer {i}") for i in range(3)], "summary_error": "nope"}
+    agent = make_agent(script=script, agent_args=SMALL)
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        for i in range(3):
+            view = await say(rt, sid, f"message {i} {LONG}")
+        failed = of_type(rt, sid, "compaction.completed")
+        assert failed and all(e["status"] == "failed" for e in failed)
+        assert "nope" in failed[0]["error"]
+        assert [t["status"] for t in view["turns"]] == ["completed"] * 3
+        assert len(rt.history(sid)) == 6  # nothing was dropped
+
+    asyncio.run(main())
+
+
+def test_compact_and_clear_operations_call_no_model(make_agent: AgentFactory) -> None:
+    agent = make_agent(script=[reply("one"), reply("two"), reply("three")])
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        await say(rt, sid, "first")
+        await say(rt, sid, "second")
+        await rt.compact(sid)
+        await rt.drive(sid)
+        [done] = of_type(rt, sid, "compaction.completed")
+        assert done["status"] == "completed" and done["removedMessages"] == 4
+        [summary] = rt.history(sid)
+        assert "user: first" in summary["content"] and "assistant: two" in summary["content"]
+        await rt.clear(sid)
+        view = await rt.drive(sid)
+        assert view["status"] == "waiting" and of_type(rt, sid, "context.cleared")
+        assert rt.history(sid) == []
+        await say(rt, sid, "third")  # entry 2: compaction and clear consumed no entry
+        assert rt.history(sid) == [
+            {"role": "user", "content": "third"},
+            {"role": "assistant", "content": "three", "tool_calls": []},
+        ]
+
+    asyncio.run(main())
+
+
+def test_token_limit_asks_to_go_on_in_conversation(make_agent: AgentFactory) -> None:
+    agent = make_agent(
+        script=[reply("", call("ask_question", question="q")), reply("done")],
+        agent_args="limits=Limits(tokens_per_session=1)",
+    )
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        view = await say(rt, sid, "go")
+        [question] = view["pending"]
+        await rt.respond(sid, [{"requestId": question["requestId"], "answer": "a"}])
+        view = await rt.drive(sid)
+        assert (view["status"], view["parkedOn"]) == ("parked", "approval")
+        [limit] = view["pending"]
+        assert limit["reason"] == "limit" and "tokens per session" in limit["message"]
+        await rt.respond(sid, [{"requestId": limit["requestId"], "approved": True}])
+        view = await rt.drive(sid)
+        assert view["status"] == "waiting"
+        assert view["turns"][0]["status"] == "completed"
+
+    asyncio.run(main())
+
+
+def test_limits_fail_a_task_clearly(make_agent: AgentFactory) -> None:
+    agent = make_agent(
+        script=[reply("", call("ask_question", question="q"))],
+        agent_args="limits=Limits(session_timeout=0.000001)",
+    )
+
+    async def main() -> None:
+        rt, sid = await start(agent, mode="task")
+        view = await say(rt, sid, "go")
+        assert view["status"] == "failed"
+        assert "limit reached: session timeout" in view["turns"][0]["error"]
+
+    asyncio.run(main())
+
+
+def test_subagent_runs_as_child_session(make_agent: AgentFactory) -> None:
+    agent = make_agent(
+        script=[reply("", call("researcher", task="find x")), reply("parent done")],
+        subagents={"researcher": {"script": [reply("x is 42")], "instructions": "Research."}},
+    )
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        view = await say(rt, sid, "go")
+        assert view["status"] == "waiting"
+        [started] = of_type(rt, sid, "task.started")
+        [settled] = of_type(rt, sid, "task.settled")
+        assert settled["status"] == "completed" and settled["output"] == "x is 42"
+        child = started["childSessionId"]
+        assert types(rt.events(child))[0] == "session.started"
+        assert types(rt.events(child))[-1] == "session.completed"
+        [result] = of_type(rt, sid, "action.result")
+        assert (result["name"], result["output"]) == ("researcher", "x is 42")
+        assert "turn.waiting" in types(rt.events(sid))
+
+    asyncio.run(main())
+
+
+def test_failing_subagent_is_a_tool_error(make_agent: AgentFactory) -> None:
+    agent = make_agent(
+        script=[reply("", call("helper", task="ask")), reply("coped")],
+        subagents={
+            "helper": {
+                "script": [reply("", call("ask_question", question="?"))],
+                "instructions": "Help.",
+            }
+        },
+    )
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        view = await say(rt, sid, "go")
+        [result] = of_type(rt, sid, "action.result")
+        assert result["isError"] and "a task cannot wait for input" in result["output"]
+        assert view["turns"][0]["status"] == "completed"
+
+    asyncio.run(main())

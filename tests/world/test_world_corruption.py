@@ -1,0 +1,194 @@
+"""Damage to real journals: torn tails recovered, other damage located, nothing damaged read.
+
+The journals come from real workflows (steps, hooks, a child run, continue-as-new) driven on a
+`LocalWorld`. Hypothesis then truncates them and overwrites bytes at arbitrary offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from world import CorruptJournalError, Engine, LocalWorld, WorkflowContext, _journal, _verify
+
+
+async def _session(ctx: WorkflowContext, state: dict[str, Any]) -> Any:
+    hook = ctx.create_hook("t-corrupt") if state["n"] == 0 else ctx.hook("t-corrupt")
+    message = await hook.receive()
+    total = await ctx.step("add", lambda a, b: a + b, state["total"], message)
+    await ctx.step("note", lambda: {"at": ctx.now(), "tags": {"x", "y"}, "raw": b"\x93\x01"})
+    if state["n"] == 0:
+        total += await ctx.run_child("child", message)
+    if state["n"] == 2:
+        return total
+    ctx.continue_as_new({"n": state["n"] + 1, "total": total})
+
+
+async def _child(ctx: WorkflowContext, n: int) -> int:
+    return int(await ctx.step("double", lambda: 2 * n))
+
+
+def _make_data(folder: Path) -> tuple[str, Path]:
+    """A finished run family with a child, three generations and an inbox."""
+    world = LocalWorld(folder)
+    engine = Engine(world, {"session": _session, "child": _child})
+
+    async def main() -> str:
+        rid = await engine.start("session", {"n": 0, "total": 0})
+        for value in (5, 7, 11):
+            await engine.run(rid)
+            await engine.resume_hook("t-corrupt", value)
+            world.stream_append("events:corrupt", {"type": "delivered", "value": value})
+        info = await engine.run(rid)
+        assert info.status == "completed" and info.result == 5 + 10 + 7 + 11
+        return rid
+
+    rid = asyncio.run(main())
+    world.close()
+    return rid, folder / "runs" / rid / "journal.msgpack"
+
+
+FILES = {
+    "journal": "runs/{rid}/journal.msgpack",
+    "inbox": "runs/{rid}/inbox.msgpack",
+    "stream": "streams/events%3Acorrupt.msgpack",
+}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    folder = tmp_path_factory.mktemp("pristine") / "data"
+    rid, _ = _make_data(folder)
+    return folder, rid
+
+
+def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    return _journal.read_file(str(path)).records
+
+
+def _damaged_index(offsets: list[int], size: int, first_damage: int) -> int:
+    """Index of the record holding byte `first_damage` (len(offsets) if past the end)."""
+    for i, start in enumerate(offsets):
+        end = offsets[i + 1] if i + 1 < len(offsets) else size
+        if start <= first_damage < end:
+            return i
+    return len(offsets)
+
+
+def test_the_real_journals_are_rich(pristine: tuple[Path, str]) -> None:
+    folder, rid = pristine
+    kinds = {rec["t"] for _, rec in _records(folder / "runs" / rid / "journal.msgpack")}
+    assert {"header", "start", "step", "child", "gen", "done"} <= kinds
+    assert len(_records(folder / "runs" / rid / "inbox.msgpack")) == 4  # header + 3 deliveries
+    assert len(_records(folder / FILES["stream"])) == 4
+
+
+damage = st.lists(
+    st.tuples(st.floats(0, 1, exclude_max=True), st.binary(min_size=1, max_size=4)),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    kind=st.sampled_from(sorted(FILES)),
+    cut=st.one_of(st.none(), st.floats(0, 1, exclude_max=True)),
+    edits=st.one_of(st.just([]), damage),
+)
+def test_damage_is_recovered_or_located_and_never_read_as_data(
+    pristine: tuple[Path, str],
+    tmp_path: Path,
+    kind: str,
+    cut: float | None,
+    edits: list[tuple[float, bytes]],
+) -> None:
+    source, rid = pristine
+    rel = FILES[kind].format(rid=rid)
+    which = Path(rel).name
+    original = (source / rel).read_bytes()
+    records = _records(source / rel)
+    offsets = [pos for pos, _ in records]
+
+    data = bytearray(original)
+    for where, patch in edits:
+        at = int(where * len(data))
+        data[at : at + len(patch)] = patch[: len(data) - at]
+    changed = [i for i, (a, b) in enumerate(zip(data, original, strict=True)) if a != b]
+    if cut is not None:
+        data = data[: int(cut * len(data))]
+    first = min([*changed, len(data)])
+    broken = _damaged_index(offsets, len(original), first)
+    intact = list(range(broken))  # records wholly before the first damaged or missing byte
+
+    folder = tmp_path / f"case-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(source, folder)
+    path = folder / rel
+    path.write_bytes(bytes(data))
+
+    try:
+        result = _journal.read_file(str(path))
+    except CorruptJournalError as err:
+        # Damage with valid data after it: located exactly, at the first damaged record.
+        assert err.file == str(path) and err.offset == offsets[broken]
+        assert str(path) in str(err) and str(err.offset) in str(err)
+        findings = {f.path: f for f in _verify.verify(folder)}
+        assert findings[rel].state == "corrupt" and findings[rel].offset == offsets[broken]
+    else:
+        read = result.records
+        assert read == records[: len(read)], "a damaged record was read as data"
+        assert len(read) == len(intact)
+        assert result.torn == (result.end < len(data))
+
+    # Repair keeps the valid prefix in place and every other byte in the quarantine folder.
+    done = _verify.repair(folder)
+    assert all(f.state in ("repaired", "quarantined") for f in done if f.kind != "index")
+    kept = sorted((folder / "quarantine").rglob("*")) if (folder / "quarantine").exists() else []
+    if path.exists():
+        after = _journal.read_file(str(path))
+        assert not after.torn
+        assert after.records == records[: len(after.records)]
+        assert len(after.records) == len(intact)
+        tails = [p for p in kept if p.name.startswith(f"{which}.tail-")]
+        wholes = [p for p in kept if p.name == which]
+        saved = tails[0].read_bytes() if tails else b""
+        if wholes:
+            assert wholes[0].read_bytes() == bytes(data)
+        else:
+            assert path.read_bytes() + saved == bytes(data)
+    else:  # nothing but a header survived: the whole run folder is in quarantine
+        assert kind == "journal" and len(intact) < 2
+        moved = [p for p in kept if p.name == which]
+        assert moved and moved[0].read_bytes() == bytes(data)
+    assert not [f for f in _verify.verify(folder) if f.error]
+
+
+def test_a_torn_tail_is_recovered_by_the_engine(tmp_path: Path) -> None:
+    rid, journal = _make_data(tmp_path / "data")
+    data = journal.read_bytes()
+    records = _records(journal)
+    journal.write_bytes(data[: records[-1][0] + 3])  # the final `done` record half written
+    engine = Engine(LocalWorld(tmp_path / "data"), {"session": _session, "child": _child})
+    history = engine.history(rid)
+    assert [r["t"] for r in history][-1] != "done"
+    assert history == [rec for _, rec in records[1:-1] if rec.get("run") == rid]
+
+
+def test_mid_journal_damage_stops_the_engine_with_file_and_offset(tmp_path: Path) -> None:
+    rid, journal = _make_data(tmp_path / "data")
+    records = _records(journal)
+    data = bytearray(journal.read_bytes())
+    data[records[3][0] + 6] ^= 0x40
+    journal.write_bytes(bytes(data))
+    engine = Engine(LocalWorld(tmp_path / "data"), {"session": _session, "child": _child})
+    with pytest.raises(CorruptJournalError) as err:
+        asyncio.run(engine.run(rid))
+    assert err.value.offset == records[3][0] and err.value.file == str(journal)
