@@ -472,3 +472,24 @@ def test_delivery_during_a_run_is_not_lost(world: World) -> None:
 
     rid = run(engine.start("flow"))
     assert run(engine.run(rid)).result == ["raced"]
+
+
+def test_delivery_racing_the_lease_release_is_picked_up(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def flow(ctx: WorkflowContext, _: None) -> Any:
+        return await ctx.create_hook("t-release").receive()
+
+    engine = Engine(world, {"flow": flow})
+    rid = run(engine.start("flow"))
+    write_head = world.write_head
+    raced: list[int] = []
+
+    def write_head_then_deliver(root: str, head: dict[str, Any]) -> None:
+        write_head(root, head)
+        if not raced:  # another process delivers after the drive parked, before the release
+            raced.append(world.deliver(root, "t-release", "late"))
+
+    monkeypatch.setattr(world, "write_head", write_head_then_deliver)
+    assert run(engine.run(rid)).result == "late"
+    assert raced
