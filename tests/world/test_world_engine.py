@@ -493,3 +493,20 @@ def test_delivery_racing_the_lease_release_is_picked_up(
     monkeypatch.setattr(world, "write_head", write_head_then_deliver)
     assert run(engine.run(rid)).result == "late"
     assert raced
+
+
+def test_head_does_not_grow_with_finished_children(world: World) -> None:
+    async def parent(ctx: WorkflowContext, n: int) -> int:
+        return sum([await ctx.run_child("child", i) for i in range(n)])
+
+    async def child(ctx: WorkflowContext, i: int) -> int:
+        return i
+
+    engine = Engine(world, {"parent": parent, "child": child})
+    rid = run(engine.start("parent", 70))
+    assert run(engine.run(rid)).result == sum(range(70))
+    head = world.read_head(rid)
+    assert head is not None and len(head["runs"]) == 51  # the root and the latest 50 children
+    old = engine.info(f"{rid}.0")  # dropped from the head: found in the journal
+    assert (old.status, old.result, old.parent) == ("completed", 0, rid)
+    assert engine.info(f"{rid}.69").result == 69
