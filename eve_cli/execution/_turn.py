@@ -54,7 +54,12 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         if unresolved(host):
             if snap.mode == "task" or hook is None:
                 return _finish(host, "failed", TASK_WAIT_ERROR)
-            host.emit("turn.waiting", {"on": "input"}, f"{turn_id}:w{deliveries}")
+            kinds = sorted({r["kind"] for r in unresolved(host)})
+            host.emit(
+                "turn.waiting",
+                {"on": "input", "requests": kinds, "turns": snap.turns, "steps": snap.steps},
+                f"{turn_id}:w{deliveries}",
+            )
             payload = await hook.receive()
             deliveries += 1
             effect = apply_delivery(

@@ -104,7 +104,7 @@ def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
             if event.get("on") == "tasks":
                 view["parkedOn"] = "subagent"
             else:
-                kinds = {p.get("kind") for p in view["pending"]}
+                kinds = set(event.get("requests") or [p.get("kind") for p in view["pending"]])
                 view["parkedOn"] = "question" if kinds == {"question"} else "approval"
         elif kind == "task.settled":
             if view["parkedOn"] == "subagent":
@@ -138,15 +138,27 @@ def _settle_action(turn: dict[str, Any] | None, event: dict[str, Any]) -> None:
                 return
 
 
-def summary(view: dict[str, Any]) -> dict[str, Any]:
-    """The row of ``sessions()``."""
+TAIL = 16
+
+
+def summary(session_id: str, tail: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row of ``sessions()`` from the last :data:`TAIL` events only (cheap for many
+    sessions): status from the fold, counts from the latest event that carries them."""
+    view = fold(session_id, tail)
+    turns = steps = 0
+    for event in tail:
+        if "turns" in event:
+            turns, steps = event["turns"], event.get("steps", steps)
+        elif event.get("type") == "turn.started":
+            turns += 1
+        elif event.get("type") == "step.started":
+            steps += 1
     return {
-        "id": view["id"],
+        "id": session_id,
         "status": view["status"],
         "parkedOn": view["parkedOn"],
         "agent": view["agent"],
-        "turns": len(view["turns"]),
-        "steps": view["steps"],
-        "createdAt": view["createdAt"],
+        "turns": turns,
+        "steps": steps,
         "updatedAt": view["updatedAt"],
     }
