@@ -16,9 +16,19 @@ from world import Engine, LocalWorld, MemoryWorld, WorkflowContext, World
 TOKEN = "t-prop"
 
 
-def _workflows(effects: Counter[str]) -> dict[str, Any]:
+class Killed(BaseException):
+    """Stands for kill -9 inside a step: nothing after it runs, nothing is journaled."""
+
+
+def _workflows(effects: Counter[str], kill: list[str]) -> dict[str, Any]:
     def effect(msg: str) -> str:
+        if kill and kill[0] == "before":
+            kill.clear()
+            raise Killed
         effects[msg] += 1
+        if kill and kill[0] == "after":
+            kill[:] = [msg]  # this step's effect happened, its record will not
+            raise Killed
         return msg
 
     async def loop(ctx: WorkflowContext, state: dict[str, Any]) -> list[str]:
@@ -50,22 +60,41 @@ def _workflows(effects: Counter[str]) -> dict[str, Any]:
 
 
 schedules = st.lists(
-    # (messages delivered before a run, a tick too, drop the head)
-    st.tuples(st.integers(0, 3), st.booleans(), st.booleans()),
+    # (messages delivered before a run, a tick too, drop the head, kill in the next step)
+    st.tuples(
+        st.integers(0, 3),
+        st.booleans(),
+        st.booleans(),
+        st.sampled_from(["", "", "before", "after"]),
+    ),
     min_size=1,
     max_size=10,
 )
 
 
-def _check(world: World, schedule: list[tuple[int, bool, bool]]) -> None:
+Schedule = list[tuple[int, bool, bool, str]]
+
+
+def _check(world: World, schedule: Schedule) -> None:
     effects: Counter[str] = Counter()
-    workflows = _workflows(effects)
+    kill: list[str] = []
+    workflows = _workflows(effects, kill)
     sent: list[str] = []
+    rerun: list[str] = []  # messages whose step was killed after its effect
+
+    async def drive(rid: str) -> Any:
+        try:
+            return await Engine(world, workflows).run(rid)
+        except Killed:
+            if kill:
+                rerun.append(kill.pop())
+            world.write_head(rid, {})  # a killed process writes no head
+            return None
 
     async def main() -> list[str]:
         rid = await Engine(world, workflows).start("loop", {"seen": [], "g": 0})
         await Engine(world, workflows).run(rid)
-        for count, tick, drop_head in schedule:
+        for count, tick, drop_head, crash in schedule:
             for _ in range(count):
                 sent.append(f"m{len(sent)}")
                 await Engine(world, workflows).resume_hook(TOKEN, sent[-1])
@@ -73,7 +102,9 @@ def _check(world: World, schedule: list[tuple[int, bool, bool]]) -> None:
                 await Engine(world, workflows).resume_hook("t-tick", None)
             if drop_head:
                 world.write_head(rid, {})  # an unusable head: everything is rebuilt
-            await Engine(world, workflows).run(rid)
+            kill[:] = [crash] if crash else []
+            await drive(rid)
+            kill.clear()
         sent.append("stop")
         await Engine(world, workflows).resume_hook(TOKEN, "stop")
         info = await Engine(world, workflows).run(rid)
@@ -86,12 +117,13 @@ def _check(world: World, schedule: list[tuple[int, bool, bool]]) -> None:
         return list(info.result)
 
     assert asyncio.run(main()) == sent
-    assert effects == Counter(sent)  # every payload handled once, no step ran twice
+    # Every payload handled once; only a step killed after its effect ran again.
+    assert effects == Counter(sent) + Counter(rerun)
 
 
 @settings(max_examples=60, deadline=None)
 @given(schedules)
-def test_memory_world(schedule: list[tuple[int, bool, bool]]) -> None:
+def test_memory_world(schedule: Schedule) -> None:
     _check(MemoryWorld(), schedule)
 
 
@@ -99,7 +131,7 @@ def test_memory_world(schedule: list[tuple[int, bool, bool]]) -> None:
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(schedules)
-def test_local_world(tmp_path: Path, schedule: list[tuple[int, bool, bool]]) -> None:
+def test_local_world(tmp_path: Path, schedule: Schedule) -> None:
     folder = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
     world = LocalWorld(folder)
     try:
