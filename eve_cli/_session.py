@@ -43,6 +43,8 @@ class Snapshot:
     queued: list[dict[str, Any]] = field(default_factory=list)
     task: str | None = None  # the task of a task-mode (sub-agent) session
     parent: str | None = None  # parent session id of a sub-agent session
+    # A sub-agent session watches its root session's hook for cancel at step boundaries.
+    cancel_token: str | None = None
     ended: str | None = None  # completed | failed | cancelled, for task sessions
 
     def to_data(self) -> dict[str, Any]:

@@ -51,6 +51,12 @@ class SessionHost:
         self.history = KeyedStream(world, history_stream(snap.id), snap.gen)
         self._model: Model | None = None
         self.last_text = ""
+        self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
+        self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
+
+    def take_deferred(self) -> list[dict[str, Any]]:
+        taken, self.deferred = self.deferred, []
+        return taken
 
     @property
     def session_id(self) -> str:
@@ -110,6 +116,7 @@ class SessionHost:
             mode="task",
             task=task,
             parent=self.snap.id,
+            cancel_token=self.snap.token or self.snap.cancel_token,
         )
         handle = await self.ctx.start_child(SESSION_WORKFLOW, child.to_data())
         child_id = handle.run_id
@@ -132,6 +139,9 @@ class SessionHost:
         )
         result: dict[str, Any] = await handle.result()
         status = result.get("status", "failed")
+        self.deferred.extend(result.get("handedBack") or [])
+        if status == "cancelled":
+            self.deferred.append({"kind": "cancel"})
         content = result.get("text") or result.get("error") or ""
         self.emit(
             "task.settled",
