@@ -107,12 +107,12 @@ class Scenario:
 
     def transcript(self) -> list[tuple[Any, ...]]:
         events = self.rt.events(self.sid)
-        deltas = [
-            (e.get("turnId"), e.get("stepIndex"), e["delta"])
-            for e in events
-            if e["type"] == "message.appended"
-        ]
-        return [*brief(events), *deltas]
+        streamed: dict[tuple[Any, Any], str] = {}
+        for e in events:
+            if e["type"] == "message.appended":
+                where = (e.get("turnId"), e.get("stepIndex"))
+                streamed[where] = streamed.get(where, "") + e["delta"]
+        return [*brief(events), *sorted(streamed.items())]
 
     def effects(self) -> Counter[str]:
         return Counter(self.log.read_text().splitlines())
