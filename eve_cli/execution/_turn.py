@@ -102,7 +102,8 @@ def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any
     return {
         "snap": host.snap.to_data(),
         "outcome": outcome,
-        "text": host.last_text,
+        # Only a task's driver needs the final text (its result); a session's has it in history.
+        "text": host.last_text if host.snap.mode == "task" else "",
         "error": error,
         "handedBack": host.handed_back + host.take_deferred(),
     }
