@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -132,3 +133,47 @@ def test_non_loopback_bind_with_token_serves_and_demands_it(
     assert httpx.get(f"{url}{API}/sessions", timeout=WAIT).status_code == 401
     good: dict[str, Any] = {"authorization": "Bearer tok-123"}
     assert httpx.get(f"{url}{API}/sessions", headers=good, timeout=WAIT).status_code == 200
+
+
+def test_sigterm_mid_turn_exits_within_the_grace_and_the_turn_resumes(
+    eve_process: Callable[..., EveProcess], tmp_path: Path
+) -> None:
+    script = write_script(tmp_path / "s.json", [reply("slow answer arrives", delay=30.0)])
+    agent = write_agent(tmp_path / "agent", script)
+    first = eve_process("start", "--port", "0", "--agent", str(agent), "--grace", "0.5")
+    sid = httpx.post(f"{first.url}{API}/session", json={"message": "go"}, timeout=WAIT).json()[
+        "sessionId"
+    ]
+    read_events(first.url, sid, of_type("message.appended"))
+    first.signal(signal.SIGTERM)
+    # The drive gets its 0.5 s grace, then is cancelled: far sooner than the 30 s model call.
+    assert first.wait(timeout=10) == 0
+    assert any("resume on next start" in line for line in first.stderr_lines)
+    # The re-run model call answers at once (same entry, no delay).
+    (tmp_path / "s.json").write_text(json.dumps([reply("slow answer arrives")]))
+    second = eve_process("start", "--port", "0", "--agent", str(agent))
+    settled_events = read_events(second.url, sid, settled())
+    texts = [e.get("text") for e in settled_events if e["type"] == "message.completed"]
+    assert texts == ["slow answer arrives"]
+
+
+def test_busy_port_is_one_error_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = run_eve("start", "--port", str(port))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "--port" in lines[0]
+
+
+def test_broken_agent_folder_is_one_error_line_with_file_and_line(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "agent.py").write_text("from eve_cli import define_agent\n\nagent = define_agent(\n")
+    done = run_eve("start", "--port", "0", "--agent", str(agent))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "agent.py:3" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
