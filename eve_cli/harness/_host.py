@@ -36,6 +36,10 @@ class StepHost(Protocol):
         """Append an event (idempotent by ``key``)."""
         ...
 
+    def emitted_keys(self, prefix: str) -> list[str]:
+        """Keys of events already stored for this generation that start with ``prefix``."""
+        ...
+
     def append_history(self, message: Message, key: str) -> None:
         """Append a message to the session history (idempotent by ``key``)."""
         ...

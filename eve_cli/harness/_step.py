@@ -7,6 +7,7 @@ step repeats only the action that was in flight (D2).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -134,19 +135,15 @@ async def call_model(
         call_index=n,
         session_id=host.session_id,
     )
-    deltas = 0
-
-    async def on_delta(text: str) -> None:
-        nonlocal deltas
-        host.emit(
-            "message.appended", {"delta": text}, f"{host.turn_id}:{index}:{m}:d{deltas}", index
-        )
-        deltas += 1
+    deltas = DeltaBuffer(host, f"{host.turn_id}:{index}:{m}:d", index)
 
     async def generate() -> dict[str, Any]:
         full = ModelRequest(**{**request.__dict__, "messages": host.read_history()})
         try:
-            response = await model.generate(full, on_delta)
+            try:
+                response = await model.generate(full, deltas.add)
+            finally:
+                deltas.flush()
         except ModelError as exc:
             return {"error": str(exc)}
         except Exception as exc:
@@ -169,6 +166,47 @@ async def call_model(
     result: dict[str, Any] = await host.action(f"model:{n}", generate)
     snap.model_calls += 1
     return result
+
+
+class DeltaBuffer:
+    """Coalesces streamed text into ``message.appended`` events of a useful size: the first
+    delta at once, then whenever 48 characters are held, and at the latest 0.2 s after text
+    arrived (small replays, live output).
+
+    Keys carry the text offset (``<call>@<start>+<length>``): when an interrupted call runs
+    again, the part of its text already streamed is not appended a second time.
+    """
+
+    def __init__(self, host: StepHost, key: str, step: int) -> None:
+        self.host, self.key, self.step = host, key, step
+        self.held: list[str] = []
+        self.offset = 0  # characters flushed so far
+        self.timer: asyncio.TimerHandle | None = None
+        self.streamed = 0  # characters an earlier run of this call already stored
+        for stored in host.emitted_keys(f"{key}@"):
+            start, _, length = stored[len(key) + 1 :].partition("+")
+            if start.isdigit() and length.isdigit():
+                self.streamed = max(self.streamed, int(start) + int(length))
+
+    async def add(self, text: str) -> None:
+        self.held.append(text)
+        if self.offset == 0 or sum(map(len, self.held)) >= 48:
+            self.flush()
+        elif self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(0.2, self.flush)
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        text, self.held = "".join(self.held), []
+        start, self.offset = self.offset, self.offset + len(text)
+        if self.offset <= self.streamed:
+            return  # stored by an earlier run of this call
+        if start < self.streamed:
+            text, start = text[self.streamed - start :], self.streamed
+        key = f"{self.key}@{start}+{len(text)}"
+        self.host.emit("message.appended", {"delta": text}, key, self.step)
 
 
 def request_id(host: StepHost, call_id: str) -> str:
