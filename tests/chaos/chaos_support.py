@@ -226,19 +226,7 @@ class Run:
                             "--approve", approve)  # fmt: skip
             stdin = "".join(m + "\n" for m in remaining)
         how = self._plan(name) if kill else "none"
-        env = dict(self.env)
-        if how.startswith("fault:"):
-            env["EVE_FAULTS"] = how.split(":", 1)[1]
-        proc = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=env,
-        )  # fmt: skip
-        self.processes += 1
-        lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
-        readers = [threading.Thread(target=_pump, args=(pipe, tag, lines), daemon=True)
-                   for pipe, tag in ((proc.stdout, "out"), (proc.stderr, "err"))]  # fmt: skip
-        for reader in readers:
-            reader.start()
+        proc, lines, readers = self._spawn(args, how, subprocess.PIPE)
         assert proc.stdin is not None
         try:
             proc.stdin.write(stdin)
@@ -272,20 +260,8 @@ class Run:
         how = (f"fault:{self.rng.choice(FAULTS)}@{self.rng.randint(1, 12)}" if roll < 0.25
                else "delivery" if roll < 0.5 else f"time:{self.rng.uniform(0.0, 0.5):.3f}"
                if roll < 0.75 else "settled")  # fmt: skip
-        env = dict(self.env)
-        if how.startswith("fault:"):
-            env["EVE_FAULTS"] = how.split(":", 1)[1]
-        proc = subprocess.Popen(
-            self.eve("start", "--port", "0", "--agent", str(self.agent)),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=env,
-        )  # fmt: skip
-        self.processes += 1
-        lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
-        readers = [threading.Thread(target=_pump, args=(pipe, tag, lines), daemon=True)
-                   for pipe, tag in ((proc.stdout, "out"), (proc.stderr, "err"))]  # fmt: skip
-        for reader in readers:
-            reader.start()
+        args = self.eve("start", "--port", "0", "--agent", str(self.agent))
+        proc, lines, readers = self._spawn(args, how, subprocess.DEVNULL)
         url = _serving_url(lines)
         errors = ""
         if url is not None:
@@ -307,6 +283,24 @@ class Run:
         with open(self.effects, "a") as f:
             f.write(f"KILL {len(self.kills)} start {label}\n")
         self.log.append(f"start plan={label}")
+
+    def _spawn(
+        self, args: list[str], how: str, stdin: int
+    ) -> tuple[subprocess.Popen[str], queue.Queue[tuple[str, str | None]], list[threading.Thread]]:
+        """Start `args` (with the planned fault armed); its output lines go to a queue."""
+        env = dict(self.env)
+        if how.startswith("fault:"):
+            env["EVE_FAULTS"] = how.split(":", 1)[1]
+        proc = subprocess.Popen(
+            args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        self.processes += 1
+        lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        readers = [threading.Thread(target=_pump, args=(pipe, tag, lines), daemon=True)
+                   for pipe, tag in ((proc.stdout, "out"), (proc.stderr, "err"))]  # fmt: skip
+        for reader in readers:
+            reader.start()
+        return proc, lines, readers
 
     def _talk(
         self, proc: subprocess.Popen[str], url: str, how: str, status: str, parked: bool,
