@@ -274,6 +274,12 @@ class Runtime:
         await self.engine.run(sid, wait=wait)
         return self.session(sid)
 
+    async def wait(self, sid: str, timeout: float) -> bool:
+        """Wait, holding no lock, until the session has a delivery (from any process) or a due
+        timer; False on timeout."""
+        self._meta(sid)
+        return await self.engine.wait(sid, timeout)
+
     def resumable(self) -> list[str]:
         """Sessions with work to do now (interrupted, or with undelivered input)."""
         found = []

@@ -355,3 +355,32 @@ def test_delivery_during_a_running_turn(make_agent: AgentFactory, policy: str) -
         assert texts(rt, sid) == ["working", "second answer"]
 
     asyncio.run(main())
+
+
+def test_concurrent_deliveries_are_all_kept(make_agent: AgentFactory) -> None:
+    """D7 under concurrency: several senders at once during a turn; each learns where its
+    message went and none is lost."""
+    agent = make_agent(script=[reply("working", delay=0.3)] + [reply(f"r{i}") for i in range(5)])
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        await rt.deliver(sid, "first")
+        driving = asyncio.create_task(rt.drive(sid))
+        async for event in rt.tail(sid):
+            if event["type"] == "message.appended":
+                break
+        sends = [("s1", "steer"), ("q1", "queue"), ("s2", "steer"), ("q2", "queue")]
+        receipts = await asyncio.gather(
+            *(rt.deliver(sid, text, turn_policy=policy) for text, policy in sends)  # type: ignore[arg-type]
+        )
+        assert [r.disposition for r in receipts] == ["steered", "queued", "steered", "queued"]
+        await asyncio.wait_for(driving, 10)
+        view = await rt.drive(sid)
+        assert view["status"] == "waiting"
+        assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        received = [
+            (e.get("turnId"), e["text"]) for e in rt.events(sid) if e["type"] == "message.received"
+        ]
+        assert received == [("t1", "first"), ("t1", "s1"), ("t1", "s2"), ("t2", "q1"), ("t3", "q2")]
+
+    asyncio.run(main())
