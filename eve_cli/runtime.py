@@ -48,7 +48,8 @@ __all__ = [
     "default_data_dir",
 ]
 
-_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A session id; a sub-agent's session is a child run: <parent run>.<n>[.<n>...]
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 TurnPolicy = Literal["steer", "queue"]
 _ENDED = ("completed", "failed", "cancelled")
 
@@ -190,7 +191,8 @@ class Runtime:
     def _meta(self, sid: str) -> dict[str, Any]:
         if not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid):
             raise InvalidSessionIdError(
-                f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ -"
+                f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ - "
+                "(a sub-agent's session adds .<n> parts)"
             )
         try:
             info = self.engine.info(sid)
