@@ -8,6 +8,7 @@ anything: ``drive(sid)`` owns the session and runs it until it waits.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
@@ -29,7 +30,7 @@ from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._streams import KeyedStream, read_event, stored_event, strip_key
-from eve_cli.execution._view import TAIL, fold, summary
+from eve_cli.execution._view import TAIL, ViewFold, summary
 from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
@@ -113,6 +114,8 @@ class Runtime:
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
         self.agent: AgentDefinition = self.executor.agent_for(self._stored_dir(self.agent_dir))
+        # Session views folded so far, fed only the events appended since (cheap re-reads).
+        self._views: dict[str, ViewFold] = {}
 
     @property
     def engine(self) -> Engine:
@@ -295,7 +298,11 @@ class Runtime:
     def session(self, sid: str) -> dict[str, Any]:
         """The session's view: status, turns with steps and actions, pending requests."""
         meta = self._meta(sid)
-        view = fold(sid, self.events(sid))
+        folded = self._views.get(sid)
+        if folded is None:
+            folded = self._views[sid] = ViewFold(sid)
+        folded.feed(self.events(sid, folded.view["events"]))
+        view = copy.deepcopy(folded.view)
         view["agent"] = view["agent"] or meta.get("agent")
         view["mode"] = view["mode"] or meta.get("mode")
         view["model"] = meta.get("model") or self.agent.model
