@@ -48,6 +48,9 @@ def inspect(
     data_dir = data_path(data)
     # Piped output is not squeezed to 80 columns: tables stay one row per session.
     console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    existing = next((p for p in (data_dir, *data_dir.parents) if p.exists()), data_dir)
+    if existing.exists() and not existing.is_dir():
+        raise CliError(f"data directory {data_dir}: {existing} is not a directory; pass --data")
     if not data_dir.is_dir():
         if session:
             raise CliError(f"no data directory {data_dir}; nothing to inspect")
