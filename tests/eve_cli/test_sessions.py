@@ -384,3 +384,39 @@ def test_concurrent_deliveries_are_all_kept(make_agent: AgentFactory) -> None:
         assert received == [("t1", "first"), ("t1", "s1"), ("t1", "s2"), ("t2", "q1"), ("t3", "q2")]
 
     asyncio.run(main())
+
+
+def test_callable_approval_policy(make_agent: AgentFactory) -> None:
+    pay = tool_file('''
+        def small_only(arguments: dict) -> str:
+            if arguments["amount"] > 100:
+                return "denied"
+            return "approved" if arguments["amount"] < 10 else "user-approval"
+
+        @tool(approval=small_only)
+        def pay(amount: int) -> str:
+            """Pay an amount."""
+            return f"paid {amount}"
+    ''')
+    agent = make_agent(
+        script=[
+            reply("", call("pay", amount=5), call("pay", amount=500), call("pay", amount=50)),
+            reply("done"),
+        ],
+        tools={"p": pay},
+    )
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        view = await say(rt, sid, "pay")
+        [request] = view["pending"]
+        assert request["arguments"] == {"amount": 50}
+        await rt.respond(sid, [{"requestId": request["requestId"], "approved": True}])
+        await rt.drive(sid)
+        assert results(rt, sid) == [
+            ("pay", "paid 5", False),
+            ("pay", "The approval policy denied this call.", True),
+            ("pay", "paid 50", False),
+        ]
+
+    asyncio.run(main())
