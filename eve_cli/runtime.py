@@ -8,7 +8,6 @@ anything: ``drive(sid)`` owns the session and runs it until it waits.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 import re
@@ -114,8 +113,6 @@ class Runtime:
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
         self.agent: AgentDefinition = self.executor.agent_for(self._stored_dir(self.agent_dir))
-        # Session views folded so far, fed only the events appended since (cheap re-reads).
-        self._views: dict[str, ViewFold] = {}
 
     @property
     def engine(self) -> Engine:
@@ -320,11 +317,8 @@ class Runtime:
     def session(self, sid: str) -> dict[str, Any]:
         """The session's view: status, turns with steps and actions, pending requests."""
         meta = self._meta(sid)
-        folded = self._views.get(sid)
-        if folded is None:
-            folded = self._views[sid] = ViewFold(sid)
-        folded.feed(self.events(sid, folded.view["events"]))
-        view = copy.deepcopy(folded.view)
+        # Folded afresh from the stored events on every call, so damage is always reported.
+        view = ViewFold(sid).feed(self.events(sid)).view
         view["agent"] = view["agent"] or meta.get("agent")
         view["mode"] = view["mode"] or meta.get("mode")
         view["model"] = meta.get("model") or self.agent.model
