@@ -333,6 +333,10 @@ class Runtime:
             if not tail or tail[0].get("sessionId") != sid:
                 continue  # not an eve session
             row = summary(sid, tail)
+            if row["agent"] is None and tail[0]["index"] > 0:
+                # session.started (the first event) names the agent
+                first = self.world.stream_read(events_stream(sid), 0, 1)
+                row["agent"] = first[0].get("agent") if first else None
             row["bytes"] = self._bytes(sid)
             rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
