@@ -36,6 +36,7 @@ from world import (
     NoActiveRunError,
     RunNotFoundError,
     World,
+    WorldError,
 )
 
 __all__ = [
@@ -332,15 +333,22 @@ class Runtime:
             tail = self.events(sid, -TAIL)
             if not tail or tail[0].get("sessionId") != sid:
                 continue  # not an eve session
+            if tail[0]["index"] > 0 and not any("turns" in event for event in tail):
+                tail = self.events(sid)  # written before events carried counts: read it whole
             row = summary(sid, tail)
-            if row["agent"] is None and tail[0]["index"] > 0:
-                # session.started (the first event) names the agent
-                first = self.world.stream_read(events_stream(sid), 0, 1)
-                row["agent"] = first[0].get("agent") if first else None
+            if row["agent"] is None:  # session.started is older than the tail
+                row["agent"] = self._agent_name(sid)
             row["bytes"] = self._bytes(sid)
             rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
+
+    def _agent_name(self, sid: str) -> str | None:
+        try:
+            name = self.engine.info(sid).meta.get("agent")
+        except WorldError:
+            return None
+        return str(name) if name else None
 
     def history(self, sid: str) -> list[dict[str, Any]]:
         """The messages the model would see at the session's next turn (summary first).
