@@ -29,13 +29,14 @@ from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._streams import KeyedStream, read_event, stored_event, strip_key
-from eve_cli.execution._view import TAIL, fold, summary
+from eve_cli.execution._view import TAIL, ViewFold, summary
 from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
     NoActiveRunError,
     RunNotFoundError,
     World,
+    WorldError,
 )
 
 __all__ = [
@@ -48,7 +49,8 @@ __all__ = [
     "default_data_dir",
 ]
 
-_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A session id; a sub-agent's session is a child run: <parent run>.<n>[.<n>...]
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 TurnPolicy = Literal["steer", "queue"]
 _ENDED = ("completed", "failed", "cancelled")
 
@@ -190,7 +192,8 @@ class Runtime:
     def _meta(self, sid: str) -> dict[str, Any]:
         if not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid):
             raise InvalidSessionIdError(
-                f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ -"
+                f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ - "
+                "(a sub-agent's session adds .<n> parts)"
             )
         try:
             info = self.engine.info(sid)
@@ -296,6 +299,12 @@ class Runtime:
         await self.engine.run(sid, wait=wait)
         return self.session(sid)
 
+    async def wait(self, sid: str, timeout: float) -> bool:
+        """Wait, holding no lock, until the session has a delivery (from any process) or a due
+        timer; False on timeout."""
+        self._meta(sid)
+        return await self.engine.wait(sid, timeout)
+
     def resumable(self) -> list[str]:
         """Sessions with work to do now (interrupted, or with undelivered input)."""
         found = []
@@ -309,7 +318,8 @@ class Runtime:
     def session(self, sid: str) -> dict[str, Any]:
         """The session's view: status, turns with steps and actions, pending requests."""
         meta = self._meta(sid)
-        view = fold(sid, self.events(sid))
+        # Folded afresh from the stored events on every call, so damage is always reported.
+        view = ViewFold(sid).feed(self.events(sid)).view
         view["agent"] = view["agent"] or meta.get("agent")
         view["mode"] = view["mode"] or meta.get("mode")
         view["model"] = meta.get("model") or self.agent.model
@@ -323,11 +333,22 @@ class Runtime:
             tail = self.events(sid, -TAIL)
             if not tail or tail[0].get("sessionId") != sid:
                 continue  # not an eve session
+            if tail[0]["index"] > 0 and not any("turns" in event for event in tail):
+                tail = self.events(sid)  # written before events carried counts: read it whole
             row = summary(sid, tail)
+            if row["agent"] is None:  # session.started is older than the tail
+                row["agent"] = self._agent_name(sid)
             row["bytes"] = self._bytes(sid)
             rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
+
+    def _agent_name(self, sid: str) -> str | None:
+        try:
+            name = self.engine.info(sid).meta.get("agent")
+        except WorldError:
+            return None
+        return str(name) if name else None
 
     def history(self, sid: str) -> list[dict[str, Any]]:
         """The messages the model would see at the session's next turn (summary first).

@@ -29,6 +29,7 @@ def test_sessions_list_status_counts_and_size(make_agent: AgentFactory, isolated
         await rt.drive(busy)
         rows = {r["id"]: r for r in rt.sessions()}
         assert list(rows) == [busy, idle]  # most recent first
+        assert {r["agent"] for r in rows.values()} == {agent.name}
         assert (rows[idle]["status"], rows[idle]["turns"], rows[idle]["steps"]) == ("waiting", 1, 1)
         assert (rows[busy]["status"], rows[busy]["parkedOn"], rows[busy]["turns"]) == (
             "parked",
@@ -98,5 +99,22 @@ def test_broken_edit_keeps_last_good_definition(make_agent: AgentFactory) -> Non
         view = await rt.drive(sid)
         assert view["turns"][0]["status"] == "completed"
         assert rt.agent_error() is not None and "agent.py:1" in (rt.agent_error() or "")
+
+    asyncio.run(main())
+
+
+def test_wait_wakes_on_a_delivery_from_another_runtime() -> None:
+    async def main() -> None:
+        rt = Runtime()
+        sid = await rt.create_session()
+        await rt.drive(sid)
+        assert await rt.wait(sid, 0.05) is False
+        other = Runtime()  # another opener of the same data directory
+        waiting = asyncio.create_task(rt.wait(sid, 10))
+        await asyncio.sleep(0.05)
+        await other.deliver(sid, "hello")
+        assert await waiting is True
+        view = await rt.drive(sid)
+        assert view["turns"][0]["status"] == "completed"
 
     asyncio.run(main())
