@@ -98,6 +98,7 @@ def guarded(tag: str, ctx: ToolContext) -> str:
 '''
 
 FAULTS = ("crash_before_write", "crash_mid_write", "crash_after_fsync")
+SETTLE_TIMEOUT = 60.0
 PROCESS_TIMEOUT = 90.0  # seconds; generous for a loaded CI machine
 
 
@@ -311,7 +312,8 @@ class Run:
         body: dict[str, Any] | None = None
         with httpx.Client(timeout=PROCESS_TIMEOUT) as client:
             try:
-                start = int(client.get(api).json().get("events") or 0)
+                view = client.get(api).json()
+                start, running = int(view.get("events") or 0), view.get("status") == "running"
                 if parked:
                     pending = client.get(api).json().get("pending") or []
                     if pending:
@@ -329,7 +331,7 @@ class Run:
                     sent.join(PROCESS_TIMEOUT)
                 if how.startswith("time:"):
                     time.sleep(float(how.split(":")[1]))
-                elif how == "settled" and (body is not None or status == "running"):
+                elif how == "settled" and (body is not None or running):
                     _wait_settled(client, api, start)
             except httpx.HTTPError:
                 pass  # the server died (a fault): that is the kill
@@ -423,11 +425,17 @@ def _post(client: httpx.Client, url: str, body: dict[str, Any]) -> None:
 
 
 def _wait_settled(client: httpx.Client, api: str, start: int) -> None:
-    """Until the session no longer runs (waits for a message, or parks) after event `start`."""
+    """Until the session no longer runs (waits for a message, or parks) after event `start`;
+    a session still running after SETTLE_TIMEOUT is a failure."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT
     with client.stream("GET", f"{api}/stream", params={"startIndex": start}) as response:
-        for line in response.iter_lines():
+        for line in response.iter_lines():  # heartbeats come at least every 15 s
             if line.strip() and json.loads(line).get("type") in ("session.waiting", "turn.waiting"):
                 return
+            if time.monotonic() > deadline:
+                break
+    if client.get(api).json().get("status") == "running":
+        raise ChaosFailure(f"the session still runs under eve start after {SETTLE_TIMEOUT}s")
 
 
 def _drain(lines: queue.Queue[tuple[str, str | None]]) -> str:
