@@ -24,7 +24,7 @@ from eve_cli.cli._events import (
     field,
     format_call,
     one_line,
-    request_kind,
+    request_id,
 )
 from eve_cli.cli._render import Banner
 
@@ -52,6 +52,7 @@ class RichRenderer:
         self._live: Live | None = None
         self._text = ""
         self._calls: dict[str, tuple[str, Any, float]] = {}
+        self._announced: str | None = None  # the request the last `⏸` line described
 
     # -- Renderer ------------------------------------------------------------------------
     def banner(self, info: Banner) -> None:
@@ -103,7 +104,7 @@ class RichRenderer:
     def ask_approval(self, request: Mapping[str, Any]) -> str:
         """Ask until the user answers `y`, `n` or `a` (always)."""
         self._stop()
-        self.console.print(Text(f"? {describe_request(request)}", style="bold yellow"))
+        self._describe_unannounced(request)
         while True:
             answer = self._input("[y]es / [n]o / [a]lways: ").strip().lower()
             if answer in APPROVAL_CHOICES:
@@ -112,8 +113,15 @@ class RichRenderer:
 
     def ask_question(self, request: Mapping[str, Any]) -> str:
         self._stop()
-        self.console.print(Text(f"? {describe_request(request)}", style="bold yellow"))
+        self._describe_unannounced(request)
         return self._input("answer: ")
+
+    def _describe_unannounced(self, request: Mapping[str, Any]) -> None:
+        # A request the `⏸` line just described is not printed twice; one pending from before
+        # (a reopened session) is described here.
+        if not self._announced or self._announced != request_id(request):
+            self.console.print(Text(f"? {describe_request(request)}", style="bold yellow"))
+        self._announced = None
 
     def recap(self, events: Sequence[Mapping[str, Any]]) -> None:
         """The last exchange of a reopened session, so the user sees where it stands."""
@@ -220,8 +228,8 @@ class RichRenderer:
     def _on_input_requested(self, event: Event) -> None:
         self._stop()
         request = event_request(event)
-        label = "needs approval" if request_kind(request) == "approval" else "asks"
-        self.console.print(Text(f"⏸ {label}: {describe_request(request)}", style="yellow"))
+        self._announced = request_id(request)
+        self.console.print(Text(f"⏸ waiting: {describe_request(request)}", style="yellow"))
 
     def _on_input_resolved(self, event: Event) -> None:
         approved = field(event, "approved")

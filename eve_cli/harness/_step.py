@@ -8,6 +8,7 @@ step repeats only the action that was in flight (D2).
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -292,6 +293,7 @@ async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool)
     async def execute() -> dict[str, Any]:
         values = dict(before)
         token = bind_state(values)
+        began = time.monotonic()
         try:
             result = await tool.execute(call["arguments"], ctx)
         finally:
@@ -302,6 +304,8 @@ async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool)
             "isError": result.is_error,
             "state": changed,
             "progress": ctx.progress_messages,
+            # Journaled with the result, so a replay reports the duration of the real run.
+            "durationMs": round((time.monotonic() - began) * 1000, 1),
         }
 
     outcome: dict[str, Any] = await host.action(f"tool:{call['id']}", execute)
@@ -314,6 +318,7 @@ async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool)
         outcome["content"],
         outcome["isError"],
         progress=outcome.get("progress") or None,
+        duration_ms=outcome.get("durationMs"),
     )
 
 
@@ -325,6 +330,7 @@ def record_result(
     is_error: bool,
     status: str | None = None,
     progress: list[str] | None = None,
+    duration_ms: float | None = None,
 ) -> None:
     """Append the tool message the model will see and emit ``action.result``."""
     host.append_history(
@@ -346,6 +352,8 @@ def record_result(
     }
     if progress:
         data["progress"] = progress
+    if duration_ms is not None:
+        data["durationMs"] = duration_ms
     host.emit("action.result", data, f"{host.turn_id}:{call['id']}:res", index)
 
 

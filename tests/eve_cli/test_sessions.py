@@ -420,3 +420,32 @@ def test_callable_approval_policy(make_agent: AgentFactory) -> None:
         ]
 
     asyncio.run(main())
+
+
+SLOW = tool_file('''
+    import time
+
+    @tool(approval=always())
+    def slow(seconds: float) -> str:
+        """Sleeps, then answers."""
+        time.sleep(seconds)
+        return "slept"
+''')
+
+
+def test_tool_duration_is_the_run_not_the_wait_for_approval(make_agent: AgentFactory) -> None:
+    agent = make_agent(
+        script=[reply("", call("slow", seconds=0.2)), reply("ok")], tools={"t": SLOW}
+    )
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        view = await say(rt, sid, "go")
+        [request] = view["pending"]
+        await asyncio.sleep(1.0)  # the user thinks; this is not the tool's time
+        await rt.respond(sid, [{"requestId": request["requestId"], "approved": True}])
+        await rt.drive(sid)
+        [result] = [e for e in rt.events(sid) if e["type"] == "action.result"]
+        assert 200 <= result["durationMs"] < 1000, result
+
+    asyncio.run(main())

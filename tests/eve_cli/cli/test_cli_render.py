@@ -12,7 +12,7 @@ from rich.console import Console
 
 from eve_cli.cli._events import describe_request, event_request, field, format_call
 from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer
-from eve_cli.cli._render_rich import RichRenderer
+from eve_cli.cli._render_rich import APPROVAL_CHOICES, RichRenderer
 
 SID = "s_0123"
 
@@ -237,15 +237,27 @@ def test_rich_input_events_errors_and_cancel() -> None:
     r.close()
     text = visible(buf)
     for part in (
-        "needs approval",
+        "waiting: approval to run write_note",
         "approved (always)",
-        "asks: question: Name?",
+        "waiting: question: Name?",
         "answered: Ada",
         "error: limit reached",
         "turn cancelled",
         "history cleared",
     ):
         assert part in text, part
+
+
+def test_a_request_is_described_once_before_its_prompt() -> None:
+    console, buf = rich_console()
+    r = RichRenderer(console, input_fn=lambda prompt: "y")
+    request = {"requestId": "r1", "kind": "approval", "name": "save_note", "arguments": {}}
+    r.event(ev(0, "input.requested", data={"request": request}))
+    assert r.ask_approval(request) == APPROVAL_CHOICES["y"]
+    assert visible(buf).count("approval to run save_note") == 1
+    # A request pending from before (nothing announced it) is described by the prompt.
+    assert r.ask_approval({**request, "requestId": "r2"}) == APPROVAL_CHOICES["y"]
+    assert visible(buf).count("approval to run save_note") == 2
 
 
 def test_rich_help_lists_every_slash_command() -> None:
