@@ -80,7 +80,7 @@ def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     for e in events:
         if e["type"] == "message.appended":
             continue
-        data = {k: v for k, v in e.items() if k not in ("at", "index", "sessionId")}
+        data = {k: v for k, v in e.items() if k not in ("at", "index", "sessionId", "durationMs")}
         if e["type"] == "session.waiting":
             data.pop("continuationToken", None)
         out.append((e["type"], repr(sorted(data.items()))))
