@@ -57,7 +57,7 @@ class Finding:
     @property
     def error(self) -> bool:
         """Damage that is not recovered on open (a torn tail is; a corrupt record is not)."""
-        return self.state in ("corrupt", "unreadable", "busy")
+        return self.state in ("corrupt", "unreadable")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,13 +192,13 @@ def _check_index(root: Path, data: Path) -> Finding:
 
 def _check_head(root: Path, file: Path) -> Finding:
     rel = _rel(root, file)
+    rebuilt = "unreadable; a status cache, rebuilt from the journal on open"
     try:
         head = _codec.decode(file.read_bytes())
-    except Exception as exc:  # any damage: the head is a cache rebuilt from the journal
-        reason = f"{type(exc).__name__}: {exc}"
-        return Finding(rel, "head", "unreadable", reason, size=_size(file))
+    except Exception:  # any damage: the head is a cache rebuilt from the journal
+        return Finding(rel, "head", "stale", rebuilt, size=_size(file))
     if not isinstance(head, dict):
-        return Finding(rel, "head", "unreadable", "not a status map", size=_size(file))
+        return Finding(rel, "head", "stale", rebuilt, size=_size(file))
     return Finding(rel, "head", "ok", f"{len(head.get('runs', {}))} run(s)", size=_size(file))
 
 
@@ -251,8 +251,8 @@ def repair(path: str | os.PathLike[str]) -> list[Finding]:
     bin_ = _Quarantine(root)
     done: list[Finding] = []
     for found in verify(root):
-        if found.ok or found.kind in ("format", "index", "lock"):
-            continue  # FORMAT and indexes are rewritten on open; locks need nothing
+        if found.ok or found.kind in ("format", "lock"):
+            continue  # FORMAT is rewritten on open; locks need nothing
         file = root / found.path
         try:
             with _guard_for(root, found):
@@ -283,8 +283,8 @@ def _guard_for(root: Path, found: Finding) -> Iterator[None]:
         with lock:
             yield
         return
-    if found.kind == "stream":
-        fd = os.open(root / found.path, os.O_RDWR)
+    if found.kind in ("stream", "index"):
+        fd = os.open(root / Path(found.path).with_suffix(".msgpack"), os.O_RDWR)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -300,6 +300,9 @@ def _guard_for(root: Path, found: Finding) -> Iterator[None]:
 def _repair_one(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
     if found.kind in ("journal", "inbox", "stream") and found.state in ("torn", "corrupt"):
         return _cut(root, bin_, found, file)
+    if found.kind == "index":
+        count = _write_index(file.with_suffix(".msgpack"))
+        return _replace(found, "repaired", f"rebuilt from the stream ({count} item(s))")
     if found.kind == "journal" and file.name == "journal.msgpack":
         # The journal is the run: without a readable one the whole family goes, together.
         where = bin_.move(file.parent)
@@ -329,8 +332,18 @@ def _cut(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
         f.truncate(offset)
         os.fsync(f.fileno())
     if found.kind == "stream":
-        file.with_suffix(".idx").unlink(missing_ok=True)  # a cache: rebuilt from the data
+        _write_index(file)
     return Finding(fresh.path, fresh.kind, "repaired", what, offset, fresh.size, len(valid) - 1)
+
+
+def _write_index(data: Path) -> int:
+    """Rewrite a stream's index (a cache of item offsets) from its data file."""
+    offsets = [pos for pos, _ in _journal.read_file(str(data)).records[1:]]
+    idx = data.with_suffix(".idx")
+    tmp = idx.with_name(idx.name + f".tmp{os.getpid()}")
+    tmp.write_bytes(b"".join(pos.to_bytes(8, "little") for pos in offsets))
+    os.replace(tmp, idx)
+    return len(offsets)
 
 
 class _Quarantine:

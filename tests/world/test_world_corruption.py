@@ -119,13 +119,10 @@ def test_damage_is_recovered_or_located_and_never_read_as_data(
     offsets = [pos for pos, _ in records]
 
     data = bytearray(original)
-    changed = []
     for where, patch in edits:
         at = int(where * len(data))
-        for i, byte in enumerate(patch):
-            if at + i < len(data) and data[at + i] != byte:
-                data[at + i] = byte
-                changed.append(at + i)
+        data[at : at + len(patch)] = patch[: len(data) - at]
+    changed = [i for i, (a, b) in enumerate(zip(data, original, strict=True)) if a != b]
     if cut is not None:
         data = data[: int(cut * len(data))]
     first = min([*changed, len(data)])

@@ -36,12 +36,12 @@ def sleeps() -> Sleeps:
 
 @pytest.fixture
 def policy(sleeps: Sleeps) -> RetryPolicy:
-    """Small delays and timeouts so retry and stall tests take milliseconds."""
+    """Tiny retry delays (recorded, not slept) and stall timeouts of about a second."""
     return RetryPolicy(
         max_retries=3,
         base_delay=0.01,
         max_delay=0.05,
-        first_chunk_timeout=0.5,
-        chunk_timeout=0.3,
+        first_chunk_timeout=1.0,
+        chunk_timeout=0.6,
         sleep=sleeps,
     )
