@@ -15,6 +15,8 @@ class CliError(Exception):
     The message says what went wrong, where (file, session id, offset) and what to do.
     """
 
+    prefix = "error: "  # printed as `eve: <prefix><message>`
+
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.message = message
@@ -24,5 +26,16 @@ class CliError(Exception):
 class WaitingForInput(CliError):
     """A turn is parked on an approval or a question and nobody present can answer it."""
 
+    prefix = ""
+
     def __init__(self, message: str) -> None:
         super().__init__(message, EXIT_WAITING)
+
+
+class Interrupted(CliError):
+    """Ctrl-C: at a prompt, or twice during a turn. The session stays resumable."""
+
+    prefix = ""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_INTERRUPTED)

@@ -70,8 +70,10 @@ def describe_request(request: Mapping[str, Any]) -> str:
         options = request.get("options")
         suffix = f" (options: {', '.join(map(str, options))})" if options else ""
         return f"question: {one_line(text, 300)}{suffix}"
-    name = str(request.get("name") or request.get("toolName") or request.get("tool") or "tool")
-    return f"approval to run {format_call(name, request.get('arguments'))}"
+    name = request.get("name") or request.get("toolName") or request.get("tool")
+    if not name:  # e.g. a session limit: "reached its limit … Continue?"
+        return f"approval: {one_line(request.get('message') or 'continue?', 300)}"
+    return f"approval to run {format_call(str(name), request.get('arguments'))}"
 
 
 def request_id(request: Mapping[str, Any]) -> str:

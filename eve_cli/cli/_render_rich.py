@@ -4,7 +4,7 @@ the model thinks, compact tool-call lines, and the approval / question / message
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -47,7 +47,7 @@ class RichRenderer:
         self, console: Console | None = None, input_fn: Callable[[str], str] | None = None
     ) -> None:
         self.console = console or Console(highlight=False)
-        self._input = input_fn or (lambda prompt: self.console.input(prompt))
+        self._input = input_fn or (lambda prompt: self.console.input(prompt, markup=False))
         self._live: Live | None = None
         self._text = ""
         self._calls: dict[str, tuple[str, Any, float]] = {}
@@ -114,7 +114,7 @@ class RichRenderer:
             table.add_row(Text(name, style="bold"), what)
         self.console.print(table)
 
-    def show_sessions(self, rows: list[Mapping[str, Any]], current: str) -> None:
+    def show_sessions(self, rows: Sequence[Mapping[str, Any]], current: str) -> None:
         from eve_cli.cli._tables import sessions_table
 
         self._stop()

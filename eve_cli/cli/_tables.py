@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,10 +59,14 @@ def when(value: Any) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def sessions_table(rows: list[Mapping[str, Any]], current: str | None = None) -> Table:
+def sessions_table(rows: Sequence[Mapping[str, Any]], current: str | None = None) -> Table:
     table = Table(title=None, show_edge=False, header_style="bold")
     for name in ("session", "agent", "status", "turns", "steps", "last activity", "size"):
-        table.add_column(name, justify="right" if name in ("turns", "steps", "size") else "left")
+        table.add_column(
+            name,
+            justify="right" if name in ("turns", "steps", "size") else "left",
+            no_wrap=name in ("session", "status", "last activity"),
+        )
     for row in rows:
         sid = str(row.get("id"))
         table.add_row(

@@ -22,7 +22,7 @@ from eve_cli.cli._context import DataOption, reset_state, state
 from eve_cli.cli._errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError
 
 # Modules under eve_cli.cli that define `register(app: typer.Typer) -> None`, in help order.
-_COMMAND_MODULES: tuple[str, ...] = ("init",)
+_COMMAND_MODULES: tuple[str, ...] = ("chat", "inspect", "resume", "init")
 # Optional groups owned by other parts (serve.py → `eve start`/`eve dev`, gc.py, doctor.py),
 # registered when their module exists.
 _OPTIONAL_MODULES: tuple[str, ...] = ("serve", "gc", "doctor")
@@ -57,7 +57,7 @@ def run_guarded(call: Callable[[], Any], debug: bool) -> int:
     try:
         result = call()
     except CliError as exc:
-        _error(exc.message)
+        _error(exc.message, exc.prefix)
         return exc.code
     except click_exc.UsageError as exc:
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
@@ -82,8 +82,8 @@ def run_guarded(call: Callable[[], Any], debug: bool) -> int:
     return 0
 
 
-def _error(message: str) -> None:
-    sys.stderr.write(f"eve: error: {message}\n")
+def _error(message: str, prefix: str = "error: ") -> None:
+    sys.stderr.write(f"eve: {prefix}{message}\n")
     sys.stderr.flush()
 
 
@@ -119,6 +119,12 @@ def _global(
     st = state()
     st.debug = debug
     st.data = data
+    if debug:
+        import logging
+
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+        for name in ("eve_cli", "world"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
 
 
 def _register_all() -> None:

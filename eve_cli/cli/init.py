@@ -24,26 +24,27 @@ agent = define_agent(model="demo")
 _INSTRUCTIONS_MD = """\
 You are a concise, helpful assistant.
 
-Use the tools you have when they help: `add` for arithmetic and `write_note` to keep a note
-(the user approves the first note of a session). Ask the user when something is unclear.
+Use your tools when they help: `count_words` counts the words of a text and `save_note` keeps a
+note in ./notes/ (the user approves the first note of each session). When something is unclear,
+ask the user with `ask_question`.
 """
 
-_MATH_PY = '''\
-"""An example tool: the name comes from the function, the description from its docstring,
-and the argument schema from the type hints."""
+_WORDS_PY = '''\
+"""An example tool: the name comes from the function, the description from its docstring and
+the argument schema from the type hints (the model's arguments are validated against them)."""
 
 from eve_cli import tool
 
 
 @tool
-def add(a: float, b: float) -> float:
-    """Add two numbers and return their sum.
+def count_words(text: str, min_length: int = 1) -> int:
+    """Count the words in a text.
 
     Args:
-        a: The first number.
-        b: The second number.
+        text: The text to count.
+        min_length: Only count words at least this many characters long.
     """
-    return a + b
+    return sum(1 for word in text.split() if len(word) >= min_length)
 '''
 
 _NOTES_PY = '''\
@@ -52,29 +53,29 @@ session; later calls in that session run without asking."""
 
 from pathlib import Path
 
-from eve_cli import once, tool
+from eve_cli import ToolContext, once, tool
 
 
 @tool(approval=once())
-def write_note(title: str, text: str) -> str:
-    """Save a short note as a Markdown file in ./notes/.
+def save_note(text: str, ctx: ToolContext) -> str:
+    """Save a note as a file in ./notes/.
 
     Args:
-        title: A short title, used as the file name.
-        text: The note itself.
+        text: The note to keep.
     """
     folder = Path("notes")
     folder.mkdir(exist_ok=True)
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in title).strip("-") or "note"
-    path = folder / f"{safe}.md"
-    path.write_text(f"# {title}\\n\\n{text}\\n", encoding="utf-8")
+    # The idempotency key is the same if this call is re-run after a crash: no duplicate note.
+    name = "".join(ch if ch.isalnum() else "-" for ch in ctx.idempotency_key)
+    path = folder / f"note-{name}.md"
+    path.write_text(text + "\\n", encoding="utf-8")
     return f"saved {path}"
 '''
 
 FILES: dict[str, str] = {
     "agent.py": _AGENT_PY,
     "instructions.md": _INSTRUCTIONS_MD,
-    "tools/math.py": _MATH_PY,
+    "tools/words.py": _WORDS_PY,
     "tools/notes.py": _NOTES_PY,
 }
 

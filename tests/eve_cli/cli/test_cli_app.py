@@ -29,7 +29,7 @@ def test_version_through_typer_and_main(capsys: pytest.CaptureFixture[str]) -> N
 def test_help_lists_the_commands() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for name in ("init",):
+    for name in ("chat", "inspect", "resume", "init"):
         assert name in result.stdout
 
 

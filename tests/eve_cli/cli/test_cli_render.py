@@ -263,5 +263,10 @@ def test_event_helpers() -> None:
     assert describe_request({"kind": "question", "question": "Q?", "options": ["a", "b"]}) == (
         "question: Q? (options: a, b)"
     )
+    limit = {"requestId": "t:limit:2", "kind": "limit", "message": "Limit reached. Continue?"}
+    assert describe_request(limit) == "approval: Limit reached. Continue?"
+    assert describe_request({"kind": "approval", "tool": "rm", "arguments": {"p": "/"}}) == (
+        'approval to run rm(p="/")'
+    )
     nested = ev(0, "input.requested", data={"request": {"requestId": "r", "kind": "approval"}})
     assert event_request(nested)["requestId"] == "r"

@@ -1,0 +1,205 @@
+"""One chat: deliver messages, drive the session, render its events, settle its waits.
+
+The loop owns one asyncio event loop for the whole chat and runs it only while the session
+works; between turns nothing runs (reading input is plain blocking I/O). Ctrl-C while a turn
+runs asks the runtime to cancel the turn (durable); a second Ctrl-C stops at once (the session
+stays resumable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from eve_cli.cli._backend import Backend
+from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
+from eve_cli.cli._events import ERROR_TYPES, describe_request, one_line, request_id, request_kind
+from eve_cli.cli._render import Renderer
+from eve_cli.cli._render_rich import RichRenderer
+
+T = TypeVar("T")
+
+
+@dataclass
+class ChatOptions:
+    approve: str = "ask"  # ask | all | none
+    interactive: bool = False  # a person at a terminal can answer prompts
+
+
+class ChatLoop:
+    """Drives one session for `eve chat`; `next_index` is the first event not yet rendered."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        session_id: str,
+        renderer: Renderer,
+        options: ChatOptions,
+        loop: asyncio.AbstractEventLoop,
+        next_index: int = 0,
+    ) -> None:
+        self.backend = backend
+        self.sid = session_id
+        self.renderer = renderer
+        self.options = options
+        self.loop = loop
+        self.next_index = next_index
+        self.failed = False  # a step, turn or the session failed while we watched
+
+    # -- public steps ---------------------------------------------------------------------
+    def settle(self) -> dict[str, Any]:
+        """Drive until the session waits for a new message; answers or reports pending input."""
+        view = self.run(self._drive())
+        while view.get("status") == "parked" and view.get("pending"):
+            responses = [self._answer(req) for req in view["pending"]]
+            self.run(self.backend.respond(self.sid, responses))
+            view = self.run(self._drive())
+        return view
+
+    def send(self, message: str) -> dict[str, Any]:
+        """Deliver one user message and settle the turn it starts."""
+        receipt = self.run(self.backend.deliver(self.sid, message))
+        if getattr(receipt, "disposition", None) == "rejected":
+            reason = getattr(receipt, "reason", None) or "rejected"
+            raise CliError(f"session {self.sid} did not take the message: {reason}")
+        return self.settle()
+
+    def command(self, action: Callable[[str], Awaitable[Any]]) -> dict[str, Any]:
+        """Run a session command (clear, compact, cancel) and settle what it triggers."""
+        self.run(action(self.sid))
+        return self.settle()
+
+    def answer_pending_first(self, first_line: Callable[[], str | None]) -> None:
+        """At start-up without a terminal: a pending question is answered by the first input
+        line, pending approvals by --approve all|none (or exit 3)."""
+        view = self.backend.session(self.sid)
+        pending = view.get("pending") or []
+        if view.get("status") != "parked" or not pending:
+            return
+        responses = []
+        for req in pending:
+            if request_kind(req) == "question" and not self.options.interactive:
+                line = first_line()
+                if line is None:
+                    raise WaitingForInput(self.waiting_message(req))
+                responses.append({"requestId": request_id(req), "answer": line})
+            else:
+                responses.append(self._answer(req))
+        self.run(self.backend.respond(self.sid, responses))
+
+    def run(self, awaitable: Awaitable[T]) -> T:
+        return self.loop.run_until_complete(awaitable)
+
+    # -- driving and rendering --------------------------------------------------------------
+    async def _drive(self) -> dict[str, Any]:
+        drive = asyncio.ensure_future(self.backend.drive(self.sid))
+        follow = asyncio.ensure_future(self._follow())
+        with self._ctrl_c_cancels(drive):
+            try:
+                view = await drive
+            except asyncio.CancelledError:
+                raise Interrupted(
+                    f"interrupted; session {self.sid} resumes with: eve chat -s {self.sid}"
+                ) from None
+            finally:
+                follow.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follow
+        self.catch_up()
+        return view
+
+    async def _follow(self) -> None:
+        events = self.backend.tail(self.sid, self.next_index)
+        try:
+            async for event in events:
+                self.render(event)
+        finally:
+            # Close the tail (and its file watcher) as soon as the drive has settled.
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def catch_up(self) -> None:
+        """Render stored events not shown yet (those the live tail did not deliver)."""
+        for event in self.backend.events(self.sid, self.next_index):
+            self.render(event)
+
+    def render(self, event: Mapping[str, Any]) -> None:
+        index = event.get("index")
+        if isinstance(index, int):
+            if index < self.next_index:
+                return
+            self.next_index = index + 1
+        if event.get("type") in ERROR_TYPES:
+            self.failed = True
+        self.renderer.event(event)
+
+    @contextlib.contextmanager
+    def _ctrl_c_cancels(self, drive: asyncio.Future[Any]) -> Iterator[None]:
+        presses = 0
+        pending: set[asyncio.Future[Any]] = set()
+
+        def on_sigint() -> None:
+            nonlocal presses
+            presses += 1
+            if presses == 1:
+                self.renderer.notice("cancelling the turn… (Ctrl-C again to quit now)")
+                task = asyncio.ensure_future(self.backend.cancel(self.sid))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            else:
+                drive.cancel()
+
+        try:
+            self.loop.add_signal_handler(signal.SIGINT, on_sigint)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            yield
+            return
+        try:
+            yield
+        finally:
+            self.loop.remove_signal_handler(signal.SIGINT)
+
+    # -- pending input ------------------------------------------------------------------------
+    def _answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        rid = request_id(request)
+        if request_kind(request) == "question":
+            if not self.options.interactive or not isinstance(self.renderer, RichRenderer):
+                raise WaitingForInput(self.waiting_message(request))
+            try:
+                return {"requestId": rid, "answer": self.renderer.ask_question(request)}
+            except (KeyboardInterrupt, EOFError):
+                raise Interrupted(self._parked_hint()) from None
+        if self.options.approve == "all":
+            self.renderer.notice(f"approved (--approve all): {describe_request(request)}")
+            return {"requestId": rid, "approved": True, "always": False}
+        if self.options.approve == "none":
+            self.renderer.notice(f"denied (--approve none): {describe_request(request)}")
+            return {"requestId": rid, "approved": False, "always": False}
+        if not self.options.interactive or not isinstance(self.renderer, RichRenderer):
+            raise WaitingForInput(self.waiting_message(request))
+        try:
+            choice = self.renderer.ask_approval(request)
+        except (KeyboardInterrupt, EOFError):
+            raise Interrupted(self._parked_hint()) from None
+        return {"requestId": rid, "approved": choice != "n", "always": choice == "a"}
+
+    def _parked_hint(self) -> str:
+        return f"interrupted; session {self.sid} stays parked: answer with eve chat -s {self.sid}"
+
+    def waiting_message(self, request: Mapping[str, Any]) -> str:
+        """What exit status 3 prints: the pending request and how to answer it."""
+        sid = self.sid
+        if request_kind(request) == "question":
+            how = f"echo 'YOUR ANSWER' | eve chat -s {sid}"
+        else:
+            how = f"eve chat -s {sid} --approve all (or --approve none)"
+        return (
+            f"session {sid} is waiting for {one_line(describe_request(request), 300)} "
+            f"(request {request_id(request)}); answer with: {how}, "
+            f"or in a terminal: eve chat -s {sid}"
+        )

@@ -1,0 +1,115 @@
+"""Opening the runtime facade for a command: one event loop, and user-facing errors as one line.
+
+Imports the runtime lazily so `eve --help` and `eve init` stay light.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eve_cli.cli._backend import Backend
+from eve_cli.cli._errors import CliError
+
+if TYPE_CHECKING:
+    from eve_cli.runtime import Runtime
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exception types whose message is already one line a user can act on."""
+    from eve_cli._loader import AgentLoadError
+    from eve_cli.models import ModelError, UnknownModelError
+    from eve_cli.runtime import RuntimeErrorBase
+
+    found: list[type[BaseException]] = [
+        AgentLoadError,
+        ModelError,
+        UnknownModelError,
+        RuntimeErrorBase,
+    ]
+    import world
+
+    for name in ("OwnershipError", "CorruptJournalError", "DivergenceError", "WorldError"):
+        kind = getattr(world, name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            found.append(kind)
+    return tuple(found)
+
+
+@contextlib.contextmanager
+def open_runtime(
+    data_dir: Path, agent_dir: Path | None, model: str | None
+) -> Iterator[tuple[Runtime, asyncio.AbstractEventLoop]]:
+    """A `Runtime` on `data_dir` and the event loop the command drives it with."""
+    from eve_cli.runtime import Runtime
+
+    errors = user_errors()
+    # ValueError: the runtime's answer to a malformed model string.
+    opening: tuple[type[BaseException], ...] = (*errors, ValueError)
+    if agent_dir is not None and not agent_dir.is_dir():
+        raise CliError(f"agent folder {agent_dir} does not exist; create one with: eve init")
+    try:
+        rt = Runtime(data_dir=data_dir, agent_dir=agent_dir, model=model)
+    except opening as exc:
+        raise CliError(str(exc)) from None
+    loop = asyncio.new_event_loop()
+    try:
+        yield rt, loop
+    except errors as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+            rt.close()
+
+
+@contextlib.contextmanager
+def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.AbstractEventLoop]]:
+    """A client of a running `eve start` server, used exactly like the in-process runtime."""
+    from eve_cli.channel.client import RemoteError, RemoteRuntime
+
+    remote = RemoteRuntime(url, token=token)
+    loop = asyncio.new_event_loop()
+    try:
+        yield remote, loop
+    except RemoteError as exc:
+        raise CliError(f"{url}: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"cannot reach {url}: {exc}; is `eve start` running?") from None
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+            remote.close()
+
+
+@contextlib.contextmanager
+def open_reader(data_dir: Path) -> Iterator[Runtime]:
+    """Read-only access to the sessions of `data_dir` (no lock taken, nothing written)."""
+    from eve_cli._loader import DEFAULT_AGENT_DIR, AgentLoadError
+    from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
+
+    errors = user_errors()
+    try:
+        try:
+            rt = Runtime(data_dir=data_dir)
+        except AgentLoadError:  # a broken ./agent must not stop anyone reading sessions
+            rt = Runtime(data_dir=data_dir, agent_dir=DEFAULT_AGENT_DIR)
+    except errors as exc:
+        raise CliError(f"cannot read {data_dir}: {exc}") from None
+    try:
+        yield rt
+    except (SessionNotFoundError, InvalidSessionIdError) as exc:
+        raise CliError(f"{exc} in {data_dir}; list sessions with: eve inspect") from None
+    except errors as exc:
+        raise CliError(f"damaged data in {data_dir}: {exc}") from None
+    finally:
+        rt.close()

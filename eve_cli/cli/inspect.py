@@ -1,0 +1,271 @@
+"""`eve inspect [SESSION]`: sessions, a session's turns → steps → actions, one checkpoint, or its
+events. Read-only: it takes no lock and writes nothing, so it works while another process owns
+a session and on damaged data (the damage is shown, not a traceback)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from rich.tree import Tree
+
+from eve_cli.cli import _tree
+from eve_cli.cli._context import DataOption, data_path
+from eve_cli.cli._errors import CliError
+from eve_cli.cli._events import describe_request, error_text, format_call, one_line
+from eve_cli.cli._render import dumps
+from eve_cli.cli._runtime import open_reader
+from eve_cli.cli._tables import sessions_table, status_text, when
+
+SESSION_KEYS = ("id", "status", "parkedOn", "agent", "model", "turns", "steps", "updatedAt")
+
+
+def inspect(
+    session: Annotated[str | None, typer.Argument(metavar="[SESSION]", help="Session id.")] = None,
+    step: Annotated[
+        str | None, typer.Option("--step", metavar="T.S", help="One checkpoint: turn T, step S.")
+    ] = None,
+    events: Annotated[bool, typer.Option("--events", help="The session's events.")] = False,
+    start: Annotated[
+        int, typer.Option("--start", metavar="N", help="First event (negative: from the end).")
+    ] = 0,
+    json_: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
+    data: DataOption = None,
+) -> None:
+    """Show sessions, a session's turns, steps and waits, one checkpoint, or its events."""
+    if (step or events) and not session:
+        raise CliError("--step and --events need a SESSION id (see: eve inspect)", 2)
+    if step and events:
+        raise CliError("use --step or --events, not both", 2)
+    data_dir = data_path(data)
+    # Piped output is not squeezed to 80 columns: tables stay one row per session.
+    console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    if not data_dir.is_dir():
+        if session:
+            raise CliError(f"no data directory {data_dir}; nothing to inspect")
+        _emit_sessions([], json_, console, data_dir)
+        return
+    with open_reader(data_dir) as reader:
+        if session is None:
+            _emit_sessions(with_sizes(reader.sessions(), data_dir), json_, console, data_dir)
+            return
+        view = reader.session(session)
+        stream = reader.events(session, start if events else 0)
+    if events:
+        _emit_events(stream, json_, console)
+    elif step:
+        _emit_step(view, stream, step, json_, console)
+    else:
+        _emit_session(view, stream, json_, console)
+
+
+def with_sizes(rows: Sequence[Mapping[str, Any]], data_dir: Path) -> list[dict[str, Any]]:
+    """Rows with `bytes`: the session's files on disk (its run folder and its streams)."""
+    wanted = [dict(row) for row in rows]
+    if all("bytes" in row for row in wanted):
+        return wanted
+    ids = {str(row.get("id")) for row in wanted}
+    streams: dict[str, int] = {}
+    with contextlib.suppress(OSError), os.scandir(data_dir / "streams") as entries:
+        for entry in entries:
+            # Stream files are named after their stream (e.g. `events.<sid>.msgpack`).
+            for part in re.split(r"[.:]", entry.name):
+                if part in ids:
+                    streams[part] = streams.get(part, 0) + _size(entry.path)
+                    break
+    for row in wanted:
+        if "bytes" not in row:
+            sid = str(row.get("id"))
+            row["bytes"] = _tree_size(data_dir / "runs" / sid) + streams.get(sid, 0)
+    return wanted
+
+
+def _size(path: str | Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _tree_size(folder: Path) -> int:
+    total = 0
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            total += _tree_size(Path(entry.path)) if entry.is_dir() else _size(entry.path)
+    return total
+
+
+def _emit_sessions(
+    rows: Sequence[Mapping[str, Any]], json_: bool, console: Console, data_dir: Path
+) -> None:
+    if json_:
+        print(dumps([dict(row) for row in rows]))
+    elif not rows:
+        console.print(f"no sessions in {data_dir}; start one with: eve chat")
+    else:
+        console.print(sessions_table(rows))
+
+
+def session_object(view: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The `--json` session: id, status, … and `turns` as a list each holding its steps."""
+    tree = _tree.build(events)
+    obj = {key: view[key] for key in SESSION_KEYS if key in view}
+    obj.update({k: v for k, v in view.items() if k not in obj and k not in ("turns", "steps")})
+    obj["turnCount"] = (
+        view.get("turns") if isinstance(view.get("turns"), int) else len(tree["turns"])
+    )
+    obj["turns"] = tree["turns"]
+    obj["steps"] = sum(len(t["steps"]) for t in tree["turns"])
+    obj["waits"] = view.get("pending") or tree["waits"]
+    obj["events"] = len(events)
+    return obj
+
+
+def _emit_session(
+    view: Mapping[str, Any], events: Sequence[Mapping[str, Any]], json_: bool, console: Console
+) -> None:
+    obj = session_object(view, events)
+    if json_:
+        print(dumps(obj))
+        return
+    head = Text.assemble(
+        ("session ", "bold"),
+        (str(obj.get("id")), "bold"),
+        "  ",
+        status_text(obj),
+        f"  agent {obj.get('agent', '?')}  model {obj.get('model', '?')}",
+    )
+    root = Tree(head)
+    for turn in obj["turns"]:
+        label = Text.assemble(
+            (f"turn {turn['number']}", "bold"),
+            f" {turn['id']}  ",
+            status_text(turn),
+        )
+        if turn.get("message"):
+            label.append(f"  “{one_line(turn['message'], 60)}”", style="italic")
+        branch = root.add(label)
+        for step in turn["steps"]:
+            branch.add(_step_label(turn, step)).children.extend(
+                Tree(_action_label(a)) for a in step["actions"]
+            )
+        if turn.get("error"):
+            branch.add(Text(f"error: {turn['error']}", style="red"))
+    for wait in obj["waits"]:
+        root.add(Text(f"waiting for {describe_request(wait)}", style="yellow"))
+    console.print(root)
+
+
+def _step_label(turn: Mapping[str, Any], step: Mapping[str, Any]) -> Text:
+    label = Text.assemble((f"step {turn['number']}.{step['index']}", "bold"), "  ")
+    label.append_text(status_text(step))
+    if step.get("durationMs") is not None:
+        label.append(f"  {step['durationMs']} ms", style="dim")
+    if step.get("error"):
+        label.append(f"  {step['error']}", style="red")
+    return label
+
+
+def _action_label(action: Mapping[str, Any]) -> Text:
+    if action["kind"] == "model":
+        text = Text.assemble(("model call", "cyan"), "  ", status_text(action))
+        if action.get("text"):
+            text.append(f"  “{one_line(action['text'], 60)}”", style="dim")
+    else:
+        call = format_call(str(action.get("name")), action.get("arguments"), 60)
+        text = Text.assemble(("tool ", "cyan"), call, "  ", status_text(action))
+        if action.get("isError"):
+            text.append("  error", style="red")
+    if action.get("durationMs") is not None:
+        text.append(f"  {action['durationMs']} ms", style="dim")
+    return text
+
+
+def _emit_step(
+    view: Mapping[str, Any],
+    events: Sequence[Mapping[str, Any]],
+    ref: str,
+    json_: bool,
+    console: Console,
+) -> None:
+    tree = _tree.build(events)
+    try:
+        turn, step = _tree.find_step(tree["turns"], ref)
+    except (ValueError, LookupError) as exc:
+        raise CliError(f"session {view.get('id')}: {exc}") from None
+    previous = _previous_checkpoint(tree["turns"], turn, step)
+    first = (previous["lastEvent"] + 1) if previous else 0
+    changed = _tree.changes(events, first, step["lastEvent"])
+    if json_:
+        obj = {
+            "session": view.get("id"),
+            "turn": turn["number"],
+            "turnId": turn["id"],
+            **step,
+            "previous": f"{previous['turn']}.{previous['index']}" if previous else None,
+            "changes": changed,
+        }
+        print(dumps(obj))
+        return
+    console.print(_step_label(turn, step))
+    for action in step["actions"]:
+        console.print(Text("  ").append_text(_action_label(action)))
+    since = f"step {previous['turn']}.{previous['index']}" if previous else "the session start"
+    console.print(Text(f"changes since {since}:", style="bold"))
+    for line in changed:
+        console.print(f"  {line}", markup=False)
+
+
+def _previous_checkpoint(
+    turns: list[dict[str, Any]], turn: Mapping[str, Any], step: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The checkpoint before `step` in stream order (maybe the last step of an earlier turn)."""
+    before = None
+    for t in turns:
+        for s in t["steps"]:
+            if s is step:
+                return before
+            before = {**s, "turn": t["number"]}
+    return before
+
+
+def _emit_events(events: Sequence[Mapping[str, Any]], json_: bool, console: Console) -> None:
+    out = sys.stdout
+    for event in events:
+        if json_:
+            out.write(dumps(dict(event)) + "\n")
+        else:
+            out.write(event_line(event) + "\n")
+    out.flush()
+    del console
+
+
+def event_line(event: Mapping[str, Any]) -> str:
+    """`index  time  type  summary` for `eve inspect --events`."""
+    scope = ""
+    if event.get("turnId") is not None:
+        scope = str(event["turnId"])
+        if event.get("stepIndex") is not None:
+            scope += f".{event['stepIndex']}"
+    kind = str(event.get("type"))
+    summary = _tree.describe_change(event) or ""
+    if kind == "message.appended":
+        summary = repr(event.get("delta", ""))
+    elif kind in ("turn.failed", "session.failed"):
+        summary = error_text(event)
+    elif kind == "turn.waiting":
+        summary = f"on {event.get('on')}"
+    index = event.get("index", "?")
+    return f"{index:>5}  {when(event.get('at'))}  {kind:<20} {scope:<10} {summary}".rstrip()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inspect")(inspect)

@@ -1,0 +1,114 @@
+"""Helpers shared by the command-line tests."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from typer.testing import Result
+
+Eve = Callable[..., Result]
+EveProc = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def data_dir() -> Path:
+    return Path(os.environ["EVE_DATA_DIR"])
+
+
+SLOW_TOOL = '''
+import asyncio
+from pathlib import Path
+
+from eve_cli import tool
+
+
+@tool
+async def slow() -> str:
+    """Wait the first time it runs (the test kills the process then); return at once after."""
+    marker = Path("slow-started")
+    runs = int(marker.read_text()) if marker.exists() else 0
+    marker.write_text(str(runs + 1))
+    if runs == 0:
+        print("TOOL-STARTED", flush=True)
+        await asyncio.sleep(60)
+    return "slow done"
+'''
+
+
+class Reader:
+    """Accumulates a file descriptor's output; `expect` waits (bounded) for a pattern."""
+
+    ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.raw = b""
+        self.pos = 0  # `expect` searches from here
+
+    @property
+    def text(self) -> str:
+        return self.ANSI.sub("", self.raw.decode("utf-8", "replace"))
+
+    def expect(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            match = regex.search(self.text, self.pos)
+            if match:
+                self.pos = match.end()
+                return match
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._read(left):
+                raise AssertionError(f"{pattern!r} not seen; output so far:\n{self.text}")
+
+    def read_all(self, timeout: float = 30) -> str:
+        """Everything until end of file (bounded), raw text."""
+        deadline = time.monotonic() + timeout
+        while self._read(max(0.0, deadline - time.monotonic())):
+            pass
+        return self.raw.decode("utf-8", "replace")
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:  # the pty closes when the child exits
+            return False
+        self.raw += chunk
+        return bool(chunk)
+
+
+@contextlib.contextmanager
+def chat_in_slow_tool(agent: Path) -> Iterator[str]:
+    """A real `eve chat` process inside the agent's `slow` tool; yields the session id and
+    kills the process with SIGKILL on exit."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eve_cli", "chat", "--agent", str(agent), "--json", "-p", "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    try:
+        reader = Reader(proc.stdout.fileno())
+        first = reader.expect(r"\{[^\n]*session\.started[^\n]*\}").group(0)
+        reader.expect("TOOL-STARTED")
+        yield str(json.loads(first)["sessionId"])
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        proc.stdout.close()
