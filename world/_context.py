@@ -30,7 +30,7 @@ from ._errors import (
     StepFailedError,
 )
 from ._family import Family, Run
-from ._world import check_name
+from ._world import InboxItem, check_name
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -95,6 +95,7 @@ class WorkflowContext:
         self._random = random.Random(f"{run.id}:{run.g}")
         self._next_child = run.gen_nc
         self._parked: _Park | None = None
+        self._empty_polls = 0  # polls that found nothing since the last record passed
 
     # -- identity and determinism --------------------------------------------------------------
     @property
@@ -129,15 +130,19 @@ class WorkflowContext:
         if self._parked is not None:
             raise self._parked  # code after a park must not touch the journal
 
-    def _peek(self, kinds: set[str], actual: str) -> dict[str, Any] | None:
-        """The next recorded command if it is one of `kinds`; None past the end."""
+    def _next_command(self) -> dict[str, Any] | None:
+        """The next recorded command; None past the end of the journal."""
         self._check_alive()
         records = self._run.records
         while self._pos < len(records) and records[self._pos].get("t") not in COMMANDS:
             self._pos += 1
-        if self._pos >= len(records):
+        return records[self._pos] if self._pos < len(records) else None
+
+    def _peek(self, kinds: set[str], actual: str) -> dict[str, Any] | None:
+        """The next recorded command if it is one of `kinds`; None past the end."""
+        rec = self._next_command()
+        if rec is None:
             return None
-        rec = records[self._pos]
         if rec.get("t") not in kinds:
             raise DivergenceError(self._run.id, self._pos, _describe(rec), actual)
         return rec
@@ -145,6 +150,7 @@ class WorkflowContext:
     def _advance(self, rec: dict[str, Any]) -> None:
         self._pos += 1
         self._now = rec.get("at", self._now)
+        self._empty_polls = 0
 
     def _record(self, rec: dict[str, Any], *, label: str = "") -> dict[str, Any]:
         stored = self._engine.append(self._family, self._run, rec, label=label)
@@ -230,24 +236,48 @@ class WorkflowContext:
             )
         return HookHandle(self, token)
 
-    def _receive(self, token: str, limit: int | None) -> list[Any]:
+    def _receive(self, token: str) -> Any:
         what = f"receive on hook {token!r}"
         rec = self._peek({"recv"}, what)
         if rec is not None:
-            if rec.get("token") != token:
+            if rec.get("token") != token or rec.get("poll"):
                 raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
             self._advance(rec)
-            return list(rec.get("values", []))
+            return rec.get("values", [None])[0]
+        items = self._pending(token, 1)
+        if not items:
+            raise self._park({"hook": token})
+        return self._take(token, items, {})[0]
+
+    def _poll(self, token: str) -> list[Any]:
+        # An empty poll records nothing (it runs at every step boundary of a turn). A poll
+        # that took payloads records how many empty polls came before it since the last
+        # record, so a replay returns [] to exactly those and the payloads to this one.
+        rec = self._next_command()
+        if rec is not None:
+            mine = rec.get("t") == "recv" and rec.get("poll") and rec.get("token") == token
+            if mine and rec.get("skip", 0) == self._empty_polls:
+                self._advance(rec)
+                return list(rec.get("values", []))
+            self._empty_polls += 1
+            return []
+        items = self._pending(token, None)
+        if not items:
+            self._empty_polls += 1
+            return []
+        return self._take(token, items, {"poll": True, "skip": self._empty_polls})
+
+    def _pending(self, token: str, limit: int | None) -> list[InboxItem]:
         items = self._family.take(token, limit)
         if not items:
             self._family.read_inbox(self._engine.world)
             items = self._family.take(token, limit)
-        if not items and limit is not None:
-            raise self._park({"hook": token})
+        return items
+
+    def _take(self, token: str, items: list[InboxItem], extra: dict[str, Any]) -> list[Any]:
         ids = [i.id for i in items]
-        stored = self._record(
-            {"t": "recv", "token": token, "ids": ids, "values": [i.payload for i in items]}
-        )
+        values = [i.payload for i in items]
+        stored = self._record({"t": "recv", "token": token, "ids": ids, "values": values, **extra})
         self._family.consume(ids)
         return list(stored["values"])
 
@@ -329,11 +359,11 @@ class HookHandle:
 
     async def receive(self) -> Any:
         """The next payload; parks the run until one arrives."""
-        return self._ctx._receive(self.token, 1)[0]
+        return self._ctx._receive(self.token)
 
     async def poll(self) -> list[Any]:
         """Every pending payload, without waiting (may be empty)."""
-        return self._ctx._receive(self.token, None)
+        return self._ctx._poll(self.token)
 
     def close(self) -> None:
         """Release the token; later deliveries to it raise `NoActiveRunError`."""

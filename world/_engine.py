@@ -260,7 +260,8 @@ class Engine:
             except _Park as park:
                 last = run.records[-1] if run.records else {}
                 if last.get("t") != "park" or last.get("waiting") != park.waiting:
-                    self.append(family, run, {"t": "park", "waiting": park.waiting})
+                    rec = {"t": "park", "waiting": park.waiting}
+                    self.append(family, run, rec, durable=False)
                 return
             except _ContinueAsNew as cont:
                 self._continue_as_new(family, run, cont.input)
@@ -313,32 +314,48 @@ class Engine:
 
     # -- called by WorkflowContext ---------------------------------------------------------------
     def append(
-        self, family: Family, run: Run, rec: dict[str, Any], *, label: str = "", key: str = ""
+        self,
+        family: Family,
+        run: Run,
+        rec: dict[str, Any],
+        *,
+        label: str = "",
+        key: str = "",
+        durable: bool = True,
     ) -> dict[str, Any]:
         """Journal one record of `run` durably; return it as a replay will read it."""
         rec = {"run": run.id, "g": run.g, "seq": run.seq, "at": time.time(), **rec}
         body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
         stored: dict[str, Any] = _codec.decode(body)
-        [pos] = self.world.append(family.root, [_journal.frame_body(body)])
+        [pos] = self.world.append(family.root, [_journal.frame_body(body)], durable=durable)
         family.apply(pos, stored)
         return stored
 
     def start_child(
         self, family: Family, parent: Run, child_id: str, workflow: str, input: Any
     ) -> dict[str, Any]:
-        """Journal a child start (parent's `child` and the child's `start` in one write)."""
+        """Journal a child start: the child's `start`, then the parent's `child` link.
+
+        Both go in one write, start first, so whatever prefix a crash leaves is consistent: a
+        lone `start` is an orphan that the parent adopts when its replay reaches this point
+        again (the child id is derived, so it is the same), instead of starting it twice.
+        """
         at = time.time()
         link = {"run": parent.id, "g": parent.g, "seq": parent.seq, "at": at, "t": "child",
                 "child": child_id, "workflow": workflow}  # fmt: skip
-        start = self._start_record(child_id, workflow, input, parent.id, {}, family.inbox_state())
-        start["at"] = at
-        bodies = [_codec.encode(link), self._encode(start, "input", f"child of {parent.id}")]
+        bodies = [_codec.encode(link)]
+        orphan = family.runs.get(child_id)
+        if orphan is None or orphan.parent != parent.id or orphan.workflow != workflow:
+            inbox = family.inbox_state()
+            start = self._start_record(child_id, workflow, input, parent.id, {}, inbox)
+            start["at"] = at
+            bodies.insert(0, self._encode(start, "input", f"child of {parent.id}"))
         frames = [_journal.frame_body(b) for b in bodies]
         positions = self.world.append(family.root, frames)
         records = [_codec.decode(b) for b in bodies]
         for pos, rec in zip(positions, records, strict=True):
             family.apply(pos, rec)
-        return records[0]  # type: ignore[no-any-return]
+        return records[-1]  # type: ignore[no-any-return]
 
     def claim_hook(self, family: Family, run: Run, token: str) -> None:
         """Claim `token` for `run`; a token left by a finished run is taken over."""

@@ -150,8 +150,8 @@ class Writer:
         except OSError as exc:
             raise StorageError(f"{path}: cannot open for writing: {exc.strerror}") from None
 
-    def append(self, data: bytes) -> int:
-        """Write `data` at the end and fdatasync it; return the offset it starts at."""
+    def append(self, data: bytes, *, sync: bool = True) -> int:
+        """Write `data` at the end and fdatasync it (unless `sync` is False); return its offset."""
         offset = self.end
         if self._dirty:
             self._roll_back()
@@ -168,7 +168,8 @@ class Writer:
                 os.fdatasync(self._fd)
                 _faults.kill_self()
             _write_all(self._fd, data, offset)
-            os.fdatasync(self._fd)
+            if sync:
+                os.fdatasync(self._fd)
         except OSError as exc:
             self._roll_back()
             raise StorageError(

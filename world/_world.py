@@ -97,8 +97,12 @@ class World(ABC):
         """Records from position `start` on (header excluded); an invalid start reads all."""
 
     @abstractmethod
-    def append(self, root: str, frames: list[bytes]) -> list[int]:
-        """Append frames durably (the caller holds the lease); return their positions."""
+    def append(self, root: str, frames: list[bytes], *, durable: bool = True) -> list[int]:
+        """Append frames (the caller holds the lease); return their positions.
+
+        `durable=False` may skip the flush for records whose loss is harmless (a `park`:
+        replay re-parks); the next durable append flushes them too.
+        """
 
     @abstractmethod
     def read_head(self, root: str) -> dict[str, Any] | None:

@@ -84,6 +84,7 @@ class LocalWorld(World):
         self.path = Path(path) if path is not None else default_data_dir()
         self._writers: dict[str, _journal.Writer] = {}
         self._leased: set[str] = set()
+        self._inbox_ends: dict[str, int] = {}
         self._streams = StreamStore(self.path / "streams")
         self._check_format()
 
@@ -169,14 +170,14 @@ class LocalWorld(World):
         records = result.records[1:] if start == 0 else result.records
         return FamilyLog(records=records, start=start)
 
-    def append(self, root: str, frames: list[bytes]) -> list[int]:
+    def append(self, root: str, frames: list[bytes], *, durable: bool = True) -> list[int]:
         writer = self._writers.get(root)
         if writer is None:
             path = str(self._journal_path(root))
             writer = self._writers[root] = _journal.Writer(path, _journal.read_file(path).end)
         self._streams.flush()  # events emitted by this step become durable first
         data = b"".join(frames)
-        offset = writer.append(data)
+        offset = writer.append(data, sync=durable)
         positions = []
         for frame in frames:
             positions.append(offset)
@@ -206,14 +207,27 @@ class LocalWorld(World):
         )
         path = folder / "inbox.msgpack"
         with _guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
-            end = _journal.read_file(str(path)).end if path.exists() else 0
+            end = self._inbox_valid_end(root, str(path))
             header = b"" if end else _journal.frame(_journal.header("eve-world-inbox"))
-            writer = _journal.Writer(str(path), end)
+            writer = _journal.Writer(str(path), end)  # drops a torn tail first
             try:
                 offset = writer.append(header + item)
             finally:
                 writer.close()
+            self._inbox_ends[root] = writer.end
         return offset + len(header)
+
+    def _inbox_valid_end(self, root: str, path: str) -> int:
+        """Where the next delivery goes: after the last complete record."""
+        if not os.path.exists(path):
+            return 0
+        known = self._inbox_ends.get(root, 0)  # this process's last delivery: checked already
+        if 0 < known <= os.path.getsize(path):
+            with contextlib.suppress(CorruptJournalError):
+                result = _journal.read_file(path, known)
+                if result.end > known or result.end == os.path.getsize(path):
+                    return result.end
+        return _journal.read_file(path).end
 
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
         path = str(self._dir(root) / "inbox.msgpack")

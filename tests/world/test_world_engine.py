@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 from typing import Any
 
 import pytest
@@ -221,6 +222,7 @@ def test_poll_takes_all_pending_without_parking(world: World) -> None:
     async def flow(ctx: WorkflowContext, _: None) -> list[Any]:
         hook = ctx.create_hook("t-poll")
         first = await hook.poll()
+        await ctx.step("between", lambda: None)
         got = [await hook.receive()]
         got += await hook.poll()
         return [first, got]
@@ -235,6 +237,42 @@ def test_poll_takes_all_pending_without_parking(world: World) -> None:
         return (await engine.run(rid)).result
 
     assert run(main()) == [[], [0, 1, 2]]
+
+
+def test_empty_polls_record_nothing_and_replay_to_the_same_values(world: World) -> None:
+    seen: list[Any] = []
+
+    def deliver_soon() -> None:
+        threading.Timer(0.05, world.deliver, (ctx_root[0], "t-empty", "x")).start()
+
+    ctx_root: list[str] = []
+
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        hook = ctx.create_hook("t-empty")
+        empty = 0
+        await ctx.step("arrange", deliver_soon)
+        while not (got := await hook.poll()):
+            empty += 1
+            await asyncio.sleep(0.01)
+        seen.append((empty, got, await hook.poll()))
+        await ctx.create_hook("t-park").receive()
+
+    engine = Engine(world, {"flow": flow})
+
+    async def main() -> list[dict[str, Any]]:
+        rid = await engine.start("flow")
+        ctx_root.append(rid)
+        await engine.run(rid)
+        await engine.resume_hook("t-park", None)
+        await engine.run(rid)
+        return engine.history(rid)
+
+    history = run(main())
+    assert len(seen) == 2 and seen[0] == seen[1]
+    empty, got, after = seen[0]
+    assert empty >= 1 and got == ["x"] and after == []
+    polls = [r for r in history if r["t"] == "recv" and r.get("poll")]
+    assert [(p["skip"], p["values"]) for p in polls] == [(empty, ["x"])]
 
 
 def test_hook_tokens_have_one_owner_and_unknown_tokens_say_so(world: World) -> None:

@@ -18,6 +18,7 @@ from world import (
     StorageError,
     WorkflowContext,
     WorldError,
+    _journal,
     decode,
     default_data_dir,
 )
@@ -148,3 +149,32 @@ def test_permission_problem_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="permission denied") as err:
         LocalWorld(target)
     assert str(target) in str(err.value)
+
+
+async def parent_of_one(ctx: WorkflowContext, _: Any) -> Any:
+    await ctx.step("before", lambda: None)
+    return await ctx.run_child("child_of_one", 5)
+
+
+async def child_of_one(ctx: WorkflowContext, n: int) -> int:
+    return int(await ctx.step("work", lambda: n * 2))
+
+
+def test_child_start_cut_by_a_crash_is_adopted_not_started_twice(tmp_path: Path) -> None:
+    workflows = {"parent": parent_of_one, "child_of_one": child_of_one}
+    engine = Engine(LocalWorld(tmp_path), workflows)
+    rid = asyncio.run(engine.start("parent", run_id="p"))
+    assert asyncio.run(engine.run(rid)).result == 10
+    journal = tmp_path / "runs" / "p" / "journal.msgpack"
+    offsets = [pos for pos, _ in _journal.read_file(str(journal)).records]
+    kinds = [rec["t"] for _, rec in _journal.read_file(str(journal)).records]
+    link = kinds.index("child")
+    assert kinds[link - 1] == "start"  # the child's start is written before the parent's link
+    # As if killed in the middle of that two-record write: the start survived, the link not.
+    with open(journal, "r+b") as f:
+        f.truncate(offsets[link] + 3)
+    (tmp_path / "runs" / "p" / "head.msgpack").unlink()
+    assert asyncio.run(Engine(LocalWorld(tmp_path), workflows).run(rid)).result == 10
+    records = [rec for _, rec in _journal.read_file(str(journal)).records]
+    assert [r["t"] for r in records if r.get("run") == "p.0"].count("start") == 1
+    assert [r["t"] for r in records if r.get("run") == "p"].count("child") == 1
