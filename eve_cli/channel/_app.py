@@ -26,7 +26,7 @@ from eve_cli.channel._errors import (
     on_http_exception,
     on_unexpected,
 )
-from eve_cli.channel._port import SessionRuntime
+from eve_cli.channel._port import SessionRuntime, TurnPolicy
 from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
 
@@ -186,7 +186,7 @@ class Channel:
 
     # -- helpers -------------------------------------------------------------------------
 
-    async def _deliver(self, sid: str, message: str, policy: str) -> dict[str, Any]:
+    async def _deliver(self, sid: str, message: str, policy: TurnPolicy) -> dict[str, Any]:
         receipt = await self._call(self.runtime.deliver(sid, message, turn_policy=policy), sid)
         out = _receipt_body(receipt)
         if out["disposition"] != "rejected":
@@ -261,11 +261,13 @@ def _optional_str(body: dict[str, Any], key: str) -> str | None:
     return value
 
 
-def _turn_policy(body: dict[str, Any]) -> str:
+def _turn_policy(body: dict[str, Any]) -> TurnPolicy:
     policy = body.get("turnPolicy", "steer")
-    if policy not in TURN_POLICIES:
-        raise ChannelError(400, f"turnPolicy must be 'steer' or 'queue', got {policy!r}")
-    return str(policy)
+    if policy == "steer":
+        return "steer"
+    if policy == "queue":
+        return "queue"
+    raise ChannelError(400, f"turnPolicy must be 'steer' or 'queue', got {policy!r}")
 
 
 def _input_responses(value: Any) -> list[dict[str, Any]]:

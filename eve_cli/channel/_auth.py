@@ -13,8 +13,8 @@ from eve_cli.channel._errors import error_response
 # Paths anyone may call without a token: a liveness probe reveals nothing.
 _OPEN_PATHS = frozenset({"/eve/v1/health"})
 
-# Session ids are root run ids: letters, digits, '-', '_' and inner dots; never a path.
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+# Session ids (ARCHITECTURE §3): letters, digits, '-' and '_'; never a path.
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class BindRefusedError(Exception):
@@ -42,7 +42,7 @@ def check_bind(host: str, token: str | None) -> None:
 
 def is_session_id(value: str) -> bool:
     """True when ``value`` is a well-formed session id (says nothing about existence)."""
-    return bool(_SESSION_ID.fullmatch(value)) and ".." not in value
+    return bool(_SESSION_ID.fullmatch(value))
 
 
 def token_matches(header: str | None, token: str) -> bool:

@@ -8,6 +8,7 @@ the turn instead of running it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -28,6 +29,9 @@ _SETTLING = frozenset(
         "session.failed",
     }
 )
+
+
+_DONE = object()  # the server ended the stream
 
 
 class RemoteError(Exception):
@@ -77,11 +81,7 @@ class RemoteRuntime:
 
     def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
         """Stored events from ``start`` (negative: from the tail), without following."""
-        response = self._client().get(
-            f"{self.url}/eve/v1/session/{sid}/stream",
-            params={"startIndex": start, "follow": "false"},
-        )
-        _raise_for(response)
+        response = self._request(f"/session/{sid}/stream", {"startIndex": start, "follow": "false"})
         return [json.loads(line) for line in response.text.splitlines() if line.strip()]
 
     # -- commands ------------------------------------------------------------------------
@@ -154,36 +154,68 @@ class RemoteRuntime:
                     yield event
 
     async def _follow(self, sid: str, start: int) -> AsyncGenerator[dict[str, Any] | None]:
-        """Events from ``start``; None for each heartbeat."""
+        """Events from ``start``; None for each heartbeat.
+
+        The connection lives in a task of its own, so a caller that stops iterating without
+        closing this generator (``break``) leaves nothing that must be closed from its task.
+        """
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=256)
+        reader = asyncio.get_running_loop().create_task(self._read_stream(sid, start, queue))
+        try:
+            while True:
+                item = await queue.get()
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def _read_stream(self, sid: str, start: int, queue: asyncio.Queue[Any]) -> None:
         next_index = start
-        for _attempt in range(3):
-            async with httpx.AsyncClient(headers=self._headers, timeout=None) as client:
+        try:
+            for _attempt in range(3):
                 try:
-                    async with client.stream(
-                        "GET",
-                        f"{self.url}/eve/v1/session/{sid}/stream",
-                        params={"startIndex": next_index},
-                    ) as response:
+                    async with (
+                        httpx.AsyncClient(headers=self._headers, timeout=None) as client,
+                        client.stream(
+                            "GET",
+                            f"{self.url}/eve/v1/session/{sid}/stream",
+                            params={"startIndex": next_index},
+                        ) as response,
+                    ):
                         if response.status_code >= 400:
                             await response.aread()
                             _raise_for(response)
                         async for line in response.aiter_lines():
-                            if not line.strip():
-                                yield None  # the opening newline and heartbeats
-                                continue
-                            event = json.loads(line)
-                            next_index = int(event.get("index", next_index)) + 1
-                            yield event
-                        return
+                            event = json.loads(line) if line.strip() else None
+                            if event is not None:
+                                next_index = int(event.get("index", next_index)) + 1
+                            await queue.put(event)  # None: the opening newline, heartbeats
+                    await queue.put(_DONE)
+                    return
                 except (httpx.RemoteProtocolError, httpx.ReadError):
                     continue
-        raise RemoteError(0, "disconnected", f"lost the event stream of {sid} at {self.url}")
+            raise RemoteError(0, "disconnected", f"lost the event stream of {sid} at {self.url}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await queue.put(exc)
 
     def close(self) -> None:
         """Release the connection pool."""
         if self._sync is not None:
             self._sync.close()
             self._sync = None
+
+    def __enter__(self) -> RemoteRuntime:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -201,12 +233,15 @@ class RemoteRuntime:
         return self._sync
 
     def _get(self, path: str) -> Any:
+        return self._request(path).json()
+
+    def _request(self, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
         try:
-            response = self._client().get(f"{self.url}/eve/v1{path}")
+            response = self._client().get(f"{self.url}/eve/v1{path}", params=params)
         except httpx.TransportError as exc:
             raise RemoteError(0, "unreachable", f"cannot reach {self.url}: {exc}") from None
         _raise_for(response)
-        return response.json()
+        return response
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         async with httpx.AsyncClient(headers=self._headers, timeout=self._timeout) as client:

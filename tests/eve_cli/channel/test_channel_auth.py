@@ -24,13 +24,13 @@ def test_other_hosts_need_a_token(host: str) -> None:
     check_bind(host, "a-token")
 
 
-@pytest.mark.parametrize("sid", ["s_0123abcd", "abc", "A-b_c.1", "x" * 128])
+@pytest.mark.parametrize("sid", ["s_0123abcd", "abc", "A-b_c1", "-x", "x" * 64])
 def test_well_formed_session_ids(sid: str) -> None:
     assert is_session_id(sid)
 
 
 @pytest.mark.parametrize(
-    "sid", ["", "..", "a..b", ".x", "-x", "a/b", "a\\b", "a b", "x" * 129, "é", "a\x00"]
+    "sid", ["", "..", "a..b", ".x", "a.b", "a/b", "a\\b", "a b", "x" * 65, "é", "a\x00"]
 )
 def test_malformed_session_ids(sid: str) -> None:
     assert not is_session_id(sid)

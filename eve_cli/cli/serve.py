@@ -1,0 +1,147 @@
+"""`eve start` and `eve dev`: serve the agent over HTTP (the channel, SPEC §10)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from eve_cli.cli._context import DataOption, ensure_data_dir
+from eve_cli.cli._errors import EXIT_INTERRUPTED, CliError
+
+HostOption = Annotated[
+    str, typer.Option("--host", help="Address to bind; anything but loopback needs a token.")
+]
+PortOption = Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="Bearer token clients must send (default: EVE_AUTH_TOKEN).",
+        show_default=False,
+    ),
+]
+AgentOption = Annotated[
+    Path | None,
+    typer.Option("--agent", metavar="DIR", help="Agent folder (default ./agent or the built-in)."),
+]
+ModelOption = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model string overriding the agent's.")
+]
+GraceOption = Annotated[
+    float,
+    typer.Option("--grace", help="Seconds running turns get to finish on shutdown."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add `start` and `dev` to the `eve` application."""
+
+    @app.command("start")
+    def start(
+        host: HostOption = "127.0.0.1",
+        port: PortOption = 8000,
+        token: TokenOption = None,
+        agent: AgentOption = None,
+        model: ModelOption = None,
+        grace: GraceOption = 5.0,
+        data: DataOption = None,
+    ) -> int:
+        """Serve sessions over HTTP; resumes in-flight sessions at start-up."""
+        return run(host, port, token, agent, model, grace, data, reload=False)
+
+    @app.command("dev")
+    def dev(
+        host: HostOption = "127.0.0.1",
+        port: PortOption = 8000,
+        token: TokenOption = None,
+        agent: AgentOption = None,
+        model: ModelOption = None,
+        grace: GraceOption = 5.0,
+        data: DataOption = None,
+    ) -> int:
+        """Like `start`, and reload the agent folder whenever a file in it is saved."""
+        return run(host, port, token, agent, model, grace, data, reload=True)
+
+
+def run(
+    host: str,
+    port: int,
+    token: str | None,
+    agent: Path | None,
+    model: str | None,
+    grace: float,
+    data: Path | None,
+    *,
+    reload: bool,
+) -> int:
+    """Serve until SIGTERM (exit 0) or SIGINT (exit 130)."""
+    from eve_cli.channel import BindRefusedError, Channel, ChannelServer, bind_socket, check_bind
+    from eve_cli.channel._server import ServeOptions, log_line, settings_for
+    from eve_cli.runtime import Runtime
+
+    token = token or os.environ.get("EVE_AUTH_TOKEN") or None
+    try:
+        check_bind(host, token)
+    except BindRefusedError as exc:
+        raise CliError(str(exc)) from None
+    data_dir = ensure_data_dir(data)
+    try:
+        runtime = Runtime(data_dir=data_dir, agent_dir=agent, model=model)
+    except Exception as exc:  # a broken agent folder or model string: one line, file and line
+        raise CliError(f"cannot load the agent: {exc}") from None
+    info = _agent_info(runtime, data_dir)
+    options = ServeOptions(host=host, port=port, token=token, grace=grace, info=info)
+    channel = Channel(runtime, settings_for(options))
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        raise CliError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port"
+        ) from None
+
+    def ready(url: str) -> None:
+        mode = "dev (hot reload)" if reload else "start"
+        typer.echo(f"eve {mode}: serving {url} (agent {info.get('agent')}, data {data_dir})")
+
+    background = _reloader(runtime, log_line) if reload else None
+    server = ChannelServer(channel, sock, on_ready=ready)
+    try:
+        sig = asyncio.run(server.serve(background))
+    finally:
+        runtime.close()
+    log_line("stopped")
+    return EXIT_INTERRUPTED if sig == signal.SIGINT else 0
+
+
+def _agent_info(runtime: Any, data_dir: Path) -> dict[str, Any]:
+    agent = runtime.agent
+    return {
+        "agent": agent.name,
+        "agentDir": str(runtime.agent_dir),
+        "model": runtime.model or agent.model,
+    }
+
+
+def _reloader(runtime: Any, log: Callable[[str], None]) -> Callable[[], Coroutine[Any, Any, None]]:
+    from eve_cli._loader import DEFAULT_AGENT_DIR
+    from eve_cli.channel._reload import watch_agent
+
+    directory = Path(runtime.agent_dir)
+
+    async def watch() -> None:
+        if directory == DEFAULT_AGENT_DIR:
+            log("serving the built-in agent: nothing to reload (pass --agent DIR)")
+            return
+        stop = asyncio.Event()
+        try:
+            await watch_agent(directory, lambda: str(runtime.reload_agent().name), log, stop)
+        finally:
+            stop.set()
+
+    return watch

@@ -1,0 +1,134 @@
+"""`python -m eve_cli start` as a real process: kill -9 mid-turn and restart, SIGTERM during a
+stream, and the refusal to bind a non-loopback address without a token."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from channel_support import (
+    WAIT,
+    EveProcess,
+    call,
+    of_type,
+    read_events,
+    reply,
+    settled,
+    write_agent,
+    write_script,
+)
+
+API = "/eve/v1"
+
+COUNTING_TOOLS = """
+from pathlib import Path
+from eve_cli import tool
+
+@tool
+def note(text: str) -> str:
+    \"\"\"Append a line to a file (counts real executions).\"\"\"
+    with open(Path(__file__).parent.parent / "runs.txt", "a") as f:
+        f.write(text + "\\n")
+    return "noted " + text
+"""
+
+
+def test_kill_9_mid_turn_then_restart_completes_the_turn_without_a_request(
+    eve_process: Callable[..., EveProcess], tmp_path: Path
+) -> None:
+    # Step 1 runs a tool; step 2's model call streams a first delta and then stalls.
+    script = write_script(
+        tmp_path / "s.json",
+        [call("note", text="once"), reply("the final answer after the pause", delay=2.0)],
+    )
+    agent = write_agent(tmp_path / "agent", script, COUNTING_TOOLS)
+    first = eve_process("start", "--port", "0", "--agent", str(agent))
+    sid = httpx.post(f"{first.url}{API}/session", json={"message": "go"}, timeout=WAIT).json()[
+        "sessionId"
+    ]
+    before = read_events(
+        first.url, sid, lambda e: e["type"] == "message.appended" and e.get("stepIndex", 0) >= 1
+    )
+    assert not any(e["type"] == "turn.completed" for e in before)
+    first.signal(signal.SIGKILL)
+    first.wait()
+
+    second = eve_process("start", "--port", "0", "--agent", str(agent))
+    # No request but reading: the restarted server resumes the turn on its own.
+    events = read_events(second.url, sid, settled())
+    assert [e["type"] for e in events].count("turn.completed") == 1
+    texts = [e.get("text") for e in events if e["type"] == "message.completed"]
+    assert texts[-1] == "the final answer after the pause"
+    assert (agent / "runs.txt").read_text().splitlines() == ["once"]  # the tool ran once
+    assert httpx.get(f"{second.url}{API}/session/{sid}", timeout=WAIT).json()["status"] == (
+        "waiting"
+    )
+
+
+def test_sigterm_during_a_stream_ends_it_and_exits_cleanly(
+    eve_process: Callable[..., EveProcess], tmp_path: Path
+) -> None:
+    script = write_script(tmp_path / "s.json", [reply("hi")])
+    server = eve_process(
+        "start", "--port", "0", "--agent", str(write_agent(tmp_path / "a", script))
+    )
+    sid = httpx.post(f"{server.url}{API}/session", json={"message": "x"}, timeout=WAIT).json()[
+        "sessionId"
+    ]
+    read_events(server.url, sid, of_type("turn.completed"))
+    lines: list[str] = []
+    opened, ended = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            url = f"{server.url}{API}/session/{sid}/stream"
+            with httpx.stream("GET", url, timeout=WAIT) as response:
+                for line in response.iter_lines():
+                    lines.append(line)
+                    opened.set()
+            ended.set()
+        except BaseException as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    assert opened.wait(WAIT)
+    server.signal(signal.SIGTERM)
+    reader.join(WAIT)
+    assert ended.is_set(), errors  # the stream ended cleanly, not with a broken connection
+    assert server.wait() == 0
+    events = [json.loads(line) for line in lines if line.strip()]
+    assert [e["index"] for e in events] == list(range(len(events)))
+    assert not any("Traceback" in line for line in server.stderr_lines)
+
+
+def run_eve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "eve_cli", *args], capture_output=True, text=True, timeout=WAIT
+    )
+
+
+def test_non_loopback_bind_without_token_refuses(tmp_path: Path) -> None:
+    done = run_eve("start", "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 1
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and "0.0.0.0" in err[0] and "EVE_AUTH_TOKEN" in err[0], done.stderr
+    assert "Traceback" not in done.stderr and "serving" not in done.stdout
+
+
+def test_non_loopback_bind_with_token_serves_and_demands_it(
+    eve_process: Callable[..., EveProcess],
+) -> None:
+    server = eve_process("start", "--host", "0.0.0.0", "--port", "0", "--token", "tok-123")
+    url = server.url.replace("0.0.0.0", "127.0.0.1")
+    assert httpx.get(f"{url}{API}/sessions", timeout=WAIT).status_code == 401
+    good: dict[str, Any] = {"authorization": "Bearer tok-123"}
+    assert httpx.get(f"{url}{API}/sessions", headers=good, timeout=WAIT).status_code == 200
