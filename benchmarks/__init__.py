@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "resume_flat": "benchmarks.resume_flat",
     "parked_sessions": "benchmarks.parked_sessions",
     "cli_startup": "benchmarks.cli_startup",
+    "server_throughput": "benchmarks.server_throughput",
 }
 
 

@@ -28,7 +28,7 @@ from eve_cli._loader import (
 from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._streams import strip_key
-from eve_cli.execution._view import fold, summary
+from eve_cli.execution._view import fold, fold_tail, summary, tail_start
 from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
@@ -50,6 +50,9 @@ __all__ = [
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TurnPolicy = Literal["steer", "queue"]
 _ENDED = ("completed", "failed", "cancelled")
+# A session's files in its run folder (the size column of ``sessions()``): named, not listed,
+# so a listing of many sessions does not scan directories.
+_RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")
 
 
 class RuntimeErrorBase(Exception):
@@ -201,7 +204,8 @@ class Runtime:
         """Deliver a user message; the receipt says whether it starts, steers or queues."""
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
-        status = self.session(sid)["status"]
+        self._meta(sid)
+        status = self._row(sid)["status"]
         if status in _ENDED:
             return DeliveryReceipt(sid, "rejected", f"the session has {status}")
         payload = {"kind": "message", "text": message, "policy": turn_policy}
@@ -279,20 +283,47 @@ class Runtime:
         return view
 
     def sessions(self) -> list[dict[str, Any]]:
-        """One row per session, most recently active first."""
+        """One row per session, most recently active first.
+
+        Reads each session's head and the events of its last turn only (``fold_tail``), so
+        listing costs the same for old sessions as for new ones.
+        """
         rows = []
         for info in self.engine.runs():
             if info.parent is not None or info.workflow != SESSION_WORKFLOW:
                 continue
-            row = summary(fold(info.run_id, self.events(info.run_id)))
+            row = self._row(info.run_id)
             row["agent"] = row["agent"] or info.meta.get("agent")
+            created = info.created.isoformat(timespec="milliseconds") if info.created else None
+            row["createdAt"] = row["createdAt"] or created
             row["updatedAt"] = row["updatedAt"] or (
-                info.updated.isoformat() if info.updated else None
+                info.updated.isoformat(timespec="milliseconds") if info.updated else None
             )
             row["bytes"] = self._bytes(info.run_id)
             rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
+
+    def _row(self, sid: str) -> dict[str, Any]:
+        """The ``sessions()`` row of ``sid`` (without agent fallback and bytes) from the events
+        since its last turn started; folds every event only for sessions written before
+        ``turn.started`` carried ``sessionSteps``."""
+        name = events_stream(sid)
+        length = self.world.stream_length(name)
+        tail: list[dict[str, Any]] = []
+        end, chunk = length, 16
+        while end > 0:
+            start = max(0, end - chunk)
+            items = self.world.stream_read(name, start, end)
+            tail[:0] = [{**strip_key(item), "index": start + i} for i, item in enumerate(items)]
+            at = tail_start(tail)
+            if at is not None:
+                row = fold_tail(sid, tail[at:], length)
+                if row is not None:
+                    return row
+                break
+            end, chunk = start, chunk * 4
+        return summary(fold(sid, self.events(sid)))
 
     def history(self, sid: str) -> list[dict[str, Any]]:
         """The messages the model would see at the session's next turn (summary first).
@@ -320,12 +351,13 @@ class Runtime:
             return None
         total = 0
         run_dir = self.data_dir / "runs" / sid
-        paths = list(run_dir.iterdir()) if run_dir.is_dir() else []
+        streams = self.data_dir / "streams"
+        paths = [run_dir / name for name in _RUN_FILES]
         for stream in (events_stream(sid), history_stream(sid)):
-            paths.extend((self.data_dir / "streams").glob(f"{stream}.*"))
+            paths += [streams / f"{stream}.msgpack", streams / f"{stream}.idx"]
         for path in paths:
             try:
-                total += path.stat().st_size
+                total += os.stat(path).st_size
             except OSError:
                 continue
         return total

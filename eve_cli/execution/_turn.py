@@ -31,10 +31,11 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         agent = executor.agent_for(snap.agent_dir)
     except Exception as exc:
         host = SessionHost(executor, ctx, snap, executor.fallback_agent(), turn_id)
-        host.emit("turn.started", {}, f"{turn_id}:start")
+        host.emit("turn.started", {"sessionSteps": snap.steps}, f"{turn_id}:start")
         return _finish(host, "failed", str(exc))
     host = SessionHost(executor, ctx, snap, agent, turn_id)
-    host.emit("turn.started", {}, f"{turn_id}:start")
+    # ``sessionSteps`` lets readers count a session's steps from its last turn's events alone.
+    host.emit("turn.started", {"sessionSteps": snap.steps}, f"{turn_id}:start")
     start = data["start"]
     fold_message(host, str(start.get("text", "")), f"{turn_id}:in", "started", None)
     hook = ctx.hook(snap.token) if snap.token else None

@@ -150,3 +150,38 @@ def summary(view: dict[str, Any]) -> dict[str, Any]:
         "createdAt": view["createdAt"],
         "updatedAt": view["updatedAt"],
     }
+
+
+# Events after which a session's status, parked-on and pending requests depend on nothing
+# earlier: a turn starts with nothing pending (the previous turn's end cleared it).
+_BOUNDARIES = frozenset({"turn.started", "session.started"})
+
+
+def tail_start(events: list[dict[str, Any]]) -> int | None:
+    """Position in ``events`` of the last boundary event, or None when there is none."""
+    for i in range(len(events) - 1, -1, -1):
+        if events[i].get("type") in _BOUNDARIES:
+            return i
+    return None
+
+
+def fold_tail(session_id: str, tail: list[dict[str, Any]], length: int) -> dict[str, Any] | None:
+    """The ``summary`` row from the events since the last boundary (``tail``, starting with
+    it) and the stream's ``length``; None when the tail cannot tell (the caller folds all).
+
+    Turn ids are ``t<n>`` counted over the session, and ``turn.started`` carries
+    ``sessionSteps`` (steps before that turn), so the counts need nothing older.
+    """
+    view = fold(session_id, tail)
+    view["events"] = length
+    first = tail[0] if tail else {}
+    if first.get("type") == "turn.started":
+        turn_id, before = first.get("turnId"), first.get("sessionSteps")
+        if not (isinstance(turn_id, str) and turn_id[1:].isdigit() and isinstance(before, int)):
+            return None  # written before these fields existed
+        view["turns"] = [None] * int(turn_id[1:])
+        view["steps"] += before
+        view["createdAt"] = None
+    elif first.get("type") != "session.started" or first.get("index") != 0:
+        return None
+    return summary(view)

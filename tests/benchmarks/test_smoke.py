@@ -31,7 +31,13 @@ EXPECTED = {
         "parked_sessions.list",
         "parked_sessions.wake",
     },
-    "cli_startup": {"cli_startup.version"},
+    "cli_startup": {"cli_startup.version", "cli_startup.inspect"},
+    "server_throughput": {
+        "server_throughput.steps_per_s.1",
+        "server_throughput.latency_p50.1",
+        "server_throughput.latency_p99.1",
+        "server_throughput.scaling",
+    },
 }
 
 

@@ -1,0 +1,134 @@
+"""`sessions()` and `deliver()` read only the events of a session's last turn: their rows must
+equal the fold of every event, whatever state the session is in."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from rt_support import AgentFactory, call, reply, tool_file
+
+from eve_cli.execution._view import fold, summary
+from eve_cli.runtime import Runtime
+
+TOOLS = tool_file('''
+    @tool
+    def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    @tool(approval=always())
+    def launch(target: str) -> str:
+        """Needs approval."""
+        return f"launched {target}"
+''')
+
+SCRIPT = [
+    reply("", call("noop"), call("noop")),  # turn 1: three steps
+    reply("", call("noop")),
+    reply("one"),
+    reply("two"),  # turn 2: one step
+    reply("", call("launch", target="x")),  # turn 3: parks on an approval
+    reply("launched"),
+    reply("", call("ask_question", question="Which?")),  # turn 4: parks on a question
+    reply("thanks"),
+]
+
+
+def full_row(rt: Runtime, sid: str) -> dict[str, Any]:
+    row = summary(fold(sid, rt.events(sid)))
+    row.pop("createdAt")
+    return row
+
+
+def listed(rt: Runtime, sid: str) -> dict[str, Any]:
+    [row] = [r for r in rt.sessions() if r["id"] == sid]
+    assert row["createdAt"] is not None
+    assert row["updatedAt"] is not None
+    assert row["bytes"] > 0
+    assert row == {**rt._row(sid), **{k: row[k] for k in ("agent", "createdAt", "updatedAt")},
+                   "bytes": row["bytes"]}  # fmt: skip
+    return rt._row(sid)
+
+
+def test_rows_from_the_last_turn_equal_the_full_fold(
+    make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    agent = make_agent(script=SCRIPT, tools={"t": TOOLS})
+    rt = Runtime(data_dir=tmp_path / "data", agent_dir=agent)
+    seen: list[tuple[str, str | None, int, int]] = []
+
+    async def main() -> None:
+        sid = await rt.create_session()
+
+        def check() -> None:
+            full = full_row(rt, sid)
+            row = listed(rt, sid)
+            row.pop("createdAt")
+            assert row.pop("agent") in (None, full.pop("agent"))  # listing fills it from meta
+            assert row == full
+            seen.append((row["status"], row["parkedOn"], row["turns"], row["steps"]))
+
+        check()  # created, never driven
+        await rt.drive(sid)
+        check()
+        for text in ("go", "again", "launch"):
+            await rt.deliver(sid, text)
+            await rt.drive(sid)
+            check()
+        [request] = rt.session(sid)["pending"]
+        await rt.respond(sid, [{"requestId": request["requestId"], "approved": True}])
+        await rt.drive(sid)
+        check()
+        receipt = await rt.deliver(sid, "ask me")
+        assert receipt.disposition == "started"
+        await rt.drive(sid)
+        check()
+        receipt = await rt.deliver(sid, "queued while parked")
+        assert receipt.disposition == "queued"
+        check()
+
+    asyncio.run(main())
+    rt.close()
+    assert seen == [
+        ("waiting", None, 0, 0),
+        ("waiting", None, 0, 0),
+        ("waiting", None, 1, 3),
+        ("waiting", None, 2, 4),
+        ("parked", "approval", 3, 5),
+        ("waiting", None, 3, 6),
+        ("parked", "question", 4, 7),
+        ("parked", "question", 4, 7),
+    ]
+
+
+def test_rows_of_sessions_without_step_counts_fold_everything(
+    make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    """Events written before ``turn.started`` carried ``sessionSteps`` still list right."""
+    agent = make_agent(script=SCRIPT[:4], tools={"t": TOOLS})
+    rt = Runtime(data_dir=tmp_path / "data", agent_dir=agent)
+
+    async def main() -> str:
+        sid = await rt.create_session()
+        for text in ("go", "again"):
+            await rt.deliver(sid, text)
+            await rt.drive(sid)
+        return sid
+
+    sid = asyncio.run(main())
+    events = rt.events(sid)
+    rt.close()
+    for event in events:  # rewrite the stream as an older eve wrote it
+        event.pop("index")
+        event.pop("sessionSteps", None)
+    stream = tmp_path / "data" / "streams" / f"events.{sid}"
+    for suffix in (".msgpack", ".idx"):
+        Path(f"{stream}{suffix}").unlink()
+    rt = Runtime(data_dir=tmp_path / "data", agent_dir=agent)
+    for event in events:
+        rt.world.stream_append(f"events.{sid}", event)
+    row = listed(rt, sid)
+    rt.close()
+    assert (row["status"], row["turns"], row["steps"]) == ("waiting", 2, 4)
