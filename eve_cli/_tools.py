@@ -4,6 +4,7 @@ the model, and execution that turns invalid input and exceptions into tool-error
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import typing
@@ -73,9 +74,13 @@ class Tool:
         if self.ctx_param is not None:
             kwargs[self.ctx_param] = ctx
         try:
-            value = self.fn(**kwargs)
-            if inspect.isawaitable(value):
-                value = await value
+            if inspect.iscoroutinefunction(self.fn):
+                value = await self.fn(**kwargs)
+            else:
+                # Off the event loop, so streaming, tails and cancel stay live meanwhile.
+                value = await asyncio.to_thread(self.fn, **kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
         except Exception as exc:
             return ToolResult(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}", True)
         return ToolResult(render_result(value))

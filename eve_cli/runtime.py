@@ -22,13 +22,13 @@ from eve_cli._loader import (
     AgentDefinition,
     AgentLoadError,
     check_model_string,
-    load_agent,
     resolve_agent_dir,
 )
 from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
-from eve_cli.execution._streams import strip_key
-from eve_cli.execution._view import fold, fold_tail, summary, tail_start
+from eve_cli.execution._driver import started_event
+from eve_cli.execution._streams import KeyedStream, now_iso, strip_key
+from eve_cli.execution._view import TAIL, fold, summary
 from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
@@ -124,9 +124,20 @@ class Runtime:
         return None if directory == DEFAULT_AGENT_DIR else str(directory)
 
     def reload_agent(self) -> AgentDefinition:
-        """Reload the agent folder now (sessions pick changes up at their next turn anyway)."""
-        self.agent = load_agent(self.agent_dir)
+        """Reload the agent folder now.
+
+        Turns always use the current definition of their folder (reloaded when its files
+        change); a broken edit keeps the last good definition serving. This reports the error.
+
+        Raises:
+            AgentLoadError: the folder is broken; the previous definition stays in use.
+        """
+        self.agent = self.executor.reload(self._stored_dir(self.agent_dir))
         return self.agent
+
+    def agent_error(self) -> str | None:
+        """Why the agent folder failed to load last time (the last good one is serving)."""
+        return self.executor.load_errors.get(str(self.agent_dir))
 
     # -- sessions -------------------------------------------------------------------------
     async def create_session(
@@ -162,6 +173,11 @@ class Runtime:
             "agent": self.agent.name,
         }
         await self.engine.start(SESSION_WORKFLOW, snap.to_data(), run_id=sid, meta=meta)
+        # session.started is written now (the driver's own emit of it is then a no-op), so a
+        # session is listed from its creation on.
+        started = {"type": "session.started", "sessionId": sid, "at": now_iso()}
+        started.update(started_event(snap, self.agent.name))
+        KeyedStream(self.world, events_stream(sid), 0).append("start", started)
         # Claimed now (the driver claims the same token for the same run id when it first
         # runs), so deliveries are accepted before the session was ever driven.
         self.world.claim_hook(token, sid)
@@ -204,8 +220,7 @@ class Runtime:
         """Deliver a user message; the receipt says whether it starts, steers or queues."""
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
-        self._meta(sid)
-        status = self._row(sid)["status"]
+        status = self.session(sid)["status"]
         if status in _ENDED:
             return DeliveryReceipt(sid, "rejected", f"the session has {status}")
         payload = {"kind": "message", "text": message, "policy": turn_policy}
@@ -283,47 +298,17 @@ class Runtime:
         return view
 
     def sessions(self) -> list[dict[str, Any]]:
-        """One row per session, most recently active first.
-
-        Reads each session's head and the events of its last turn only (``fold_tail``), so
-        listing costs the same for old sessions as for new ones.
-        """
+        """One row per session, most recently active first (reads only each stream's tail)."""
         rows = []
-        for info in self.engine.runs():
-            if info.parent is not None or info.workflow != SESSION_WORKFLOW:
-                continue
-            row = self._row(info.run_id)
-            row["agent"] = row["agent"] or info.meta.get("agent")
-            created = info.created.isoformat(timespec="milliseconds") if info.created else None
-            row["createdAt"] = row["createdAt"] or created
-            row["updatedAt"] = row["updatedAt"] or (
-                info.updated.isoformat(timespec="milliseconds") if info.updated else None
-            )
-            row["bytes"] = self._bytes(info.run_id)
+        for sid in self.world.families():
+            tail = self.events(sid, -TAIL)
+            if not tail or tail[0].get("sessionId") != sid:
+                continue  # not an eve session
+            row = summary(sid, tail)
+            row["bytes"] = self._bytes(sid)
             rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
-
-    def _row(self, sid: str) -> dict[str, Any]:
-        """The ``sessions()`` row of ``sid`` (without agent fallback and bytes) from the events
-        since its last turn started; folds every event only for sessions written before
-        ``turn.started`` carried ``sessionSteps``."""
-        name = events_stream(sid)
-        length = self.world.stream_length(name)
-        tail: list[dict[str, Any]] = []
-        end, chunk = length, 16
-        while end > 0:
-            start = max(0, end - chunk)
-            items = self.world.stream_read(name, start, end)
-            tail[:0] = [{**strip_key(item), "index": start + i} for i, item in enumerate(items)]
-            at = tail_start(tail)
-            if at is not None:
-                row = fold_tail(sid, tail[at:], length)
-                if row is not None:
-                    return row
-                break
-            end, chunk = start, chunk * 4
-        return summary(fold(sid, self.events(sid)))
 
     def history(self, sid: str) -> list[dict[str, Any]]:
         """The messages the model would see at the session's next turn (summary first).

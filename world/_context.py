@@ -26,7 +26,6 @@ from ._errors import (
     FatalError,
     HookConflictError,
     NoActiveRunError,
-    SerializationError,
     StepFailedError,
 )
 from ._family import Family, Run
@@ -382,6 +381,3 @@ class ChildHandle:
     async def result(self) -> Any:
         """The child's result; parks this run until the child finishes."""
         return self._ctx._child_result(self.run_id)
-
-
-__all__ = ["ChildHandle", "HookHandle", "RetryPolicy", "SerializationError", "WorkflowContext"]

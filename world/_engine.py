@@ -165,9 +165,13 @@ class Engine:
         if not self.world.family_exists(root):
             raise RunNotFoundError(f"no run {run_id!r}")
         head = self.world.read_head(root)
-        if head is None or run_id not in head.get("runs", {}):
-            head = build_head(load_family(self.world, root))
-        entry = head.get("runs", {}).get(run_id)
+        entry = (head or {}).get("runs", {}).get(run_id)
+        if entry is None:  # no head, or an old finished child: ask the journal
+            family = load_family(self.world, root, full=True)
+            entry = build_head(family)["runs"].get(run_id)
+            run = family.runs.get(run_id)
+            if entry is None and run is not None:
+                entry = build_head(Family(root, runs={run_id: run}))["runs"][run_id]
         if entry is None:
             raise RunNotFoundError(f"no run {run_id!r}")
         return _info(run_id, entry)

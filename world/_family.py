@@ -14,6 +14,7 @@ from typing import Any
 from ._world import InboxItem, World
 
 HEAD_VERSION = 1
+KEPT_CHILDREN = 50  # finished child runs the head keeps (the latest ones)
 FINISHED = frozenset({"completed", "failed"})
 # Record types that carry a run's progress (replayed in order by the workflow context).
 START_TYPES = frozenset({"start", "gen"})
@@ -142,9 +143,9 @@ class Family:
         return min(starts, default=self.end + 1)
 
 
-def load_family(world: World, root: str) -> Family:
-    """Rebuild a family from its journal, starting where the head says it may."""
-    head = world.read_head(root)
+def load_family(world: World, root: str, *, full: bool = False) -> Family:
+    """Rebuild a family from its journal, starting where the head says it may (or at 0)."""
+    head = None if full else world.read_head(root)
     start = head.get("scan", 0) if head and head.get("v") == HEAD_VERSION else 0
     log = world.load(root, start) if start else world.load(root, 0)
     if log.start and not (log.records and _is_scan_start(log.records[0][1])):
@@ -168,7 +169,12 @@ def _is_scan_start(rec: dict[str, Any]) -> bool:
 
 
 def build_head(family: Family) -> dict[str, Any]:
-    """The status cache for `family` as the engine leaves it."""
+    """The status cache for `family` as the engine leaves it.
+
+    Finished child runs beyond the latest `KEPT_CHILDREN` are left out (a session makes a
+    child per turn; the head must not grow with turns); `Engine.info` finds them in the
+    journal.
+    """
     runs = dict(family.head_runs)
     for run in family.runs.values():
         runs[run.id] = {
@@ -183,6 +189,10 @@ def build_head(family: Family) -> dict[str, Any]:
             "result": run.result if run.status == "completed" else None,
             "error": run.error,
         }
+    done = [rid for rid, e in runs.items() if e.get("parent") and e.get("status") in FINISHED]
+    done.sort(key=lambda rid: runs[rid].get("updated") or 0.0)
+    for rid in done[: max(len(done) - KEPT_CHILDREN, 0)]:
+        del runs[rid]
     return {
         "v": HEAD_VERSION,
         "end": family.end,

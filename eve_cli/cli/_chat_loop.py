@@ -175,10 +175,10 @@ class ChatLoop:
             except (KeyboardInterrupt, EOFError):
                 raise Interrupted(self._parked_hint()) from None
         if self.options.approve == "all":
-            self.renderer.notice(f"approved (--approve all): {describe_request(request)}")
+            self.renderer.notice(f"--approve all: {describe_request(request)}: approved")
             return {"requestId": rid, "approved": True, "always": False}
         if self.options.approve == "none":
-            self.renderer.notice(f"denied (--approve none): {describe_request(request)}")
+            self.renderer.notice(f"--approve none: {describe_request(request)}: denied")
             return {"requestId": rid, "approved": False, "always": False}
         if not self.options.interactive or not isinstance(self.renderer, RichRenderer):
             raise WaitingForInput(self.waiting_message(request))

@@ -42,7 +42,9 @@ def chat(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option("--model", "-m", help="Model: demo, scripted:PATH, openai:M, anthropic:M."),
+        typer.Option(
+            "--model", "-m", metavar="MODEL", help="demo, scripted:PATH, openai:M, anthropic:M."
+        ),
     ] = None,
     agent: Annotated[
         Path | None, typer.Option("--agent", metavar="DIR", help="Agent folder (default ./agent).")

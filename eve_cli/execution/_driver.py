@@ -31,7 +31,7 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     if snap.gen == 0:
         if snap.created_at == 0.0:
             snap.created_at = host.now()
-        host.emit("session.started", {"agent": agent.name, "mode": snap.mode}, "start")
+        host.emit("session.started", started_event(snap, agent.name), "start")
         if snap.token:
             try:
                 hook = ctx.create_hook(token=snap.token)
@@ -45,7 +45,8 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     elif snap.queued:
         payload = snap.queued.pop(0)
     elif hook is not None:
-        host.emit("session.waiting", {"continuationToken": snap.token}, f"{key}:wait")
+        counts = {"turns": snap.turns, "steps": snap.steps}
+        host.emit("session.waiting", {"continuationToken": snap.token, **counts}, f"{key}:wait")
         payload = await hook.receive()
     else:
         return {"status": "failed", "error": "session has nothing to do"}
@@ -91,3 +92,8 @@ def _end_task(host: SessionHost, result: dict[str, Any]) -> dict[str, Any]:
     else:
         host.emit("session.cancelled", {}, "end")
     return {"status": status, "text": result.get("text", ""), "error": result.get("error")}
+
+
+def started_event(snap: Snapshot, agent: str) -> dict[str, Any]:
+    """The data of ``session.started`` (also written by the runtime at creation, same key)."""
+    return {"agent": agent, "mode": snap.mode, "model": snap.model, "parent": snap.parent}

@@ -69,6 +69,14 @@ class Executor:
         self._agents[key] = (signature, agent)
         return agent
 
+    def reload(self, agent_dir: str | None) -> AgentDefinition:
+        """Load the folder now; a broken folder raises and the held definition stays."""
+        directory = Path(agent_dir) if agent_dir else self.default_agent_dir
+        agent = load_agent(directory)
+        self._agents[str(directory)] = (_signature(directory), agent)
+        self.load_errors.pop(str(directory), None)
+        return agent
+
     def fallback_agent(self) -> AgentDefinition:
         return self.agent_for(None)
 

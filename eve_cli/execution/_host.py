@@ -7,12 +7,12 @@ the model is resolved from the current agent definition (never persisted, D8).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot, events_stream, history_stream
-from eve_cli.execution._streams import KeyedStream, strip_key
+from eve_cli.execution._streams import KeyedStream, now_iso, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from world import WorkflowContext
@@ -78,7 +78,7 @@ class SessionHost:
             event["turnId"] = self.turn_id
         if step is not None:
             event["stepIndex"] = step
-        event["at"] = datetime.now(UTC).isoformat(timespec="milliseconds")
+        event["at"] = now_iso()
         event.update(data)
         self.events.append(key, event)
 
@@ -124,7 +124,12 @@ class SessionHost:
             f"{self.turn_id}:{call_id}:task",
             step,
         )
-        self.emit("turn.waiting", {"on": "tasks"}, f"{self.turn_id}:{call_id}:twait", step)
+        self.emit(
+            "turn.waiting",
+            {"on": "tasks", "turns": self.snap.turns, "steps": self.snap.steps},
+            f"{self.turn_id}:{call_id}:twait",
+            step,
+        )
         result: dict[str, Any] = await handle.result()
         status = result.get("status", "failed")
         content = result.get("text") or result.get("error") or ""

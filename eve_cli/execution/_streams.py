@@ -8,6 +8,7 @@ an append whose key is present is skipped. Replaying a stream therefore yields e
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from world import World
@@ -52,3 +53,8 @@ class KeyedStream:
 
 def strip_key(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k != KEY}
+
+
+def now_iso() -> str:
+    """Wall-clock time for an event's ``at`` (UTC, milliseconds)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")

@@ -31,11 +31,10 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         agent = executor.agent_for(snap.agent_dir)
     except Exception as exc:
         host = SessionHost(executor, ctx, snap, executor.fallback_agent(), turn_id)
-        host.emit("turn.started", {"sessionSteps": snap.steps}, f"{turn_id}:start")
+        host.emit("turn.started", {}, f"{turn_id}:start")
         return _finish(host, "failed", str(exc))
     host = SessionHost(executor, ctx, snap, agent, turn_id)
-    # ``sessionSteps`` lets readers count a session's steps from its last turn's events alone.
-    host.emit("turn.started", {"sessionSteps": snap.steps}, f"{turn_id}:start")
+    host.emit("turn.started", {}, f"{turn_id}:start")
     start = data["start"]
     fold_message(host, str(start.get("text", "")), f"{turn_id}:in", "started", None)
     hook = ctx.hook(snap.token) if snap.token else None
@@ -55,7 +54,12 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         if unresolved(host):
             if snap.mode == "task" or hook is None:
                 return _finish(host, "failed", TASK_WAIT_ERROR)
-            host.emit("turn.waiting", {"on": "input"}, f"{turn_id}:w{deliveries}")
+            kinds = sorted({r["kind"] for r in unresolved(host)})
+            host.emit(
+                "turn.waiting",
+                {"on": "input", "requests": kinds, "turns": snap.turns, "steps": snap.steps},
+                f"{turn_id}:w{deliveries}",
+            )
             payload = await hook.receive()
             deliveries += 1
             effect = apply_delivery(

@@ -104,7 +104,7 @@ def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
             if event.get("on") == "tasks":
                 view["parkedOn"] = "subagent"
             else:
-                kinds = {p.get("kind") for p in view["pending"]}
+                kinds = set(event.get("requests") or [p.get("kind") for p in view["pending"]])
                 view["parkedOn"] = "question" if kinds == {"question"} else "approval"
         elif kind == "task.settled":
             if view["parkedOn"] == "subagent":
@@ -138,50 +138,27 @@ def _settle_action(turn: dict[str, Any] | None, event: dict[str, Any]) -> None:
                 return
 
 
-def summary(view: dict[str, Any]) -> dict[str, Any]:
-    """The row of ``sessions()``."""
+TAIL = 16
+
+
+def summary(session_id: str, tail: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row of ``sessions()`` from the last :data:`TAIL` events only (cheap for many
+    sessions): status from the fold, counts from the latest event that carries them."""
+    view = fold(session_id, tail)
+    turns = steps = 0
+    for event in tail:
+        if "turns" in event:
+            turns, steps = event["turns"], event.get("steps", steps)
+        elif event.get("type") == "turn.started":
+            turns += 1
+        elif event.get("type") == "step.started":
+            steps += 1
     return {
-        "id": view["id"],
+        "id": session_id,
         "status": view["status"],
         "parkedOn": view["parkedOn"],
         "agent": view["agent"],
-        "turns": len(view["turns"]),
-        "steps": view["steps"],
-        "createdAt": view["createdAt"],
+        "turns": turns,
+        "steps": steps,
         "updatedAt": view["updatedAt"],
     }
-
-
-# Events after which a session's status, parked-on and pending requests depend on nothing
-# earlier: a turn starts with nothing pending (the previous turn's end cleared it).
-_BOUNDARIES = frozenset({"turn.started", "session.started"})
-
-
-def tail_start(events: list[dict[str, Any]]) -> int | None:
-    """Position in ``events`` of the last boundary event, or None when there is none."""
-    for i in range(len(events) - 1, -1, -1):
-        if events[i].get("type") in _BOUNDARIES:
-            return i
-    return None
-
-
-def fold_tail(session_id: str, tail: list[dict[str, Any]], length: int) -> dict[str, Any] | None:
-    """The ``summary`` row from the events since the last boundary (``tail``, starting with
-    it) and the stream's ``length``; None when the tail cannot tell (the caller folds all).
-
-    Turn ids are ``t<n>`` counted over the session, and ``turn.started`` carries
-    ``sessionSteps`` (steps before that turn), so the counts need nothing older.
-    """
-    view = fold(session_id, tail)
-    view["events"] = length
-    first = tail[0] if tail else {}
-    if first.get("type") == "turn.started":
-        turn_id, before = first.get("turnId"), first.get("sessionSteps")
-        if not (isinstance(turn_id, str) and turn_id[1:].isdigit() and isinstance(before, int)):
-            return None  # written before these fields existed
-        view["turns"] = [None] * int(turn_id[1:])
-        view["steps"] += before
-        view["createdAt"] = None
-    elif first.get("type") != "session.started" or first.get("index") != 0:
-        return None
-    return summary(view)

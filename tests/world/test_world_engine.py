@@ -472,3 +472,41 @@ def test_delivery_during_a_run_is_not_lost(world: World) -> None:
 
     rid = run(engine.start("flow"))
     assert run(engine.run(rid)).result == ["raced"]
+
+
+def test_delivery_racing_the_lease_release_is_picked_up(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def flow(ctx: WorkflowContext, _: None) -> Any:
+        return await ctx.create_hook("t-release").receive()
+
+    engine = Engine(world, {"flow": flow})
+    rid = run(engine.start("flow"))
+    write_head = world.write_head
+    raced: list[int] = []
+
+    def write_head_then_deliver(root: str, head: dict[str, Any]) -> None:
+        write_head(root, head)
+        if not raced:  # another process delivers after the drive parked, before the release
+            raced.append(world.deliver(root, "t-release", "late"))
+
+    monkeypatch.setattr(world, "write_head", write_head_then_deliver)
+    assert run(engine.run(rid)).result == "late"
+    assert raced
+
+
+def test_head_does_not_grow_with_finished_children(world: World) -> None:
+    async def parent(ctx: WorkflowContext, n: int) -> int:
+        return sum([await ctx.run_child("child", i) for i in range(n)])
+
+    async def child(ctx: WorkflowContext, i: int) -> int:
+        return i
+
+    engine = Engine(world, {"parent": parent, "child": child})
+    rid = run(engine.start("parent", 70))
+    assert run(engine.run(rid)).result == sum(range(70))
+    head = world.read_head(rid)
+    assert head is not None and len(head["runs"]) == 51  # the root and the latest 50 children
+    old = engine.info(f"{rid}.0")  # dropped from the head: found in the journal
+    assert (old.status, old.result, old.parent) == ("completed", 0, rid)
+    assert engine.info(f"{rid}.69").result == 69

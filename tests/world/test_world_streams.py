@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from world import InvalidNameError, LocalWorld, World
+from world import Engine, InvalidNameError, LocalWorld, WorkflowContext, World
 
 
 def test_append_read_length(world: World) -> None:
@@ -102,3 +103,24 @@ def test_tail_across_processes(tmp_path: Path) -> None:
         return seen
 
     assert asyncio.run(main()) == [0, 1, 2, 3, 4]
+
+
+def test_stream_appends_are_made_durable_before_the_next_journal_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = LocalWorld(tmp_path / "data")
+    synced: list[str] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real(fd)
+
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        await ctx.step("emit", lambda: world.stream_append("events.s1", {"e": 1}))
+
+    engine = Engine(world, {"flow": flow})
+    rid = asyncio.run(engine.start("flow"))
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    asyncio.run(engine.run(rid))
+    assert synced[:2] == ["events.s1.msgpack", "journal.msgpack"]

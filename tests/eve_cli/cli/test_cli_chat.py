@@ -65,7 +65,7 @@ def test_approve_none_denies(eve: Eve) -> None:
     result = eve("chat", "--approve", "none", "-p", "remember to buy milk")
     assert result.exit_code == 0, result.output
     assert "save_note did not work" in result.stdout
-    assert "denied (--approve none)" in result.stderr
+    assert '--approve none: approval to run save_note(text="buy milk"): denied' in result.stderr
 
 
 def test_pending_question_exits_3_and_the_next_piped_line_answers_it(eve: Eve) -> None:
@@ -158,10 +158,12 @@ def test_data_option_creates_the_directory(eve: Eve, tmp_path: Path) -> None:
 
 
 def test_slash_commands_in_piped_mode(eve: Eve) -> None:
-    result = eve("chat", "--json", input="hello\n/help\n/sessions\n/clear\n/bogus\n/exit\nhi\n")
+    lines = "hello\n/help\n/sessions\n/compact\n/clear\n/cancel\n/bogus\n/exit\nhi\n"
+    result = eve("chat", "--json", input=lines)
     assert result.exit_code == 0, result.output
     types = [e["type"] for e in json_lines(result.stdout)]
-    assert "context.cleared" in types
+    assert "compaction.completed" in types
+    assert types.index("context.cleared") > types.index("compaction.completed")
     assert types.count("turn.started") == 1  # /exit stopped before "hi"
     assert "commands: /help /exit /clear /compact /cancel /sessions" in result.stderr
     assert "unknown command /bogus" in result.stderr

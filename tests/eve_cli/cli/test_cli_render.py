@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from eve_cli.cli._events import describe_request, event_request, field, format_call
@@ -270,3 +271,20 @@ def test_event_helpers() -> None:
     )
     nested = ev(0, "input.requested", data={"request": {"requestId": "r", "kind": "approval"}})
     assert event_request(nested)["requestId"] == "r"
+
+
+def test_rich_output_has_no_colour_under_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    def render() -> str:
+        buf = io.StringIO()
+        r = RichRenderer(Console(file=buf, force_terminal=True, width=100))
+        for e in TURN:
+            r.event(e)
+        r.error("boom")
+        r.close()
+        return buf.getvalue()
+
+    colour = re.compile(r"\x1b\[[0-9;]*(3[0-9]|9[0-7])[0-9;]*m")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not colour.search(render())
+    monkeypatch.delenv("NO_COLOR")
+    assert colour.search(render())  # the check can fail: colours appear without NO_COLOR

@@ -1,0 +1,203 @@
+"""`eve gc`: ended sessions older than a duration go, nothing else does; size stays bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rt_support import call, reply, tool_file, write_agent
+from typer.testing import CliRunner
+
+from eve_cli.cli.app import app
+from eve_cli.cli.gc import parse_duration
+from eve_cli.runtime import Runtime
+from world import verify
+
+runner = CliRunner()
+DANGER = tool_file(
+    """
+    @tool(approval=always())
+    def danger(x: int) -> int:
+        \"\"\"Needs approval.\"\"\"
+        return x
+    """
+)
+
+
+def _make(data: Path, agent: Path, mode: str, message: str) -> str:
+    async def main() -> str:
+        rt = Runtime(data, agent_dir=agent)
+        sid = await rt.create_session(mode=mode)
+        await rt.deliver(sid, message)
+        await rt.drive(sid)
+        rt.close()
+        return sid
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def sessions(isolated: Path) -> dict[str, str]:
+    """One session in each state, by status."""
+    data = isolated / "data"
+    done = write_agent(isolated / "done", script=[reply("all done")])
+    broken = write_agent(isolated / "broken", script=[])  # exhausted at once: the task fails
+    asks = write_agent(isolated / "asks", script=[reply("", call("danger", x=1))],
+                       tools={"danger": DANGER})  # fmt: skip
+    made = {
+        "completed": _make(data, done, "task", "go"),
+        "failed": _make(data, broken, "task", "go"),
+        "waiting": _make(data, done, "conversation", "hi"),
+        "parked": _make(data, asks, "conversation", "do it"),
+    }
+    rt = Runtime(data, agent_dir=done)
+    assert {k: rt.session(v)["status"] for k, v in made.items()} == {k: k for k in made}
+    rt.close()
+    return made
+
+
+def _age(data: Path, seconds: float) -> None:
+    """Make every file look last written `seconds` ago."""
+    then = time.time() - seconds
+    for path in data.rglob("*"):
+        os.utime(path, (then, then))
+
+
+def _gc(data: Path, *args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["gc", "--data", str(data), "--json", *args])
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def _owned_files(data: Path, sid: str) -> list[Path]:
+    return [p for p in data.rglob("*") if p.is_file() and sid in (p.name + p.parent.name)]
+
+
+def _sizes(data: Path) -> tuple[int, int]:
+    files = [p for p in data.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def test_durations() -> None:
+    assert parse_duration("90s") == 90 and parse_duration("30m") == 1800
+    assert parse_duration("7d") == 7 * 86400 and parse_duration("1h30m") == 5400
+    for bad in ("", "7", "7x", "d7", "1h 2m", "-1d"):
+        result = runner.invoke(app, ["gc", "--older-than", bad])
+        assert result.exit_code == 2 and "invalid duration" in result.stderr
+
+
+def test_young_sessions_stay(isolated: Path, sessions: dict[str, str]) -> None:
+    report = _gc(isolated / "data", "--older-than", "1h", "--force", "--waiting")
+    assert report["entries"] == [] and report["bytesFreed"] == 0
+
+
+def test_only_ended_sessions_go_and_the_bytes_are_counted(
+    isolated: Path, sessions: dict[str, str]
+) -> None:
+    data = isolated / "data"
+    _age(data, 3 * 3600)
+    ended = [sessions["completed"], sessions["failed"]]
+    expected = sum(p.stat().st_size for sid in ended for p in _owned_files(data, sid))
+    before = _sizes(data)
+
+    dry = _gc(data, "--older-than", "2h", "--dry-run")
+    assert _sizes(data) == before  # nothing touched
+    assert dry["bytesToFree"] == expected and dry["bytesFreed"] == 0
+
+    report = _gc(data, "--older-than", "2h")
+    actions = {e["id"]: e["action"] for e in report["entries"]}
+    assert actions == {
+        sessions["completed"]: "removed",
+        sessions["failed"]: "removed",
+        sessions["waiting"]: "skipped: waiting (use --waiting)",
+        sessions["parked"]: "skipped: parked (use --force)",
+    }
+    assert report["bytesFreed"] == expected > 0
+    assert _sizes(data)[1] == before[1] - expected
+    for sid in ended:
+        assert _owned_files(data, sid) == []
+    rt = Runtime(data)
+    assert {r["id"] for r in rt.sessions()} == {sessions["waiting"], sessions["parked"]}
+    assert rt.session(sessions["parked"])["pending"]  # still answerable
+    rt.close()
+    assert not [f for f in verify(data) if not f.ok]
+
+    _gc(data, "--older-than", "2h", "--waiting")
+    assert _owned_files(data, sessions["waiting"]) == []
+    assert _owned_files(data, sessions["parked"])
+    _gc(data, "--older-than", "2h", "--force")
+    assert [p for p in data.rglob("*") if p.is_file()] == [data / "FORMAT"]
+
+
+def test_a_session_owned_by_a_live_process_is_never_removed(
+    isolated: Path, sessions: dict[str, str]
+) -> None:
+    data, sid = isolated / "data", sessions["completed"]
+    _age(data, 3600)
+    with subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from world import LocalWorld; w = LocalWorld(sys.argv[1]); "
+         "lease = w.acquire(sys.argv[2]); print('held', flush=True); sys.stdin.read()",
+         str(data), sid],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as holder:  # fmt: skip
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        report = _gc(data, "--older-than", "1m", "--force", "--waiting")
+        holder.kill()
+    actions = {e["id"]: e["action"] for e in report["entries"]}
+    assert actions[sid] == "skipped: owned by a live process"
+    assert (data / "runs" / sid / "journal.msgpack").exists()
+    assert sum(a == "removed" for a in actions.values()) == 3
+    # The owner is gone now: its lock is free, the next gc takes the session.
+    again = _gc(data, "--older-than", "1m")
+    assert [(e["id"], e["action"]) for e in again["entries"]] == [(sid, "removed")]
+
+
+def test_leftovers_of_an_interrupted_removal_are_swept(
+    isolated: Path, sessions: dict[str, str]
+) -> None:
+    data, sid = isolated / "data", sessions["completed"]
+    (data / "runs" / sid / "journal.msgpack").unlink()  # a gc killed half way
+    (data / "streams" / "events.s_gone.msgpack").write_bytes(b"x" * 10)  # orphan stream
+    _age(data, 3600)
+    report = _gc(data, "--older-than", "1m")
+    swept = {e["id"]: (e["status"], e["action"]) for e in report["entries"]}
+    assert swept[sid] == ("leftover", "removed") and swept["s_gone"] == ("leftover", "removed")
+    assert _owned_files(data, sid) == [] and not (data / "runs" / sid).exists()
+
+
+@pytest.mark.slow
+def test_soak_size_and_file_count_stay_bounded(isolated: Path) -> None:
+    """Many short sessions with gc between them: the directory does not grow with history."""
+    data = isolated / "data"
+    add = tool_file('@tool\ndef add(a: int, b: int) -> int:\n    """Add."""\n    return a + b\n')
+    script = [reply("", call("add", a=1, b=2)), reply("3")]
+    agent = write_agent(isolated / "agent", script=script, tools={"add": add})
+    peaks: list[tuple[int, int]] = []
+
+    async def batch(rt: Runtime, n: int) -> None:
+        for _ in range(n):
+            sid = await rt.create_session(mode="task")
+            await rt.deliver(sid, "add 1 and 2")
+            assert (await rt.drive(sid))["status"] == "completed"
+
+    for _ in range(12):
+        rt = Runtime(data, agent_dir=agent)
+        asyncio.run(batch(rt, 5))
+        rt.close()
+        peaks.append(_sizes(data))
+        report = _gc(data, "--older-than", "0s")
+        assert sum(e["action"] == "removed" for e in report["entries"]) == 5
+        assert _sizes(data) == (1, (data / "FORMAT").stat().st_size)
+    # Each batch peaks at the same size: nothing accumulates across 60 sessions.
+    counts = {count for count, _ in peaks}
+    sizes = [size for _, size in peaks]
+    assert len(counts) == 1 and max(sizes) - min(sizes) < 0.05 * max(sizes), peaks

@@ -1,0 +1,102 @@
+"""The facade's contract (ARCHITECTURE §3) on the default LocalWorld."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from rt_support import AgentFactory, call, reply
+
+from eve_cli._loader import AgentLoadError
+from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
+
+
+def test_sessions_list_status_counts_and_size(make_agent: AgentFactory, isolated: Path) -> None:
+    agent = make_agent(script=[reply("hi"), reply("", call("ask_question", question="?"))])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        assert rt.data_dir == isolated / ".workflow-data"
+        idle = await rt.create_session()
+        assert [r["id"] for r in rt.sessions()] == [idle]  # listed from creation on
+        assert (await rt.deliver(idle, "hello")).disposition == "started"
+        await rt.drive(idle)
+        busy = await rt.create_session()
+        await rt.deliver(busy, "ask")  # the script's entry 0 ("hi") is per session
+        await rt.drive(busy)
+        await rt.deliver(busy, "ask")
+        await rt.drive(busy)
+        rows = {r["id"]: r for r in rt.sessions()}
+        assert list(rows) == [busy, idle]  # most recent first
+        assert (rows[idle]["status"], rows[idle]["turns"], rows[idle]["steps"]) == ("waiting", 1, 1)
+        assert (rows[busy]["status"], rows[busy]["parkedOn"], rows[busy]["turns"]) == (
+            "parked",
+            "question",
+            2,
+        )
+        assert rows[busy]["steps"] == 2
+        assert all(r["bytes"] > 0 for r in rows.values())
+        view = rt.session(busy)
+        assert view["pending"][0]["question"] == "?" and view["agent"] == agent.name
+
+    asyncio.run(main())
+
+
+def test_ids_unknown_and_malformed() -> None:
+    async def main() -> None:
+        rt = Runtime()
+        with pytest.raises(SessionNotFoundError):
+            rt.session("s_000000000000000000000000")
+        with pytest.raises(InvalidSessionIdError):
+            await rt.deliver("../etc", "x")
+        with pytest.raises(ValueError, match="unknown model"):
+            Runtime(model="gpt-4")
+
+    asyncio.run(main())
+
+
+def test_operation_id_makes_create_idempotent() -> None:
+    async def main() -> None:
+        rt = Runtime()
+        first = await rt.create_session(operation_id="op-1")
+        assert await rt.create_session(operation_id="op-1") == first
+        assert await rt.create_session(operation_id="op-2") != first
+
+    asyncio.run(main())
+
+
+def test_demo_agent_works_out_of_the_box() -> None:
+    async def main() -> None:
+        rt = Runtime()
+        sid = await rt.create_session()
+        await rt.deliver(sid, "what time is it?")
+        view = await rt.drive(sid)
+        [action] = view["turns"][0]["steps"][0]["actions"]
+        assert action["name"] == "get_current_time" and action["status"] == "completed"
+        assert view["turns"][0]["steps"][1]["text"].startswith("It is ")
+        await rt.deliver(sid, "remember to water the plants")
+        view = await rt.drive(sid)
+        assert (view["status"], view["parkedOn"]) == ("parked", "approval")
+        await rt.respond(sid, [{"requestId": view["pending"][0]["requestId"], "approved": True}])
+        view = await rt.drive(sid)
+        assert "saved note 1: water the plants" in view["turns"][1]["steps"][1]["text"]
+
+    asyncio.run(main())
+
+
+def test_broken_edit_keeps_last_good_definition(make_agent: AgentFactory) -> None:
+    agent = make_agent(script=[reply("one"), reply("two")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        (agent / "agent.py").write_text("agent = define_agent(\n")
+        with pytest.raises(AgentLoadError, match=r"agent\.py:1: syntax error"):
+            rt.reload_agent()
+        await rt.deliver(sid, "hi")
+        view = await rt.drive(sid)
+        assert view["turns"][0]["status"] == "completed"
+        assert rt.agent_error() is not None and "agent.py:1" in (rt.agent_error() or "")
+
+    asyncio.run(main())
