@@ -113,6 +113,7 @@ class Runtime:
         self._world_is_memory = world is not None and type(world).__name__ == "MemoryWorld"
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
+        self.engine.head_note = self._head_note
         self.agent: AgentDefinition = self.executor.agent_for(self._stored_dir(self.agent_dir))
 
     @property
@@ -301,14 +302,47 @@ class Runtime:
         """One row per session, most recently active first (reads only each stream's tail)."""
         rows = []
         for sid in self.world.families():
-            tail = self.events(sid, -TAIL)
-            if not tail or tail[0].get("sessionId") != sid:
-                continue  # not an eve session
-            row = summary(sid, tail)
-            row["bytes"] = self._bytes(sid)
-            rows.append(row)
+            head = self.world.read_head(sid)
+            note = head.get("note") if head else None
+            row: dict[str, Any] | None
+            if isinstance(note, dict) and note.get("events") == self._event_count(sid):
+                row = dict(note["row"])  # nothing appended since the head was written
+                row["bytes"] = note.get("bytes")
+            else:
+                row = self._row(sid)
+            if row is not None:
+                rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
+
+    def _row(self, sid: str) -> dict[str, Any] | None:
+        """The ``sessions()`` row of ``sid`` from its stream's tail; None if not a session."""
+        tail = self.events(sid, -TAIL)
+        if not tail or tail[0].get("sessionId") != sid:
+            return None  # not an eve session
+        row = summary(sid, tail)
+        row["bytes"] = self._bytes(sid)
+        return row
+
+    def _head_note(self, root: str) -> dict[str, Any] | None:
+        """Kept in the session's head by the engine each time it writes it (end of a drive,
+        creation): the listing row, valid while the event stream keeps that length."""
+        count = self._event_count(root)
+        row = self._row(root)
+        if row is None:
+            return None
+        bytes_ = row.pop("bytes")
+        return {"row": row, "events": count, "bytes": bytes_}
+
+    def _event_count(self, sid: str) -> int:
+        """Events stored for ``sid``: its index's size on the local world (one stat)."""
+        if self._world_is_memory:
+            return self.world.stream_length(events_stream(sid))
+        path = os.path.join(self.data_dir, "streams", f"{events_stream(sid)}.idx")
+        try:
+            return os.stat(path).st_size // 8
+        except OSError:
+            return -1
 
     def history(self, sid: str) -> list[dict[str, Any]]:
         """The messages the model would see at the session's next turn (summary first).

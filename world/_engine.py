@@ -92,6 +92,15 @@ class Engine:
     def __init__(self, world: World, workflows: Mapping[str, Workflow]) -> None:
         self.world = world
         self._workflows = dict(workflows)
+        # Called with the root run id whenever the head is written; what it returns is kept
+        # in the head as `note` (a caller's listing cache: one small file read per family).
+        self.head_note: Callable[[str], Any] | None = None
+
+    def _write_head(self, family: Family) -> None:
+        head = build_head(family)
+        if self.head_note is not None:
+            head["note"] = self.head_note(family.root)
+        self.world.write_head(family.root, head)
 
     # -- outside workflows -----------------------------------------------------------------------
     async def start(
@@ -113,7 +122,7 @@ class Engine:
         family = Family(run_id)
         [pos] = self.world.create_family(run_id, [_journal.frame_body(body)])
         family.apply(pos, _codec.decode(body))
-        self.world.write_head(run_id, build_head(family))
+        self._write_head(family)
         return run_id
 
     async def run(self, run_id: str, *, wait: float | None = None) -> RunInfo:
@@ -135,7 +144,7 @@ class Engine:
                 try:
                     await self._drive_family(family)
                 finally:
-                    self.world.write_head(root, build_head(family))
+                    self._write_head(family)
             if self.world.inbox_end(root) == family.inbox_mark:
                 break
         return self.info(run_id)

@@ -146,7 +146,8 @@ class LocalWorld(World):
             names = os.listdir(self.path / "runs")
         except FileNotFoundError:
             return []
-        return sorted(n for n in names if (self.path / "runs" / n / "journal.msgpack").exists())
+        runs = os.path.join(self.path, "runs")  # strings, not Paths: called for every family
+        return sorted(n for n in names if os.path.exists(os.path.join(runs, n, "journal.msgpack")))
 
     def family_exists(self, root: str) -> bool:
         return (self._dir(root) / "journal.msgpack").exists()
@@ -185,8 +186,10 @@ class LocalWorld(World):
         return positions
 
     def read_head(self, root: str) -> dict[str, Any] | None:
+        path = os.path.join(self.path, "runs", check_run_id(root), "head.msgpack")
         try:
-            head = _codec.decode((self._dir(root) / "head.msgpack").read_bytes())
+            with open(path, "rb") as f:
+                head = _codec.decode(f.read())
         except (OSError, ValueError, TypeError, Exception):
             return None
         return head if isinstance(head, dict) else None

@@ -55,6 +55,7 @@ def test_rows_from_the_last_turn_equal_the_full_fold(
     agent = make_agent(script=SCRIPT, tools={"t": TOOLS})
     rt = Runtime(data_dir=tmp_path / "data", agent_dir=agent)
     seen: list[tuple[str, str | None, int, int]] = []
+    fast: list[bool] = []  # the row came from the head's note (nothing appended since)
 
     async def main() -> None:
         sid = await rt.create_session()
@@ -63,6 +64,8 @@ def test_rows_from_the_last_turn_equal_the_full_fold(
             full = full_row(rt, sid)
             row = listed(rt, sid)
             assert row == full
+            note = (rt.world.read_head(sid) or {}).get("note") or {}
+            fast.append(note.get("events") == len(rt.events(sid)))
             seen.append((row["status"], row["parkedOn"], row["turns"], row["steps"]))
 
         check()  # created, never driven
@@ -86,6 +89,7 @@ def test_rows_from_the_last_turn_equal_the_full_fold(
 
     asyncio.run(main())
     rt.close()
+    assert fast[1:] == [True] * (len(fast) - 1)
     assert seen == [
         ("waiting", None, 0, 0),
         ("waiting", None, 0, 0),
