@@ -27,6 +27,7 @@ from ._errors import (
     HookConflictError,
     NoActiveRunError,
     StepFailedError,
+    WorldError,
 )
 from ._family import Family, Run
 from ._world import InboxItem, check_name
@@ -95,6 +96,7 @@ class WorkflowContext:
         self._next_child = run.gen_nc
         self._parked: _Park | None = None
         self._empty_polls = 0  # polls that found nothing since the last record passed
+        self._busy = ""  # the step whose function is running (replay order must be fixed)
 
     # -- identity and determinism --------------------------------------------------------------
     @property
@@ -128,6 +130,12 @@ class WorkflowContext:
     def _check_alive(self) -> None:
         if self._parked is not None:
             raise self._parked  # code after a park must not touch the journal
+        if self._busy:
+            raise WorldError(
+                f"run {self._run.id}: a durable operation started while step {self._busy!r} "
+                "was running; operations of one run are sequential (use child runs for "
+                "parallel work)"
+            )
 
     def _next_command(self) -> dict[str, Any] | None:
         """The next recorded command; None past the end of the journal."""
@@ -182,19 +190,27 @@ class WorkflowContext:
         policy = retry or DEFAULT_RETRY
         while True:
             attempts += 1
+            self._busy = name
             try:
                 value = fn(*args, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
             except Exception as exc:
+                self._busy = ""
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 fatal = isinstance(exc, FatalError)
                 if fatal or attempts >= max(policy.max_attempts, 1):
                     done = {"t": "step", "name": name, "err": error, "n": attempts, "fatal": fatal}
                     return self._outcome(self._record(done))  # type: ignore[no-any-return]
                 self._record({"t": "attempt", "name": name, "n": attempts, "err": error})
+                self._busy = name
                 await asyncio.sleep(policy.delay(attempts))
+                self._busy = ""
                 continue
+            except BaseException:
+                self._busy = ""
+                raise
+            self._busy = ""
             rec = {"t": "step", "name": name, "ok": value, "n": attempts}
             return self._record(rec, label=f"step {name!r}")["ok"]  # type: ignore[no-any-return]
 

@@ -79,7 +79,7 @@ def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.
     try:
         yield remote, loop
     except RemoteError as exc:
-        raise CliError(f"{url}: {exc}") from None
+        raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot reach {url}: {exc}; is `eve start` running?") from None
     finally:

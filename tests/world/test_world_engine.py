@@ -510,3 +510,17 @@ def test_head_does_not_grow_with_finished_children(world: World) -> None:
     old = engine.info(f"{rid}.0")  # dropped from the head: found in the journal
     assert (old.status, old.result, old.parent) == ("completed", 0, rid)
     assert engine.info(f"{rid}.69").result == 69
+
+
+def test_concurrent_operations_in_one_run_are_refused_clearly(world: World) -> None:
+    async def slow() -> int:
+        await asyncio.sleep(0.01)
+        return 1
+
+    async def flow(ctx: WorkflowContext, _: None) -> Any:
+        return await asyncio.gather(ctx.step("a", slow), ctx.step("b", slow))
+
+    engine = Engine(world, {"flow": flow})
+    info = run(engine.run(run(engine.start("flow"))))
+    assert info.status == "failed" and info.error is not None
+    assert "sequential" in info.error["message"] and "'a'" in info.error["message"]

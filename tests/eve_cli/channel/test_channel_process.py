@@ -132,3 +132,25 @@ def test_non_loopback_bind_with_token_serves_and_demands_it(
     assert httpx.get(f"{url}{API}/sessions", timeout=WAIT).status_code == 401
     good: dict[str, Any] = {"authorization": "Bearer tok-123"}
     assert httpx.get(f"{url}{API}/sessions", headers=good, timeout=WAIT).status_code == 200
+
+
+def test_sigterm_mid_turn_exits_within_the_grace_and_the_turn_resumes(
+    eve_process: Callable[..., EveProcess], tmp_path: Path
+) -> None:
+    script = write_script(tmp_path / "s.json", [reply("slow answer arrives", delay=30.0)])
+    agent = write_agent(tmp_path / "agent", script)
+    first = eve_process("start", "--port", "0", "--agent", str(agent), "--grace", "0.5")
+    sid = httpx.post(f"{first.url}{API}/session", json={"message": "go"}, timeout=WAIT).json()[
+        "sessionId"
+    ]
+    read_events(first.url, sid, of_type("message.appended"))
+    first.signal(signal.SIGTERM)
+    # The drive gets its 0.5 s grace, then is cancelled: far sooner than the 30 s model call.
+    assert first.wait(timeout=10) == 0
+    assert any("resume on next start" in line for line in first.stderr_lines)
+    # The re-run model call answers at once (same entry, no delay).
+    (tmp_path / "s.json").write_text(json.dumps([reply("slow answer arrives")]))
+    second = eve_process("start", "--port", "0", "--agent", str(agent))
+    settled_events = read_events(second.url, sid, settled())
+    texts = [e.get("text") for e in settled_events if e["type"] == "message.completed"]
+    assert texts == ["slow answer arrives"]
