@@ -323,7 +323,10 @@ class Engine:
             "meta": run.meta,
             "created": run.created,
         }
-        self.append(family, run, rec, label="continue_as_new input", key="input")
+        # No fsync of its own: losing it replays the ended generation, which continues as new
+        # again with the same input (its records are durable); the next durable record
+        # (the new generation's first) covers it.
+        self.append(family, run, rec, label="continue_as_new input", key="input", durable=False)
 
     # -- called by WorkflowContext ---------------------------------------------------------------
     def append(
@@ -335,12 +338,14 @@ class Engine:
         label: str = "",
         key: str = "",
         durable: bool = True,
+        streams: bool = True,
     ) -> dict[str, Any]:
         """Journal one record of `run` durably; return it as a replay will read it."""
         rec = {"run": run.id, "g": run.g, "seq": run.seq, "at": time.time(), **rec}
         body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
         stored: dict[str, Any] = _codec.decode(body)
-        [pos] = self.world.append(family.root, [_journal.frame_body(body)], durable=durable)
+        frames = [_journal.frame_body(body)]
+        [pos] = self.world.append(family.root, frames, durable=durable, streams=streams)
         family.apply(pos, stored)
         return stored
 
@@ -364,7 +369,8 @@ class Engine:
             start["at"] = at
             bodies.insert(0, self._encode(start, "input", f"child of {parent.id}"))
         frames = [_journal.frame_body(b) for b in bodies]
-        positions = self.world.append(family.root, frames)
+        # The parent's replay re-runs the code before this start: its stream items can wait.
+        positions = self.world.append(family.root, frames, streams=False)
         records = [_codec.decode(b) for b in bodies]
         for pos, rec in zip(positions, records, strict=True):
             family.apply(pos, rec)

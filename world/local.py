@@ -171,12 +171,15 @@ class LocalWorld(World):
         records = result.records[1:] if start == 0 else result.records
         return FamilyLog(records=records, start=start)
 
-    def append(self, root: str, frames: list[bytes], *, durable: bool = True) -> list[int]:
+    def append(
+        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+    ) -> list[int]:
         writer = self._writers.get(root)
         if writer is None:
             path = str(self._journal_path(root))
             writer = self._writers[root] = _journal.Writer(path, _journal.read_file(path).end)
-        self._streams.flush()  # events emitted by this step become durable first
+        if streams:
+            self._streams.flush()  # stream items the replay would not re-append: durable first
         data = b"".join(frames)
         offset = writer.append(data, sync=durable)
         positions = []
@@ -332,6 +335,9 @@ class LocalWorld(World):
         frame = _journal.frame({"v": item}, "stream item")
         with _guard(self.path / "streams", "appending to a stream"):
             return self._streams.append(name, frame)
+
+    def stream_appends(self) -> int:
+        return self._streams.appends
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         return self._streams.read(name, start, end)
