@@ -53,6 +53,8 @@ def _serve(agent: Path, data: Path) -> tuple[subprocess.Popen[str], str]:
         if word.startswith("http://"):
             return proc, word.rstrip(",")
     proc.kill()
+    proc.wait()
+    proc.stdout.close()
     raise RuntimeError(f"eve start did not announce its address: {line!r}")
 
 
@@ -132,3 +134,5 @@ def run(quick: bool) -> Iterator[dict[str, Any]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()

@@ -7,6 +7,8 @@ step repeats only the action that was in flight (D2).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,6 +19,7 @@ from eve_cli.harness._host import StepHost
 from eve_cli.models import ModelError, ModelRequest, ToolSpec
 
 Outcome = Literal["continue", "done", "park", "failed"]
+DELTA_INTERVAL = 0.05  # seconds: streamed text is stored in events at most this often
 
 
 @dataclass
@@ -134,23 +137,18 @@ async def call_model(
         call_index=n,
         session_id=host.session_id,
     )
-    deltas = 0
-
-    async def on_delta(text: str) -> None:
-        nonlocal deltas
-        host.emit(
-            "message.appended", {"delta": text}, f"{host.turn_id}:{index}:{m}:d{deltas}", index
-        )
-        deltas += 1
+    deltas = _Deltas(host, index, f"{host.turn_id}:{index}:{m}:d")
 
     async def generate() -> dict[str, Any]:
         full = ModelRequest(**{**request.__dict__, "messages": host.read_history()})
         try:
-            response = await model.generate(full, on_delta)
+            response = await model.generate(full, deltas.add)
         except ModelError as exc:
             return {"error": str(exc)}
         except Exception as exc:
             return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
+        finally:
+            deltas.flush()
         return {
             "text": response.text,
             "tool_calls": [
@@ -169,6 +167,39 @@ async def call_model(
     result: dict[str, Any] = await host.action(f"model:{n}", generate)
     snap.model_calls += 1
     return result
+
+
+class _Deltas:
+    """Streamed text into ``message.appended`` events, coalesced: a delta arriving within
+    :data:`DELTA_INTERVAL` of the last event waits (at most that long) and joins the next one.
+    Readers see text at most that much later, and a reply costs a few events instead of one
+    per token (each event is stored). The concatenation of the events is the text."""
+
+    def __init__(self, host: StepHost, index: int, key: str) -> None:
+        self.host, self.index, self.key = host, index, key
+        self.count = 0
+        self.parts: list[str] = []
+        self.last = -DELTA_INTERVAL
+        self.timer: asyncio.TimerHandle | None = None
+
+    async def add(self, text: str) -> None:
+        self.parts.append(text)
+        wait = self.last + DELTA_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self.flush()
+        elif self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(wait, self.flush)
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if not self.parts:
+            return
+        text, self.parts = "".join(self.parts), []
+        self.host.emit("message.appended", {"delta": text}, f"{self.key}{self.count}", self.index)
+        self.count += 1
+        self.last = time.monotonic()
 
 
 def request_id(host: StepHost, call_id: str) -> str:
