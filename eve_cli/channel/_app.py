@@ -146,8 +146,7 @@ class Channel:
         responses = body.get("inputResponses")
         if (message is None) == (responses is None):
             raise ChannelError(400, "send exactly one of 'message' or 'inputResponses'")
-        self._view(sid)
-        if message is not None:
+        if message is not None:  # an unknown session is the runtime's 404
             out = await self._deliver(sid, message, _turn_policy(body))
             if out["disposition"] == "rejected":
                 return _rejected(sid, out)
@@ -169,7 +168,6 @@ class Channel:
         async def run(request: Request) -> Response:
             sid = self._session_id(request)
             await self._json(request, allow_empty=True)
-            self._view(sid)
             receipt = _receipt_body(await self._call(getattr(self.runtime, name)(sid), sid))
             if receipt["disposition"] == "rejected":
                 return _rejected(sid, receipt)

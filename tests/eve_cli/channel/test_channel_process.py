@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -154,3 +155,25 @@ def test_sigterm_mid_turn_exits_within_the_grace_and_the_turn_resumes(
     settled_events = read_events(second.url, sid, settled())
     texts = [e.get("text") for e in settled_events if e["type"] == "message.completed"]
     assert texts == ["slow answer arrives"]
+
+
+def test_busy_port_is_one_error_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = run_eve("start", "--port", str(port))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "--port" in lines[0]
+
+
+def test_broken_agent_folder_is_one_error_line_with_file_and_line(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "agent.py").write_text("from eve_cli import define_agent\n\nagent = define_agent(\n")
+    done = run_eve("start", "--port", "0", "--agent", str(agent))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "agent.py:3" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
