@@ -85,6 +85,9 @@ class SessionHost:
         event.update(data)
         self.events.append(key, event)
 
+    def emitted(self, key_prefix: str) -> list[str]:
+        return self.events.keys(key_prefix)
+
     def append_history(self, message: Message, key: str) -> None:
         self.history.append(key, message)
         cached = self._window is not None and self._window_at == self._window_key()

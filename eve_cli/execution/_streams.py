@@ -39,6 +39,13 @@ class KeyedStream:
             end = start
         return keys
 
+    def keys(self, prefix: str) -> list[str]:
+        """Keys (without the generation) of stored items of this generation under ``prefix``."""
+        if self._keys is None:
+            self._keys = self._load()
+        full = self.prefix + prefix
+        return [k[len(self.prefix) :] for k in self._keys if k.startswith(full)]
+
     def append(self, key: str, item: dict[str, Any]) -> bool:
         """Append ``item`` under ``key`` unless it is already there; True when written."""
         if self._keys is None:

@@ -36,6 +36,11 @@ class StepHost(Protocol):
         """Append an event (idempotent by ``key``)."""
         ...
 
+    def emitted(self, key_prefix: str) -> list[str]:
+        """Keys of this generation's events starting with ``key_prefix`` (an action re-run
+        after a crash resumes its events after them)."""
+        ...
+
     def append_history(self, message: Message, key: str) -> None:
         """Append a message to the session history (idempotent by ``key``)."""
         ...

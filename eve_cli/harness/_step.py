@@ -173,11 +173,15 @@ class _Deltas:
     """Streamed text into ``message.appended`` events, coalesced: a delta arriving within
     :data:`DELTA_INTERVAL` of the last event waits (at most that long) and joins the next one.
     Readers see text at most that much later, and a reply costs a few events instead of one
-    per token (each event is stored). The concatenation of the events is the text."""
+    per token (each event is stored). The concatenation of the events is the text.
+
+    Keys carry character offsets (``<key><start>-<end>``): a call re-run after a crash skips
+    the text its first run already stored, whatever the chunks are this time."""
 
     def __init__(self, host: StepHost, index: int, key: str) -> None:
         self.host, self.index, self.key = host, index, key
-        self.count = 0
+        self.pos = 0  # characters received so far
+        self.covered: int | None = None  # characters already stored by an earlier run
         self.parts: list[str] = []
         self.last = -DELTA_INTERVAL
         self.timer: asyncio.TimerHandle | None = None
@@ -197,9 +201,21 @@ class _Deltas:
         if not self.parts:
             return
         text, self.parts = "".join(self.parts), []
-        self.host.emit("message.appended", {"delta": text}, f"{self.key}{self.count}", self.index)
-        self.count += 1
+        start, self.pos = self.pos, self.pos + len(text)
+        if self.covered is None:
+            self.covered = max((_end(k) for k in self.host.emitted(self.key)), default=0)
+        if self.covered > start:
+            text, start = text[self.covered - start :], min(self.covered, self.pos)
+        if text:
+            key = f"{self.key}{start}-{self.pos}"
+            self.host.emit("message.appended", {"delta": text}, key, self.index)
         self.last = time.monotonic()
+
+
+def _end(key: str) -> int:
+    """The end offset of a delta key ``...<start>-<end>`` (0 for any other key)."""
+    tail = key.rsplit("-", 1)[-1]
+    return int(tail) if "-" in key and tail.isdigit() else 0
 
 
 def request_id(host: StepHost, call_id: str) -> str:
