@@ -50,6 +50,8 @@ __all__ = [
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TurnPolicy = Literal["steer", "queue"]
 _ENDED = ("completed", "failed", "cancelled")
+# Events after which a session's status depends on nothing earlier.
+_TURN_BOUNDARIES = ("turn.started", "session.started")
 # A session's files in its run folder (the size column of ``sessions()``): named, not listed,
 # so a listing of many sessions does not scan directories.
 _RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")
@@ -221,7 +223,8 @@ class Runtime:
         """Deliver a user message; the receipt says whether it starts, steers or queues."""
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
-        status = self.session(sid)["status"]
+        self._meta(sid)
+        status = self._status(sid)
         if status in _ENDED:
             return DeliveryReceipt(sid, "rejected", f"the session has {status}")
         payload = {"kind": "message", "text": message, "policy": turn_policy}
@@ -233,6 +236,22 @@ class Runtime:
         if status == "running" and turn_policy == "steer":
             return DeliveryReceipt(sid, "steered")
         return DeliveryReceipt(sid, "queued")
+
+    def _status(self, sid: str) -> str:
+        """The session's status folded from its events since the last ``turn.started`` (or
+        ``session.started``): a turn starts with nothing pending, so nothing older matters,
+        and a delivery to an old session costs what it costs to a new one."""
+        name = events_stream(sid)
+        tail: list[dict[str, Any]] = []
+        end, chunk = self.world.stream_length(name), 16
+        while end > 0:
+            start = max(0, end - chunk)
+            tail[:0] = [strip_key(item) for item in self.world.stream_read(name, start, end)]
+            for i in range(len(tail) - 1, -1, -1):
+                if tail[i].get("type") in _TURN_BOUNDARIES:
+                    return str(fold(sid, tail[i:])["status"])
+            end, chunk = start, chunk * 4
+        return str(fold(sid, tail)["status"])
 
     async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
