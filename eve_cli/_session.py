@@ -10,7 +10,7 @@ which the snapshot records only the window (``history_start``, ``history_len``).
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 SNAPSHOT_VERSION = 1
@@ -43,10 +43,14 @@ class Snapshot:
     queued: list[dict[str, Any]] = field(default_factory=list)
     task: str | None = None  # the task of a task-mode (sub-agent) session
     parent: str | None = None  # parent session id of a sub-agent session
+    # A sub-agent session watches its root session's hook for cancel at step boundaries.
+    cancel_token: str | None = None
     ended: str | None = None  # completed | failed | cancelled, for task sessions
 
     def to_data(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Plain data; fields at their default are left out (the snapshot is journaled at
+        every turn boundary, so its size is paid per turn)."""
+        data = {k: v for k, v in asdict(self).items() if v != _DEFAULTS.get(k, _MISSING)}
         data["v"] = SNAPSHOT_VERSION
         return data
 
@@ -58,6 +62,14 @@ class Snapshot:
 
     def copy(self) -> Snapshot:
         return Snapshot.from_data(self.to_data())
+
+
+_MISSING = object()
+_DEFAULTS: dict[str, Any] = {
+    f.name: (f.default_factory() if f.default_factory is not MISSING else f.default)
+    for f in fields(Snapshot)
+    if f.default is not MISSING or f.default_factory is not MISSING
+}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from eve_cli._loader import (
 from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
-from eve_cli.execution._streams import KeyedStream, now_iso, strip_key
+from eve_cli.execution._streams import KeyedStream, read_event, stored_event, strip_key
 from eve_cli.execution._view import TAIL, fold, summary
 from eve_cli.harness._compaction import summary_message
 from world import (
@@ -178,8 +179,7 @@ class Runtime:
         await self.engine.start(SESSION_WORKFLOW, snap.to_data(), run_id=sid, meta=meta)
         # session.started is written now (the driver's own emit of it is then a no-op), so a
         # session is listed from its creation on.
-        started = {"type": "session.started", "sessionId": sid, "at": now_iso()}
-        started.update(started_event(snap, self.agent.name))
+        started = stored_event("session.started", time.time(), started_event(snap, self.agent.name))
         KeyedStream(self.world, events_stream(sid), 0).append("start", started)
         # Claimed now (the driver claims the same token for the same run id when it first
         # runs), so deliveries are accepted before the session was ever driven.
@@ -246,7 +246,8 @@ class Runtime:
         end, chunk = self.world.stream_length(name), 16
         while end > 0:
             start = max(0, end - chunk)
-            tail[:0] = [strip_key(item) for item in self.world.stream_read(name, start, end)]
+            items = self.world.stream_read(name, start, end)
+            tail[:0] = [read_event(sid, start + i, item) for i, item in enumerate(items)]
             for i in range(len(tail) - 1, -1, -1):
                 if tail[i].get("type") in _TURN_BOUNDARIES:
                     return str(fold(sid, tail[i:])["status"])
@@ -406,7 +407,7 @@ class Runtime:
         length = self.world.stream_length(name)
         first = max(0, length + start) if start < 0 else start
         items = self.world.stream_read(name, first, length)
-        return [{**strip_key(item), "index": first + i} for i, item in enumerate(items)]
+        return [read_event(sid, first + i, item) for i, item in enumerate(items)]
 
     async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""
@@ -415,7 +416,7 @@ class Runtime:
         if start < 0:
             start = max(0, self.world.stream_length(name) + start)
         async for index, item in self.world.stream_tail(name, start):
-            yield {**strip_key(item), "index": index}
+            yield read_event(sid, index, item)
 
     def close(self) -> None:
         self.world.close()

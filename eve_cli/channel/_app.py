@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,20 +17,26 @@ from starlette.routing import Route
 
 from eve_cli._version import __version__
 from eve_cli.channel._auth import BearerAuth, is_session_id
+from eve_cli.channel._bodies import (
+    input_responses,
+    optional_str,
+    read_json,
+    receipt_body,
+    turn_policy,
+)
 from eve_cli.channel._errors import (
+    CatchAll,
     ChannelError,
     error_body,
     from_runtime_error,
     on_channel_error,
     on_http_exception,
-    on_unexpected,
 )
 from eve_cli.channel._port import SessionRuntime, TurnPolicy
 from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
 
 PREFIX = "/eve/v1"
-TURN_POLICIES = ("steer", "queue")
 MODES = ("conversation", "task")
 _ACTIONS = ("cancel", "compact", "clear", "reset")
 
@@ -59,11 +64,13 @@ class Channel:
         self._create_lock = asyncio.Lock()
         self.app = Starlette(
             routes=self._routes(),
-            middleware=[Middleware(BearerAuth, token=self.settings.token)],
+            middleware=[
+                Middleware(CatchAll, log=self.settings.log),
+                Middleware(BearerAuth, token=self.settings.token),
+            ],
             exception_handlers={
                 ChannelError: on_channel_error,
                 HTTPException: on_http_exception,
-                Exception: on_unexpected,
             },
             lifespan=self._lifespan,
         )
@@ -107,7 +114,7 @@ class Channel:
             "name": "eve",
             "version": __version__,
             "api": "eve/v1",
-            "turnPolicies": list(TURN_POLICIES),
+            "turnPolicies": ["steer", "queue"],
             "maxBodyBytes": self.settings.max_body,
             **self.settings.info,
         }
@@ -115,10 +122,10 @@ class Channel:
 
     async def create(self, request: Request) -> Response:
         body = await self._json(request, allow_empty=True)
-        message = _optional_str(body, "message")
-        mode = _optional_str(body, "mode")
-        operation_id = _optional_str(body, "operationId")
-        policy = _turn_policy(body)
+        message = optional_str(body, "message")
+        mode = optional_str(body, "mode")
+        operation_id = optional_str(body, "operationId")
+        policy = turn_policy(body)
         if mode is not None and mode not in MODES:
             raise ChannelError(400, f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         # One create at a time: a repeated operationId must find the session made by the first,
@@ -142,18 +149,18 @@ class Channel:
     async def deliver(self, request: Request) -> Response:
         sid = self._session_id(request)
         body = await self._json(request)
-        message = _optional_str(body, "message")
+        message = optional_str(body, "message")
         responses = body.get("inputResponses")
         if (message is None) == (responses is None):
             raise ChannelError(400, "send exactly one of 'message' or 'inputResponses'")
         if message is not None:  # an unknown session is the runtime's 404
-            out = await self._deliver(sid, message, _turn_policy(body))
+            out = await self._deliver(sid, message, turn_policy(body))
             if out["disposition"] == "rejected":
                 return _rejected(sid, out)
             return JSONResponse({"sessionId": sid, **out}, 202)
-        checked = _input_responses(responses)
+        checked = input_responses(responses)
         self._check_pending(sid, checked)
-        receipt = _receipt_body(await self._call(self.runtime.respond(sid, checked), sid))
+        receipt = receipt_body(await self._call(self.runtime.respond(sid, checked), sid))
         if receipt["disposition"] == "rejected":
             return _rejected(sid, receipt)
         self.supervisor.kick(sid)
@@ -168,7 +175,7 @@ class Channel:
         async def run(request: Request) -> Response:
             sid = self._session_id(request)
             await self._json(request, allow_empty=True)
-            receipt = _receipt_body(await self._call(getattr(self.runtime, name)(sid), sid))
+            receipt = receipt_body(await self._call(getattr(self.runtime, name)(sid), sid))
             if receipt["disposition"] == "rejected":
                 return _rejected(sid, receipt)
             self.supervisor.kick(sid)
@@ -186,7 +193,7 @@ class Channel:
 
     async def _deliver(self, sid: str, message: str, policy: TurnPolicy) -> dict[str, Any]:
         receipt = await self._call(self.runtime.deliver(sid, message, turn_policy=policy), sid)
-        out = _receipt_body(receipt)
+        out = receipt_body(receipt)
         if out["disposition"] != "rejected":
             self.supervisor.kick(sid)
         return out
@@ -224,77 +231,7 @@ class Channel:
             raise from_runtime_error(exc, sid) from None
 
     async def _json(self, request: Request, allow_empty: bool = False) -> dict[str, Any]:
-        raw = await _read_limited(request, self.settings.max_body)
-        if not raw.strip():
-            if allow_empty:
-                return {}
-            raise ChannelError(400, "the request needs a JSON object body")
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ChannelError(400, f"malformed JSON body: {exc}") from None
-        if not isinstance(body, dict):
-            raise ChannelError(400, "the JSON body must be an object")
-        return body
-
-
-async def _read_limited(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ChannelError(413, f"request body of {declared} bytes exceeds the {limit}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ChannelError(413, f"request body exceeds the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _optional_str(body: dict[str, Any], key: str) -> str | None:
-    value = body.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ChannelError(400, f"'{key}' must be a string")
-    return value
-
-
-def _turn_policy(body: dict[str, Any]) -> TurnPolicy:
-    policy = body.get("turnPolicy", "steer")
-    if policy == "steer":
-        return "steer"
-    if policy == "queue":
-        return "queue"
-    raise ChannelError(400, f"turnPolicy must be 'steer' or 'queue', got {policy!r}")
-
-
-def _input_responses(value: Any) -> list[dict[str, Any]]:
-    """Validate ``inputResponses``: approvals ``{requestId, approved, always?}`` or answers
-    ``{requestId, answer}``."""
-    if not isinstance(value, list) or not value:
-        raise ChannelError(400, "'inputResponses' must be a non-empty list")
-    out = []
-    for i, item in enumerate(value):
-        where = f"inputResponses[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("requestId"), str):
-            raise ChannelError(400, f"{where} must be an object with a string 'requestId'")
-        if "approved" in item:
-            if not isinstance(item["approved"], bool) or not isinstance(
-                item.get("always", False), bool
-            ):
-                raise ChannelError(400, f"{where}: 'approved' and 'always' must be booleans")
-            out.append(
-                {
-                    "requestId": item["requestId"],
-                    "approved": item["approved"],
-                    "always": item.get("always", False),
-                }
-            )
-        elif isinstance(item.get("answer"), str):
-            out.append({"requestId": item["requestId"], "answer": item["answer"]})
-        else:
-            raise ChannelError(400, f"{where} needs 'approved' (bool) or 'answer' (string)")
-    return out
+        return await read_json(request, self.settings.max_body, allow_empty)
 
 
 def _rejected(sid: str, receipt: dict[str, Any]) -> JSONResponse:
@@ -302,16 +239,3 @@ def _rejected(sid: str, receipt: dict[str, Any]) -> JSONResponse:
     reason = receipt.get("reason") or "the session does not accept this now"
     body = error_body("rejected", reason, sessionId=sid, disposition="rejected", reason=reason)
     return JSONResponse(body, 409)
-
-
-def _receipt_body(receipt: Any) -> dict[str, Any]:
-    """The JSON form of a delivery receipt (attribute or mapping shaped)."""
-    if isinstance(receipt, dict):
-        disposition, reason = receipt.get("disposition"), receipt.get("reason")
-    else:
-        disposition = getattr(receipt, "disposition", None)
-        reason = getattr(receipt, "reason", None)
-    out: dict[str, Any] = {"disposition": str(disposition)}
-    if reason:
-        out["reason"] = str(reason)
-    return out

@@ -8,11 +8,13 @@ Tree of what a handler may raise:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # The error codes a client can branch on, by HTTP status.
 _CODES = {
@@ -89,6 +91,29 @@ async def on_http_exception(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, message)
 
 
-async def on_unexpected(request: Request, exc: Exception) -> Response:
-    """Any other exception: a 500 with one line, never a traceback."""
-    return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+class CatchAll:
+    """ASGI middleware: an unexpected exception becomes a JSON 500 and one log line, never a
+    traceback (Starlette's own last-resort handler re-raises, and uvicorn prints it)."""
+
+    def __init__(self, app: ASGIApp, log: Callable[[str], None]) -> None:
+        self.app = app
+        self.log = log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            line = f"{type(exc).__name__}: {exc}"
+            self.log(f"{scope.get('method')} {scope.get('path')}: {line}")
+            if not started:  # otherwise the client sees the response end early
+                await error_response(500, f"internal error: {line}")(scope, receive, send)

@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+__all__ = ["RemoteError", "RemoteReceipt", "RemoteRuntime"]
+
 # Events after which a session may have stopped running (the view says whether it did).
 _SETTLING = frozenset(
     {

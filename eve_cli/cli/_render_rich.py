@@ -108,6 +108,16 @@ class RichRenderer:
         self.console.print(Text(f"? {describe_request(request)}", style="bold yellow"))
         return self._input("answer: ")
 
+    def recap(self, events: Sequence[Mapping[str, Any]]) -> None:
+        """The last exchange of a reopened session, so the user sees where it stands."""
+        said = next((e for e in reversed(events) if e.get("type") == "message.received"), None)
+        replies = [e for e in events if e.get("type") == "message.completed" and e.get("text")]
+        if said is not None:
+            words = field(said, "text") or field(said, "message") or ""
+            self.console.print(Text(f"› {one_line(words, 200)}", style="dim"))
+        if replies and (said is None or replies[-1].get("index", 0) > said.get("index", 0)):
+            self.console.print(Markdown(str(field(replies[-1], "text"))), style="dim")
+
     def show_help(self) -> None:
         table = Table.grid(padding=(0, 2))
         for name, what in SLASH_HELP:

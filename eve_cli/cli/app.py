@@ -60,8 +60,9 @@ def run_guarded(call: Callable[[], Any], debug: bool) -> int:
         _error(exc.message, exc.prefix)
         return exc.code
     except click_exc.UsageError as exc:
-        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-        _error(f"{exc.format_message()}{where}")
+        if exc.format_message():  # empty when the help was shown for a bare `eve`
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            _error(f"{exc.format_message()}{where}")
         return EXIT_USAGE
     except click_exc.ClickException as exc:
         _error(exc.format_message())

@@ -101,6 +101,10 @@ def chat(
                 resumed=resumed,
             )
         )
+        if resumed and isinstance(renderer, RichRenderer):
+            renderer.recap(rt.events(sid, -200))
+        if resumed and model:
+            renderer.notice(f"-m applies to new sessions; session {sid} keeps its model")
         messages = _messages(renderer, terminal, print_, sid)
         try:
             if resumed:

@@ -91,7 +91,12 @@ def _end_task(host: SessionHost, result: dict[str, Any]) -> dict[str, Any]:
         host.emit("session.failed", {"error": result.get("error")}, "end")
     else:
         host.emit("session.cancelled", {}, "end")
-    return {"status": status, "text": result.get("text", ""), "error": result.get("error")}
+    return {
+        "status": status,
+        "text": result.get("text", ""),
+        "error": result.get("error"),
+        "handedBack": result.get("handedBack", []),
+    }
 
 
 def started_event(snap: Snapshot, agent: str) -> dict[str, Any]:

@@ -6,13 +6,14 @@ the model is resolved from the current agent definition (never persisted, D8).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot, events_stream, history_stream
-from eve_cli.execution._streams import KeyedStream, now_iso, strip_key
+from eve_cli.execution._streams import KeyedStream, stored_event, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from world import WorkflowContext
@@ -54,6 +55,12 @@ class SessionHost:
         # The history window as last read (valid while the snapshot's window is unchanged).
         self._window: list[Message] | None = None
         self._window_at = (-1, -1)
+        self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
+        self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
+
+    def take_deferred(self) -> list[dict[str, Any]]:
+        taken, self.deferred = self.deferred, []
+        return taken
 
     @property
     def session_id(self) -> str:
@@ -76,17 +83,15 @@ class SessionHost:
         return await self.ctx.step(name, fn)
 
     def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
-        event: dict[str, Any] = {"type": type, "sessionId": self.snap.id}
+        scope: dict[str, Any] = {}
         if self.turn_id is not None:
-            event["turnId"] = self.turn_id
+            scope["turnId"] = self.turn_id
         if step is not None:
-            event["stepIndex"] = step
-        event["at"] = now_iso()
-        event.update(data)
-        self.events.append(key, event)
+            scope["stepIndex"] = step
+        self.events.append(key, stored_event(type, time.time(), {**scope, **data}))
 
-    def emitted(self, key_prefix: str) -> list[str]:
-        return self.events.keys(key_prefix)
+    def emitted_keys(self, prefix: str) -> list[str]:
+        return self.events.keys_starting(prefix)
 
     def append_history(self, message: Message, key: str) -> None:
         self.history.append(key, message)
@@ -128,6 +133,7 @@ class SessionHost:
             mode="task",
             task=task,
             parent=self.snap.id,
+            cancel_token=self.snap.token or self.snap.cancel_token,
         )
         handle = await self.ctx.start_child(SESSION_WORKFLOW, child.to_data())
         child_id = handle.run_id
@@ -150,6 +156,9 @@ class SessionHost:
         )
         result: dict[str, Any] = await handle.result()
         status = result.get("status", "failed")
+        self.deferred.extend(result.get("handedBack") or [])
+        if status == "cancelled":
+            self.deferred.append({"kind": "cancel"})
         content = result.get("text") or result.get("error") or ""
         self.emit(
             "task.settled",

@@ -39,8 +39,8 @@ class KeyedStream:
             end = start
         return keys
 
-    def keys(self, prefix: str) -> list[str]:
-        """Keys (without the generation) of stored items of this generation under ``prefix``."""
+    def keys_starting(self, prefix: str) -> list[str]:
+        """Keys of this generation already stored that start with ``prefix`` (unprefixed)."""
         if self._keys is None:
             self._keys = self._load()
         full = self.prefix + prefix
@@ -65,3 +65,19 @@ def strip_key(item: dict[str, Any]) -> dict[str, Any]:
 def now_iso() -> str:
     """Wall-clock time for an event's ``at`` (UTC, milliseconds)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def stored_event(type: str, at: float, data: dict[str, Any]) -> dict[str, Any]:
+    """An event as stored: no session id (the stream names it), ``at`` as epoch seconds."""
+    return {"type": type, "at": round(at, 3), **data}
+
+
+def read_event(session_id: str, index: int, item: dict[str, Any]) -> dict[str, Any]:
+    """A stored event as readers see it (SPEC §8): with index, session id and ISO time."""
+    event = {k: v for k, v in item.items() if k != KEY}
+    at = event.get("at")
+    if isinstance(at, int | float):
+        event["at"] = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    event["index"] = index
+    event.setdefault("sessionId", session_id)
+    return event

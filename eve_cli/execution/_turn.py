@@ -38,13 +38,20 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     start = data["start"]
     fold_message(host, str(start.get("text", "")), f"{turn_id}:in", "started", None)
     hook = ctx.hook(snap.token) if snap.token else None
+    # A sub-agent's turn watches the root session's hook: a cancel ends it, anything else it
+    # takes is handed back to the parent turn with the result.
+    watch = hook or (ctx.hook(snap.cancel_token) if snap.cancel_token else None)
     index = 0
     fresh = True  # new input since the last model answer
     deliveries = 0
     while True:
-        taken = await hook.poll() if hook is not None else []
+        taken = host.take_deferred()
+        taken += await watch.poll() if watch is not None else []
         for payload in taken:
             deliveries += 1
+            if hook is None and payload.get("kind") != "cancel":
+                host.handed_back.append(payload)
+                continue
             effect = apply_delivery(
                 host, payload, f"{turn_id}:p{deliveries}", parked=False, step=index
             )
@@ -85,9 +92,18 @@ async def _cancel(host: SessionHost, index: int) -> dict[str, Any]:
 
 
 def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any]:
+    if host.snap.token:  # a session turn: messages a sub-agent handed back wait for next turn
+        host.snap.queued.extend(p for p in host.take_deferred() if p.get("kind") != "cancel")
     data: dict[str, Any] = {}
     if error:
         data["error"] = error
     event = {"completed": "turn.completed", "failed": "turn.failed", "cancelled": "turn.cancelled"}
     host.emit(event[outcome], data, f"{host.turn_id}:end")
-    return {"snap": host.snap.to_data(), "outcome": outcome, "text": host.last_text, "error": error}
+    return {
+        "snap": host.snap.to_data(),
+        "outcome": outcome,
+        # Only a task's driver needs the final text (its result); a session's has it in history.
+        "text": host.last_text if host.snap.mode == "task" else "",
+        "error": error,
+        "handedBack": host.handed_back + host.take_deferred(),
+    }

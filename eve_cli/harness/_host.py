@@ -36,9 +36,8 @@ class StepHost(Protocol):
         """Append an event (idempotent by ``key``)."""
         ...
 
-    def emitted(self, key_prefix: str) -> list[str]:
-        """Keys of this generation's events starting with ``key_prefix`` (an action re-run
-        after a crash resumes its events after them)."""
+    def emitted_keys(self, prefix: str) -> list[str]:
+        """Keys of events already stored for this generation that start with ``prefix``."""
         ...
 
     def append_history(self, message: Message, key: str) -> None:

@@ -8,7 +8,6 @@ step repeats only the action that was in flight (D2).
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,7 +18,6 @@ from eve_cli.harness._host import StepHost
 from eve_cli.models import ModelError, ModelRequest, ToolSpec
 
 Outcome = Literal["continue", "done", "park", "failed"]
-DELTA_INTERVAL = 0.05  # seconds: streamed text is stored in events at most this often
 
 
 @dataclass
@@ -137,18 +135,19 @@ async def call_model(
         call_index=n,
         session_id=host.session_id,
     )
-    deltas = _Deltas(host, index, f"{host.turn_id}:{index}:{m}:d")
+    deltas = DeltaBuffer(host, f"{host.turn_id}:{index}:{m}:d", index)
 
     async def generate() -> dict[str, Any]:
         full = ModelRequest(**{**request.__dict__, "messages": host.read_history()})
         try:
-            response = await model.generate(full, deltas.add)
+            try:
+                response = await model.generate(full, deltas.add)
+            finally:
+                deltas.flush()
         except ModelError as exc:
             return {"error": str(exc)}
         except Exception as exc:
             return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
-        finally:
-            deltas.flush()
         return {
             "text": response.text,
             "tool_calls": [
@@ -169,53 +168,45 @@ async def call_model(
     return result
 
 
-class _Deltas:
-    """Streamed text into ``message.appended`` events, coalesced: a delta arriving within
-    :data:`DELTA_INTERVAL` of the last event waits (at most that long) and joins the next one.
-    Readers see text at most that much later, and a reply costs a few events instead of one
-    per token (each event is stored). The concatenation of the events is the text.
+class DeltaBuffer:
+    """Coalesces streamed text into ``message.appended`` events of a useful size: the first
+    delta at once, then whenever 48 characters are held, and at the latest 0.2 s after text
+    arrived (small replays, live output).
 
-    Keys carry character offsets (``<key><start>-<end>``): a call re-run after a crash skips
-    the text its first run already stored, whatever the chunks are this time."""
+    Keys carry the text offset (``<call>@<start>+<length>``): when an interrupted call runs
+    again, the part of its text already streamed is not appended a second time.
+    """
 
-    def __init__(self, host: StepHost, index: int, key: str) -> None:
-        self.host, self.index, self.key = host, index, key
-        self.pos = 0  # characters received so far
-        self.covered: int | None = None  # characters already stored by an earlier run
-        self.parts: list[str] = []
-        self.last = -DELTA_INTERVAL
+    def __init__(self, host: StepHost, key: str, step: int) -> None:
+        self.host, self.key, self.step = host, key, step
+        self.held: list[str] = []
+        self.offset = 0  # characters flushed so far
         self.timer: asyncio.TimerHandle | None = None
+        self.streamed = 0  # characters an earlier run of this call already stored
+        for stored in host.emitted_keys(f"{key}@"):
+            start, _, length = stored[len(key) + 1 :].partition("+")
+            if start.isdigit() and length.isdigit():
+                self.streamed = max(self.streamed, int(start) + int(length))
 
     async def add(self, text: str) -> None:
-        self.parts.append(text)
-        wait = self.last + DELTA_INTERVAL - time.monotonic()
-        if wait <= 0:
+        self.held.append(text)
+        if self.offset == 0 or sum(map(len, self.held)) >= 48:
             self.flush()
         elif self.timer is None:
-            self.timer = asyncio.get_running_loop().call_later(wait, self.flush)
+            self.timer = asyncio.get_running_loop().call_later(0.2, self.flush)
 
     def flush(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if not self.parts:
-            return
-        text, self.parts = "".join(self.parts), []
-        start, self.pos = self.pos, self.pos + len(text)
-        if self.covered is None:
-            self.covered = max((_end(k) for k in self.host.emitted(self.key)), default=0)
-        if self.covered > start:
-            text, start = text[self.covered - start :], min(self.covered, self.pos)
-        if text:
-            key = f"{self.key}{start}-{self.pos}"
-            self.host.emit("message.appended", {"delta": text}, key, self.index)
-        self.last = time.monotonic()
-
-
-def _end(key: str) -> int:
-    """The end offset of a delta key ``...<start>-<end>`` (0 for any other key)."""
-    tail = key.rsplit("-", 1)[-1]
-    return int(tail) if "-" in key and tail.isdigit() else 0
+        text, self.held = "".join(self.held), []
+        start, self.offset = self.offset, self.offset + len(text)
+        if self.offset <= self.streamed:
+            return  # stored by an earlier run of this call
+        if start < self.streamed:
+            text, start = text[self.streamed - start :], self.streamed
+        key = f"{self.key}@{start}+{len(text)}"
+        self.host.emit("message.appended", {"delta": text}, key, self.step)
 
 
 def request_id(host: StepHost, call_id: str) -> str:

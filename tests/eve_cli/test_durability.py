@@ -107,12 +107,12 @@ class Scenario:
 
     def transcript(self) -> list[tuple[Any, ...]]:
         events = self.rt.events(self.sid)
-        deltas = [
-            (e.get("turnId"), e.get("stepIndex"), e["delta"])
-            for e in events
-            if e["type"] == "message.appended"
-        ]
-        return [*brief(events), *deltas]
+        streamed: dict[tuple[Any, Any], str] = {}
+        for e in events:
+            if e["type"] == "message.appended":
+                where = (e.get("turnId"), e.get("stepIndex"))
+                streamed[where] = streamed.get(where, "") + e["delta"]
+        return [*brief(events), *sorted(streamed.items())]
 
     def effects(self) -> Counter[str]:
         return Counter(self.log.read_text().splitlines())
@@ -231,3 +231,40 @@ def test_nothing_of_the_agent_or_secrets_reaches_disk(
             assert secret.encode() not in blob, path
             assert b"UNIQUE-INSTRUCTIONS-MARKER" not in blob, path
             assert b"scripted:" not in blob, path  # the agent's own model string is not kept
+
+
+def test_subagent_wait_survives_a_kill(tmp_path: Path, make_agent: AgentFactory) -> None:
+    """The parent waits on a sub-agent (a child run) holding nothing; killed while the child's
+    tool runs, a new process finishes both and the child's finished work is not repeated."""
+    log = tmp_path / "effects.log"
+    parent_script = [reply("", call("helper", task="record c")), reply("parent done")]
+    child = {
+        "script": [reply("", call("record", text="c")), reply("child done")],
+        "tools": {"rec": side_effect_tool(log)},
+        "instructions": "Help.",
+    }
+
+    def session(root: Path) -> tuple[Runtime, str, Path]:
+        agent = make_agent(
+            script=parent_script, subagents={"helper": child}, agent_args="name='parent'"
+        )
+        rt = Runtime(data_dir=root / "data", agent_dir=agent)
+        sid = asyncio.run(rt.create_session())
+        asyncio.run(rt.deliver(sid, "go"))
+        return rt, sid, agent
+
+    ref_rt, ref_sid, _ = session(tmp_path / "ref")
+    assert asyncio.run(ref_rt.drive(ref_sid))["status"] == "waiting"
+    reference = [(t, d.replace(ref_sid, "SID")) for t, d in brief(ref_rt.events(ref_sid))]
+    log.unlink()
+
+    rt, sid, agent = session(tmp_path / "run")
+    (tmp_path / "effects.log.stall").write_text("")
+    Proc(str(tmp_path / "run" / "data"), str(agent), "drive", sid).kill_at("TOOL-STALL")
+    lines = Proc(str(tmp_path / "run" / "data"), str(agent), "drive", sid).finish()
+    assert lines[-1] == "VIEW waiting", lines
+    assert [(t, d.replace(sid, "SID")) for t, d in brief(rt.events(sid))] == reference
+    [settled] = [e for e in rt.events(sid) if e["type"] == "task.settled"]
+    assert settled["output"] == "child done"
+    [key] = {line.split()[1] for line in log.read_text().splitlines()}
+    assert Counter(log.read_text().splitlines()) == Counter({f"start {key}": 2, f"end {key}": 1})

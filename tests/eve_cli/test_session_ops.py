@@ -179,3 +179,34 @@ def test_failing_subagent_is_a_tool_error(make_agent: AgentFactory) -> None:
         assert view["turns"][0]["status"] == "completed"
 
     asyncio.run(main())
+
+
+def test_cancel_cascades_to_a_waited_subagent(make_agent: AgentFactory) -> None:
+    agent = make_agent(
+        script=[reply("", call("helper", task="slow work")), reply("never used")],
+        subagents={
+            "helper": {
+                "script": [reply("", call("ask_question", question="?"), delay=0.3)],
+                "instructions": "Help.",
+            }
+        },
+    )
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        await rt.deliver(sid, "go")
+        driving = asyncio.create_task(rt.drive(sid))
+        async for event in rt.tail(sid):
+            if event["type"] == "task.started":
+                break
+        await rt.cancel(sid)
+        view = await asyncio.wait_for(driving, 10)
+        view = await rt.drive(sid)
+        assert view["status"] == "waiting"
+        assert view["turns"][0]["status"] == "cancelled"
+        [settled] = of_type(rt, sid, "task.settled")
+        assert settled["status"] == "cancelled"
+        child = settled["childSessionId"]
+        assert types(rt.events(child))[-2:] == ["turn.cancelled", "session.cancelled"]
+
+    asyncio.run(main())

@@ -44,3 +44,21 @@ def test_bearer_header_parsing() -> None:
     assert not token_matches("Basic tok", "tok")
     assert not token_matches("tok", "tok")
     assert not token_matches(None, "tok")
+
+
+def test_public_surface_is_pinned() -> None:
+    import eve_cli.channel as channel
+    import eve_cli.channel.client as client
+
+    assert sorted(channel.__all__) == [
+        "BindRefusedError",
+        "Channel",
+        "ChannelError",
+        "ChannelServer",
+        "ChannelSettings",
+        "ServeOptions",
+        "bind_socket",
+        "check_bind",
+        "is_session_id",
+    ]
+    assert sorted(client.__all__) == ["RemoteError", "RemoteReceipt", "RemoteRuntime"]

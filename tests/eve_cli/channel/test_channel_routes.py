@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,18 @@ def test_bearer_token(serve: Callable[..., ServerThread]) -> None:
     good = {"authorization": "Bearer s3cret-token"}
     assert get(server, "/sessions", headers=good).status_code == 200
     assert post(server, "/session", {}, headers=good).status_code == 202
+
+
+def test_damaged_data_is_a_json_500_and_one_log_line(server: ServerThread) -> None:
+    sid = post(server, "/session", {"message": "hi"}).json()["sessionId"]
+    read_events(server.url, sid, settled())
+    streams = Path(os.environ["EVE_DATA_DIR"]) / "streams"
+    data = streams / f"events.{sid}.msgpack"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 3 : len(raw) // 3 + 16] = b"\xc1" * 16  # garbage inside a stored event
+    data.write_bytes(bytes(raw))
+    for response in (get(server, "/sessions"), get(server, f"/session/{sid}")):
+        message = assert_error(response, 500, "internal")
+        assert "Traceback" not in message
+    assert server.logs and all("\n" not in line for line in server.logs)
+    assert get(server, "/health").json() == {"ok": True}

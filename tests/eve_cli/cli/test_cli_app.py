@@ -35,8 +35,9 @@ def test_help_lists_the_commands() -> None:
 
 def test_no_arguments_shows_help_as_usage() -> None:
     result = runner.invoke(app, [])
-    assert result.exit_code in (0, 2)
+    assert result.exit_code == 2
     assert "Usage" in result.output
+    assert "error" not in result.stderr
 
 
 def test_unknown_option_is_one_line_and_exit_2() -> None:

@@ -118,3 +118,20 @@ def test_ctrl_c_during_a_turn_cancels_it_durably(
     )  # fmt: skip
     assert json.loads(view.stdout)["turns"][0]["status"] == "cancelled"
     assert "never shown" not in out.text
+
+
+def test_reopening_a_session_shows_where_it_stands(
+    terminal: Callable[..., tuple[subprocess.Popen[bytes], Reader, int]],
+) -> None:
+    first = subprocess.run(
+        [sys.executable, "-m", "eve_cli", "chat", "-p", "count the words in a b c"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert first.stdout == "That text has 3 words.\n"
+    proc, out, fd = terminal("-c")
+    out.expect("resumed session")
+    out.expect("› count the words in a b c")
+    out.expect("That text has 3 words.")
+    out.expect("› ")
+    os.write(fd, b"\x04")
+    assert proc.wait(timeout=30) == 0

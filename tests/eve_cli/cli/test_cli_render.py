@@ -288,3 +288,12 @@ def test_rich_output_has_no_colour_under_no_color(monkeypatch: pytest.MonkeyPatc
     assert not colour.search(render())
     monkeypatch.delenv("NO_COLOR")
     assert colour.search(render())  # the check can fail: colours appear without NO_COLOR
+
+
+def test_rich_recap_shows_the_last_exchange() -> None:
+    console, buf = rich_console()
+    RichRenderer(console).recap(TURN)
+    text = visible(buf)
+    assert "› what time is it?" in text
+    assert "It is 12:00 UTC." in text
+    assert "Let me check." not in text

@@ -1,0 +1,103 @@
+"""Request bodies of the channel: size-limited JSON reading and validation of each field.
+
+Every problem is a :class:`ChannelError` (400, or 413 for a body over the limit) whose message
+names the field at fault.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+
+from eve_cli.channel._errors import ChannelError
+from eve_cli.channel._port import TurnPolicy
+
+
+async def read_json(request: Request, limit: int, allow_empty: bool = False) -> dict[str, Any]:
+    """The body as a JSON object; an empty body is ``{}`` when ``allow_empty``."""
+    raw = await _read_limited(request, limit)
+    if not raw.strip():
+        if allow_empty:
+            return {}
+        raise ChannelError(400, "the request needs a JSON object body")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ChannelError(400, f"malformed JSON body: {exc}") from None
+    if not isinstance(body, dict):
+        raise ChannelError(400, "the JSON body must be an object")
+    return body
+
+
+async def _read_limited(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ChannelError(413, f"request body of {declared} bytes exceeds the {limit}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ChannelError(413, f"request body exceeds the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def optional_str(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ChannelError(400, f"'{key}' must be a string")
+    return value
+
+
+def turn_policy(body: dict[str, Any]) -> TurnPolicy:
+    policy = body.get("turnPolicy", "steer")
+    if policy == "steer":
+        return "steer"
+    if policy == "queue":
+        return "queue"
+    raise ChannelError(400, f"turnPolicy must be 'steer' or 'queue', got {policy!r}")
+
+
+def input_responses(value: Any) -> list[dict[str, Any]]:
+    """Validate ``inputResponses``: approvals ``{requestId, approved, always?}`` or answers
+    ``{requestId, answer}``."""
+    if not isinstance(value, list) or not value:
+        raise ChannelError(400, "'inputResponses' must be a non-empty list")
+    out = []
+    for i, item in enumerate(value):
+        where = f"inputResponses[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("requestId"), str):
+            raise ChannelError(400, f"{where} must be an object with a string 'requestId'")
+        if "approved" in item:
+            if not isinstance(item["approved"], bool) or not isinstance(
+                item.get("always", False), bool
+            ):
+                raise ChannelError(400, f"{where}: 'approved' and 'always' must be booleans")
+            out.append(
+                {
+                    "requestId": item["requestId"],
+                    "approved": item["approved"],
+                    "always": item.get("always", False),
+                }
+            )
+        elif isinstance(item.get("answer"), str):
+            out.append({"requestId": item["requestId"], "answer": item["answer"]})
+        else:
+            raise ChannelError(400, f"{where} needs 'approved' (bool) or 'answer' (string)")
+    return out
+
+
+def receipt_body(receipt: Any) -> dict[str, Any]:
+    """The JSON form of a delivery receipt (attribute or mapping shaped)."""
+    if isinstance(receipt, dict):
+        disposition, reason = receipt.get("disposition"), receipt.get("reason")
+    else:
+        disposition = getattr(receipt, "disposition", None)
+        reason = getattr(receipt, "reason", None)
+    out: dict[str, Any] = {"disposition": str(disposition)}
+    if reason:
+        out["reason"] = str(reason)
+    return out
