@@ -4,8 +4,9 @@ A few real sessions are driven on the scripted model until their turn parks on a
 (the agent calls the ``deploy`` tool, which always asks). The store is then filled to ``N``
 parked sessions by cloning those sessions' files under fresh session ids and continuation
 tokens (same-length ids, so every offset stays valid; each journal and stream frame is
-re-checksummed). The clones are real sessions: `world.verify` finds nothing wrong, and the
-benchmark wakes one of them.
+re-checksummed); then each clone is opened once by an engine (lease, load, nothing to run), which
+rewrites its head as a drive would. The clones are real sessions: `world.verify` finds nothing
+wrong (tests/benchmarks/test_parked_clone.py), and the benchmark wakes one of them.
 
 * ``parked_sessions.processes``: processes and threads alive besides the benchmark's own
   main thread after parking (SPEC §11 / D5: 0).
@@ -127,6 +128,20 @@ def build(root: Path, n: int) -> tuple[Path, Path, list[str]]:
     for i in range(n - len(seeds)):
         sid, token = seeds[i % len(seeds)]
         clones.append(_clone(data, sid, token, cache))
+    # Open every clone once as an owner would (lease, load, nothing to run): the engine then
+    # writes its head as after a real drive, with the listing note naming its own files.
+    rt = Runtime(data_dir=data, agent_dir=agent)
+
+    async def reopen() -> None:
+        for sid in clones:
+            info = await rt.engine.run(sid)
+            if info.status != "parked":
+                raise RuntimeError(f"clone {sid} is {info.status} after loading, not parked")
+
+    try:
+        asyncio.run(reopen())
+    finally:
+        rt.close()
     return agent, data, clones
 
 

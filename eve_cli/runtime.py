@@ -347,22 +347,24 @@ class Runtime:
     def _head_note(self, root: str) -> dict[str, Any] | None:
         """Kept in the session's head by the engine each time it writes it (end of a drive,
         creation): the listing row, valid while the event stream keeps that length."""
-        count = self._event_count(root)
+        count = self._event_count(root)  # before reading: an append in between shows as stale
         row = self._row(root)
         if row is None:
             return None
         bytes_ = row.pop("bytes")
         return {"row": row, "events": count, "bytes": bytes_}
 
-    def _event_count(self, sid: str) -> int:
-        """Events stored for ``sid``: its index's size on the local world (one stat)."""
+    def _event_count(self, sid: str) -> Any:
+        """What identifies the stored events of ``sid``: on the local world the size and
+        modification time of its event file (one stat; any append or rewrite changes it)."""
         if self._world_is_memory:
             return self.world.stream_length(events_stream(sid))
-        path = os.path.join(self.data_dir, "streams", f"{events_stream(sid)}.idx")
+        path = os.path.join(self.data_dir, "streams", f"{events_stream(sid)}.msgpack")
         try:
-            return os.stat(path).st_size // 8
+            stat = os.stat(path)
         except OSError:
             return -1
+        return [stat.st_size, stat.st_mtime_ns]
 
     def history(self, sid: str) -> list[dict[str, Any]]:
         """The messages the model would see at the session's next turn (summary first).

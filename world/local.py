@@ -227,9 +227,9 @@ class LocalWorld(World):
         """Where the next delivery goes: after the last complete record."""
         if not os.path.exists(path):
             return 0
-        # Where a valid record ends: this process's last delivery, else where the owner last
-        # read (the head), so a new process does not parse every delivery ever made.
-        known = self._inbox_ends.get(root) or (self.read_head(root) or {}).get("inbox_mark", 0)
+        # Where a valid record ends: this process's last delivery, else the end of the last
+        # delivery the owner read (the head), so a new process does not parse every delivery.
+        known = self._inbox_ends.get(root) or (self.read_head(root) or {}).get("inbox_next", 0)
         known = known if isinstance(known, int) else 0
         if 0 < known <= os.path.getsize(path):
             with contextlib.suppress(CorruptJournalError):
