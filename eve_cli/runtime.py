@@ -256,13 +256,35 @@ class Runtime:
 
     async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
-        ``answer``)."""
+        ``answer``). An answer to a request that is not pending in this session, or of the
+        wrong shape, is rejected before anything is written."""
+        problem = self._check_responses(sid, responses)
+        if problem:
+            return DeliveryReceipt(sid, "rejected", problem)
         problem = await self._send(sid, {"kind": "responses", "responses": list(responses)})
         return (
             DeliveryReceipt(sid, "rejected", problem)
             if problem
             else DeliveryReceipt(sid, "accepted")
         )
+
+    def _check_responses(self, sid: str, responses: Any) -> str | None:
+        if not isinstance(responses, list) or not responses:
+            return "responses must be a non-empty list"
+        pending = {p.get("requestId"): p for p in self.session(sid)["pending"]}
+        for response in responses:
+            rid = response.get("requestId") if isinstance(response, dict) else None
+            if not isinstance(rid, str):
+                return "each response needs a requestId (a string)"
+            request = pending.get(rid)
+            if request is None:
+                return f"request {rid!r} is not pending in session {sid}"
+            if request.get("kind") == "question":
+                if not isinstance(response.get("answer"), str):
+                    return f"request {rid!r} is a question: answer it with a string"
+            elif not isinstance(response.get("approved"), bool):
+                return f"request {rid!r} needs approved: true or false"
+        return None
 
     async def _operation(self, sid: str, kind: str) -> DeliveryReceipt:
         problem = await self._send(sid, {"kind": kind})

@@ -14,7 +14,7 @@ from typing import Any
 from ._world import InboxItem, World
 
 HEAD_VERSION = 1
-KEPT_CHILDREN = 50  # finished child runs the head keeps (the latest ones)
+KEPT_CHILDREN = 10  # finished child runs the head keeps (the latest ones)
 FINISHED = frozenset({"completed", "failed"})
 # Record types that carry a run's progress (replayed in order by the workflow context).
 START_TYPES = frozenset({"start", "gen"})

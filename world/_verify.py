@@ -93,8 +93,8 @@ def _data_dir(path: str | os.PathLike[str]) -> Path:
     root = Path(path)
     if not root.is_dir():
         raise WorldError(f"{root}: no data directory there (nothing to check)")
-    if not (root / "FORMAT").exists() and not (root / "runs").is_dir():
-        raise WorldError(f"{root}: not an eve data directory (no FORMAT file, no runs/)")
+    if not (root / "runs").is_dir() and _check_format(root).state != "ok":
+        raise WorldError(f"{root}: not an eve data directory (no eve FORMAT file, no runs/)")
     return root
 
 

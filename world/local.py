@@ -80,8 +80,14 @@ class _FileLease(Lease):
 class LocalWorld(World):
     """Durable storage in files; the default world."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
+        """Open the data directory `path` (default: `default_data_dir()`).
+
+        Opening an existing directory writes nothing; a missing one is created unless
+        `create` is False, in which case it reads as empty (for read-only tools).
+        """
         self.path = Path(path) if path is not None else default_data_dir()
+        self._create = create
         self._writers: dict[str, _journal.Writer] = {}
         self._leased: set[str] = set()
         self._inbox_ends: dict[str, int] = {}
@@ -101,6 +107,8 @@ class LocalWorld(World):
                     raise WorldError(f"{fmt}: not an eve data directory (bad FORMAT file)")
                 if found.get("version", 0) > FORMAT["version"]:
                     raise WorldError(f"{fmt}: written by a newer eve (version {found['version']})")
+                return
+            if not self._create:
                 return
             for sub in ("runs", "hooks", "streams"):
                 (self.path / sub).mkdir(parents=True, exist_ok=True)

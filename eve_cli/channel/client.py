@@ -127,8 +127,11 @@ class RemoteRuntime:
     async def reset(self, sid: str) -> None:
         await self._action(sid, "reset")
 
-    async def drive(self, sid: str) -> dict[str, Any]:
-        """Wait until the server's drive of the session settles; returns the session view."""
+    async def drive(self, sid: str, *, wait: float | None = None) -> dict[str, Any]:
+        """Wait until the server's drive of the session settles; returns the session view.
+
+        `wait` is accepted for the chat loop's sake and ignored: the server owns its sessions.
+        """
         mark = self._marks.pop(sid, None)
         if mark is None:
             view = self.session(sid)

@@ -28,6 +28,7 @@ T = TypeVar("T")
 class ChatOptions:
     approve: str = "ask"  # ask | all | none
     interactive: bool = False  # a person at a terminal can answer prompts
+    wait: float | None = None  # seconds to wait when another process owns the session
 
 
 class ChatLoop:
@@ -96,11 +97,19 @@ class ChatLoop:
 
     # -- driving and rendering --------------------------------------------------------------
     async def _drive(self) -> dict[str, Any]:
-        drive = asyncio.ensure_future(self.backend.drive(self.sid))
+        from world import OwnershipError
+
+        drive = asyncio.ensure_future(self.backend.drive(self.sid, wait=self.options.wait))
         follow = asyncio.ensure_future(self._follow())
         with self._ctrl_c_cancels(drive):
             try:
                 view = await drive
+            except OwnershipError:
+                waited = f" for {self.options.wait:g}s" if self.options.wait else ""
+                raise CliError(
+                    f"session {self.sid} is in use by another process{waited}; try again when "
+                    "it is done, or pass --wait SECONDS"
+                ) from None
             except asyncio.CancelledError:
                 raise Interrupted(
                     f"interrupted; session {self.sid} resumes with: eve chat -s {self.sid}"

@@ -51,6 +51,7 @@ class PlainRenderer:
         self._err = err or sys.stderr
         self._final_only = final_only
         self._last: str | None = None
+        self._last_error: str | None = None  # step.failed and turn.failed repeat one error
 
     def banner(self, info: Banner) -> None:
         del info  # stdout carries replies only
@@ -65,9 +66,14 @@ class PlainRenderer:
                 else:
                     self._write(self._out, text)
         elif kind in ERROR_TYPES:
-            self.error(error_text(event))
+            text = error_text(event)
+            if text != self._last_error:
+                self.error(text)
+            self._last_error = text
         elif kind == "turn.cancelled":
             self.notice("turn cancelled")
+        elif kind == "turn.started":
+            self._last_error = None
 
     def notice(self, text: str) -> None:
         self._write(self._err, text)

@@ -47,6 +47,7 @@ class RichRenderer:
         self, console: Console | None = None, input_fn: Callable[[str], str] | None = None
     ) -> None:
         self.console = console or Console(highlight=False)
+        self._last_error: str | None = None  # step.failed and turn.failed repeat one error
         self._input = input_fn or (lambda prompt: self.console.input(prompt, markup=False))
         self._live: Live | None = None
         self._text = ""
@@ -67,11 +68,17 @@ class RichRenderer:
 
     def event(self, event: Event) -> None:
         handler = _HANDLERS.get(str(event.get("type")))
+        if event.get("type") == "turn.started":
+            self._last_error = None
         if handler is not None:
             handler(self, event)
         elif event.get("type") in ERROR_TYPES:
-            self._stop()
-            self.error(error_text(event))
+            # step.failed and turn.failed carry the same error: say it once.
+            text = error_text(event)
+            if text != self._last_error:
+                self._stop()
+                self.error(text)
+            self._last_error = text
 
     def notice(self, text: str) -> None:
         self._stop()

@@ -69,6 +69,12 @@ def chat(
         str | None,
         typer.Option("--token", metavar="TOKEN", help="Bearer token for --url (EVE_AUTH_TOKEN)."),
     ] = None,
+    wait: Annotated[
+        float | None,
+        typer.Option(
+            "--wait", metavar="SECONDS", help="If another process owns the session, wait for it."
+        ),
+    ] = None,
 ) -> None:
     """Chat with an agent; the session is durable and resumable (eve chat -s ID)."""
     if continue_ and session:
@@ -80,7 +86,7 @@ def chat(
     data_dir = data_path(data) if url else ensure_data_dir(data)
     terminal = sys.stdin.isatty() and sys.stdout.isatty() and not json_ and print_ is None
     renderer = _renderer(terminal, json_, print_ is not None)
-    options = ChatOptions(approve=approve.value, interactive=terminal)
+    options = ChatOptions(approve=approve.value, interactive=terminal, wait=wait)
     opened: contextlib.AbstractContextManager[tuple[Backend, asyncio.AbstractEventLoop]] = (
         open_remote(url, token or os.environ.get("EVE_AUTH_TOKEN"))
         if url

@@ -10,7 +10,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,6 +24,9 @@ from eve_cli.cli._events import describe_request, error_text, format_call, one_l
 from eve_cli.cli._render import dumps
 from eve_cli.cli._runtime import open_reader
 from eve_cli.cli._tables import sessions_table, status_text, when
+
+if TYPE_CHECKING:
+    from eve_cli.runtime import Runtime
 
 SESSION_KEYS = ("id", "status", "parkedOn", "agent", "model", "turns", "steps", "updatedAt")
 
@@ -48,6 +51,9 @@ def inspect(
     data_dir = data_path(data)
     # Piped output is not squeezed to 80 columns: tables stay one row per session.
     console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    existing = next((p for p in (data_dir, *data_dir.parents) if p.exists()), data_dir)
+    if existing.exists() and not existing.is_dir():
+        raise CliError(f"data directory {data_dir}: {existing} is not a directory; pass --data")
     if not data_dir.is_dir():
         if session:
             raise CliError(f"no data directory {data_dir}; nothing to inspect")
@@ -55,7 +61,8 @@ def inspect(
         return
     with open_reader(data_dir) as reader:
         if session is None:
-            _emit_sessions(with_sizes(reader.sessions(), data_dir), json_, console, data_dir)
+            rows = with_sizes(list_sessions(reader), data_dir)
+            _emit_sessions(rows, json_, console, data_dir)
             return
         view = reader.session(session)
         stream = reader.events(session, start if events else 0)
@@ -65,6 +72,32 @@ def inspect(
         _emit_step(view, stream, step, json_, console)
     else:
         _emit_session(view, stream, json_, console)
+
+
+def list_sessions(reader: Runtime) -> list[dict[str, Any]]:
+    """`reader.sessions()`; when damaged data stops it, one row per session instead, a damaged
+    session as `{"id", "status": "damaged", "error"}` (the others are still listed)."""
+    from world import WorldError
+
+    try:
+        return reader.sessions()
+    except WorldError:
+        pass
+    rows: list[dict[str, Any]] = []
+    for sid in reader.world.families():
+        try:
+            view = reader.session(sid)
+        except LookupError:
+            continue  # not a session (another workflow's run)
+        except WorldError as exc:
+            error = one_line(str(exc), 400)
+            rows.append(
+                {"id": sid, "status": "damaged", "turns": None, "steps": None, "error": error}
+            )
+            continue
+        rows.append({key: view.get(key) for key in SESSION_KEYS} | {"turns": len(view["turns"])})
+    rows.sort(key=lambda row: str(row.get("updatedAt") or ""), reverse=True)
+    return rows
 
 
 def with_sizes(rows: Sequence[Mapping[str, Any]], data_dir: Path) -> list[dict[str, Any]]:
@@ -112,6 +145,9 @@ def _emit_sessions(
         console.print(f"no sessions in {data_dir}; start one with: eve chat")
     else:
         console.print(sessions_table(rows))
+        for row in rows:
+            if row.get("status") == "damaged":
+                console.print(Text(f"{row['id']}: {row.get('error')}", style="red"))
 
 
 def session_object(view: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -18,6 +18,12 @@ def resume(
         bool, typer.Option("--all", help="Every interrupted session in the data directory.")
     ] = False,
     data: DataOption = None,
+    wait: Annotated[
+        float | None,
+        typer.Option(
+            "--wait", metavar="SECONDS", help="If another process owns a session, wait for it."
+        ),
+    ] = None,
 ) -> None:
     """Finish interrupted turns: drive sessions until they wait, park or end, then exit."""
     if bool(session) == all_:
@@ -39,7 +45,7 @@ def resume(
         errors = user_errors()
         for sid in targets:
             try:
-                view = loop.run_until_complete(rt.drive(sid))
+                view = loop.run_until_complete(rt.drive(sid, wait=wait))
             except errors as exc:
                 failures += 1
                 typer.echo(f"{sid}: not resumed: {exc}", err=True)

@@ -60,6 +60,17 @@ def tool_file(body: str) -> str:
     )
 
 
+# A tool `danger(x: int)` that asks for approval on every call (a session parks on it).
+DANGER_TOOL = tool_file(
+    """
+    @tool(approval=always())
+    def danger(x: int) -> int:
+        \"\"\"Needs approval.\"\"\"
+        return x
+    """
+)
+
+
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     """A scripted tool call."""
     return {"name": name, "arguments": arguments}

@@ -178,3 +178,26 @@ def test_child_start_cut_by_a_crash_is_adopted_not_started_twice(tmp_path: Path)
     records = [rec for _, rec in _journal.read_file(str(journal)).records]
     assert [r["t"] for r in records if r.get("run") == "p.0"].count("start") == 1
     assert [r["t"] for r in records if r.get("run") == "p"].count("child") == 1
+
+
+def test_reading_writes_nothing(tmp_path: Path) -> None:
+    engine, rid = _run_steps(tmp_path / "data", 2)
+    engine.world.stream_append("events.x", 1)
+    engine.world.close()
+    (tmp_path / "data" / "runs" / rid / "head.msgpack").unlink()  # info must rebuild in memory
+
+    def snapshot() -> dict[str, tuple[int, int]]:
+        return {
+            str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in (tmp_path / "data").rglob("*")
+        }
+
+    before = snapshot()
+    reader = Engine(LocalWorld(tmp_path / "data", create=False), {})
+    assert reader.info(rid).status == "parked"
+    assert [r["t"] for r in reader.history(rid)][:2] == ["start", "step"]
+    assert reader.world.stream_read("events.x") == [1]
+    assert [i.run_id for i in reader.runs()] == [rid]
+    assert snapshot() == before
+    missing = LocalWorld(tmp_path / "nowhere", create=False)
+    assert missing.families() == [] and missing.stream_read("events.x") == []
+    assert not (tmp_path / "nowhere").exists()

@@ -68,6 +68,7 @@ def test_kill_9_mid_turn_then_restart_completes_the_turn_without_a_request(
     texts = [e.get("text") for e in events if e["type"] == "message.completed"]
     assert texts[-1] == "the final answer after the pause"
     assert (agent / "runs.txt").read_text().splitlines() == ["once"]  # the tool ran once
+    assert any(f"resuming 1 in-flight session(s): {sid}" in line for line in second.stderr_lines)
     assert httpx.get(f"{second.url}{API}/session/{sid}", timeout=WAIT).json()["status"] == (
         "waiting"
     )
@@ -177,3 +178,10 @@ def test_broken_agent_folder_is_one_error_line_with_file_and_line(tmp_path: Path
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "agent.py:3" in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_sigint_exits_130(eve_process: Callable[..., EveProcess]) -> None:
+    server = eve_process("start", "--port", "0")
+    server.signal(signal.SIGINT)
+    assert server.wait() == 130
+    assert not any("Traceback" in line for line in server.stderr_lines)

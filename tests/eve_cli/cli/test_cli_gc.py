@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rt_support import DANGER_TOOL as DANGER
 from rt_support import call, reply, tool_file, write_agent
 from typer.testing import CliRunner
 
@@ -21,14 +22,6 @@ from eve_cli.runtime import Runtime
 from world import verify
 
 runner = CliRunner()
-DANGER = tool_file(
-    """
-    @tool(approval=always())
-    def danger(x: int) -> int:
-        \"\"\"Needs approval.\"\"\"
-        return x
-    """
-)
 
 
 def _make(data: Path, agent: Path, mode: str, message: str) -> str:

@@ -139,10 +139,11 @@ def test_inspect_while_another_process_owns_the_session(
 
 
 def test_damaged_data_is_reported_not_a_traceback(eve: Eve) -> None:
+    healthy = new_session(eve, "hello\n")
     sid = new_session(eve, "what time is it?\nhello\n")
-    journals = [p for p in data_dir().rglob("*.msgpack") if sid in str(p) and p.stat().st_size > 64]
-    assert journals
-    for path in journals:  # flip bytes in the middle: a bad record with valid data after it
+    damaged = [p for p in data_dir().rglob("*.msgpack") if sid in p.name and "events" in p.name]
+    assert damaged
+    for path in damaged:  # flip bytes in the middle: a bad record with valid data after it
         raw = bytearray(path.read_bytes())
         middle = len(raw) // 2
         raw[middle : middle + 8] = b"\xff" * 8
@@ -151,10 +152,17 @@ def test_damaged_data_is_reported_not_a_traceback(eve: Eve) -> None:
     assert "Traceback" not in result.output
     assert result.exit_code == 1
     assert result.stderr.startswith("eve: error: damaged data in")
+    assert "corrupt record at offset" in result.stderr
     assert result.stderr.count("\n") == 1
     listing = eve("inspect")
+    assert listing.exit_code == 0, listing.output
     assert "Traceback" not in listing.output
-    assert sid in listing.output
+    assert "damaged" in listing.stdout
+    assert healthy in listing.stdout
+    rows = {row["id"]: row for row in json.loads(eve("inspect", "--json").stdout)}
+    assert rows[sid]["status"] == "damaged"
+    assert "corrupt record at offset" in rows[sid]["error"]
+    assert (rows[healthy]["status"], rows[healthy]["turns"]) == ("waiting", 1)
 
 
 def test_inspect_on_a_missing_data_dir_for_a_session(eve: Eve, tmp_path: Path) -> None:

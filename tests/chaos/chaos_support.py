@@ -1,0 +1,401 @@
+"""The chaos harness: real `eve` processes on one session, killed with SIGKILL and restarted.
+
+One *run* is one session of a scripted agent whose tools write each side effect to a file. The
+harness delivers the run's messages through `eve chat -s ID` (piped input), finishes interrupted
+turns with `eve resume ID` and answers approvals with `--approve all` (or leaves them parked with
+`--approve ask`, exit 3). Each process is SIGKILLed at a seeded moment: on an event it writes
+(a streamed delta, a tool call starting, a result, a delivery received), at a journal write
+(`EVE_FAULTS`), or after a random delay; then the next process starts. A run ends when every
+message was answered; `check` then compares it with an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from world import LocalWorld, verify
+
+
+def _scenario(rounds: int) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """Messages, the model's script and the tool tags of a session of `rounds` x 3 turns."""
+    messages: list[str] = []
+    script: list[dict[str, Any]] = []
+    tags: list[str] = []
+    for r in range(rounds):
+        a, b, c, d, e = (f"{t}{r}" for t in "abcde")
+        tags += [a, b, c, d, e]
+        messages += [f"round {r}: record {a} and {b}", f"round {r}: guarded {c}",
+                     f"round {r}: record {d} and {e}"]  # fmt: skip
+        script += [
+            {"text": f"Recording {a} and {b}.", "delay": 0.04,
+             "tool_calls": [_call("record", a), _call("record", b)]},
+            {"text": f"Recorded {a} and {b}.", "delay": 0.04},
+            {"text": "", "tool_calls": [_call("guarded", c)]},
+            {"text": f"Guarded {c} is done.", "delay": 0.04},
+            {"text": f"Now {d}.", "tool_calls": [_call("record", d)]},
+            {"text": f"And {e}.", "delay": 0.04, "tool_calls": [_call("record", e)]},
+            {"text": f"All recorded: {a}, {b}, {c}, {d}, {e}.", "delay": 0.04},
+        ]  # fmt: skip
+    return messages, script, tags
+
+
+def _call(name: str, tag: str) -> dict[str, Any]:
+    return {"name": name, "arguments": {"tag": tag}}
+
+
+MESSAGES, SCRIPT, TAGS = _scenario(rounds=2)
+
+TOOLS = '''
+import os
+import time
+
+from eve_cli import ToolContext, always, tool
+
+
+def _mark(what: str, tag: str, key: str) -> None:
+    fd = os.open(os.environ["CHAOS_EFFECTS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{what} {tag} {key}\\n".encode())
+    finally:
+        os.close(fd)
+
+
+def _effect(tag: str, key: str) -> str:
+    _mark("start", tag, key)
+    os.write(2, b"CHAOS tool started\\n")  # tells the harness: kill now to hit a tool
+    time.sleep(0.03)  # the side effect takes a while: kills land inside it
+    _mark("done", tag, key)
+    return f"recorded {tag}"
+
+
+@tool
+def record(tag: str, ctx: ToolContext) -> str:
+    """Record a tag as a side effect."""
+    return _effect(tag, ctx.idempotency_key)
+
+
+@tool(approval=always())
+def guarded(tag: str, ctx: ToolContext) -> str:
+    """Record a tag, after the user approves."""
+    return _effect(tag, ctx.idempotency_key)
+'''
+
+FAULTS = ("crash_before_write", "crash_mid_write", "crash_after_fsync")
+PROCESS_TIMEOUT = 90.0  # seconds; generous for a loaded CI machine
+
+
+class ChaosFailure(AssertionError):
+    """A broken guarantee; the message names the seed that replays it."""
+
+
+def write_agent(root: Path) -> Path:
+    agent = root / "agent"
+    (agent / "tools").mkdir(parents=True, exist_ok=True)
+    (agent / "script.json").write_text(json.dumps(SCRIPT))
+    (agent / "agent.py").write_text(
+        "from eve_cli import define_agent\n\n"
+        f"agent = define_agent(model={'scripted:' + str(agent / 'script.json')!r})\n"
+    )
+    (agent / "instructions.md").write_text("You record tags.")
+    (agent / "tools" / "effects.py").write_text(textwrap.dedent(TOOLS))
+    return agent
+
+
+@dataclass
+class Kill:
+    """One kill: what the process was and where it was stopped."""
+
+    process: str
+    how: str
+
+
+@dataclass
+class Run:
+    """One session driven to its end through killed and restarted processes."""
+
+    root: Path
+    seed: int
+    kills: list[Kill] = field(default_factory=list)
+    processes: int = 0
+    log: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.data = self.root / "data"
+        self.effects = self.root / "effects"
+        self.agent = write_agent(self.root)
+        self.env = {
+            **os.environ,
+            "EVE_DATA_DIR": str(self.data),
+            "CHAOS_EFFECTS": str(self.effects),
+            "NO_COLOR": "1",
+        }
+        self.env.pop("EVE_FAULTS", None)
+        self.sid = ""
+
+    # -- reading the session (read-only, between processes) ----------------------------------
+    def events(self) -> list[dict[str, Any]]:
+        world = LocalWorld(self.data)
+        try:
+            return list(world.stream_read(f"events.{self.sid}"))
+        finally:
+            world.close()
+
+    def delivered(self) -> list[str]:
+        """Messages durably in the session's inbox (a delivery either is there or never was)."""
+        world = LocalWorld(self.data)
+        try:
+            items, _ = world.read_inbox(self.sid)
+        finally:
+            world.close()
+        return [
+            str(i.payload.get("text"))
+            for i in items
+            if isinstance(i.payload, dict) and i.payload.get("kind") == "message"
+        ]
+
+    def status(self) -> tuple[str, bool]:
+        """(status, parked on input) folded from the events as `eve inspect` would."""
+        status, parked = "waiting", False
+        for e in self.events():
+            kind = e.get("type")
+            if kind in ("turn.started", "input.resolved", "turn.completed", "turn.failed"):
+                status, parked = "running", False
+            elif kind == "turn.waiting":
+                status, parked = "parked", True
+            elif kind == "session.waiting":
+                status, parked = "waiting", False
+        return status, parked
+
+    def finished(self) -> bool:
+        status, _ = self.status()
+        received = [e.get("text") for e in self.events() if e.get("type") == "message.received"]
+        return status == "waiting" and received == MESSAGES
+
+    # -- processes ----------------------------------------------------------------------------
+    def eve(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "eve_cli", *args]
+
+    def create(self) -> None:
+        """Create the session with `eve chat --json` and no input (the id is its first event)."""
+        proc = subprocess.run(
+            self.eve("chat", "--agent", str(self.agent), "--json"),
+            input="", capture_output=True, text=True, env=self.env, timeout=PROCESS_TIMEOUT,
+        )  # fmt: skip
+        self.processes += 1
+        if proc.returncode != 0:
+            raise ChaosFailure(f"creating the session failed: {proc.stderr.strip()}")
+        first = json.loads(proc.stdout.splitlines()[0])
+        self.sid = str(first["sessionId"])
+
+    def step(self, kill: bool) -> None:
+        """Start the process the session needs next; kill it at a seeded moment if `kill`."""
+        status, parked = self.status()
+        delivered = self.delivered()
+        remaining = [m for m in MESSAGES if m not in delivered]
+        if status == "running" and self.rng.random() < 0.5:
+            name, args, stdin = "resume", self.eve("resume", self.sid), ""
+        else:
+            approve = "ask" if parked is False and self.rng.random() < 0.3 else "all"
+            name = f"chat(approve={approve})"
+            args = self.eve("chat", "-s", self.sid, "--agent", str(self.agent), "--json",
+                            "--approve", approve)  # fmt: skip
+            stdin = "".join(m + "\n" for m in remaining)
+        how = self._plan(name) if kill else "none"
+        env = dict(self.env)
+        if how.startswith("fault:"):
+            env["EVE_FAULTS"] = how.split(":", 1)[1]
+        proc = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env,
+        )  # fmt: skip
+        self.processes += 1
+        lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        readers = [threading.Thread(target=_pump, args=(pipe, tag, lines), daemon=True)
+                   for pipe, tag in ((proc.stdout, "out"), (proc.stderr, "err"))]  # fmt: skip
+        for reader in readers:
+            reader.start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died already (a fault at its first write)
+        errors = self._kill_when(proc, how, lines)
+        try:
+            proc.wait(timeout=PROCESS_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise ChaosFailure(f"{name} hung for {PROCESS_TIMEOUT}s (plan {how})") from None
+        for reader in readers:
+            reader.join(timeout=10)
+        errors += _drain(lines)
+        if proc.returncode == -signal.SIGKILL:
+            self.kills.append(Kill(name, how))
+            with open(self.effects, "a") as f:
+                f.write(f"KILL {len(self.kills)} {name} {how}\n")
+        elif proc.returncode not in (0, 3):
+            raise ChaosFailure(f"{name} exited {proc.returncode} (plan {how}): {errors}")
+        self.log.append(f"{name} plan={how} rc={proc.returncode}")
+
+    def _plan(self, name: str) -> str:
+        roll = self.rng.random()
+        if roll < 0.35:
+            return f"fault:{self.rng.choice(FAULTS)}@{self.rng.randint(1, 12)}"
+        if roll < 0.6:
+            return f"tool:{self.rng.randint(1, 2)}"
+        return f"time:{self.rng.uniform(0.0, 0.5):.3f}"
+
+    def _kill_when(
+        self, proc: subprocess.Popen[str], how: str, lines: queue.Queue[tuple[str, str | None]]
+    ) -> str:
+        """Wait for the planned moment and SIGKILL `proc`; returns what it wrote on stderr.
+
+        `tool:N`: inside the N-th tool call it starts. `time:T`: T seconds after its first
+        sign of work (its first output line; `resume` prints only at the end, so half a
+        second after it starts). Faults kill themselves; `none` lets it finish.
+        """
+        errors: list[str] = []
+        if how == "none" or how.startswith("fault:"):
+            return ""
+        kind, arg = how.split(":")
+        started = kind == "time" and not any("chat" in a for a in proc.args)  # type: ignore[union-attr]
+        deadline = time.monotonic() + PROCESS_TIMEOUT
+        seen, closed = 0, 0
+        while closed < 2:
+            wait = deadline - time.monotonic()
+            if started:
+                wait = min(wait, float(arg) + (0.5 if seen == 0 else 0.0))
+            try:
+                source, line = lines.get(timeout=max(wait, 0.0))
+            except queue.Empty:
+                if started:
+                    proc.send_signal(signal.SIGKILL)
+                break
+            if line is None:
+                closed += 1
+                continue
+            if source == "err" and not line.startswith("CHAOS "):
+                errors.append(line.strip())
+            if kind == "time" and not started:
+                started, seen = True, 1
+            elif kind == "tool" and line.startswith("CHAOS tool started"):
+                seen += 1
+                if seen >= int(arg):
+                    time.sleep(self.rng.uniform(0.0, 0.025))
+                    proc.send_signal(signal.SIGKILL)
+                    break
+        return " | ".join(errors)
+
+    def drive(self, max_kills: int = 30, max_processes: int = 90) -> None:
+        """Kill every process at a seeded moment until the session is done (after
+        `max_kills`, processes run undisturbed so the session can finish)."""
+        self.create()
+        while not self.finished():
+            if self.processes > max_processes:
+                raise ChaosFailure(f"did not finish after {self.processes} processes")
+            self.step(kill=len(self.kills) < max_kills)
+
+
+def _pump(pipe: Any, tag: str, lines: queue.Queue[tuple[str, str | None]]) -> None:
+    for line in pipe:
+        lines.put((tag, line))
+    pipe.close()
+    lines.put((tag, None))
+
+
+def _drain(lines: queue.Queue[tuple[str, str | None]]) -> str:
+    out = []
+    while not lines.empty():
+        source, line = lines.get()
+        if source == "err" and line is not None and not line.startswith("CHAOS "):
+            out.append(line.strip())
+    return " | ".join(out)
+
+
+# -- what must hold after every run -------------------------------------------------------------
+def transcript(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What the user and the model said and did, without times, ids and streamed pieces."""
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        kind = e.get("type")
+        if kind == "message.received" or kind == "message.completed":
+            out.append((kind, e.get("text")))
+        elif kind == "actions.requested":
+            actions = [(a.get("name"), json.dumps(a.get("arguments"), sort_keys=True))
+                       for a in e.get("actions", [])]  # fmt: skip
+            out.append((kind, tuple(actions)))
+        elif kind == "action.result":
+            out.append((kind, e.get("name"), e.get("status"), repr(e.get("output",
+                        e.get("result"))), e.get("isError")))  # fmt: skip
+        elif kind in ("input.requested", "input.resolved"):
+            out.append((kind, e.get("kind"), e.get("name"), e.get("approved")))
+        elif kind in ("turn.completed", "turn.failed", "turn.cancelled", "turn.waiting",
+                      "step.failed", "session.failed"):  # fmt: skip
+            out.append((kind, e.get("error")))
+    return out
+
+
+def check(run: Run, reference: list[tuple[Any, ...]]) -> None:
+    """Every guarantee the chaos suite asserts; raises ChaosFailure naming what broke."""
+    events = run.events()
+    got = transcript(events)
+    if got != reference:
+        diff = next((i for i, (a, b) in enumerate(zip(got, reference, strict=False)) if a != b),
+                    min(len(got), len(reference)))  # fmt: skip
+        raise ChaosFailure(
+            f"transcript differs from the uninterrupted run at entry {diff}: "
+            f"got {got[diff : diff + 3]}, expected {reference[diff : diff + 3]}"
+        )
+    _check_effects(run)
+    delivered = run.delivered()
+    received = [e.get("text") for e in events if e.get("type") == "message.received"]
+    if delivered != received or delivered != MESSAGES:
+        raise ChaosFailure(f"deliveries {delivered} but transcript received {received}")
+    damaged = [f for f in verify(run.data) if f.error]
+    if damaged:
+        raise ChaosFailure(f"doctor finds damage: {damaged}")
+
+
+def _check_effects(run: Run) -> None:
+    """Each tool effect once; a repeat only after a kill interrupted the earlier attempt."""
+    lines = run.effects.read_text().splitlines() if run.effects.exists() else []
+    keys: dict[str, set[str]] = {}
+    last_start: dict[str, int] = {}
+    kills_seen = 0
+    kill_at: dict[str, int] = {}
+    for line in lines:
+        parts = line.split()
+        if parts[0] == "KILL":
+            kills_seen += 1
+            continue
+        what, tag, key = parts
+        keys.setdefault(tag, set()).add(key)
+        if what == "start":
+            if tag in last_start and kill_at[tag] == kills_seen:
+                raise ChaosFailure(
+                    f"tool effect {tag!r} ran again with no kill since its last attempt"
+                )
+            last_start[tag] = 1
+            kill_at[tag] = kills_seen
+    starts = Counter(line.split()[1] for line in lines if line.startswith("start "))
+    dones = Counter(line.split()[1] for line in lines if line.startswith("done "))
+    if set(starts) != set(TAGS) or not all(dones[t] >= 1 for t in TAGS):
+        raise ChaosFailure(f"tool effects missing: started {dict(starts)}, done {dict(dones)}")
+    multi = {t: k for t, k in keys.items() if len(k) != 1}
+    if multi:
+        raise ChaosFailure(f"a re-run used another idempotency key: {multi}")
