@@ -138,6 +138,11 @@ class LocalWorld(World):
             writer = _journal.Writer(str(tmp), 0)
             try:
                 writer.append(header + b"".join(frames))
+            except StorageError:
+                tmp.unlink(missing_ok=True)  # leave nothing behind: the run does not exist
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+                raise
             finally:
                 writer.close()
             os.replace(tmp, path)

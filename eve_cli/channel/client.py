@@ -61,8 +61,10 @@ class RemoteRuntime:
         self._headers = {"authorization": f"Bearer {token}"} if token else {}
         self._timeout = timeout
         self._sync: httpx.Client | None = None
-        # Stream length before the last delivery per session: `drive` waits for what follows.
-        self._marks: dict[str, int] = {}
+        # Per session: the stream length before the last delivery (`drive` waits for what
+        # follows), and whether that delivery must produce events before the session can be
+        # taken as settled (a queued message to a parked session produces none).
+        self._marks: dict[str, tuple[int, bool]] = {}
 
     # -- reads (synchronous, like the facade's) ----------------------------------------
 
@@ -98,22 +100,22 @@ class RemoteRuntime:
 
     async def deliver(self, sid: str, message: str, turn_policy: str = "steer") -> RemoteReceipt:
         """Deliver a message; the server starts, steers, queues or rejects it."""
-        self._mark(sid)
+        body = {"message": message, "turnPolicy": turn_policy}
         try:
-            result = await self._post(
-                f"/session/{sid}", {"message": message, "turnPolicy": turn_policy}
-            )
+            result = await self._marked(sid, f"/session/{sid}", body)
         except RemoteError as exc:
             if exc.code == "rejected":
-                self._marks.pop(sid, None)
                 return RemoteReceipt("rejected", str(exc))
             raise
-        return RemoteReceipt(str(result["disposition"]), result.get("reason"))
+        receipt = RemoteReceipt(str(result["disposition"]), result.get("reason"))
+        if receipt.disposition == "queued":
+            index, _ = self._marks[sid]
+            self._marks[sid] = (index, False)
+        return receipt
 
     async def respond(self, sid: str, responses: list[dict[str, Any]]) -> None:
         """Answer pending approvals or questions."""
-        self._mark(sid)
-        await self._post(f"/session/{sid}", {"inputResponses": responses})
+        await self._marked(sid, f"/session/{sid}", {"inputResponses": responses})
 
     async def cancel(self, sid: str) -> None:
         await self._action(sid, "cancel")
@@ -132,7 +134,7 @@ class RemoteRuntime:
 
         `wait` is accepted for the chat loop's sake and ignored: the server owns its sessions.
         """
-        mark = self._marks.pop(sid, None)
+        mark, patient = self._marks.pop(sid, (None, False))
         if mark is None:
             view = self.session(sid)
             if view.get("status") != "running":
@@ -141,9 +143,10 @@ class RemoteRuntime:
         seen = False
         async with contextlib.aclosing(self._follow(sid, mark)) as events:
             async for event in events:
-                # After a settling event, or on a heartbeat once something happened, ask the
-                # view.
-                if (event is None and seen) or (event and event.get("type") in _SETTLING):
+                # Ask the view after a settling event, or on the opening line and heartbeats
+                # once the delivery had its effect (or was not expected to have one).
+                quiet = event is None and (seen or not patient)
+                if quiet or (event is not None and event.get("type") in _SETTLING):
                     view = self.session(sid)
                     if view.get("status") != "running":
                         return view
@@ -224,9 +227,15 @@ class RemoteRuntime:
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _mark(self, sid: str) -> None:
+    async def _marked(self, sid: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a delivery, remembering where the stream stood before it (for `drive`)."""
         if sid not in self._marks:
-            self._marks[sid] = self._length(sid)
+            self._marks[sid] = (self._length(sid), True)
+        try:
+            return await self._post(path, body)
+        except RemoteError:
+            self._marks.pop(sid, None)  # nothing was delivered: nothing to wait for
+            raise
 
     def _length(self, sid: str) -> int:
         last = self.events(sid, -1)
@@ -259,8 +268,7 @@ class RemoteRuntime:
         return result
 
     async def _action(self, sid: str, name: str) -> None:
-        self._mark(sid)
-        await self._post(f"/session/{sid}/{name}", {})
+        await self._marked(sid, f"/session/{sid}/{name}", {})
 
 
 def _raise_for(response: httpx.Response) -> None:

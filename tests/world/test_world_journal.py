@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +10,15 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from world import CorruptJournalError, StorageError, _faults, _journal
+from world import (
+    CorruptJournalError,
+    Engine,
+    LocalWorld,
+    StorageError,
+    WorkflowContext,
+    _faults,
+    _journal,
+)
 
 
 def _write(path: Path, records: list[dict[str, object]]) -> list[int]:
@@ -118,3 +127,17 @@ def test_fault_spec_parsing() -> None:
     with pytest.raises(ValueError, match="unknown fault"):
         _faults.parse("explode@1")
     assert errno.ENOSPC != errno.EIO
+
+
+def test_a_run_whose_creation_fails_leaves_nothing_behind(
+    tmp_path: Path, faults: dict[str, int]
+) -> None:
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        return None
+
+    engine = Engine(LocalWorld(tmp_path), {"flow": flow})
+    faults["enospc"] = 1
+    with pytest.raises(StorageError, match="rolled back"):
+        asyncio.run(engine.start("flow", run_id="doomed"))
+    assert not (tmp_path / "runs" / "doomed").exists()
+    assert asyncio.run(engine.start("flow", run_id="doomed")) == "doomed"

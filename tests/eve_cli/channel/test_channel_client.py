@@ -88,3 +88,33 @@ def test_remote_errors_are_one_line(serve: Callable[..., ServerThread]) -> None:
     with RemoteRuntime("http://127.0.0.1:9") as nowhere, pytest.raises(RemoteError) as down:
         nowhere.sessions()
     assert down.value.code == "unreachable" and "127.0.0.1:9" in str(down.value)
+
+
+def test_remote_drive_returns_for_a_message_queued_behind_a_park(
+    serve: Callable[..., ServerThread], tmp_path: Path
+) -> None:
+    script = write_script(
+        tmp_path / "s.json", [call("gate"), reply("gate passed"), reply("the queued one")]
+    )
+    server = serve(write_agent(tmp_path / "agent", script, TOOLS))
+
+    async def chat(remote: RemoteRuntime) -> None:
+        sid = await remote.create_session()
+        await remote.deliver(sid, "open the gate")
+        view = await remote.drive(sid)
+        assert view["status"] == "parked"
+        receipt = await remote.deliver(sid, "and then this", turn_policy="queue")
+        assert receipt.disposition == "queued"
+        view = await asyncio.wait_for(remote.drive(sid), 10)  # nothing runs until answered
+        assert view["status"] == "parked"
+        request = view["pending"][0]
+        await remote.respond(sid, [{"requestId": request["requestId"], "approved": True}])
+        view = await remote.drive(sid)
+        while view["status"] == "running":  # the queued message's turn follows
+            view = await remote.drive(sid)
+        received = [e["text"] for e in remote.events(sid) if e["type"] == "message.received"]
+        assert received == ["open the gate", "and then this"]
+        assert replies(remote.events(sid))[-1] == "the queued one"
+
+    with RemoteRuntime(server.url) as remote:
+        asyncio.run(chat(remote))

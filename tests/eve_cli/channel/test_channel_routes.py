@@ -225,3 +225,19 @@ def test_damaged_data_is_a_json_500_and_one_log_line(server: ServerThread) -> No
         assert "Traceback" not in message
     assert server.logs and all("\n" not in line for line in server.logs)
     assert get(server, "/health").json() == {"ok": True}
+
+
+def test_ended_task_session_rejects_deliveries_and_its_stream_ends(server: ServerThread) -> None:
+    created = post(server, "/session", {"message": "do it once", "mode": "task"})
+    sid = created.json()["sessionId"]
+    events = read_events(server.url, sid, of_type("session.completed", "session.failed"))
+    assert events[-1]["type"] == "session.completed"
+    assert get(server, f"/session/{sid}").json()["status"] == "completed"
+    refused = post(server, f"/session/{sid}", {"message": "more?"})
+    assert assert_error(refused, 409, "rejected")
+    body = refused.json()
+    assert body["disposition"] == "rejected" and "completed" in body["reason"]
+    # Nothing will be appended any more: the stream replays and ends instead of hanging.
+    replayed = httpx.get(f"{server.url}{API}/session/{sid}/stream", timeout=WAIT)
+    lines = [line for line in replayed.text.splitlines() if line.strip()]
+    assert len(lines) == len(events)
