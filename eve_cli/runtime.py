@@ -29,7 +29,7 @@ from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._streams import KeyedStream, read_event, stored_event, strip_key
-from eve_cli.execution._view import TAIL, fold, summary
+from eve_cli.execution._view import TAIL, ViewFold, summary
 from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
@@ -48,7 +48,8 @@ __all__ = [
     "default_data_dir",
 ]
 
-_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A session id; a sub-agent's session is a child run: <parent run>.<n>[.<n>...]
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 TurnPolicy = Literal["steer", "queue"]
 _ENDED = ("completed", "failed", "cancelled")
 # Events after which a session's status depends on nothing earlier.
@@ -196,7 +197,8 @@ class Runtime:
     def _meta(self, sid: str) -> dict[str, Any]:
         if not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid):
             raise InvalidSessionIdError(
-                f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ -"
+                f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ - "
+                "(a sub-agent's session adds .<n> parts)"
             )
         try:
             info = self.engine.info(sid)
@@ -320,6 +322,12 @@ class Runtime:
         await self.engine.run(sid, wait=wait)
         return self.session(sid)
 
+    async def wait(self, sid: str, timeout: float) -> bool:
+        """Wait, holding no lock, until the session has a delivery (from any process) or a due
+        timer; False on timeout."""
+        self._meta(sid)
+        return await self.engine.wait(sid, timeout)
+
     def resumable(self) -> list[str]:
         """Sessions with work to do now (interrupted, or with undelivered input)."""
         found = []
@@ -333,7 +341,8 @@ class Runtime:
     def session(self, sid: str) -> dict[str, Any]:
         """The session's view: status, turns with steps and actions, pending requests."""
         meta = self._meta(sid)
-        view = fold(sid, self.events(sid))
+        # Folded afresh from the stored events on every call, so damage is always reported.
+        view = ViewFold(sid).feed(self.events(sid)).view
         view["agent"] = view["agent"] or meta.get("agent")
         view["mode"] = view["mode"] or meta.get("mode")
         view["model"] = meta.get("model") or self.agent.model

@@ -92,41 +92,50 @@ def chat(
         if url
         else open_runtime(data_dir, agent, model)
     )
+    resumed = bool(continue_ or session)
     with opened as (rt, loop):
-        resumed = bool(continue_ or session)
         sid = _choose_session(rt, loop, session, continue_, model, data_dir)
-        view = rt.session(sid)
         start = _stream_end(rt, sid) if resumed else 0
         chat_loop = ChatLoop(rt, sid, renderer, options, loop, next_index=start)
-        renderer.banner(
-            Banner(
-                session_id=sid,
-                agent=str(view.get("agent") or "default"),
-                model=str(view.get("model") or model or ""),
-                data_dir=url or str(data_dir),
-                resumed=resumed,
-            )
-        )
-        if resumed and isinstance(renderer, RichRenderer):
-            renderer.recap(rt.events(sid, -200))
-        if resumed and model:
-            renderer.notice(f"-m applies to new sessions; session {sid} keeps its model")
-        messages = _messages(renderer, terminal, print_, sid)
+        _introduce(chat_loop, resumed, model, url or str(data_dir))
         try:
-            if resumed:
-                chat_loop.answer_pending_first(lambda: next(messages, None))
-            # A new session starts now (its first events, with its id, are out before any input
-            # is read); an opened one finishes an interrupted turn first.
-            chat_loop.settle()
-            for message in messages:
-                if message.startswith("/") and _slash(message, chat_loop, renderer):
-                    break
-                elif not message.startswith("/"):
-                    chat_loop.send(message)
+            _converse(chat_loop, _messages(renderer, terminal, print_, sid), resumed)
         finally:
             renderer.close()
     if chat_loop.failed and not terminal:
         raise typer.Exit(1)
+
+
+def _introduce(chat_loop: ChatLoop, resumed: bool, model: str | None, where: str) -> None:
+    """The banner; for a reopened session its last exchange, so the user sees where it stands."""
+    rt, sid, renderer = chat_loop.backend, chat_loop.sid, chat_loop.renderer
+    view = rt.session(sid)
+    banner = Banner(
+        session_id=sid,
+        agent=str(view.get("agent") or "default"),
+        model=str(view.get("model") or model or ""),
+        data_dir=where,
+        resumed=resumed,
+    )
+    renderer.banner(banner)
+    if resumed and isinstance(renderer, RichRenderer):
+        renderer.recap(rt.events(sid, -200))
+    if resumed and model:
+        renderer.notice(f"-m applies to new sessions; session {sid} keeps its model")
+
+
+def _converse(chat_loop: ChatLoop, messages: Iterator[str], resumed: bool) -> None:
+    """Settle what is pending, then one turn per message until the input ends or /exit."""
+    if resumed:
+        chat_loop.answer_pending_first(lambda: next(messages, None))
+    # A new session starts now (its first events, with its id, are out before any input is
+    # read); an opened one finishes an interrupted turn first.
+    chat_loop.settle()
+    for message in messages:
+        if not message.startswith("/"):
+            chat_loop.send(message)
+        elif _slash(message, chat_loop, chat_loop.renderer):
+            return
 
 
 def _renderer(terminal: bool, json_: bool, one_shot: bool) -> Renderer:

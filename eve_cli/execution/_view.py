@@ -9,27 +9,37 @@ from __future__ import annotations
 from typing import Any
 
 
-def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """The session view after ``events`` (each carrying its ``index``)."""
-    view: dict[str, Any] = {
-        "id": session_id,
-        "status": "waiting",
-        "parkedOn": None,
-        "agent": None,
-        "mode": None,
-        "model": None,
-        "turns": [],
-        "pending": [],
-        "steps": 0,
-        "createdAt": None,
-        "updatedAt": None,
-        "events": len(events),
-        "compactions": 0,
-        "error": None,
-    }
-    turn: dict[str, Any] | None = None
-    step: dict[str, Any] | None = None
-    for event in events:
+class ViewFold:
+    """Folds events into the session view incrementally (feed new events as they come)."""
+
+    def __init__(self, session_id: str) -> None:
+        self.view: dict[str, Any] = {
+            "id": session_id,
+            "status": "waiting",
+            "parkedOn": None,
+            "agent": None,
+            "mode": None,
+            "model": None,
+            "turns": [],
+            "pending": [],
+            "steps": 0,
+            "createdAt": None,
+            "updatedAt": None,
+            "events": 0,
+            "compactions": 0,
+            "error": None,
+        }
+        self.turn: dict[str, Any] | None = None
+        self.step: dict[str, Any] | None = None
+
+    def feed(self, events: list[dict[str, Any]]) -> ViewFold:
+        for event in events:
+            self._apply(event)
+        self.view["events"] += len(events)
+        return self
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        view, turn, step = self.view, self.turn, self.step
         kind = event.get("type", "")
         view["updatedAt"] = event.get("at", view["updatedAt"])
         if kind == "session.started":
@@ -38,13 +48,18 @@ def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
                 if event.get(field) is not None:
                     view[field] = event[field]
         elif kind == "turn.started":
-            turn = {"id": event.get("turnId"), "status": "running", "input": None, "steps": []}
+            turn = self.turn = {
+                "id": event.get("turnId"),
+                "status": "running",
+                "input": None,
+                "steps": [],
+            }
             view["turns"].append(turn)
             view["status"], view["parkedOn"] = "running", None
         elif kind == "message.received" and turn is not None:
             turn["input"] = turn["input"] or event.get("text")
         elif kind == "step.started" and turn is not None:
-            step = {
+            step = self.step = {
                 "index": event.get("stepIndex"),
                 "status": "running",
                 "text": "",
@@ -123,7 +138,11 @@ def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
             view["error"] = event.get("error")
         elif kind == "compaction.completed" and event.get("status") == "completed":
             view["compactions"] += 1
-    return view
+
+
+def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The session view after ``events`` (each carrying its ``index``)."""
+    return ViewFold(session_id).feed(events).view
 
 
 def _settle_action(turn: dict[str, Any] | None, event: dict[str, Any]) -> None:

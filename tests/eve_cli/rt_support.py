@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from eve_cli.testing import call as call  # re-exported for the tests
+from eve_cli.testing import reply as reply
+
 AgentFactory = Callable[..., Path]
 
 
@@ -69,16 +72,6 @@ DANGER_TOOL = tool_file(
         return x
     """
 )
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    """A scripted tool call."""
-    return {"name": name, "arguments": arguments}
-
-
-def reply(text: str = "", *calls: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """A scripted model answer."""
-    return {"text": text, "tool_calls": list(calls), **extra}
 
 
 def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

@@ -21,3 +21,21 @@ def test_all_is_pinned() -> None:
     ]
     for name in eve_cli.__all__:
         assert hasattr(eve_cli, name), name
+
+
+def test_testing_helpers_are_pinned_and_work(tmp_path: object) -> None:
+    import asyncio
+    from pathlib import Path
+
+    from eve_cli import testing
+
+    assert sorted(testing.__all__) == ["call", "chat", "memory_runtime", "reply", "write_script"]
+    model = testing.write_script(Path(str(tmp_path)) / "s.json", [testing.reply("hello")])
+    rt = testing.memory_runtime(model=model)
+
+    async def main() -> None:
+        sid = await rt.create_session()
+        view = await testing.chat(rt, sid, "hi")
+        assert view["turns"][0]["steps"][0]["text"] == "hello"
+
+    asyncio.run(main())

@@ -100,3 +100,20 @@ def test_broken_edit_keeps_last_good_definition(make_agent: AgentFactory) -> Non
         assert rt.agent_error() is not None and "agent.py:1" in (rt.agent_error() or "")
 
     asyncio.run(main())
+
+
+def test_wait_wakes_on_a_delivery_from_another_runtime() -> None:
+    async def main() -> None:
+        rt = Runtime()
+        sid = await rt.create_session()
+        await rt.drive(sid)
+        assert await rt.wait(sid, 0.05) is False
+        other = Runtime()  # another opener of the same data directory
+        waiting = asyncio.create_task(rt.wait(sid, 10))
+        await asyncio.sleep(0.05)
+        await other.deliver(sid, "hello")
+        assert await waiting is True
+        view = await rt.drive(sid)
+        assert view["turns"][0]["status"] == "completed"
+
+    asyncio.run(main())

@@ -152,6 +152,9 @@ def test_subagent_runs_as_child_session(make_agent: AgentFactory) -> None:
         assert settled["status"] == "completed" and settled["output"] == "x is 42"
         child = started["childSessionId"]
         assert types(rt.events(child))[0] == "session.started"
+        child_view = rt.session(child)
+        assert child_view["status"] == "completed" and child_view["mode"] == "task"
+        assert (await rt.deliver(child, "more")).disposition == "rejected"
         assert types(rt.events(child))[-1] == "session.completed"
         [result] = of_type(rt, sid, "action.result")
         assert (result["name"], result["output"]) == ("researcher", "x is 42")

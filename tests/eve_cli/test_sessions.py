@@ -355,3 +355,68 @@ def test_delivery_during_a_running_turn(make_agent: AgentFactory, policy: str) -
         assert texts(rt, sid) == ["working", "second answer"]
 
     asyncio.run(main())
+
+
+def test_concurrent_deliveries_are_all_kept(make_agent: AgentFactory) -> None:
+    """D7 under concurrency: several senders at once during a turn; each learns where its
+    message went and none is lost."""
+    agent = make_agent(script=[reply("working", delay=0.3)] + [reply(f"r{i}") for i in range(5)])
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        await rt.deliver(sid, "first")
+        driving = asyncio.create_task(rt.drive(sid))
+        async for event in rt.tail(sid):
+            if event["type"] == "message.appended":
+                break
+        sends = [("s1", "steer"), ("q1", "queue"), ("s2", "steer"), ("q2", "queue")]
+        receipts = await asyncio.gather(
+            *(rt.deliver(sid, text, turn_policy=policy) for text, policy in sends)  # type: ignore[arg-type]
+        )
+        assert [r.disposition for r in receipts] == ["steered", "queued", "steered", "queued"]
+        await asyncio.wait_for(driving, 10)
+        view = await rt.drive(sid)
+        assert view["status"] == "waiting"
+        assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        received = [
+            (e.get("turnId"), e["text"]) for e in rt.events(sid) if e["type"] == "message.received"
+        ]
+        assert received == [("t1", "first"), ("t1", "s1"), ("t1", "s2"), ("t2", "q1"), ("t3", "q2")]
+
+    asyncio.run(main())
+
+
+def test_callable_approval_policy(make_agent: AgentFactory) -> None:
+    pay = tool_file('''
+        def small_only(arguments: dict) -> str:
+            if arguments["amount"] > 100:
+                return "denied"
+            return "approved" if arguments["amount"] < 10 else "user-approval"
+
+        @tool(approval=small_only)
+        def pay(amount: int) -> str:
+            """Pay an amount."""
+            return f"paid {amount}"
+    ''')
+    agent = make_agent(
+        script=[
+            reply("", call("pay", amount=5), call("pay", amount=500), call("pay", amount=50)),
+            reply("done"),
+        ],
+        tools={"p": pay},
+    )
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        view = await say(rt, sid, "pay")
+        [request] = view["pending"]
+        assert request["arguments"] == {"amount": 50}
+        await rt.respond(sid, [{"requestId": request["requestId"], "approved": True}])
+        await rt.drive(sid)
+        assert results(rt, sid) == [
+            ("pay", "paid 5", False),
+            ("pay", "The approval policy denied this call.", True),
+            ("pay", "paid 50", False),
+        ]
+
+    asyncio.run(main())
