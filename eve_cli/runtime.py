@@ -29,7 +29,7 @@ from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._streams import KeyedStream, read_event, stored_event, strip_key
-from eve_cli.execution._view import TAIL, ViewFold, summary
+from eve_cli.execution._view import TAIL, ViewFold, fold, summary
 from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
