@@ -36,6 +36,7 @@ from world import (
     NoActiveRunError,
     RunNotFoundError,
     World,
+    WorldError,
 )
 
 __all__ = [
@@ -371,7 +372,11 @@ class Runtime:
         tail = self.events(sid, -TAIL)
         if not tail or tail[0].get("sessionId") != sid:
             return None  # not an eve session
+        if tail[0]["index"] > 0 and not any("turns" in event for event in tail):
+            tail = self.events(sid)  # written before events carried counts: read it whole
         row = summary(sid, tail)
+        if row["agent"] is None:  # session.started is older than the tail
+            row["agent"] = self._agent_name(sid)
         row["bytes"] = self._bytes(sid)
         return row
 
@@ -396,6 +401,13 @@ class Runtime:
         except OSError:
             return -1
         return [stat.st_size, stat.st_mtime_ns]
+
+    def _agent_name(self, sid: str) -> str | None:
+        try:
+            name = self.engine.info(sid).meta.get("agent")
+        except WorldError:
+            return None
+        return str(name) if name else None
 
     def history(self, sid: str) -> list[dict[str, Any]]:
         """The messages the model would see at the session's next turn (summary first).

@@ -29,6 +29,7 @@ def test_sessions_list_status_counts_and_size(make_agent: AgentFactory, isolated
         await rt.drive(busy)
         rows = {r["id"]: r for r in rt.sessions()}
         assert list(rows) == [busy, idle]  # most recent first
+        assert {r["agent"] for r in rows.values()} == {agent.name}
         assert (rows[idle]["status"], rows[idle]["turns"], rows[idle]["steps"]) == ("waiting", 1, 1)
         assert (rows[busy]["status"], rows[busy]["parkedOn"], rows[busy]["turns"]) == (
             "parked",
