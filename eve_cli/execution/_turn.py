@@ -52,8 +52,15 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
             if hook is None and payload.get("kind") != "cancel":
                 host.handed_back.append(payload)
                 continue
+            # With a request still unanswered the turn is parked (a replay may take a message
+            # here that first arrived while it waited): a message is queued, never folded
+            # between a tool call and its result.
             effect = apply_delivery(
-                host, payload, f"{turn_id}:p{deliveries}", parked=False, step=index
+                host,
+                payload,
+                f"{turn_id}:p{deliveries}",
+                parked=bool(unresolved(host)),
+                step=index,
             )
             if effect == "cancel":
                 return await _cancel(host, index)

@@ -11,10 +11,12 @@ message was answered; `check` then compares it with an uninterrupted run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +27,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from world import LocalWorld, verify
 
@@ -94,6 +98,7 @@ def guarded(tag: str, ctx: ToolContext) -> str:
 '''
 
 FAULTS = ("crash_before_write", "crash_mid_write", "crash_after_fsync")
+SETTLE_TIMEOUT = 60.0
 PROCESS_TIMEOUT = 90.0  # seconds; generous for a loaded CI machine
 
 
@@ -205,7 +210,14 @@ class Run:
         """Start the process the session needs next; kill it at a seeded moment if `kill`."""
         status, parked = self.status()
         delivered = self.delivered()
-        remaining = [m for m in MESSAGES if m not in delivered]
+        received = [e.get("text") for e in self.events() if e.get("type") == "message.received"]
+        # Like the uninterrupted run, send the next message only once the last one was taken
+        # (a message delivered but not yet read is driven first).
+        taken = received == delivered
+        remaining = [m for m in MESSAGES if m not in delivered] if taken else []
+        if kill and self.rng.random() < 0.3:
+            self.serve(status, parked, remaining)
+            return
         if status == "running" and self.rng.random() < 0.5:
             name, args, stdin = "resume", self.eve("resume", self.sid), ""
         else:
@@ -215,19 +227,7 @@ class Run:
                             "--approve", approve)  # fmt: skip
             stdin = "".join(m + "\n" for m in remaining)
         how = self._plan(name) if kill else "none"
-        env = dict(self.env)
-        if how.startswith("fault:"):
-            env["EVE_FAULTS"] = how.split(":", 1)[1]
-        proc = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=env,
-        )  # fmt: skip
-        self.processes += 1
-        lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
-        readers = [threading.Thread(target=_pump, args=(pipe, tag, lines), daemon=True)
-                   for pipe, tag in ((proc.stdout, "out"), (proc.stderr, "err"))]  # fmt: skip
-        for reader in readers:
-            reader.start()
+        proc, lines, readers = self._spawn(args, how, subprocess.PIPE)
         assert proc.stdin is not None
         try:
             proc.stdin.write(stdin)
@@ -251,6 +251,91 @@ class Run:
         elif proc.returncode not in (0, 3):
             raise ChaosFailure(f"{name} exited {proc.returncode} (plan {how}): {errors}")
         self.log.append(f"{name} plan={how} rc={proc.returncode}")
+
+    def serve(self, status: str, parked: bool, remaining: list[str]) -> None:
+        """One `eve start` process: it resumes the session if interrupted; the harness
+        delivers the next message or answers the pending approval over HTTP; the server is
+        killed while the delivery is in flight, mid-turn, or once the session waits or parks
+        (a parked wait)."""
+        roll = self.rng.random()
+        how = (f"fault:{self.rng.choice(FAULTS)}@{self.rng.randint(1, 12)}" if roll < 0.25
+               else "delivery" if roll < 0.5 else f"time:{self.rng.uniform(0.0, 0.5):.3f}"
+               if roll < 0.75 else "settled")  # fmt: skip
+        args = self.eve("start", "--port", "0", "--agent", str(self.agent))
+        proc, lines, readers = self._spawn(args, how, subprocess.DEVNULL)
+        url = _serving_url(lines)
+        errors = ""
+        if url is not None:
+            errors = self._talk(proc, url, how, status, parked, remaining)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)  # whatever it is doing: mid-turn, parked, idle
+        try:
+            proc.wait(timeout=PROCESS_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for reader in readers:
+            reader.join(timeout=10)
+        errors += _drain(lines)
+        if proc.returncode != -signal.SIGKILL:
+            raise ChaosFailure(f"eve start exited {proc.returncode} (plan {how}): {errors}")
+        label = how if how != "settled" else ("settled:parked" if self.status()[1] else how)
+        self.kills.append(Kill("start", label))
+        with open(self.effects, "a") as f:
+            f.write(f"KILL {len(self.kills)} start {label}\n")
+        self.log.append(f"start plan={label}")
+
+    def _spawn(
+        self, args: list[str], how: str, stdin: int
+    ) -> tuple[subprocess.Popen[str], queue.Queue[tuple[str, str | None]], list[threading.Thread]]:
+        """Start `args` (with the planned fault armed); its output lines go to a queue."""
+        env = dict(self.env)
+        if how.startswith("fault:"):
+            env["EVE_FAULTS"] = how.split(":", 1)[1]
+        proc = subprocess.Popen(
+            args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        self.processes += 1
+        lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        readers = [threading.Thread(target=_pump, args=(pipe, tag, lines), daemon=True)
+                   for pipe, tag in ((proc.stdout, "out"), (proc.stderr, "err"))]  # fmt: skip
+        for reader in readers:
+            reader.start()
+        return proc, lines, readers
+
+    def _talk(
+        self, proc: subprocess.Popen[str], url: str, how: str, status: str, parked: bool,
+        remaining: list[str],
+    ) -> str:  # fmt: skip
+        """Deliver over HTTP what the session needs next, then wait for the planned moment."""
+        api = f"{url}/eve/v1/session/{self.sid}"
+        body: dict[str, Any] | None = None
+        with httpx.Client(timeout=PROCESS_TIMEOUT) as client:
+            try:
+                view = client.get(api).json()
+                start, running = int(view.get("events") or 0), view.get("status") == "running"
+                if parked:
+                    pending = client.get(api).json().get("pending") or []
+                    if pending:
+                        answers = [{"requestId": p["requestId"], "approved": True}
+                                   for p in pending]  # fmt: skip
+                        body = {"inputResponses": answers}
+                elif status == "waiting" and remaining:
+                    body = {"message": remaining[0]}
+                if body is not None:
+                    sent = threading.Thread(target=_post, args=(client, api, body), daemon=True)
+                    sent.start()
+                    if how == "delivery":  # kill while the request is in flight
+                        time.sleep(self.rng.uniform(0.0, 0.05))
+                        return ""
+                    sent.join(PROCESS_TIMEOUT)
+                if how.startswith("time:"):
+                    time.sleep(float(how.split(":")[1]))
+                elif how == "settled" and (body is not None or running):
+                    _wait_settled(client, api, start)
+            except httpx.HTTPError:
+                pass  # the server died (a fault): that is the kill
+        return ""
 
     def _plan(self, name: str) -> str:
         roll = self.rng.random()
@@ -316,6 +401,41 @@ def _pump(pipe: Any, tag: str, lines: queue.Queue[tuple[str, str | None]]) -> No
         lines.put((tag, line))
     pipe.close()
     lines.put((tag, None))
+
+
+def _serving_url(lines: queue.Queue[tuple[str, str | None]]) -> str | None:
+    """The URL from `eve start`'s "serving URL" line; None if it died first (a fault)."""
+    deadline = time.monotonic() + PROCESS_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            source, line = lines.get(timeout=deadline - time.monotonic())
+        except queue.Empty:
+            return None
+        if line is None:
+            return None
+        match = re.search(r"serving (http://\S+)", line)
+        if source == "out" and match:
+            return match.group(1)
+    return None
+
+
+def _post(client: httpx.Client, url: str, body: dict[str, Any]) -> None:
+    with contextlib.suppress(httpx.HTTPError):  # killed in flight: the inbox tells what arrived
+        client.post(url, json=body)
+
+
+def _wait_settled(client: httpx.Client, api: str, start: int) -> None:
+    """Until the session no longer runs (waits for a message, or parks) after event `start`;
+    a session still running after SETTLE_TIMEOUT is a failure."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    with client.stream("GET", f"{api}/stream", params={"startIndex": start}) as response:
+        for line in response.iter_lines():  # heartbeats come at least every 15 s
+            if line.strip() and json.loads(line).get("type") in ("session.waiting", "turn.waiting"):
+                return
+            if time.monotonic() > deadline:
+                break
+    if client.get(api).json().get("status") == "running":
+        raise ChaosFailure(f"the session still runs under eve start after {SETTLE_TIMEOUT}s")
 
 
 def _drain(lines: queue.Queue[tuple[str, str | None]]) -> str:

@@ -145,7 +145,11 @@ def test_create_with_malformed_bodies(server: Server, body: bytes) -> None:
 def test_odd_ids_are_400_or_404(server: Server, sid: str) -> None:
     for method, suffix in (("GET", ""), ("POST", ""), ("GET", "/stream"), ("POST", "/cancel")):
         response = server.client.request(
-            method, f"{API}/session/{quote(sid, safe='')}{suffix}", json={"message": "x"}
+            # Dots are escaped too: a client would otherwise remove "." and ".." segments
+            # before sending, and the server would never see the id under test.
+            method,
+            f"{API}/session/{quote(sid, safe='').replace('.', '%2E')}{suffix}",
+            json={"message": "x"},
         )
         assert response.status_code in (400, 404, 405), (sid, response.status_code, response.text)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -100,11 +101,15 @@ def test_data_dir_is_created_and_bad_paths_are_one_clear_error(tmp_path: Path) -
 
 
 def test_show_completion_prints_a_script() -> None:
+    # Without a parent shell to detect (CI has no terminal), Typer must be told the shell.
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1", "SHELL": "/bin/bash"}
     result = subprocess.run(
         [sys.executable, "-m", "eve_cli", "--show-completion", "bash"],
         capture_output=True,
         text=True,
+        env=env,
         timeout=30,
+        stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0
     assert "_eve_completion" in result.stdout
