@@ -13,6 +13,12 @@ from typing import Any
 # name -> module; add a line here to register a benchmark.
 BENCHMARKS: dict[str, str] = {
     "world": "benchmarks.world_bench",
+    "step_overhead": "benchmarks.step_overhead",
+    "storage_growth": "benchmarks.storage_growth",
+    "resume_flat": "benchmarks.resume_flat",
+    "parked_sessions": "benchmarks.parked_sessions",
+    "cli_startup": "benchmarks.cli_startup",
+    "server_throughput": "benchmarks.server_throughput",
 }
 
 

@@ -29,7 +29,7 @@ from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._streams import KeyedStream, read_event, stored_event, strip_key
-from eve_cli.execution._view import TAIL, ViewFold, summary
+from eve_cli.execution._view import TAIL, ViewFold, fold, summary
 from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
@@ -53,6 +53,11 @@ __all__ = [
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 TurnPolicy = Literal["steer", "queue"]
 _ENDED = ("completed", "failed", "cancelled")
+# Events after which a session's status depends on nothing earlier.
+_TURN_BOUNDARIES = ("turn.started", "session.started")
+# A session's files in its run folder (the size column of ``sessions()``): named, not listed,
+# so a listing of many sessions does not scan directories.
+_RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")
 
 
 class RuntimeErrorBase(Exception):
@@ -113,6 +118,7 @@ class Runtime:
         self._world_is_memory = world is not None and type(world).__name__ == "MemoryWorld"
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
+        self.engine.head_note = self._head_note
         self.agent: AgentDefinition = self.executor.agent_for(self._stored_dir(self.agent_dir))
 
     @property
@@ -220,7 +226,8 @@ class Runtime:
         """Deliver a user message; the receipt says whether it starts, steers or queues."""
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
-        status = self.session(sid)["status"]
+        self._meta(sid)
+        status = self._status(sid)
         if status in _ENDED:
             return DeliveryReceipt(sid, "rejected", f"the session has {status}")
         payload = {"kind": "message", "text": message, "policy": turn_policy}
@@ -232,6 +239,23 @@ class Runtime:
         if status == "running" and turn_policy == "steer":
             return DeliveryReceipt(sid, "steered")
         return DeliveryReceipt(sid, "queued")
+
+    def _status(self, sid: str) -> str:
+        """The session's status folded from its events since the last ``turn.started`` (or
+        ``session.started``): a turn starts with nothing pending, so nothing older matters,
+        and a delivery to an old session costs what it costs to a new one."""
+        name = events_stream(sid)
+        tail: list[dict[str, Any]] = []
+        end, chunk = self.world.stream_length(name), 16
+        while end > 0:
+            start = max(0, end - chunk)
+            items = self.world.stream_read(name, start, end)
+            tail[:0] = [read_event(sid, start + i, item) for i, item in enumerate(items)]
+            for i in range(len(tail) - 1, -1, -1):
+                if tail[i].get("type") in _TURN_BOUNDARIES:
+                    return str(fold(sid, tail[i:])["status"])
+            end, chunk = start, chunk * 4
+        return str(fold(sid, tail)["status"])
 
     async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
@@ -330,18 +354,53 @@ class Runtime:
         """One row per session, most recently active first (reads only each stream's tail)."""
         rows = []
         for sid in self.world.families():
-            tail = self.events(sid, -TAIL)
-            if not tail or tail[0].get("sessionId") != sid:
-                continue  # not an eve session
-            if tail[0]["index"] > 0 and not any("turns" in event for event in tail):
-                tail = self.events(sid)  # written before events carried counts: read it whole
-            row = summary(sid, tail)
-            if row["agent"] is None:  # session.started is older than the tail
-                row["agent"] = self._agent_name(sid)
-            row["bytes"] = self._bytes(sid)
-            rows.append(row)
+            head = self.world.read_head(sid)
+            note = head.get("note") if head else None
+            row: dict[str, Any] | None
+            if isinstance(note, dict) and note.get("events") == self._event_count(sid):
+                row = dict(note["row"])  # nothing appended since the head was written
+                row["bytes"] = note.get("bytes")
+            else:
+                row = self._row(sid)
+            if row is not None:
+                rows.append(row)
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
+
+    def _row(self, sid: str) -> dict[str, Any] | None:
+        """The ``sessions()`` row of ``sid`` from its stream's tail; None if not a session."""
+        tail = self.events(sid, -TAIL)
+        if not tail or tail[0].get("sessionId") != sid:
+            return None  # not an eve session
+        if tail[0]["index"] > 0 and not any("turns" in event for event in tail):
+            tail = self.events(sid)  # written before events carried counts: read it whole
+        row = summary(sid, tail)
+        if row["agent"] is None:  # session.started is older than the tail
+            row["agent"] = self._agent_name(sid)
+        row["bytes"] = self._bytes(sid)
+        return row
+
+    def _head_note(self, root: str) -> dict[str, Any] | None:
+        """Kept in the session's head by the engine each time it writes it (end of a drive,
+        creation): the listing row, valid while the event stream keeps that length."""
+        count = self._event_count(root)  # before reading: an append in between shows as stale
+        row = self._row(root)
+        if row is None:
+            return None
+        bytes_ = row.pop("bytes")
+        return {"row": row, "events": count, "bytes": bytes_}
+
+    def _event_count(self, sid: str) -> Any:
+        """What identifies the stored events of ``sid``: on the local world the size and
+        modification time of its event file (one stat; any append or rewrite changes it)."""
+        if self._world_is_memory:
+            return self.world.stream_length(events_stream(sid))
+        path = os.path.join(self.data_dir, "streams", f"{events_stream(sid)}.msgpack")
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return -1
+        return [stat.st_size, stat.st_mtime_ns]
 
     def _agent_name(self, sid: str) -> str | None:
         try:
@@ -376,12 +435,13 @@ class Runtime:
             return None
         total = 0
         run_dir = self.data_dir / "runs" / sid
-        paths = list(run_dir.iterdir()) if run_dir.is_dir() else []
+        streams = self.data_dir / "streams"
+        paths = [run_dir / name for name in _RUN_FILES]
         for stream in (events_stream(sid), history_stream(sid)):
-            paths.extend((self.data_dir / "streams").glob(f"{stream}.*"))
+            paths += [streams / f"{stream}.msgpack", streams / f"{stream}.idx"]
         for path in paths:
             try:
-                total += path.stat().st_size
+                total += os.stat(path).st_size
             except OSError:
                 continue
         return total

@@ -159,8 +159,17 @@ class WorkflowContext:
         self._now = rec.get("at", self._now)
         self._empty_polls = 0
 
-    def _record(self, rec: dict[str, Any], *, label: str = "") -> dict[str, Any]:
-        stored = self._engine.append(self._family, self._run, rec, label=label)
+    def _record(
+        self, rec: dict[str, Any], *, label: str = "", streams: bool = False, durable: bool = True
+    ) -> dict[str, Any]:
+        """Journal a command durably. Stream items appended by workflow code before it are
+        appended again by the replay of this generation (callers deduplicate), so they need
+        no fsync of their own here (``streams=False``); only items appended inside a step
+        function, which a replay does not re-run, are flushed before that step's record. The
+        engine flushes all of them before a run parks, finishes or continues as new."""
+        stored = self._engine.append(
+            self._family, self._run, rec, label=label, streams=streams, durable=durable
+        )
         self._advance(stored)
         return stored
 
@@ -188,8 +197,10 @@ class WorkflowContext:
                 return self._outcome(rec)  # type: ignore[no-any-return]
             attempts = rec.get("n", attempts + 1)
         policy = retry or DEFAULT_RETRY
+        world = self._engine.world
         while True:
             attempts += 1
+            mark = world.stream_appends()
             self._busy = name
             try:
                 value = fn(*args, **kwargs)
@@ -199,10 +210,13 @@ class WorkflowContext:
                 self._busy = ""
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 fatal = isinstance(exc, FatalError)
+                own = world.stream_appends() != mark  # the step appended stream items
                 if fatal or attempts >= max(policy.max_attempts, 1):
                     done = {"t": "step", "name": name, "err": error, "n": attempts, "fatal": fatal}
-                    return self._outcome(self._record(done))  # type: ignore[no-any-return]
-                self._record({"t": "attempt", "name": name, "n": attempts, "err": error})
+                    return self._outcome(self._record(done, streams=own))  # type: ignore[no-any-return]
+                self._record(
+                    {"t": "attempt", "name": name, "n": attempts, "err": error}, streams=own
+                )
                 self._busy = name
                 await asyncio.sleep(policy.delay(attempts))
                 self._busy = ""
@@ -212,7 +226,9 @@ class WorkflowContext:
                 raise
             self._busy = ""
             rec = {"t": "step", "name": name, "ok": value, "n": attempts}
-            return self._record(rec, label=f"step {name!r}")["ok"]  # type: ignore[no-any-return]
+            own = world.stream_appends() != mark
+            stored = self._record(rec, label=f"step {name!r}", streams=own)
+            return stored["ok"]  # type: ignore[no-any-return]
 
     def _outcome(self, rec: dict[str, Any]) -> Any:
         if "err" in rec:
@@ -346,10 +362,12 @@ class WorkflowContext:
             child = self._family.runs.get(child_id)
             if child is None or not child.finished:
                 raise self._park({"child": child_id})
-            if child.status == "completed":
-                rec = self._record({"t": "child_done", "child": child_id, "result": child.result})
-            else:
-                rec = self._record({"t": "child_done", "child": child_id, "error": child.error})
+            # No fsync of its own: the child's end is durable, so a replay that lost this record
+            # observes the same outcome again; the next durable record covers it.
+            done: dict[str, Any] = {"t": "child_done", "child": child_id}
+            done.update({"result": child.result} if child.status == "completed" else
+                        {"error": child.error})  # fmt: skip
+            rec = self._record(done, durable=False)
         elif rec.get("child") != child_id:
             raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
         else:

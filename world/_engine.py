@@ -92,6 +92,15 @@ class Engine:
     def __init__(self, world: World, workflows: Mapping[str, Workflow]) -> None:
         self.world = world
         self._workflows = dict(workflows)
+        # Called with the root run id whenever the head is written; what it returns is kept
+        # in the head as `note` (a caller's listing cache: one small file read per family).
+        self.head_note: Callable[[str], Any] | None = None
+
+    def _write_head(self, family: Family) -> None:
+        head = build_head(family)
+        if self.head_note is not None:
+            head["note"] = self.head_note(family.root)
+        self.world.write_head(family.root, head)
 
     # -- outside workflows -----------------------------------------------------------------------
     async def start(
@@ -113,7 +122,7 @@ class Engine:
         family = Family(run_id)
         [pos] = self.world.create_family(run_id, [_journal.frame_body(body)])
         family.apply(pos, _codec.decode(body))
-        self.world.write_head(run_id, build_head(family))
+        self._write_head(family)
         return run_id
 
     async def run(self, run_id: str, *, wait: float | None = None) -> RunInfo:
@@ -135,7 +144,7 @@ class Engine:
                 try:
                     await self._drive_family(family)
                 finally:
-                    self.world.write_head(root, build_head(family))
+                    self._write_head(family)
             if self.world.inbox_end(root) == family.inbox_mark:
                 break
         return self.info(run_id)
@@ -314,7 +323,10 @@ class Engine:
             "meta": run.meta,
             "created": run.created,
         }
-        self.append(family, run, rec, label="continue_as_new input", key="input")
+        # No fsync of its own: losing it replays the ended generation, which continues as new
+        # again with the same input (its records are durable); the next durable record
+        # (the new generation's first) covers it.
+        self.append(family, run, rec, label="continue_as_new input", key="input", durable=False)
 
     # -- called by WorkflowContext ---------------------------------------------------------------
     def append(
@@ -326,12 +338,14 @@ class Engine:
         label: str = "",
         key: str = "",
         durable: bool = True,
+        streams: bool = True,
     ) -> dict[str, Any]:
         """Journal one record of `run` durably; return it as a replay will read it."""
         rec = {"run": run.id, "g": run.g, "seq": run.seq, "at": time.time(), **rec}
         body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
         stored: dict[str, Any] = _codec.decode(body)
-        [pos] = self.world.append(family.root, [_journal.frame_body(body)], durable=durable)
+        frames = [_journal.frame_body(body)]
+        [pos] = self.world.append(family.root, frames, durable=durable, streams=streams)
         family.apply(pos, stored)
         return stored
 
@@ -355,7 +369,8 @@ class Engine:
             start["at"] = at
             bodies.insert(0, self._encode(start, "input", f"child of {parent.id}"))
         frames = [_journal.frame_body(b) for b in bodies]
-        positions = self.world.append(family.root, frames)
+        # The parent's replay re-runs the code before this start: its stream items can wait.
+        positions = self.world.append(family.root, frames, streams=False)
         records = [_codec.decode(b) for b in bodies]
         for pos, rec in zip(positions, records, strict=True):
             family.apply(pos, rec)

@@ -198,6 +198,7 @@ def build_head(family: Family) -> dict[str, Any]:
         "end": family.end,
         "scan": family.scan_start(),
         "inbox_mark": family.inbox_mark,
+        "inbox_next": family.inbox_next,  # where the last valid delivery read ends
         "written": time.time(),
         "runs": runs,
     }

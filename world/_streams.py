@@ -46,6 +46,7 @@ class StreamStore:
         self.path = path
         self._writers: dict[str, _Writer] = {}
         self._dirty: set[int] = set()
+        self.appends = 0  # items appended by this store (see World.stream_appends)
 
     def _files(self, name: str) -> tuple[Path, Path]:
         stem = check_name(name, "stream name").replace(":", "%3A")
@@ -139,6 +140,7 @@ class StreamStore:
         finally:
             fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
         self._dirty.add(writer.data_fd)
+        self.appends += 1
         return index
 
     def _writer(self, name: str) -> _Writer:

@@ -97,11 +97,15 @@ class World(ABC):
         """Records from position `start` on (header excluded); an invalid start reads all."""
 
     @abstractmethod
-    def append(self, root: str, frames: list[bytes], *, durable: bool = True) -> list[int]:
+    def append(
+        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+    ) -> list[int]:
         """Append frames (the caller holds the lease); return their positions.
 
         `durable=False` may skip the flush for records whose loss is harmless (a `park`:
-        replay re-parks); the next durable append flushes them too.
+        replay re-parks); the next durable append flushes them too. `streams=False`: stream
+        items appended so far need not be made durable first (the engine passes it for records
+        after which replay still re-runs the code that appended them).
         """
 
     @abstractmethod
@@ -149,7 +153,13 @@ class World(ABC):
     # -- streams -----------------------------------------------------------------------------------
     @abstractmethod
     def stream_append(self, name: str, item: Any) -> int:
-        """Append an item (durable at the next journal append of this process); its index."""
+        """Append an item (durable before the next journal append of this process that does
+        not pass `streams=False`); its index."""
+
+    def stream_appends(self) -> int:
+        """Stream items appended by this world object so far (a counter: the engine compares
+        it around a step to know whether the step itself appended any)."""
+        return 0
 
     @abstractmethod
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:

@@ -159,7 +159,8 @@ class LocalWorld(World):
             names = os.listdir(self.path / "runs")
         except FileNotFoundError:
             return []
-        return sorted(n for n in names if (self.path / "runs" / n / "journal.msgpack").exists())
+        runs = os.path.join(self.path, "runs")  # strings, not Paths: called for every family
+        return sorted(n for n in names if os.path.exists(os.path.join(runs, n, "journal.msgpack")))
 
     def family_exists(self, root: str) -> bool:
         return (self._dir(root) / "journal.msgpack").exists()
@@ -183,12 +184,15 @@ class LocalWorld(World):
         records = result.records[1:] if start == 0 else result.records
         return FamilyLog(records=records, start=start)
 
-    def append(self, root: str, frames: list[bytes], *, durable: bool = True) -> list[int]:
+    def append(
+        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+    ) -> list[int]:
         writer = self._writers.get(root)
         if writer is None:
             path = str(self._journal_path(root))
             writer = self._writers[root] = _journal.Writer(path, _journal.read_file(path).end)
-        self._streams.flush()  # events emitted by this step become durable first
+        if streams:
+            self._streams.flush()  # stream items the replay would not re-append: durable first
         data = b"".join(frames)
         offset = writer.append(data, sync=durable)
         positions = []
@@ -198,8 +202,10 @@ class LocalWorld(World):
         return positions
 
     def read_head(self, root: str) -> dict[str, Any] | None:
+        path = os.path.join(self.path, "runs", check_run_id(root), "head.msgpack")
         try:
-            head = _codec.decode((self._dir(root) / "head.msgpack").read_bytes())
+            with open(path, "rb") as f:
+                head = _codec.decode(f.read())
         except (OSError, ValueError, TypeError, Exception):
             return None
         return head if isinstance(head, dict) else None
@@ -234,7 +240,10 @@ class LocalWorld(World):
         """Where the next delivery goes: after the last complete record."""
         if not os.path.exists(path):
             return 0
-        known = self._inbox_ends.get(root, 0)  # this process's last delivery: checked already
+        # Where a valid record ends: this process's last delivery, else the end of the last
+        # delivery the owner read (the head), so a new process does not parse every delivery.
+        known = self._inbox_ends.get(root) or (self.read_head(root) or {}).get("inbox_next", 0)
+        known = known if isinstance(known, int) else 0
         if 0 < known <= os.path.getsize(path):
             with contextlib.suppress(CorruptJournalError):
                 result = _journal.read_file(path, known)
@@ -342,6 +351,9 @@ class LocalWorld(World):
         frame = _journal.frame({"v": item}, "stream item")
         with _guard(self.path / "streams", "appending to a stream"):
             return self._streams.append(name, frame)
+
+    def stream_appends(self) -> int:
+        return self._streams.appends
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         return self._streams.read(name, start, end)

@@ -101,7 +101,9 @@ class MemoryWorld(World):
         records = [(first + i, rec) for i, (_, rec) in enumerate(parsed.records)]
         return FamilyLog(records=records, start=first if first > 1 else 0)
 
-    def append(self, root: str, frames: list[bytes], *, durable: bool = True) -> list[int]:
+    def append(
+        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+    ) -> list[int]:
         with self._lock:
             family = self._family(root)
             first = len(family.frames)

@@ -52,6 +52,9 @@ class SessionHost:
         self.history = KeyedStream(world, history_stream(snap.id), snap.gen)
         self._model: Model | None = None
         self.last_text = ""
+        # The history window as last read (valid while the snapshot's window is unchanged).
+        self._window: list[Message] | None = None
+        self._window_at = (-1, -1)
         self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
         self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
 
@@ -92,16 +95,28 @@ class SessionHost:
 
     def append_history(self, message: Message, key: str) -> None:
         self.history.append(key, message)
+        cached = self._window is not None and self._window_at == self._window_key()
         self.snap.history_len += 1
+        if cached and self._window is not None:
+            self._window.append(strip_key(dict(message)))
+            self._window_at = self._window_key()
         if message.get("role") == "assistant":
             self.last_text = str(message.get("content") or "")
 
+    def _window_key(self) -> tuple[int, int]:
+        return self.snap.history_start, self.snap.history_len
+
     def read_history(self) -> list[Message]:
+        """The model's view of the history: the snapshot's window of the history stream
+        (read once per host, then kept in step with appends), the summary first."""
         snap = self.snap
-        items = self.executor.world.stream_read(
-            history_stream(snap.id), snap.history_start, snap.history_len
-        )
-        messages = [strip_key(m) for m in items]
+        if self._window is None or self._window_at != self._window_key():
+            items = self.executor.world.stream_read(
+                history_stream(snap.id), snap.history_start, snap.history_len
+            )
+            self._window = [strip_key(m) for m in items]
+            self._window_at = self._window_key()
+        messages = list(self._window)
         if snap.summary:
             messages.insert(0, summary_message(snap.summary))
         return messages

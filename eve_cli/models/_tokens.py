@@ -33,11 +33,47 @@ def _message_text(message: Message) -> str:
     return " ".join(parts)
 
 
+# Estimates of recently seen messages, by identity: a step re-estimates the whole history, and
+# without this every step costs as much as the history is long. The entry keeps the message
+# alive (its id cannot be reused) and its content length guards against in-place edits.
+_MEMO: dict[int, tuple[Message, int, int]] = {}
+_MEMO_SIZE = 20_000
+
+
+def _message_tokens(message: Message) -> int:
+    content = message.get("content")
+    size = len(content) if isinstance(content, str) else -1
+    hit = _MEMO.get(id(message))
+    if hit is not None and hit[0] is message and hit[1] == size:
+        return hit[2]
+    tokens = estimate_text(_message_text(message)) + _PER_MESSAGE
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.clear()
+    _MEMO[id(message)] = (message, size, tokens)
+    return tokens
+
+
+# The last message list estimated, with running totals: the next step's history usually starts
+# with the very same message objects, so only the new ones are estimated.
+_LAST: tuple[list[Message], list[int]] = ([], [0])
+
+
+def _messages_tokens(messages: list[Message]) -> int:
+    global _LAST
+    seen, totals = _LAST
+    n, limit = 0, min(len(seen), len(messages))
+    while n < limit and seen[n] is messages[n]:
+        n += 1
+    totals = totals[: n + 1]
+    for message in messages[n:]:
+        totals.append(totals[-1] + _message_tokens(message))
+    _LAST = (list(messages), totals)
+    return totals[-1]
+
+
 def estimate_request(request: ModelRequest) -> int:
     """Estimated input tokens of ``request``: system prompt, history and tool schemas."""
-    total = estimate_text(request.system) + _PER_MESSAGE
-    for message in request.messages:
-        total += estimate_text(_message_text(message)) + _PER_MESSAGE
+    total = estimate_text(request.system) + _PER_MESSAGE + _messages_tokens(request.messages)
     total += sum(estimate_text(_tool_text(tool)) for tool in request.tools)
     return total
 

@@ -36,9 +36,14 @@ class ScriptedModel(Model):
         self.path = Path(path)
         self.name = f"scripted:{path}"
         self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
+        self._cache: tuple[tuple[int, int], tuple[list[Any], str | None]] | None = None
 
     def _load(self) -> tuple[list[Any], str | None]:
         try:
+            stat = self.path.stat()
+            key = (stat.st_mtime_ns, stat.st_size)
+            if self._cache is not None and self._cache[0] == key:
+                return self._cache[1]  # unchanged since the last call: parse once, not per call
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ModelError("scripted", f"script {self.path} not found") from None
@@ -50,6 +55,7 @@ class ScriptedModel(Model):
             data = data.get("responses")
         if not isinstance(data, list):
             raise ModelError("scripted", f"script {self.path} must be a JSON list of responses")
+        self._cache = (key, (data, summary_error))
         return data, summary_error
 
     async def generate(

@@ -1,0 +1,226 @@
+"""Many sessions parked on approvals: what they hold, how fast they list, how fast one wakes.
+
+A few real sessions are driven on the scripted model until their turn parks on an approval
+(the agent calls the ``deploy`` tool, which always asks). The store is then filled to ``N``
+parked sessions by cloning those sessions' files under fresh session ids and continuation
+tokens (same-length ids, so every offset stays valid; each journal and stream frame is
+re-checksummed); then each clone is opened once by an engine (lease, load, nothing to run), which
+rewrites its head as a drive would. The clones are real sessions: `world.verify` finds nothing
+wrong (tests/benchmarks/test_parked_clone.py), and the benchmark wakes one of them.
+
+* ``parked_sessions.processes``: processes and threads alive besides the benchmark's own
+  main thread after parking (SPEC §11 / D5: 0).
+* ``parked_sessions.list``: seconds for ``Runtime.sessions()`` over ``N`` sessions in a fresh
+  runtime (SPEC §11: ≤ 1 s).
+* ``parked_sessions.inspect``: wall seconds of ``eve inspect --json`` over the store (a new
+  process, startup included), when the command exists.
+* ``parked_sessions.wake``: seconds from delivering an approval to one cloned parked session
+  to its turn done (a fresh runtime in this process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from . import measurement
+from ._support import call, median, scratch, write_agent
+
+SEEDS = 4
+
+
+def _script() -> list[dict[str, Any]]:
+    return [
+        {"text": "", "tool_calls": [call("deploy", target="prod")]},
+        {"text": "deployed", "tool_calls": []},
+    ]
+
+
+async def _park_seeds(rt: Any, count: int) -> list[tuple[str, str]]:
+    seeds = []
+    for _ in range(count):
+        sid = await rt.create_session()
+        await rt.deliver(sid, "deploy it")
+        view = await rt.drive(sid)
+        if view["status"] != "parked" or view["parkedOn"] != "approval":
+            raise RuntimeError(f"seed session did not park on an approval: {view['status']}")
+        seeds.append((sid, rt.world.read_head(sid)["runs"][sid]["meta"]["token"]))
+    return seeds
+
+
+def _reframe(data: bytes, swaps: list[tuple[bytes, bytes]]) -> tuple[bytes, list[int]]:
+    """Swap ids inside every frame of a journal-format file; re-checksum; frame offsets."""
+    out, offsets = bytearray(), []
+    for frame in _frames(data):
+        version, _, body = frame
+        for old, new in swaps:
+            body = body.replace(old, new)
+        offsets.append(len(out))
+        out += msgpack.packb([version, zlib.crc32(body), body], use_bin_type=True)
+    return bytes(out), offsets
+
+
+def _frames(data: bytes) -> Iterator[list[Any]]:
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=len(data) + 1)
+    unpacker.feed(data)
+    yield from unpacker
+
+
+def _clone(data_dir: Path, sid: str, token: str, cache: dict[Path, bytes]) -> str:
+    """Copy session ``sid`` (parked) under a fresh id and token; no fsync (a benchmark store)."""
+    new_sid = "s_" + secrets.token_hex(12)
+    new_token = secrets.token_hex(16)
+    swaps = [(sid.encode(), new_sid.encode()), (token.encode(), new_token.encode())]
+    run_dir = data_dir / "runs" / sid
+    new_dir = data_dir / "runs" / new_sid
+    new_dir.mkdir()
+    for name in ("journal.msgpack", "inbox.msgpack"):
+        if (run_dir / name).exists():
+            (new_dir / name).write_bytes(_reframe(_read(run_dir / name, cache), swaps)[0])
+    head = _read(run_dir / "head.msgpack", cache)
+    for old, new in swaps:
+        head = head.replace(old, new)
+    (new_dir / "head.msgpack").write_bytes(head)
+    (data_dir / "hooks" / new_token).write_text(new_sid)
+    streams = data_dir / "streams"
+    for kind in ("events", "history"):
+        path = streams / f"{kind}.{sid}.msgpack"
+        if not path.exists():
+            continue
+        data, offsets = _reframe(_read(path, cache), swaps)
+        (streams / f"{kind}.{new_sid}.msgpack").write_bytes(data)
+        index = b"".join(o.to_bytes(8, "little") for o in offsets[1:])  # not the header
+        (streams / f"{kind}.{new_sid}.idx").write_bytes(index)
+    return new_sid
+
+
+def _read(path: Path, cache: dict[Path, bytes]) -> bytes:
+    if path not in cache:
+        cache[path] = path.read_bytes()
+    return cache[path]
+
+
+def build(root: Path, n: int) -> tuple[Path, Path, list[str]]:
+    """Park ``n`` sessions under ``root``; returns the agent, the data directory and the ids of
+    the cloned sessions."""
+    from eve_cli.runtime import Runtime
+
+    agent = write_agent(root / "agent", _script())
+    data = root / "data"
+    rt = Runtime(data_dir=data, agent_dir=agent)
+    try:
+        seeds = asyncio.run(_park_seeds(rt, min(SEEDS, n)))
+    finally:
+        rt.close()
+    cache: dict[Path, bytes] = {}
+    clones = []
+    for i in range(n - len(seeds)):
+        sid, token = seeds[i % len(seeds)]
+        clones.append(_clone(data, sid, token, cache))
+    # Open every clone once as an owner would (lease, load, nothing to run): the engine then
+    # writes its head as after a real drive, with the listing note naming its own files.
+    rt = Runtime(data_dir=data, agent_dir=agent)
+
+    async def reopen() -> None:
+        for sid in clones:
+            info = await rt.engine.run(sid)
+            if info.status != "parked":
+                raise RuntimeError(f"clone {sid} is {info.status} after loading, not parked")
+
+    try:
+        asyncio.run(reopen())
+    finally:
+        rt.close()
+    return agent, data, clones
+
+
+def _others() -> tuple[int, int]:
+    """(child processes of this process, threads besides the main one)."""
+    me = os.getpid()
+    children = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            children += 1
+    threads = len(os.listdir(f"/proc/{me}/task")) - 1
+    return children, max(threads, threading.active_count() - 1)
+
+
+def _list_time(agent: Path, data: Path, n: int, rounds: int) -> float:
+    from eve_cli.runtime import Runtime
+
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        rt = Runtime(data_dir=data, agent_dir=agent)
+        rows = rt.sessions()
+        times.append(time.perf_counter() - started)
+        rt.close()
+        parked = sum(1 for r in rows if r["status"] == "parked")
+        if parked != n:
+            raise RuntimeError(f"listed {parked} parked sessions of {n}")
+    return median(times)
+
+
+def _inspect_time(agent: Path, data: Path, rounds: int) -> float | None:
+    env = {**os.environ, "EVE_DATA_DIR": str(data)}
+    command = [sys.executable, "-m", "eve_cli", "inspect", "--json"]
+    probe = subprocess.run([*command[:-1], "--help"], env=env, capture_output=True, check=False)
+    if probe.returncode != 0:
+        return None  # no `eve inspect` in this checkout
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        subprocess.run(command, env=env, capture_output=True, check=True, cwd=agent.parent)
+        times.append(time.perf_counter() - started)
+    return median(times)
+
+
+def _wake(agent: Path, data: Path, sid: str) -> float:
+    from eve_cli.runtime import Runtime
+
+    async def main() -> float:
+        started = time.perf_counter()
+        rt = Runtime(data_dir=data, agent_dir=agent)
+        try:
+            [request] = rt.session(sid)["pending"]
+            await rt.respond(sid, [{"requestId": request["requestId"], "approved": True}])
+            view = await rt.drive(sid)
+        finally:
+            rt.close()
+        if view["status"] != "waiting":
+            raise RuntimeError(f"woken session is {view['status']}, not waiting")
+        return time.perf_counter() - started
+
+    return asyncio.run(main())
+
+
+def run(quick: bool) -> Iterator[dict[str, Any]]:
+    n = 20 if quick else 10_000
+    with scratch("parked") as root:
+        agent, data, clones = build(root, n)
+        children, threads = _others()
+        yield measurement("parked_sessions.processes", children + threads, "processes+threads",
+                          sessions=n, children=children, threads=threads)  # fmt: skip
+        yield measurement("parked_sessions.list", _list_time(agent, data, n, 3), "s", sessions=n)
+        inspect = _inspect_time(agent, data, 3)
+        if inspect is not None:
+            yield measurement("parked_sessions.inspect", inspect, "s", sessions=n)
+        yield measurement("parked_sessions.wake", _wake(agent, data, clones[-1]), "s", sessions=n)

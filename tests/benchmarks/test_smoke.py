@@ -1,0 +1,74 @@
+"""Every registered benchmark runs at its smoke-test size and prints well-formed measurements.
+
+Figures are not checked here (benchmarks are not timed tests); only that each benchmark runs end
+to end and reports what SPEC §11 asks for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import BENCHMARKS
+
+EXPECTED = {
+    "step_overhead": {"step_overhead.step", "step_overhead.fsyncs", "step_overhead.bytes"},
+    "storage_growth": {
+        "storage_growth.bytes",
+        "storage_growth.files",
+        "storage_growth.vs_raw",
+        "storage_growth.per_turn",
+    },
+    "resume_flat": {"resume_flat.turn", "resume_flat.open"},
+    "parked_sessions": {
+        "parked_sessions.processes",
+        "parked_sessions.list",
+        "parked_sessions.wake",
+    },
+    "cli_startup": {"cli_startup.version", "cli_startup.inspect"},
+    "server_throughput": {
+        "server_throughput.steps_per_s.1",
+        "server_throughput.latency_p50.1",
+        "server_throughput.latency_p99.1",
+        "server_throughput.scaling",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_benchmark_quick(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scratch = tmp_path / "bench"
+    scratch.mkdir()
+    monkeypatch.setenv("EVE_BENCH_DIR", str(scratch))
+    module = importlib.import_module(BENCHMARKS[name])
+    lines = list(module.run(True))
+    names = {line["name"] for line in lines}
+    assert EXPECTED[name] <= names
+    for line in lines:
+        assert line["name"].startswith(f"{name}.")
+        assert isinstance(line["value"], float) and math.isfinite(line["value"])
+        assert line["unit"]
+        if "baseline" in line:
+            assert line["ratio"] == pytest.approx(line["value"] / line["baseline"], rel=1e-2)
+        json.dumps(line)
+    assert list(scratch.iterdir()) == []  # scratch directories are removed
+
+
+def test_command_line_json(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "cli_startup", "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["name"] for line in lines][:1] == ["cli_startup.version"]
+    assert done.stderr == ""
