@@ -117,9 +117,9 @@ class _Builder:
                 action["status"] = event.get("status") or "completed"
                 action["isError"] = bool(event.get("isError"))
                 action["output"] = event.get("output", event.get("result"))
-                action["durationMs"] = event.get("durationMs") or _ms(
-                    action.pop("requestedAt", None), event.get("at")
-                )
+                requested = action.pop("requestedAt", None)
+                own = event.get("durationMs")  # the tool's run, without any approval wait
+                action["durationMs"] = own if own is not None else _ms(requested, event.get("at"))
                 return
 
     def step_event(self, step: dict[str, Any], kind: str, event: Event) -> None:

@@ -305,7 +305,7 @@ async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool)
             "state": changed,
             "progress": ctx.progress_messages,
             # Journaled with the result, so a replay reports the duration of the real run.
-            "durationMs": round((time.monotonic() - began) * 1000, 1),
+            "durationMs": round((time.monotonic() - began) * 1000),
         }
 
     outcome: dict[str, Any] = await host.action(f"tool:{call['id']}", execute)
@@ -330,7 +330,7 @@ def record_result(
     is_error: bool,
     status: str | None = None,
     progress: list[str] | None = None,
-    duration_ms: float | None = None,
+    duration_ms: int | None = None,
 ) -> None:
     """Append the tool message the model will see and emit ``action.result``."""
     host.append_history(
