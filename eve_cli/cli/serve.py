@@ -41,9 +41,20 @@ GraceOption = Annotated[
 
 def register(app: typer.Typer) -> None:
     """Add `start` and `dev` to the `eve` application."""
+    app.command("start")(
+        _serve_command(False, "Serve sessions over HTTP; resumes in-flight sessions at start-up.")
+    )
+    app.command("dev")(
+        _serve_command(
+            True, "Like `start`, and reload the agent folder whenever a file in it is saved."
+        )
+    )
 
-    @app.command("start")
-    def start(
+
+def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
+    """One command function per mode; `start` and `dev` differ only in reloading."""
+
+    def command(
         host: HostOption = "127.0.0.1",
         port: PortOption = 8000,
         token: TokenOption = None,
@@ -52,21 +63,10 @@ def register(app: typer.Typer) -> None:
         grace: GraceOption = 5.0,
         data: DataOption = None,
     ) -> int:
-        """Serve sessions over HTTP; resumes in-flight sessions at start-up."""
-        return run(host, port, token, agent, model, grace, data, reload=False)
+        return run(host, port, token, agent, model, grace, data, reload=reload)
 
-    @app.command("dev")
-    def dev(
-        host: HostOption = "127.0.0.1",
-        port: PortOption = 8000,
-        token: TokenOption = None,
-        agent: AgentOption = None,
-        model: ModelOption = None,
-        grace: GraceOption = 5.0,
-        data: DataOption = None,
-    ) -> int:
-        """Like `start`, and reload the agent folder whenever a file in it is saved."""
-        return run(host, port, token, agent, model, grace, data, reload=True)
+    command.__doc__ = doc
+    return command
 
 
 def run(
