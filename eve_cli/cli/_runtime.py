@@ -1,11 +1,11 @@
 """Opening the runtime facade for a command: one event loop, and user-facing errors as one line.
 
-Imports the runtime lazily so `eve --help` and `eve init` stay light.
+Imports the runtime (and asyncio) lazily so `eve --help`, `eve init` and `eve inspect` on an
+empty data directory stay light.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +15,8 @@ from eve_cli.cli._backend import Backend
 from eve_cli.cli._errors import CliError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from eve_cli.runtime import Runtime
 
 
@@ -44,6 +46,8 @@ def open_runtime(
     data_dir: Path, agent_dir: Path | None, model: str | None
 ) -> Iterator[tuple[Runtime, asyncio.AbstractEventLoop]]:
     """A `Runtime` on `data_dir` and the event loop the command drives it with."""
+    import asyncio
+
     from eve_cli.runtime import Runtime
 
     errors = user_errors()
@@ -72,6 +76,8 @@ def open_runtime(
 @contextlib.contextmanager
 def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.AbstractEventLoop]]:
     """A client of a running `eve start` server, used exactly like the in-process runtime."""
+    import asyncio
+
     from eve_cli.channel.client import RemoteError, RemoteRuntime
 
     remote = RemoteRuntime(url, token=token)
