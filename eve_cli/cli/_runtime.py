@@ -99,16 +99,13 @@ def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.
 
 @contextlib.contextmanager
 def open_reader(data_dir: Path) -> Iterator[Runtime]:
-    """Read-only access to the sessions of `data_dir` (no lock taken, nothing written)."""
-    from eve_cli._loader import DEFAULT_AGENT_DIR, AgentLoadError
+    """Read-only access to the sessions of `data_dir` (no lock taken, nothing written; the
+    agent folder is loaded only if a view needs it, and a broken one stops no one reading)."""
     from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
 
     errors = user_errors()
     try:
-        try:
-            rt = Runtime(data_dir=data_dir)
-        except AgentLoadError:  # a broken ./agent must not stop anyone reading sessions
-            rt = Runtime(data_dir=data_dir, agent_dir=DEFAULT_AGENT_DIR)
+        rt = Runtime(data_dir=data_dir, load_agent=False)
     except errors as exc:
         raise CliError(f"cannot read {data_dir}: {exc}") from None
     try:
