@@ -118,3 +118,34 @@ def test_wait_wakes_on_a_delivery_from_another_runtime() -> None:
         assert view["turns"][0]["status"] == "completed"
 
     asyncio.run(main())
+
+
+def test_session_view_read_again_matches_a_fresh_fold_and_reports_damage(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    from eve_cli.execution._view import fold
+    from world import CorruptJournalError
+
+    agent = make_agent(script=[reply("", call("ask_question", question="?")), reply("one")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        await rt.deliver(sid, "ask")
+        first = await rt.drive(sid)  # folded and kept
+        assert first["status"] == "parked"
+        first["turns"].clear()  # a caller's copy: changing it changes nothing kept
+        [request] = rt.session(sid)["pending"]
+        await rt.respond(sid, [{"requestId": request["requestId"], "answer": "blue"}])
+        view = await rt.drive(sid)  # fed only the events appended since
+        fresh = fold(sid, rt.events(sid))
+        assert view["status"] == "waiting" and view["turns"] == fresh["turns"]
+        assert view["events"] == fresh["events"] == len(rt.events(sid))
+        data = isolated / ".workflow-data" / "streams" / f"events.{sid}.msgpack"
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 3 : len(raw) // 3 + 16] = b"\xc1" * 16  # garbage in a folded event
+        data.write_bytes(bytes(raw))
+        with pytest.raises(CorruptJournalError):
+            rt.session(sid)
+
+    asyncio.run(main())
