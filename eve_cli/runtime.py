@@ -29,7 +29,7 @@ from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._streams import KeyedStream, read_event, stored_event, strip_key
-from eve_cli.execution._view import TAIL, ViewFold, fold, summary
+from eve_cli.execution._view import TAIL, ViewCache, fold, summary
 from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
@@ -123,6 +123,7 @@ class Runtime:
         self._world_is_memory = world is not None and type(world).__name__ == "MemoryWorld"
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
+        self._views = ViewCache(self.world)
         self.engine.head_note = self._head_note
         self._agent: AgentDefinition | None = None
         if load_agent:
@@ -359,8 +360,8 @@ class Runtime:
     def session(self, sid: str) -> dict[str, Any]:
         """The session's view: status, turns with steps and actions, pending requests."""
         meta = self._meta(sid)
-        # Folded afresh from the stored events on every call, so damage is always reported.
-        view = ViewFold(sid).feed(self.events(sid)).view
+        # Fed only the events appended since the last read, unless the stored ones changed.
+        view = self._views.view(sid, events_stream(sid), lambda start: self.events(sid, start))
         view["agent"] = view["agent"] or meta.get("agent")
         view["mode"] = view["mode"] or meta.get("mode")
         view["model"] = meta.get("model") or self.agent.model
