@@ -10,6 +10,7 @@ and then tries the lease; the owner releases first and then re-checks).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import functools
 import secrets
@@ -124,26 +125,24 @@ class Engine:
         """Make a durable storage call; the caller goes on only once it has returned.
 
         On a blocking world it runs on a thread of the engine's, so the loop serves other
-        families meanwhile. A cancellation waits for the call to end (the lease must not be
-        released under a write in flight) and is then raised at the caller's next await.
+        families meanwhile. A cancellation first waits for the call to end (the lease must not
+        be released under a write in flight), then goes through: the record may be durable
+        without the caller knowing, as after a crash at that moment, which replay repairs.
         """
         if not self.world.blocking:
             return fn(*args, **kwargs)
         call = asyncio.get_running_loop().run_in_executor(
             _pool(), functools.partial(fn, *args, **kwargs)
         )
-        cancelled = False
-        while True:
-            try:
-                result = await asyncio.shield(call)
-                break
-            except asyncio.CancelledError:
-                if call.done():
-                    raise
-                cancelled = True
-        if cancelled and (task := asyncio.current_task()) is not None:
-            task.cancel()
-        return result
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            while not call.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({call})
+            if not call.cancelled():
+                call.exception()  # retrieved: the cancellation is what the caller sees
+            raise
 
     # -- outside workflows -----------------------------------------------------------------------
     async def start(

@@ -16,6 +16,7 @@ from world import (
     CorruptJournalError,
     Engine,
     LocalWorld,
+    OwnershipError,
     StorageError,
     WorkflowContext,
     WorldError,
@@ -278,11 +279,13 @@ class _HeldWorld(LocalWorld):
         super().__init__(path)
         self.held = ""
         self.gate = threading.Event()
+        self.entered = threading.Event()  # a held append has begun
 
     def append(
         self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
     ) -> list[int]:
         if root == self.held and durable:
+            self.entered.set()
             # Bounded: on the loop's thread this blocks every family until it gives up.
             assert self.gate.wait(3), "held append released by nobody"
         return super().append(root, frames, durable=durable, streams=streams)
@@ -308,5 +311,32 @@ def test_a_family_waiting_for_its_fsync_does_not_hold_up_the_others(tmp_path: Pa
         assert [r["t"] for r in engine.history(slow)] == ["start"]
         world.gate.set()
         assert (await asyncio.wait_for(held, 10)).result == 1
+
+    asyncio.run(main())
+
+
+def test_a_drive_cancelled_during_its_write_keeps_the_lease_until_the_write_ends(
+    tmp_path: Path,
+) -> None:
+    world = _HeldWorld(tmp_path / "data")
+    engine = Engine(world, {"total": total})
+
+    async def main() -> None:
+        slow = await engine.start("total", 2, run_id="slow")
+        world.held = slow
+        held = asyncio.create_task(engine.run(slow))
+        while not world.entered.is_set():
+            await asyncio.sleep(0.01)  # until the first step's record is being written
+        held.cancel()
+        await asyncio.sleep(0.05)
+        assert not held.done()  # waits for its write before letting the cancellation through
+        with pytest.raises(OwnershipError):
+            await engine.run(slow)  # the lease is still held
+        world.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(held, 10)
+        world.held = ""
+        assert (await asyncio.wait_for(engine.run(slow), 10)).result == 1
+        assert [r.get("name") for r in engine.history(slow) if r["t"] == "step"] == ["s0", "s1"]
 
     asyncio.run(main())
