@@ -103,8 +103,13 @@ class Runtime:
         model: str | None = None,
         *,
         world: World | None = None,
+        load_agent: bool = True,
     ) -> None:
         """Open the world and load the agent.
+
+        ``load_agent=False`` opens a reader: the agent folder is loaded on first use of
+        ``agent`` (listing sessions never uses it), and a broken folder then serves the
+        built-in agent, so a broken ``./agent`` stops no one reading sessions.
 
         Raises:
             AgentLoadError: the agent folder is broken (message starts with ``file:line:``).
@@ -120,7 +125,19 @@ class Runtime:
         self.executor = Executor(self.world, self.agent_dir)
         self._views = ViewCache(self.world)
         self.engine.head_note = self._head_note
-        self.agent: AgentDefinition = self.executor.agent_for(self._stored_dir(self.agent_dir))
+        self._agent: AgentDefinition | None = None
+        if load_agent:
+            self._agent = self.executor.agent_for(self._stored_dir(self.agent_dir))
+
+    @property
+    def agent(self) -> AgentDefinition:
+        """The agent folder's current definition (loaded now by a reader's first use)."""
+        if self._agent is None:
+            try:
+                self._agent = self.executor.agent_for(self._stored_dir(self.agent_dir))
+            except AgentLoadError:
+                self._agent = self.executor.agent_for(str(DEFAULT_AGENT_DIR))
+        return self._agent
 
     @property
     def engine(self) -> Engine:
@@ -139,8 +156,8 @@ class Runtime:
         Raises:
             AgentLoadError: the folder is broken; the previous definition stays in use.
         """
-        self.agent = self.executor.reload(self._stored_dir(self.agent_dir))
-        return self.agent
+        self._agent = self.executor.reload(self._stored_dir(self.agent_dir))
+        return self._agent
 
     def agent_error(self) -> str | None:
         """Why the agent folder failed to load last time (the last good one is serving)."""

@@ -58,12 +58,23 @@ def test_file_count_grows_with_runs_not_steps(tmp_path: Path) -> None:
 
 
 def test_journal_is_plain_msgpack_with_checksummed_records(tmp_path: Path) -> None:
-    _run_steps(tmp_path, 3)
+    engine, rid = _run_steps(tmp_path, 3)
     with open(tmp_path / "runs" / "fixed" / "journal.msgpack", "rb") as f:
         records = [decode(body) for _, _, body in msgpack.Unpacker(f, raw=False)]
     assert [r["t"] for r in records] == ["header", "start", "step", "step", "step", "hook", "park"]
-    assert [r.get("seq") for r in records[1:]] == [0, 1, 2, 3, 4, 5]
-    assert all({"run", "g", "seq", "t", "at"} <= set(r) for r in records[1:])
+    assert records[0]["version"] == _journal.JOURNAL_VERSION == 3
+    # Since version 2: the root run's records name no run; only `start` has the absolute time,
+    # the others whole milliseconds since it; a step that succeeded at once leaves out `n`.
+    assert not any("run" in r or "seq" in r for r in records[1:])
+    assert isinstance(records[1]["at"], float) and "d" not in records[1]
+    assert all(isinstance(r["d"], int) and "at" not in r for r in records[2:])
+    assert [r.get("ok") for r in records[2:5]] == [0, 1, 2] and "n" not in records[2]
+    history = engine.history(rid)
+    assert [r["t"] for r in history] == [r["t"] for r in records[1:]]
+    assert all({"run", "g", "t", "at"} <= set(r) and r["run"] == rid for r in history)
+    assert [r["n"] for r in history if r["t"] == "step"] == [1, 1, 1]
+    assert [r["at"] for r in history] == sorted(r["at"] for r in history)
+    assert history[2]["at"] == history[0]["at"] + records[3]["d"] / 1000
 
 
 def test_lost_head_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
@@ -175,9 +186,9 @@ def test_child_start_cut_by_a_crash_is_adopted_not_started_twice(tmp_path: Path)
         f.truncate(offsets[link] + 3)
     (tmp_path / "runs" / "p" / "head.msgpack").unlink()
     assert asyncio.run(Engine(LocalWorld(tmp_path), workflows).run(rid)).result == 10
-    records = [rec for _, rec in _journal.read_file(str(journal)).records]
-    assert [r["t"] for r in records if r.get("run") == "p.0"].count("start") == 1
-    assert [r["t"] for r in records if r.get("run") == "p"].count("child") == 1
+    after = Engine(LocalWorld(tmp_path), workflows)
+    assert [r["t"] for r in after.history("p.0")].count("start") == 1
+    assert [r["t"] for r in after.history("p")].count("child") == 1
 
 
 def test_reading_writes_nothing(tmp_path: Path) -> None:
@@ -201,3 +212,59 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     missing = LocalWorld(tmp_path / "nowhere", create=False)
     assert missing.families() == [] and missing.stream_read("events.x") == []
     assert not (tmp_path / "nowhere").exists()
+
+
+async def _asks_child(ctx: WorkflowContext, _: Any) -> Any:
+    got = await ctx.run_child("child_of_one", 5)
+    more = await ctx.create_hook("t-more").receive()
+    return await ctx.step("sum", lambda: got + more)
+
+
+def test_child_done_records_of_version_2_are_still_replayed(tmp_path: Path) -> None:
+    # Version 3 records nothing when a parent reads a child's end; a version-2 journal holds a
+    # `child_done` there (a reference to the child). A replay passes over it, result filled.
+    workflows = {"parent": _asks_child, "child_of_one": child_of_one}
+    engine = Engine(LocalWorld(tmp_path), workflows)
+    rid = asyncio.run(engine.start("parent", run_id="p"))
+    assert asyncio.run(engine.run(rid)).status == "parked"
+    journal = tmp_path / "runs" / "p" / "journal.msgpack"
+    records = _journal.read_file(str(journal)).records
+    kinds = [rec["t"] for _, rec in records]
+    assert "child_done" not in kinds
+    at = kinds.index("done")  # the child's end; the parent's park on its hook follows
+    assert records[at][1]["r"] == "0" and kinds[at + 1 :] == ["hook", "park"]
+    data = journal.read_bytes()
+    cut = records[at + 1][0]
+    old = _journal.frame({"t": "child_done", "d": 1, "child": "0"})
+    journal.write_bytes(data[:cut] + old + data[cut:])
+    (tmp_path / "runs" / "p" / "head.msgpack").unlink()
+    engine = Engine(LocalWorld(tmp_path), workflows)
+    asyncio.run(engine.resume_hook("t-more", 5))
+    assert asyncio.run(engine.run(rid)).result == 10 + 5
+    [done] = [r for r in engine.history("p") if r["t"] == "child_done"]
+    assert done["child"] == "p.0" and done["result"] == 10
+    assert [r["t"] for r in engine.history("p")].count("step") == 1  # `sum`, once
+
+
+async def _carries_hook(ctx: WorkflowContext, g: int) -> Any:
+    if g == 0:
+        ctx.create_hook("t-carried")
+        ctx.continue_as_new(1)
+    return await ctx.hook("t-carried").receive()
+
+
+def test_a_park_names_a_hook_of_its_generation_by_index(tmp_path: Path) -> None:
+    engine = Engine(LocalWorld(tmp_path), {"carry": _carries_hook})
+    rid = asyncio.run(engine.start("carry", 0, run_id="c"))
+    assert asyncio.run(engine.run(rid)).waiting == {"hook": "t-carried"}
+    journal = tmp_path / "runs" / "c" / "journal.msgpack"
+    stored = [rec for _, rec in _journal.read_file(str(journal)).records]
+    assert [r["t"] for r in stored[-2:]] == ["gen", "park"] and stored[-2]["hooks"] == ["t-carried"]
+    assert stored[-1]["waiting"] == {"hook": 0}
+    assert engine.history(rid)[-1]["waiting"] == {"hook": "t-carried"}
+    (tmp_path / "runs" / "c" / "head.msgpack").unlink()  # the status comes from the journal
+    engine = Engine(LocalWorld(tmp_path), {"carry": _carries_hook})
+    info = engine.info(rid)
+    assert (info.status, info.waiting) == ("parked", {"hook": "t-carried"})
+    asyncio.run(engine.resume_hook("t-carried", "x"))
+    assert asyncio.run(engine.run(rid)).result == "x"
