@@ -87,10 +87,10 @@ def test_chaos(tmp_path: Path, reference: list[tuple[Any, ...]]) -> None:
             try:
                 run.drive()
                 check(run, reference)
-            except ChaosFailure as exc:
+            except Exception as exc:  # a harness error too: whatever broke, name the seed
                 raise ChaosFailure(
                     f"chaos failed; replay with CHAOS_SEED={seed} (session {i}, seed "
-                    f"{run.seed}, data in {run.root}): {exc}; processes: {run.log}"
+                    f"{run.seed}, data in {run.root}): {exc!r}; processes: {run.log}"
                 ) from None
             with lock:
                 done.append(run)
