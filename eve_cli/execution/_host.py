@@ -111,10 +111,9 @@ class SessionHost:
         (read once per host, then kept in step with appends), the summary first."""
         snap = self.snap
         if self._window is None or self._window_at != self._window_key():
-            items = self.executor.world.stream_read(
-                history_stream(snap.id), snap.history_start, snap.history_len
+            self._window = self.executor.history_window(
+                snap.id, snap.history_start, snap.history_len
             )
-            self._window = [strip_key(m) for m in items]
             self._window_at = self._window_key()
         messages = list(self._window)
         if snap.summary:

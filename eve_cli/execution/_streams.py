@@ -15,6 +15,7 @@ from world import World
 
 KEY = "_k"
 _CHUNK = 256
+_FIRST_CHUNK = 4
 
 
 class KeyedStream:
@@ -28,15 +29,16 @@ class KeyedStream:
 
     def _load(self) -> set[str]:
         keys: set[str] = set()
-        end = self.world.stream_length(self.name)
+        end, chunk = self.world.stream_length(self.name), _FIRST_CHUNK
         while end > 0:
-            start = max(0, end - _CHUNK)
+            # Small reads first: a new generation usually has no item yet (a turn starts one).
+            start = max(0, end - chunk)
             for item in reversed(self.world.stream_read(self.name, start, end)):
                 key = item.get(KEY, "") if isinstance(item, dict) else ""
                 if not key.startswith(self.prefix):
                     return keys
                 keys.add(key)
-            end = start
+            end, chunk = start, min(chunk * 4, _CHUNK)
         return keys
 
     def keys_starting(self, prefix: str) -> list[str]:

@@ -169,3 +169,20 @@ def test_a_tail_polls_when_the_system_has_no_watcher_left(
 
     assert asyncio.run(main()) == (["a", "b", "c"], False, True)
     assert refused  # the notify watcher really was refused
+
+
+def test_digest_covers_a_prefix_and_changes_with_its_bytes(world: World) -> None:
+    assert world.stream_digest("dig", 0) is not None and world.stream_digest("dig", 1) is None
+    for i in range(4):
+        world.stream_append("dig", {"i": i})
+    two = world.stream_digest("dig", 2)
+    assert two is not None and two != world.stream_digest("dig", 3)
+    world.stream_append("dig", {"i": 4})
+    assert world.stream_digest("dig", 2) == two  # appends leave a prefix's digest alone
+    assert world.stream_digest("dig", 6) is None
+    if isinstance(world, LocalWorld):
+        data = world.path / "streams" / "dig.msgpack"
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 3] ^= 0xFF  # inside the first items
+        data.write_bytes(bytes(raw))
+        assert world.stream_digest("dig", 2) != two
