@@ -57,6 +57,7 @@ class Run:
     gen_pos: int = 0
     gen_at: float = 0.0
     gen_nc: int = 0
+    gen_hooks: list[str] = field(default_factory=list)  # as the generation's record lists them
     next_child: int = 0
     records: list[dict[str, Any]] = field(default_factory=list)
     status: str = "running"  # running | parked | completed | failed
@@ -82,6 +83,7 @@ class Run:
         self.status, self.waiting = "running", None
         self.gen_at = rec.get("at", 0.0)
         self.gen_nc = self.next_child = rec.get("nc", 0)
+        self.gen_hooks = list(rec.get("hooks", ()))
         self.hooks |= set(rec.get("hooks", ()))
 
 
@@ -167,13 +169,21 @@ class Family:
         if kind == "recv":
             del out["token"], out["values"]
             out["c"] = [self.items[i].check for i in rec["ids"]]
-        elif kind in ("child", "child_done"):
+        elif kind == "child":
             out["child"] = self._relative(rec["child"])
-            out.pop("result", None)
-            out.pop("error", None)
-        elif kind == "park" and "child" in rec["waiting"]:
-            out["waiting"] = {"child": self._relative(rec["waiting"]["child"])}
+            del out["workflow"]  # the child's `start` says it
+        elif kind == "park":
+            out["waiting"] = self._pack_waiting(rec)
         return out
+
+    def _pack_waiting(self, rec: dict[str, Any]) -> dict[str, Any]:
+        waiting: dict[str, Any] = rec["waiting"]
+        if "child" in waiting:
+            return {"child": self._relative(waiting["child"])}
+        run = self.runs.get(rec["run"])
+        if "hook" in waiting and run is not None and waiting["hook"] in run.gen_hooks:
+            return {"hook": run.gen_hooks.index(waiting["hook"])}  # its place in the `gen`
+        return waiting
 
     def expand(self, stored: dict[str, Any]) -> dict[str, Any]:
         """The whole form of a stored record (version-1 records are stored whole)."""
@@ -196,27 +206,61 @@ class Family:
             self._received(rec)
         elif kind in ("child", "child_done"):
             rec["child"] = child_id = f"{self.root}.{rec['child']}"
-            if kind == "child_done":
+            child = self.runs.get(child_id)
+            if kind == "child" and child is not None:
+                rec.setdefault("workflow", child.workflow)
+            elif kind == "child_done":
                 self._child_outcome(rec, child_id)
-        elif kind == "park" and "child" in rec.get("waiting", {}):
-            rec["waiting"] = {"child": f"{self.root}.{rec['waiting']['child']}"}
+        elif kind == "park":
+            rec["waiting"] = self._expand_waiting(rec["waiting"], run)
         return rec
 
+    def _expand_waiting(self, waiting: dict[str, Any], run: Run) -> dict[str, Any]:
+        if "child" in waiting:
+            return {"child": f"{self.root}.{waiting['child']}"}
+        if isinstance(waiting.get("hook"), int):
+            index = waiting["hook"]
+            if not 0 <= index < len(run.gen_hooks):
+                raise CorruptJournalError(
+                    f"journal of run family {self.root}", 0, "bad hook reference",
+                    what=f"run {run.id} parked on hook {index} of its generation, which lists "
+                    f"{len(run.gen_hooks)}",
+                )  # fmt: skip
+            return {"hook": run.gen_hooks[index]}
+        return waiting
+
     def _received(self, rec: dict[str, Any]) -> None:
-        """Fill a `recv` record's token and values from the deliveries it names."""
+        """Fill a `recv` record's token and values from the deliveries it names; one that is
+        missing or different marks the record `lost` (replaying it raises `lost_error`, so a
+        load that does not replay it, e.g. of an older generation, still works)."""
         ids, checks = rec["ids"], rec.pop("c", [])
         items = [self.items.pop(i, None) for i in ids]
         for n, item in enumerate(items):
             if item is None or (n < len(checks) and item.check != checks[n]):
-                raise CorruptJournalError(
-                    self.inbox_name or f"inbox of run family {self.root}",
-                    ids[n],
-                    "missing delivery",
-                    what=f"the delivery at position {ids[n]} that run {rec['run']} received is "
-                    "missing or different (the inbox was damaged or repaired)",
-                )
+                rec["lost"] = ids[n]
+                return
         rec["token"] = items[0].token if items else ""  # type: ignore[union-attr]
         rec["values"] = [item.payload for item in items]  # type: ignore[union-attr]
+
+    def check_replayable(self) -> None:
+        """Raise `lost_error` if an unfinished run's current generation received a delivery
+        the inbox no longer holds (before driving: a later delivery at its position would
+        otherwise pass for consumed)."""
+        for run in self.runs.values():
+            lost = [r for r in run.records if "lost" in r] if not run.finished else []
+            if lost:
+                raise self.lost_error(lost[0])
+
+    def lost_error(self, rec: dict[str, Any]) -> CorruptJournalError:
+        """The error replaying a `recv` record whose delivery the inbox no longer holds."""
+        return CorruptJournalError(
+            self.inbox_name or f"inbox of run family {self.root}",
+            rec["lost"],
+            "missing delivery",
+            what=f"the delivery at position {rec['lost']} that run {rec['run']} received is "
+            "missing or different (the inbox was damaged or repaired); the run cannot be "
+            "replayed past it",
+        )
 
     def _child_outcome(self, rec: dict[str, Any], child_id: str) -> None:
         child = self.runs.get(child_id)
