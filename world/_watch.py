@@ -6,8 +6,13 @@ uses the notify backend of watchfiles (inotify on Linux): no polling.
 
 Every watcher of one folder in a process shares one notify handle and one thread of its own:
 a server following many streams holds one inotify instance per folder (the kernel allows
-128 per user), not one per stream, and no waiter occupies a thread of the event loop's
-default executor (six threads on two cores), which other work needs.
+128 per user, shared by every program of that user), not one per stream, and no waiter
+occupies a thread of the event loop's default executor (six threads on two cores), which
+other work needs. When the system refuses even that one handle, `wait` instead returns every
+`_POLL_S` seconds for the caller to look again (both callers re-check the state they wait
+on): slower to wake, but a tail, a chat or a server stream keeps working rather than failing
+with "Too many open files". (watchfiles' own polling compares whole-second times and misses a
+second change within the same second.)
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from watchfiles._rust_notify import RustNotify  # starts watching at construction
+from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 
 _DEBOUNCE_MS, _STEP_MS = 50, 2
+_POLL_S = 0.05  # how often a watcher without notify support says "look again"
 _LOCK = threading.Lock()  # guards the registry and every watcher's state
 
 
@@ -32,6 +38,7 @@ class _Folder:
         self.watchers: set[DirWatcher] = set()
         self.stop = threading.Event()
         self.error: Exception | None = None  # the notify handle failed: its watchers raise it
+        # Starts watching at construction; raises when the system has no watcher left.
         self._notify = RustNotify([path], False, False, 300, False, False)
         threading.Thread(target=self._run, name=f"eve-watch {path}", daemon=True).start()
 
@@ -71,11 +78,16 @@ class DirWatcher:
         self._targets = frozenset(str(Path(path) / name) for name in names)
         self._changed = False  # a change since the last wait that returned True
         self._waiter: asyncio.Future[bool] | None = None
+        self._polling = False
         with _LOCK:
             shared = _FOLDERS.get(path)
             if shared is None:
-                shared = _FOLDERS[path] = _Folder(path)
-            shared.watchers.add(self)
+                try:
+                    shared = _FOLDERS[path] = _Folder(path)
+                except (WatchfilesRustInternalError, OSError):  # the inotify instance limit
+                    self._polling = True
+            if shared is not None:
+                shared.watchers.add(self)
         self._folder: _Folder | None = shared
 
     def _fire(self) -> None:
@@ -87,7 +99,13 @@ class DirWatcher:
             _settle(waiter, True)
 
     async def wait(self, timeout: float | None = None) -> bool:
-        """True once a watched file changed; False when `timeout` seconds passed first."""
+        """True once a watched file changed (when polling: may have changed, look again);
+        False when `timeout` seconds passed first."""
+        if self._polling:
+            if timeout is not None and timeout <= 0:
+                return False
+            await asyncio.sleep(_POLL_S if timeout is None else min(timeout, _POLL_S))
+            return timeout is None or timeout > _POLL_S
         folder = self._folder
         if folder is not None and folder.error is not None:
             raise folder.error
