@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import measurement
-from ._support import median, scratch, text, write_agent
+from ._support import median, no_fsync, scratch, text, write_agent
 
 USER_CHARS, REPLY_CHARS = 200, 300
 
@@ -43,15 +43,21 @@ def build(root: Path, turns: int, rounds: int, seed: int = 1) -> tuple[Path, Pat
     rt = Runtime(data_dir=data, agent_dir=agent)
 
     async def main() -> str:
+        # engine.run, not drive: drive also folds the whole session view after each turn,
+        # which would make building the fixture quadratic in its turns.
         sid = await rt.create_session()
-        await rt.drive(sid)
+        await rt.engine.run(sid)
         for _ in range(turns):
             await rt.deliver(sid, text(rng, USER_CHARS))
-            await rt.drive(sid)
+            await rt.engine.run(sid)
+        view = rt.session(sid)
+        if view["status"] != "waiting" or len(view["turns"]) != turns:
+            raise RuntimeError(f"building {turns} turns ended {view['status']}")
         return sid
 
     try:
-        sid = asyncio.run(main())
+        with no_fsync():  # a fixture: 2,000 turns of fsyncs would take minutes
+            sid = asyncio.run(main())
     finally:
         rt.close()
     return agent, data, sid
