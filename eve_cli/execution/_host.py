@@ -163,9 +163,7 @@ class SessionHost:
         """The model's view of the history: the snapshot's window of the history stream
         (read once per host, then kept in step with appends), the summary first."""
         if self._window is None or self._window_at != self._window_key():
-            self._window, self._indexes, self._summary = read_window(
-                self.executor.world, self.snap
-            )
+            self._window, self._indexes, self._summary = read_window(self.executor.world, self.snap)
             self._window_at = self._window_key()
         return window_messages(self._window, self._summary)
 
