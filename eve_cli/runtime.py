@@ -313,14 +313,20 @@ class Runtime:
         """Wipe history and state; the session id stays."""
         return await self._operation(sid, "reset")
 
-    async def drive(self, sid: str, *, wait: float | None = None) -> dict[str, Any]:
-        """Own the session and run it until it waits, parks or ends; returns its view.
+    async def drive(
+        self, sid: str, *, wait: float | None = None, view: bool = True
+    ) -> dict[str, Any]:
+        """Own the session and run it until it waits, parks or ends; returns its view
+        (``view=False``: only ``{"id", "status"}``, from the latest events: the whole view
+        folds every event of the session, which costs what the session's age does).
 
         Raises:
             world.OwnershipError: another process drives this session.
         """
         self._meta(sid)
         await self.engine.run(sid, wait=wait)
+        if not view:
+            return {"id": sid, "status": self._status(sid)}
         return self.session(sid)
 
     async def wait(self, sid: str, timeout: float) -> bool:
