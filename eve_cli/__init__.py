@@ -5,23 +5,32 @@ User code imports from here (`from eve_cli import define_agent, tool`). Inside: 
 (driver / turn / step on `world`, `execution/`), the facade the CLI and channel call
 (`runtime`), model providers (`eve_cli.models`), the HTTP channel and the command line
 (`eve_cli.cli`). `eve_cli` depends on `world`, never the reverse.
+
+The agent API is imported on first use of one of its names, so a command that loads no agent
+(`eve --version`, `eve inspect`) does not pay for it.
 """
 
-from eve_cli._agent_api import (
-    AgentConfig,
-    ApprovalPolicy,
-    Compaction,
-    Limits,
-    State,
-    ToolContext,
-    always,
-    define_agent,
-    define_state,
-    never,
-    once,
-    tool,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from eve_cli._version import __version__
+
+if TYPE_CHECKING:
+    from eve_cli._agent_api import (
+        AgentConfig,
+        ApprovalPolicy,
+        Compaction,
+        Limits,
+        State,
+        ToolContext,
+        always,
+        define_agent,
+        define_state,
+        never,
+        once,
+        tool,
+    )
 
 __all__ = [
     "AgentConfig",
@@ -38,3 +47,18 @@ __all__ = [
     "once",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The agent API's names, imported when first asked for (then cached in this module)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from eve_cli import _agent_api
+
+    value = getattr(_agent_api, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -30,7 +30,7 @@ from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._streams import EventReader, KeyedStream, stored_event
-from eve_cli.execution._view import TAIL, ViewFold, fold, summary
+from eve_cli.execution._view import TAIL, ViewCache, fold, summary
 from world import (
     Engine,
     NoActiveRunError,
@@ -103,8 +103,13 @@ class Runtime:
         model: str | None = None,
         *,
         world: World | None = None,
+        load_agent: bool = True,
     ) -> None:
         """Open the world and load the agent.
+
+        ``load_agent=False`` opens a reader: the agent folder is loaded on first use of
+        ``agent`` (listing sessions never uses it), and a broken folder then serves the
+        built-in agent, so a broken ``./agent`` stops no one reading sessions.
 
         Raises:
             AgentLoadError: the agent folder is broken (message starts with ``file:line:``).
@@ -118,8 +123,21 @@ class Runtime:
         self._world_is_memory = world is not None and type(world).__name__ == "MemoryWorld"
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
+        self._views = ViewCache(self.world)
         self.engine.head_note = self._head_note
-        self.agent: AgentDefinition = self.executor.agent_for(self._stored_dir(self.agent_dir))
+        self._agent: AgentDefinition | None = None
+        if load_agent:
+            self._agent = self.executor.agent_for(self._stored_dir(self.agent_dir))
+
+    @property
+    def agent(self) -> AgentDefinition:
+        """The agent folder's current definition (loaded now by a reader's first use)."""
+        if self._agent is None:
+            try:
+                self._agent = self.executor.agent_for(self._stored_dir(self.agent_dir))
+            except AgentLoadError:
+                self._agent = self.executor.agent_for(str(DEFAULT_AGENT_DIR))
+        return self._agent
 
     @property
     def engine(self) -> Engine:
@@ -138,8 +156,8 @@ class Runtime:
         Raises:
             AgentLoadError: the folder is broken; the previous definition stays in use.
         """
-        self.agent = self.executor.reload(self._stored_dir(self.agent_dir))
-        return self.agent
+        self._agent = self.executor.reload(self._stored_dir(self.agent_dir))
+        return self._agent
 
     def agent_error(self) -> str | None:
         """Why the agent folder failed to load last time (the last good one is serving)."""
@@ -348,8 +366,8 @@ class Runtime:
     def session(self, sid: str) -> dict[str, Any]:
         """The session's view: status, turns with steps and actions, pending requests."""
         meta = self._meta(sid)
-        # Folded afresh from the stored events on every call, so damage is always reported.
-        view = ViewFold(sid).feed(self.events(sid)).view
+        # Fed only the events appended since the last read, unless the stored ones changed.
+        view = self._views.view(sid, events_stream(sid), lambda start: self.events(sid, start))
         view["agent"] = view["agent"] or meta.get("agent")
         view["mode"] = view["mode"] or meta.get("mode")
         view["model"] = meta.get("model") or self.agent.model

@@ -123,7 +123,10 @@ class Family:
 
     def read_inbox(self, world: World) -> None:
         """Pick up deliveries that arrived since the last read."""
-        self.inbox_mark = world.inbox_end(self.root)
+        end = world.inbox_end(self.root)
+        if end == self.inbox_mark == self.inbox_next:
+            return  # unchanged since a read that reached its end (a turn polls every step)
+        self.inbox_mark = end
         items, self.inbox_next = world.read_inbox(self.root, self.inbox_next)
         self.pending.extend(items)
 

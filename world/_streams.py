@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import zlib
 from array import array
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -106,6 +107,19 @@ class StreamStore:
             f.seek(first)
             data = f.read(last - first)
         return [rec.get("v") for _, rec in _journal.parse(data, first, str(data_path)).records]
+
+    def digest(self, name: str, count: int) -> tuple[int, int] | None:
+        """(bytes, crc32) of the data file up to the end of item `count` (None: fewer items)."""
+        offsets, data_end = self._index(name)
+        if count > len(offsets):
+            return None
+        stop = offsets[count] if count < len(offsets) else data_end
+        if stop == 0:
+            return 0, 0
+        data_path, _ = self._files(name)
+        with open(data_path, "rb") as f:
+            data = f.read(stop)
+        return len(data), zlib.crc32(data)
 
     async def tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
         if start < 0:

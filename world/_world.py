@@ -168,6 +168,12 @@ class World(ABC):
     @abstractmethod
     def stream_length(self, name: str) -> int: ...
 
+    def stream_digest(self, name: str, count: int) -> Any:
+        """A checksum of the stored form of the first `count` items (None: this world cannot
+        tell cheaply). Equal digests mean those items are unchanged, so a reader may keep
+        what it derived from them instead of reading them again; damage changes it."""
+        return None
+
     @abstractmethod
     def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
         """Stored items from `start`, then live ones as any process appends them."""

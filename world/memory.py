@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,6 +219,14 @@ class MemoryWorld(World):
             chosen = frames[start:end]
         parsed = _journal.parse(b"".join(chosen), 0, f"memory:stream:{name}")
         return [rec["v"] for _, rec in parsed.records]
+
+    def stream_digest(self, name: str, count: int) -> Any:
+        check_name(name, "stream name")
+        with self._lock:
+            frames = self._streams.get(name, [])
+            if count > len(frames):
+                return None
+            return count, zlib.crc32(b"".join(frames[:count]))
 
     def stream_length(self, name: str) -> int:
         check_name(name, "stream name")

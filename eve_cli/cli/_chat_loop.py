@@ -18,8 +18,7 @@ from typing import Any, TypeVar
 from eve_cli.cli._backend import Backend
 from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
 from eve_cli.cli._events import ERROR_TYPES, describe_request, one_line, request_id, request_kind
-from eve_cli.cli._render import Renderer
-from eve_cli.cli._render_rich import RichRenderer
+from eve_cli.cli._render import Renderer, is_rich
 
 T = TypeVar("T")
 
@@ -177,7 +176,7 @@ class ChatLoop:
     def _answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
         rid = request_id(request)
         if request_kind(request) == "question":
-            if not self.options.interactive or not isinstance(self.renderer, RichRenderer):
+            if not self.options.interactive or not is_rich(self.renderer):
                 raise WaitingForInput(self.waiting_message(request))
             try:
                 return {"requestId": rid, "answer": self.renderer.ask_question(request)}
@@ -189,7 +188,7 @@ class ChatLoop:
         if self.options.approve == "none":
             self.renderer.notice(f"--approve none: {describe_request(request)}: denied")
             return {"requestId": rid, "approved": False, "always": False}
-        if not self.options.interactive or not isinstance(self.renderer, RichRenderer):
+        if not self.options.interactive or not is_rich(self.renderer):
             raise WaitingForInput(self.waiting_message(request))
         try:
             choice = self.renderer.ask_approval(request)

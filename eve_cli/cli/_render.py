@@ -1,7 +1,8 @@
 """Renderers for output that is not an interactive terminal: plain replies, or NDJSON events.
 
 Both write replies/events to stdout and problems to stderr. The Rich terminal renderer lives in
-`_render_rich.py`; all three share the `Renderer` shape the chat loop drives.
+`_render_rich.py` (imported only for a chat at a terminal: Rich Markdown is costly to import);
+all three share the `Renderer` shape the chat loop drives.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeGuard
 
 from eve_cli.cli._events import ERROR_TYPES, Event, error_text, field
+
+if TYPE_CHECKING:
+    from eve_cli.cli._render_rich import RichRenderer
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,13 @@ class Renderer(Protocol):
     def error(self, text: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+def is_rich(renderer: Renderer) -> TypeGuard[RichRenderer]:
+    """Whether `renderer` is the terminal renderer, without importing it: no instance can exist
+    before its module was imported."""
+    module = sys.modules.get("eve_cli.cli._render_rich")
+    return module is not None and isinstance(renderer, module.RichRenderer)
 
 
 class PlainRenderer:

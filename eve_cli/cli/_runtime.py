@@ -1,11 +1,11 @@
 """Opening the runtime facade for a command: one event loop, and user-facing errors as one line.
 
-Imports the runtime lazily so `eve --help` and `eve init` stay light.
+Imports the runtime (and asyncio) lazily so `eve --help`, `eve init` and `eve inspect` on an
+empty data directory stay light.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +15,8 @@ from eve_cli.cli._backend import Backend
 from eve_cli.cli._errors import CliError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from eve_cli.runtime import Runtime
 
 
@@ -44,6 +46,8 @@ def open_runtime(
     data_dir: Path, agent_dir: Path | None, model: str | None
 ) -> Iterator[tuple[Runtime, asyncio.AbstractEventLoop]]:
     """A `Runtime` on `data_dir` and the event loop the command drives it with."""
+    import asyncio
+
     from eve_cli.runtime import Runtime
 
     errors = user_errors()
@@ -72,6 +76,8 @@ def open_runtime(
 @contextlib.contextmanager
 def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.AbstractEventLoop]]:
     """A client of a running `eve start` server, used exactly like the in-process runtime."""
+    import asyncio
+
     from eve_cli.channel.client import RemoteError, RemoteRuntime
 
     remote = RemoteRuntime(url, token=token)
@@ -93,16 +99,13 @@ def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.
 
 @contextlib.contextmanager
 def open_reader(data_dir: Path) -> Iterator[Runtime]:
-    """Read-only access to the sessions of `data_dir` (no lock taken, nothing written)."""
-    from eve_cli._loader import DEFAULT_AGENT_DIR, AgentLoadError
+    """Read-only access to the sessions of `data_dir` (no lock taken, nothing written; the
+    agent folder is loaded only if a view needs it, and a broken one stops no one reading)."""
     from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
 
     errors = user_errors()
     try:
-        try:
-            rt = Runtime(data_dir=data_dir)
-        except AgentLoadError:  # a broken ./agent must not stop anyone reading sessions
-            rt = Runtime(data_dir=data_dir, agent_dir=DEFAULT_AGENT_DIR)
+        rt = Runtime(data_dir=data_dir, load_agent=False)
     except errors as exc:
         raise CliError(f"cannot read {data_dir}: {exc}") from None
     try:

@@ -1,13 +1,15 @@
-"""Rich tables shared by `eve inspect` and the chat's `/sessions`."""
+"""Rich tables shared by `eve inspect` and the chat's `/sessions`, and the plain formats they
+use (Rich is imported only when a table or a styled status is built)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
 
 STATUS_STYLES = {
     "running": "cyan",
@@ -22,6 +24,8 @@ STATUS_STYLES = {
 
 def status_text(row: Mapping[str, Any]) -> Text:
     """`parked (approval)` and friends, coloured by status."""
+    from rich.text import Text
+
     status = str(row.get("status") or "?")
     label = status
     if status == "parked" and row.get("parkedOn"):
@@ -60,6 +64,9 @@ def when(value: Any) -> str:
 
 
 def sessions_table(rows: Sequence[Mapping[str, Any]], current: str | None = None) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=None, show_edge=False, header_style="bold")
     for name in ("session", "agent", "status", "turns", "steps", "last activity", "size"):
         table.add_column(

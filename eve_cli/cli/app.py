@@ -1,8 +1,9 @@
 """The Typer application: global options, error handling, and the registry of command groups.
 
 Each command group lives in its own module and registers itself through `register(app)`;
-`_COMMAND_MODULES` is the one place to add a group (the channel adds `start`/`dev`, later
-`gc`/`doctor`).
+`COMMANDS` is the one place to add a group. A command's module is imported only when that
+command runs (or for `--help` and completion, which list them all), so `eve inspect` never
+imports what `eve chat` or `eve start` need.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import typer
+from typer import _click as click
 from typer._click import exceptions as click_exc
 from typer.core import TyperGroup
 
@@ -21,15 +23,68 @@ from eve_cli._version import __version__
 from eve_cli.cli._context import DataOption, reset_state, state
 from eve_cli.cli._errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError
 
-# Modules under eve_cli.cli that define `register(app: typer.Typer) -> None`, in help order.
-_COMMAND_MODULES: tuple[str, ...] = ("chat", "inspect", "resume", "init")
-# Optional groups owned by other parts (serve.py → `eve start`/`eve dev`, gc.py, doctor.py),
-# registered when their module exists.
-_OPTIONAL_MODULES: tuple[str, ...] = ("serve", "gc", "doctor")
+# Command name → the module under eve_cli.cli whose `register(app: typer.Typer) -> None` adds
+# it, in help order. A module that does not exist adds nothing (its commands are absent).
+COMMANDS: dict[str, str] = {
+    "chat": "chat",
+    "inspect": "inspect",
+    "resume": "resume",
+    "init": "init",
+    "start": "serve",
+    "dev": "serve",
+    "gc": "gc",
+    "doctor": "doctor",
+}
 
 
 class EveGroup(TyperGroup):
-    """Runs commands without Click's own error printing, so every failure is one line."""
+    """Loads a command's module when the command is asked for, and runs commands without
+    Click's own error printing, so every failure is one line."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self._loaded: set[str] = set()
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            self._load(module)
+        return self.commands.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in COMMANDS.values():
+            self._load(module)
+        order = list(COMMANDS)
+        known = [name for name in order if name in self.commands]
+        return known + [name for name in self.commands if name not in order]
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in COMMANDS:
+            self.list_commands(ctx)  # an unknown name: every command, for "did you mean"
+        return super().resolve_command(ctx, args)
+
+    def _load(self, module: str) -> None:
+        if module in self._loaded:
+            return
+        self._loaded.add(module)
+        try:
+            found = importlib.import_module(f"eve_cli.cli.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"eve_cli.cli.{module}":
+                raise
+            return
+        group = typer.Typer()
+        found.register(group)
+        for info in group.registered_commands:
+            cmd = typer.main.get_command_from_info(
+                info,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+            if cmd.name and cmd.name not in self.commands:
+                self.commands[cmd.name] = cmd
 
     def main(  # type: ignore[override]
         self,
@@ -128,20 +183,6 @@ def _global(
             logging.getLogger(name).setLevel(logging.DEBUG)
 
 
-def _register_all() -> None:
-    for name in _COMMAND_MODULES:
-        importlib.import_module(f"eve_cli.cli.{name}").register(app)
-    for name in _OPTIONAL_MODULES:
-        try:
-            module = importlib.import_module(f"eve_cli.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"eve_cli.cli.{name}":
-                raise
-            continue
-        module.register(app)
-
-
-_register_all()
 command = typer.main.get_command(app)
 
 
@@ -151,4 +192,4 @@ def run(argv: list[str]) -> int:
     return code
 
 
-__all__ = ["EveGroup", "app", "command", "run", "run_guarded"]
+__all__ = ["COMMANDS", "EveGroup", "app", "command", "run", "run_guarded"]

@@ -19,8 +19,7 @@ from eve_cli.cli._chat_loop import ChatLoop, ChatOptions
 from eve_cli.cli._context import DataOption, data_path, ensure_data_dir
 from eve_cli.cli._errors import CliError, Interrupted
 from eve_cli.cli._events import one_line
-from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer, Renderer
-from eve_cli.cli._render_rich import RichRenderer
+from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer, Renderer, is_rich
 from eve_cli.cli._runtime import open_remote, open_runtime
 
 
@@ -118,7 +117,7 @@ def _introduce(chat_loop: ChatLoop, resumed: bool, model: str | None, where: str
         resumed=resumed,
     )
     renderer.banner(banner)
-    if resumed and isinstance(renderer, RichRenderer):
+    if resumed and is_rich(renderer):
         renderer.recap(rt.events(sid, -200))
     if resumed and model:
         renderer.notice(f"-m applies to new sessions; session {sid} keeps its model")
@@ -144,6 +143,8 @@ def _renderer(terminal: bool, json_: bool, one_shot: bool) -> Renderer:
     if one_shot:
         return PlainRenderer(final_only=True)
     if terminal:
+        from eve_cli.cli._render_rich import RichRenderer
+
         return RichRenderer()
     return PlainRenderer()
 
@@ -185,7 +186,7 @@ def _messages(renderer: Renderer, terminal: bool, text: str | None, sid: str) ->
     if text is not None:
         yield text
         return
-    if terminal and isinstance(renderer, RichRenderer):
+    if terminal and is_rich(renderer):
         while True:
             try:
                 line = renderer.read_message()
@@ -209,7 +210,7 @@ def _slash(command: str, chat_loop: ChatLoop, renderer: Renderer) -> bool:
     if name in ("/exit", "/quit"):
         return True
     if name == "/help":
-        if isinstance(renderer, RichRenderer):
+        if is_rich(renderer):
             renderer.show_help()
         else:
             renderer.notice("commands: /help /exit /clear /compact /cancel /sessions")
@@ -221,7 +222,7 @@ def _slash(command: str, chat_loop: ChatLoop, renderer: Renderer) -> bool:
         chat_loop.command(rt.cancel)
     elif name == "/sessions":
         rows = rt.sessions()
-        if isinstance(renderer, RichRenderer):
+        if is_rich(renderer):
             renderer.show_sessions(rows, current=chat_loop.sid)
         else:
             for row in rows:

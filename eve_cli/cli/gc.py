@@ -109,7 +109,8 @@ def gc(
 def collect(root: Path, cutoff: float, allowed: set[str], dry_run: bool) -> list[Entry]:
     """Find (and unless `dry_run`, remove) what is older than `cutoff` and allowed."""
     try:
-        rt = Runtime(root, agent_dir=DEFAULT_AGENT_DIR)  # never load the user's agent code
+        # Never the user's agent code, and the built-in agent only if a view needs it.
+        rt = Runtime(root, agent_dir=DEFAULT_AGENT_DIR, load_agent=False)
     except WorldError as exc:
         raise CliError(f"{exc}; run `eve doctor`") from None
     try:

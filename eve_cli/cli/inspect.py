@@ -13,9 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
-from rich.tree import Tree
 
 from eve_cli.cli import _tree
 from eve_cli.cli._context import DataOption, data_path
@@ -26,6 +23,9 @@ from eve_cli.cli._runtime import open_reader
 from eve_cli.cli._tables import sessions_table, status_text, when
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
     from eve_cli.runtime import Runtime
 
 SESSION_KEYS = ("id", "status", "parkedOn", "agent", "model", "turns", "steps", "updatedAt")
@@ -49,29 +49,35 @@ def inspect(
     if step and events:
         raise CliError("use --step or --events, not both", 2)
     data_dir = data_path(data)
-    # Piped output is not squeezed to 80 columns: tables stay one row per session.
-    console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
     existing = next((p for p in (data_dir, *data_dir.parents) if p.exists()), data_dir)
     if existing.exists() and not existing.is_dir():
         raise CliError(f"data directory {data_dir}: {existing} is not a directory; pass --data")
     if not data_dir.is_dir():
         if session:
             raise CliError(f"no data directory {data_dir}; nothing to inspect")
-        _emit_sessions([], json_, console, data_dir)
+        _emit_sessions([], json_, data_dir)
         return
     with open_reader(data_dir) as reader:
         if session is None:
             rows = with_sizes(list_sessions(reader), data_dir)
-            _emit_sessions(rows, json_, console, data_dir)
+            _emit_sessions(rows, json_, data_dir)
             return
         view = reader.session(session)
         stream = reader.events(session, start if events else 0)
     if events:
-        _emit_events(stream, json_, console)
+        _emit_events(stream, json_)
     elif step:
-        _emit_step(view, stream, step, json_, console)
+        _emit_step(view, stream, step, json_)
     else:
-        _emit_session(view, stream, json_, console)
+        _emit_session(view, stream, json_)
+
+
+def _console() -> Console:
+    """The terminal renderer, for tables and trees only (JSON and events are written plain)."""
+    from rich.console import Console
+
+    # Piped output is not squeezed to 80 columns: tables stay one row per session.
+    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 
 
 def list_sessions(reader: Runtime) -> list[dict[str, Any]]:
@@ -136,14 +142,15 @@ def _tree_size(folder: Path) -> int:
     return total
 
 
-def _emit_sessions(
-    rows: Sequence[Mapping[str, Any]], json_: bool, console: Console, data_dir: Path
-) -> None:
+def _emit_sessions(rows: Sequence[Mapping[str, Any]], json_: bool, data_dir: Path) -> None:
     if json_:
         print(dumps([dict(row) for row in rows]))
     elif not rows:
-        console.print(f"no sessions in {data_dir}; start one with: eve chat")
+        print(f"no sessions in {data_dir}; start one with: eve chat")
     else:
+        from rich.text import Text
+
+        console = _console()
         console.print(sessions_table(rows))
         for row in rows:
             if row.get("status") == "damaged":
@@ -166,12 +173,15 @@ def session_object(view: Mapping[str, Any], events: Sequence[Mapping[str, Any]])
 
 
 def _emit_session(
-    view: Mapping[str, Any], events: Sequence[Mapping[str, Any]], json_: bool, console: Console
+    view: Mapping[str, Any], events: Sequence[Mapping[str, Any]], json_: bool
 ) -> None:
     obj = session_object(view, events)
     if json_:
         print(dumps(obj))
         return
+    from rich.text import Text
+    from rich.tree import Tree
+
     head = Text.assemble(
         ("session ", "bold"),
         (str(obj.get("id")), "bold"),
@@ -197,10 +207,12 @@ def _emit_session(
             branch.add(Text(f"error: {turn['error']}", style="red"))
     for wait in obj["waits"]:
         root.add(Text(f"waiting for {describe_request(wait)}", style="yellow"))
-    console.print(root)
+    _console().print(root)
 
 
 def _step_label(turn: Mapping[str, Any], step: Mapping[str, Any]) -> Text:
+    from rich.text import Text
+
     label = Text.assemble((f"step {turn['number']}.{step['index']}", "bold"), "  ")
     label.append_text(status_text(step))
     if step.get("durationMs") is not None:
@@ -211,6 +223,8 @@ def _step_label(turn: Mapping[str, Any], step: Mapping[str, Any]) -> Text:
 
 
 def _action_label(action: Mapping[str, Any]) -> Text:
+    from rich.text import Text
+
     if action["kind"] == "model":
         text = Text.assemble(("model call", "cyan"), "  ", status_text(action))
         if action.get("text"):
@@ -230,7 +244,6 @@ def _emit_step(
     events: Sequence[Mapping[str, Any]],
     ref: str,
     json_: bool,
-    console: Console,
 ) -> None:
     tree = _tree.build(events)
     try:
@@ -251,6 +264,9 @@ def _emit_step(
         }
         print(dumps(obj))
         return
+    from rich.text import Text
+
+    console = _console()
     console.print(_step_label(turn, step))
     for action in step["actions"]:
         console.print(Text("  ").append_text(_action_label(action)))
@@ -273,7 +289,7 @@ def _previous_checkpoint(
     return before
 
 
-def _emit_events(events: Sequence[Mapping[str, Any]], json_: bool, console: Console) -> None:
+def _emit_events(events: Sequence[Mapping[str, Any]], json_: bool) -> None:
     out = sys.stdout
     for event in events:
         if json_:
@@ -281,7 +297,6 @@ def _emit_events(events: Sequence[Mapping[str, Any]], json_: bool, console: Cons
         else:
             out.write(event_line(event) + "\n")
     out.flush()
-    del console
 
 
 def event_line(event: Mapping[str, Any]) -> str:

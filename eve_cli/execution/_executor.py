@@ -6,14 +6,19 @@ turn of every session); a broken edit keeps serving the last good definition.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
+from eve_cli._session import history_stream
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW
+from eve_cli.execution._streams import strip_key
 from eve_cli.execution._turn import turn_workflow
 from world import Engine, WorkflowContext, World
+
+_KEPT_WINDOWS = 32
 
 
 def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:
@@ -35,6 +40,8 @@ class Executor:
         self.default_agent_dir = resolve_agent_dir(default_agent_dir)
         self._agents: dict[str, tuple[Any, AgentDefinition]] = {}
         self.load_errors: dict[str, str] = {}
+        # session id -> (start, history items from start, their digest); see history_window
+        self._windows: OrderedDict[str, tuple[int, list[dict[str, Any]], Any]] = OrderedDict()
         self.engine = Engine(
             world,
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},
@@ -68,6 +75,28 @@ class Executor:
         self.load_errors.pop(key, None)
         self._agents[key] = (signature, agent)
         return agent
+
+    def history_window(self, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
+        """Items ``start`` to ``end`` of the session's history stream, without their keys.
+
+        Kept between turns for a few sessions and reused while the stream's digest of them is
+        unchanged: a turn then reads only the messages appended since, not the whole window.
+        """
+        name = history_stream(session_id)
+        kept = self._windows.pop(session_id, None)
+        items: list[dict[str, Any]] = []
+        if kept is not None and kept[0] == start and start + len(kept[1]) <= end:
+            unchanged = self.world.stream_digest(name, start + len(kept[1])) == kept[2]
+            items = list(kept[1]) if unchanged else []
+        if start + len(items) < end:
+            fresh = self.world.stream_read(name, start + len(items), end)
+            items += [strip_key(m) for m in fresh]
+        digest = self.world.stream_digest(name, start + len(items))
+        if digest is not None:
+            self._windows[session_id] = (start, items, digest)
+            while len(self._windows) > _KEPT_WINDOWS:
+                self._windows.popitem(last=False)
+        return list(items)
 
     def reload(self, agent_dir: str | None) -> AgentDefinition:
         """Load the folder now; a broken folder raises and the held definition stays."""

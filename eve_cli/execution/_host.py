@@ -28,8 +28,15 @@ TURN_WORKFLOW = "eve.turn"
 def read_window(world: World, snap: Snapshot) -> tuple[list[Message], list[int], str | None]:
     """The snapshot's window of its history stream: the messages (summary items left out),
     their indexes in the stream, and the text of the current summary, if any."""
+    items = world.stream_read(history_stream(snap.id), snap.history_start, snap.history_len)
+    return window_of(world, snap, items)
+
+
+def window_of(
+    world: World, snap: Snapshot, items: list[dict[str, Any]]
+) -> tuple[list[Message], list[int], str | None]:
+    """:func:`read_window` of the window's ``items`` as read (keys stripped or not)."""
     name = history_stream(snap.id)
-    items = world.stream_read(name, snap.history_start, snap.history_len)
     kept = [i for i, m in enumerate(items) if m.get("role") != SUMMARY_ROLE]
     messages = [strip_key(items[i]) for i in kept]
     text = snap.summary
@@ -163,7 +170,11 @@ class SessionHost:
         """The model's view of the history: the snapshot's window of the history stream
         (read once per host, then kept in step with appends), the summary first."""
         if self._window is None or self._window_at != self._window_key():
-            self._window, self._indexes, self._summary = read_window(self.executor.world, self.snap)
+            snap = self.snap
+            items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
+            self._window, self._indexes, self._summary = window_of(
+                self.executor.world, snap, items
+            )
             self._window_at = self._window_key()
         return window_messages(self._window, self._summary)
 

@@ -16,6 +16,7 @@ from world import World
 KEY = "_k"
 REF = "_h"  # an event's reference to the history item holding its text
 _CHUNK = 256
+_FIRST_CHUNK = 4
 
 
 class KeyedStream:
@@ -29,9 +30,10 @@ class KeyedStream:
 
     def _load(self) -> dict[str, int]:
         keys: dict[str, int] = {}
-        end = self.world.stream_length(self.name)
+        end, chunk = self.world.stream_length(self.name), _FIRST_CHUNK
         while end > 0:
-            start = max(0, end - _CHUNK)
+            # Small reads first: a new generation usually has no item yet (a turn starts one).
+            start = max(0, end - chunk)
             items = self.world.stream_read(self.name, start, end)
             for offset in range(len(items) - 1, -1, -1):
                 item = items[offset]
@@ -39,7 +41,7 @@ class KeyedStream:
                 if not key.startswith(self.prefix):
                     return keys
                 keys[key] = start + offset
-            end = start
+            end, chunk = start, min(chunk * 4, _CHUNK)
         return keys
 
     def keys_starting(self, prefix: str) -> list[str]:

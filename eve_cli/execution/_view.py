@@ -6,7 +6,13 @@ subagent), ``completed``, ``failed``, ``cancelled``.
 
 from __future__ import annotations
 
+import copy
+import pickle
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
+
+from world import World
 
 
 class ViewFold:
@@ -138,6 +144,49 @@ class ViewFold:
             view["error"] = event.get("error")
         elif kind == "compaction.completed" and event.get("status") == "completed":
             view["compactions"] += 1
+
+
+class ViewCache:
+    """Session views folded so far, each fed only the events appended since.
+
+    A fold is reused only while the world's digest of the events it folded is unchanged, so
+    damage to stored events is reported on the next read just as a fresh fold reports it. A
+    world without digests folds afresh every time. Callers get a copy of the view.
+    """
+
+    def __init__(self, world: World, size: int = 32) -> None:
+        self.world = world
+        self.size = size
+        self._folds: OrderedDict[str, tuple[ViewFold, Any]] = OrderedDict()
+
+    def view(
+        self, session_id: str, stream: str, read: Callable[[int], list[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """The view of ``session_id`` whose events are ``stream``; ``read(start)`` returns
+        the stored events from ``start`` (as readers see them)."""
+        cached = self._folds.pop(session_id, None)
+        folded = None
+        if cached is not None:
+            folded, digest = cached
+            if self.world.stream_digest(stream, folded.view["events"]) != digest:
+                folded = None  # rewritten or damaged since: read it all again
+        if folded is None:
+            folded = ViewFold(session_id)
+        folded.feed(read(folded.view["events"]))
+        digest = self.world.stream_digest(stream, folded.view["events"])
+        if digest is not None:
+            self._folds[session_id] = (folded, digest)
+            while len(self._folds) > self.size:
+                self._folds.popitem(last=False)
+        return _copy(folded.view)
+
+
+def _copy(view: dict[str, Any]) -> dict[str, Any]:
+    try:  # four times faster than deepcopy on plain data
+        copied: dict[str, Any] = pickle.loads(pickle.dumps(view, pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        copied = copy.deepcopy(view)
+    return copied
 
 
 def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -59,23 +59,43 @@ _LAST: tuple[list[Message], list[int]] = ([], [0])
 
 
 def _messages_tokens(messages: list[Message]) -> int:
-    global _LAST
     seen, totals = _LAST
-    n, limit = 0, min(len(seen), len(messages))
-    while n < limit and seen[n] is messages[n]:
-        n += 1
-    totals = totals[: n + 1]
+    n = len(seen)
+    # The usual case, compared in C: the history grew at its end. (List equality takes
+    # identical items as equal without looking inside; equal messages estimate the same.)
+    if len(messages) < n or messages[:n] != seen:
+        n, limit = 0, min(len(seen), len(messages))
+        while n < limit and seen[n] is messages[n]:
+            n += 1
+        del totals[n + 1 :]
+    seen[:] = messages  # these very objects: the next call compares by identity again
     for message in messages[n:]:
         totals.append(totals[-1] + _message_tokens(message))
-    _LAST = (list(messages), totals)
     return totals[-1]
 
 
 def estimate_request(request: ModelRequest) -> int:
     """Estimated input tokens of ``request``: system prompt, history and tool schemas."""
     total = estimate_text(request.system) + _PER_MESSAGE + _messages_tokens(request.messages)
-    total += sum(estimate_text(_tool_text(tool)) for tool in request.tools)
+    total += sum(_tool_tokens(tool) for tool in request.tools)
     return total
+
+
+# Tool schemas are estimated at every step; they change only when the agent is reloaded (a
+# new parameters dict, kept alive here so its id cannot be reused).
+_TOOLS: dict[tuple[str, str, int], tuple[dict[str, Any], int]] = {}
+
+
+def _tool_tokens(tool: ToolSpec) -> int:
+    key = (tool.name, tool.description, id(tool.parameters))
+    hit = _TOOLS.get(key)
+    if hit is not None and hit[0] is tool.parameters:
+        return hit[1]
+    tokens = estimate_text(_tool_text(tool))
+    if len(_TOOLS) >= 1000:
+        _TOOLS.clear()
+    _TOOLS[key] = (tool.parameters, tokens)
+    return tokens
 
 
 def _tool_text(tool: ToolSpec) -> str:

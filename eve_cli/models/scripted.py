@@ -11,6 +11,7 @@ the top level of the object form, ``"summary_error"`` makes every summary fail.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ from eve_cli.models._offline import offline_summary, stream_words
 from eve_cli.models._tokens import estimate_usage
 
 DEFAULT_CONTEXT_WINDOW = 32_000
+# Parsed scripts by path, with the (mtime, size) they were read at: a model object lives for
+# one turn, a script for many.
+_PARSED: dict[str, tuple[tuple[int, int], tuple[list[Any], str | None]]] = {}
 
 
 class ScriptedModel(Model):
@@ -36,14 +40,14 @@ class ScriptedModel(Model):
         self.path = Path(path)
         self.name = f"scripted:{path}"
         self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
-        self._cache: tuple[tuple[int, int], tuple[list[Any], str | None]] | None = None
 
     def _load(self) -> tuple[list[Any], str | None]:
         try:
             stat = self.path.stat()
             key = (stat.st_mtime_ns, stat.st_size)
-            if self._cache is not None and self._cache[0] == key:
-                return self._cache[1]  # unchanged since the last call: parse once, not per call
+            cached = _PARSED.get(str(self.path))
+            if cached is not None and cached[0] == key:
+                return cached[1]  # unchanged since the last call: parse once, not per turn
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ModelError("scripted", f"script {self.path} not found") from None
@@ -55,7 +59,9 @@ class ScriptedModel(Model):
             data = data.get("responses")
         if not isinstance(data, list):
             raise ModelError("scripted", f"script {self.path} must be a JSON list of responses")
-        self._cache = (key, (data, summary_error))
+        if len(_PARSED) >= 64:
+            _PARSED.clear()
+        _PARSED[str(self.path)] = (key, (data, summary_error))
         return data, summary_error
 
     async def generate(
@@ -97,8 +103,8 @@ class ScriptedModel(Model):
 def _tool_call(raw: dict[str, Any], n: int, i: int) -> ToolCall:
     call_id = str(raw.get("id") or f"call_{n}_{i}")
     arguments = raw.get("arguments", {})
-    if isinstance(arguments, dict):
-        return ToolCall(call_id, str(raw.get("name")), arguments)
+    if isinstance(arguments, dict):  # a copy: the parsed script is shared between turns
+        return ToolCall(call_id, str(raw.get("name")), copy.deepcopy(arguments))
     return ToolCall(
         call_id,
         str(raw.get("name")),

@@ -118,3 +118,64 @@ def test_wait_wakes_on_a_delivery_from_another_runtime() -> None:
         assert view["turns"][0]["status"] == "completed"
 
     asyncio.run(main())
+
+
+def test_session_view_read_again_matches_a_fresh_fold_and_reports_damage(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    from eve_cli.execution._view import fold
+    from world import CorruptJournalError
+
+    agent = make_agent(script=[reply("", call("ask_question", question="?")), reply("one")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        await rt.deliver(sid, "ask")
+        first = await rt.drive(sid)  # folded and kept
+        assert first["status"] == "parked"
+        first["turns"].clear()  # a caller's copy: changing it changes nothing kept
+        [request] = rt.session(sid)["pending"]
+        await rt.respond(sid, [{"requestId": request["requestId"], "answer": "blue"}])
+        view = await rt.drive(sid)  # fed only the events appended since
+        fresh = fold(sid, rt.events(sid))
+        assert view["status"] == "waiting" and view["turns"] == fresh["turns"]
+        assert view["events"] == fresh["events"] == len(rt.events(sid))
+        data = isolated / ".workflow-data" / "streams" / f"events.{sid}.msgpack"
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 3 : len(raw) // 3 + 16] = b"\xc1" * 16  # garbage in a folded event
+        data.write_bytes(bytes(raw))
+        with pytest.raises(CorruptJournalError):
+            rt.session(sid)
+
+    asyncio.run(main())
+
+
+def test_history_window_kept_between_turns_is_checked_against_the_stream(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    from eve_cli._session import history_stream
+    from eve_cli.execution._streams import strip_key
+    from world import CorruptJournalError
+
+    agent = make_agent(script=[reply("one"), reply("two"), reply("three")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        for text in ("a", "b"):
+            await rt.deliver(sid, text)
+            await rt.drive(sid)
+        stored = [strip_key(m) for m in rt.world.stream_read(history_stream(sid))]
+        assert [m["content"] for m in stored] == ["a", "one", "b", "two"]
+        window = rt.executor.history_window
+        assert window(sid, 0, 4) == stored and window(sid, 0, 2) == stored[:2]
+        assert window(sid, 1, 4) == stored[1:]
+        data = isolated / ".workflow-data" / "streams" / f"history.{sid}.msgpack"
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 2 : len(raw) // 2 + 16] = b"\xc1" * 16  # garbage in a kept message
+        data.write_bytes(bytes(raw))
+        with pytest.raises(CorruptJournalError):
+            window(sid, 1, 4)
+
+    asyncio.run(main())

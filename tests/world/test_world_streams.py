@@ -124,3 +124,20 @@ def test_stream_appends_are_made_durable_before_the_next_journal_record(
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     asyncio.run(engine.run(rid))
     assert synced[:2] == ["events.s1.msgpack", "journal.msgpack"]
+
+
+def test_digest_covers_a_prefix_and_changes_with_its_bytes(world: World) -> None:
+    assert world.stream_digest("dig", 0) is not None and world.stream_digest("dig", 1) is None
+    for i in range(4):
+        world.stream_append("dig", {"i": i})
+    two = world.stream_digest("dig", 2)
+    assert two is not None and two != world.stream_digest("dig", 3)
+    world.stream_append("dig", {"i": 4})
+    assert world.stream_digest("dig", 2) == two  # appends leave a prefix's digest alone
+    assert world.stream_digest("dig", 6) is None
+    if isinstance(world, LocalWorld):
+        data = world.path / "streams" / "dig.msgpack"
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 3] ^= 0xFF  # inside the first items
+        data.write_bytes(bytes(raw))
+        assert world.stream_digest("dig", 2) != two

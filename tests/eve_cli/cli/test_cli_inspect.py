@@ -170,3 +170,19 @@ def test_inspect_on_a_missing_data_dir_for_a_session(eve: Eve, tmp_path: Path) -
     assert result.exit_code == 1
     assert "no data directory" in result.stderr
     assert not (tmp_path / "none").exists()
+
+
+def test_listing_runs_no_agent_code_and_a_broken_agent_stops_no_reading(eve: Eve) -> None:
+    sid = new_session(eve, "hello\n")  # the built-in agent; its session stores no model
+    Path("agent").mkdir()
+    Path("agent/agent.py").write_text(
+        "from pathlib import Path\n\nPath('agent-ran').touch()\nraise RuntimeError('broken')\n"
+    )
+    listing = eve("inspect", "--json")
+    assert listing.exit_code == 0, listing.output
+    assert [row["id"] for row in json.loads(listing.stdout)] == [sid]
+    assert not Path("agent-ran").exists()  # listing sessions never imports the agent folder
+    shown = eve("inspect", sid, "--json")  # the view's model needs an agent: the built-in one
+    assert shown.exit_code == 0, shown.output
+    assert Path("agent-ran").exists()
+    assert json.loads(shown.stdout)["model"] == "demo"

@@ -1,0 +1,106 @@
+"""The lazy boundary of the command line: a command imports only what it uses.
+
+Each case runs one `eve` command in a fresh interpreter and lists the modules it imported; a
+command module, the HTTP stack or Rich Markdown imported by a command that does not need it
+fails here (startup time itself is measured by `benchmarks/cli_startup.py`, not by a test).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# Runs `eve ARGS...` in this interpreter, then prints the imported module names as JSON.
+PROBE = """
+import json, sys
+from eve_cli.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+sys.stdout.flush()
+sys.__stderr__.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+HTTP = ("httpx", "httpcore", "h11", "uvicorn", "starlette", "eve_cli.channel")
+PROVIDERS = ("eve_cli.models.openai", "eve_cli.models.anthropic", "eve_cli.models._http")
+OTHER_COMMANDS = tuple(
+    f"eve_cli.cli.{name}" for name in ("chat", "inspect", "resume", "init", "serve", "gc", "doctor")
+)
+
+
+def imported(*args: str, stdin: str = "") -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
+    assert lines, proc.stderr
+    return set(json.loads(lines[-1].removeprefix("MODULES ")))
+
+
+def loaded(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
+
+
+def test_inspect_on_an_empty_store_imports_no_runtime_rich_or_agent_api() -> None:
+    modules = imported("inspect")
+    assert "eve_cli.cli.inspect" in modules
+    others = tuple(m for m in OTHER_COMMANDS if m != "eve_cli.cli.inspect")
+    forbidden = (*HTTP, *PROVIDERS, *others, "rich", "eve_cli.runtime", "eve_cli._agent_api")
+    assert loaded(modules, forbidden) == []
+
+
+def test_inspect_of_sessions_imports_no_http_stack_providers_or_markdown() -> None:
+    created = subprocess.run(
+        [sys.executable, "-m", "eve_cli", "chat", "-p", "hello"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert created.returncode == 0, created.stderr
+    for args in (["inspect", "--json"], ["inspect"]):
+        modules = imported(*args)
+        assert "eve_cli.runtime" in modules  # the store was read
+        forbidden = (*HTTP, *PROVIDERS, "rich.markdown", "eve_cli.cli.chat", "eve_cli.cli.serve")
+        assert loaded(modules, forbidden) == [], args
+    assert "rich" not in {m.split(".")[0] for m in imported("inspect", "--json")}
+
+
+@pytest.mark.parametrize("how", ["print", "piped"])
+def test_chat_without_a_terminal_imports_no_rich_or_http_stack(how: str) -> None:
+    if how == "print":
+        modules = imported("chat", "-m", "demo", "-p", "hello")
+    else:
+        modules = imported("chat", "-m", "demo", stdin="hello\nwhat time is it?\n")
+    assert "eve_cli.models.demo" in modules  # the turn ran
+    forbidden = (*HTTP, *PROVIDERS, "rich", "eve_cli.cli._render_rich", "eve_cli.cli.serve")
+    assert loaded(modules, forbidden) == []
+
+
+def test_the_command_table_names_each_command_of_each_module_in_help_order() -> None:
+    """`COMMANDS` maps each name to the module that really defines it, and misses none."""
+    import importlib
+
+    import typer
+
+    from eve_cli.cli.app import COMMANDS
+
+    defined: list[str] = []
+    for module_name in dict.fromkeys(COMMANDS.values()):
+        group = typer.Typer()
+        importlib.import_module(f"eve_cli.cli.{module_name}").register(group)
+        names = [str(info.name) for info in group.registered_commands]
+        assert all(COMMANDS[name] == module_name for name in names), (module_name, names)
+        defined += names
+    assert defined == list(COMMANDS)
+
+
+def test_the_probe_sees_a_command_module() -> None:
+    assert "eve_cli.cli.serve" in imported("start", "--help")
