@@ -59,16 +59,26 @@ async def _park_seeds(rt: Any, count: int) -> list[tuple[str, str]]:
     return seeds
 
 
-def _reframe(data: bytes, swaps: list[tuple[bytes, bytes]]) -> tuple[bytes, list[int]]:
-    """Swap ids inside every frame of a journal-format file; re-checksum; frame offsets."""
-    out, offsets = bytearray(), []
+def _reframe(
+    data: bytes, swaps: list[tuple[bytes, bytes]], crcs: dict[int, int] | None = None
+) -> tuple[bytes, list[int], dict[int, int]]:
+    """Swap ids inside every frame of a journal-format file; re-checksum. Returns the data,
+    the frame offsets and the checksums it changed (old → new); `crcs` (from the inbox) is
+    applied to the checksums journal `recv` records keep of their deliveries."""
+    out, offsets, changed = bytearray(), [], {}
     for frame in _frames(data):
-        version, _, body = frame
+        version, crc, body = frame
         for old, new in swaps:
             body = body.replace(old, new)
+        if crcs:
+            rec = msgpack.unpackb(body, raw=False, strict_map_key=False)
+            if rec.get("t") == "recv" and "c" in rec:  # plain msgpack: ints and strings only
+                rec["c"] = [crcs.get(c, c) for c in rec["c"]]
+                body = msgpack.packb(rec, use_bin_type=True)
         offsets.append(len(out))
-        out += msgpack.packb([version, zlib.crc32(body), body], use_bin_type=True)
-    return bytes(out), offsets
+        changed[crc] = zlib.crc32(body)
+        out += msgpack.packb([version, changed[crc], body], use_bin_type=True)
+    return bytes(out), offsets, changed
 
 
 def _frames(data: bytes) -> Iterator[list[Any]]:
@@ -85,9 +95,12 @@ def _clone(data_dir: Path, sid: str, token: str, cache: dict[Path, bytes]) -> st
     run_dir = data_dir / "runs" / sid
     new_dir = data_dir / "runs" / new_sid
     new_dir.mkdir()
-    for name in ("journal.msgpack", "inbox.msgpack"):
+    crcs: dict[int, int] = {}
+    for name in ("inbox.msgpack", "journal.msgpack"):  # the inbox first: `recv` names its crcs
         if (run_dir / name).exists():
-            (new_dir / name).write_bytes(_reframe(_read(run_dir / name, cache), swaps)[0])
+            data, _, changed = _reframe(_read(run_dir / name, cache), swaps, crcs)
+            (new_dir / name).write_bytes(data)
+            crcs = changed
     head = _read(run_dir / "head.msgpack", cache)
     for old, new in swaps:
         head = head.replace(old, new)
@@ -98,7 +111,7 @@ def _clone(data_dir: Path, sid: str, token: str, cache: dict[Path, bytes]) -> st
         path = streams / f"{kind}.{sid}.msgpack"
         if not path.exists():
             continue
-        data, offsets = _reframe(_read(path, cache), swaps)
+        data, offsets, _ = _reframe(_read(path, cache), swaps)
         (streams / f"{kind}.{new_sid}.msgpack").write_bytes(data)
         index = b"".join(o.to_bytes(8, "little") for o in offsets[1:])  # not the header
         (streams / f"{kind}.{new_sid}.idx").write_bytes(index)

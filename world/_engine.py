@@ -118,8 +118,8 @@ class Engine:
         if "." in run_id:
             raise WorldError(f"run id {run_id!r}: a root run id cannot contain '.'")
         rec = self._start_record(run_id, workflow, input, None, meta or {}, {"w": 0, "x": []})
-        body = self._encode(rec, "input", f"run {run_id}")
         family = Family(run_id)
+        body = self._encode(family.pack(rec, 0.0), "input", f"run {run_id}")
         [pos] = self.world.create_family(run_id, [_journal.frame_body(body)])
         family.apply(pos, _codec.decode(body))
         self._write_head(family)
@@ -215,7 +215,8 @@ class Engine:
     def history(self, run_id: str) -> list[dict[str, Any]]:
         """Every journal record of a run, all generations (reads the whole journal)."""
         root = root_of(check_run_id(run_id))
-        return [rec for _, rec in self.world.load(root, 0).records if rec.get("run") == run_id]
+        log = load_family(self.world, root, full=True, log=True).log or []
+        return [rec for rec in log if rec.get("run") == run_id]
 
     async def wait(self, run_id: str, timeout: float) -> bool:
         """Wait (no lock held) until the run's family has a delivery or a due timer."""
@@ -319,9 +320,6 @@ class Engine:
             "hooks": sorted(run.hooks),
             "nc": run.next_child,
             "workflow": run.workflow,
-            "parent": run.parent,
-            "meta": run.meta,
-            "created": run.created,
         }
         # No fsync of its own: losing it replays the ended generation, which continues as new
         # again with the same input (its records are durable); the next durable record
@@ -341,13 +339,11 @@ class Engine:
         streams: bool = True,
     ) -> dict[str, Any]:
         """Journal one record of `run` durably; return it as a replay will read it."""
-        rec = {"run": run.id, "g": run.g, "seq": run.seq, "at": time.time(), **rec}
+        rec = family.pack({"run": run.id, "g": run.g, "at": time.time(), **rec}, run.gen_at)
         body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
-        stored: dict[str, Any] = _codec.decode(body)
         frames = [_journal.frame_body(body)]
         [pos] = self.world.append(family.root, frames, durable=durable, streams=streams)
-        family.apply(pos, stored)
-        return stored
+        return family.apply(pos, _codec.decode(body))
 
     def start_child(
         self, family: Family, parent: Run, child_id: str, workflow: str, input: Any
@@ -359,22 +355,21 @@ class Engine:
         again (the child id is derived, so it is the same), instead of starting it twice.
         """
         at = time.time()
-        link = {"run": parent.id, "g": parent.g, "seq": parent.seq, "at": at, "t": "child",
+        link = {"run": parent.id, "g": parent.g, "at": at, "t": "child",
                 "child": child_id, "workflow": workflow}  # fmt: skip
-        bodies = [_codec.encode(link)]
+        bodies = [_codec.encode(family.pack(link, parent.gen_at))]
         orphan = family.runs.get(child_id)
         if orphan is None or orphan.parent != parent.id or orphan.workflow != workflow:
             inbox = family.inbox_state()
             start = self._start_record(child_id, workflow, input, parent.id, {}, inbox)
             start["at"] = at
-            bodies.insert(0, self._encode(start, "input", f"child of {parent.id}"))
+            packed = family.pack(start, at)
+            bodies.insert(0, self._encode(packed, "input", f"child of {parent.id}"))
         frames = [_journal.frame_body(b) for b in bodies]
         # The parent's replay re-runs the code before this start: its stream items can wait.
         positions = self.world.append(family.root, frames, streams=False)
-        records = [_codec.decode(b) for b in bodies]
-        for pos, rec in zip(positions, records, strict=True):
-            family.apply(pos, rec)
-        return records[-1]  # type: ignore[no-any-return]
+        pairs = zip(positions, bodies, strict=True)
+        return [family.apply(pos, _codec.decode(body)) for pos, body in pairs][-1]
 
     def claim_hook(self, family: Family, run: Run, token: str) -> None:
         """Claim `token` for `run`; a token left by a finished run is taken over."""
@@ -398,7 +393,7 @@ class Engine:
         self, run_id: str, workflow: str, input: Any, parent: str | None,
         meta: dict[str, Any], inbox: dict[str, Any],
     ) -> dict[str, Any]:  # fmt: skip
-        return {"run": run_id, "g": 0, "seq": 0, "at": time.time(), "t": "start",
+        return {"run": run_id, "g": 0, "at": time.time(), "t": "start",
                 "workflow": workflow, "input": input, "parent": parent, "meta": meta,
                 "inbox": inbox, "nc": 0}  # fmt: skip
 

@@ -37,9 +37,12 @@ class SerializationError(WorldError, TypeError):
 class CorruptJournalError(WorldError):
     """A record is damaged and valid data follows it, so it is not a torn tail."""
 
-    def __init__(self, file: str, offset: int, reason: str = "bad record") -> None:
+    def __init__(self, file: str, offset: int, reason: str = "bad record", what: str = "") -> None:
+        # `what` replaces the default description (a journal record naming a delivery the
+        # inbox no longer holds is damage too, but not a bad record of that file).
+        what = what or f"corrupt record at offset {offset} ({reason}) followed by valid data"
         super().__init__(
-            f"{file}: corrupt record at offset {offset} ({reason}) followed by valid data; "
+            f"{file}: {what}; "
             "run `eve doctor` to inspect and repair (damaged data is quarantined, never deleted)"
         )
         self.file = file

@@ -3,6 +3,21 @@
 The journal is the truth (a `park` record says what a run waits on); the head is a status
 cache for listing, and says where the current generations start (`scan`) so a load can skip
 everything before them.
+
+Records in memory are whole: `{run, g, at, t, ...}`. Journal version 2 stores them compact
+(`Family.pack`; `Family.expand` makes them whole again, version-1 records are stored whole):
+
+* `r`: the run id after the root id and its dot (absent for the root run); a child's parent
+  is implied by its id (`<parent>.<n>`), a record's generation by the run's last `start`/`gen`.
+* `start`/`gen` carry `at` (seconds); every other record `d`, whole milliseconds since its
+  run's generation began (`at = gen.at + d / 1000`).
+* `recv` keeps the inbox ids and their records' checksums (`c`), not the token and payloads:
+  they are read back from the inbox (append-only), and a missing or different delivery is a
+  `CorruptJournalError` naming the inbox, never a different payload.
+* `child`, `child_done` and a parked `waiting` name the child relative (as `r`);
+  `child_done` keeps no result: the child's `done`/`failed` record precedes it in the journal.
+* `gen` leaves out meta and created (they live in the `start` record and the head, which a
+  load beginning at a `gen` record has); defaults are left out (nc 0, meta {}, hooks [], n 1).
 """
 
 from __future__ import annotations
@@ -11,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._errors import CorruptJournalError
 from ._world import InboxItem, World
 
 HEAD_VERSION = 1
@@ -19,6 +35,14 @@ FINISHED = frozenset({"completed", "failed"})
 # Record types that carry a run's progress (replayed in order by the workflow context).
 START_TYPES = frozenset({"start", "gen"})
 END_TYPES = frozenset({"done", "failed"})
+# Keys of a whole record that its stored (version 2) form leaves implied.
+_IMPLIED = frozenset({"t", "run", "g", "seq", "at", "parent", "created"})
+_UNSET = object()
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "start": {"nc": 0, "meta": {}},
+    "gen": {"nc": 0, "hooks": []},
+    "step": {"n": 1},
+}
 
 
 @dataclass
@@ -33,7 +57,6 @@ class Run:
     gen_pos: int = 0
     gen_at: float = 0.0
     gen_nc: int = 0
-    seq: int = 0
     next_child: int = 0
     records: list[dict[str, Any]] = field(default_factory=list)
     status: str = "running"  # running | parked | completed | failed
@@ -75,25 +98,31 @@ class Family:
     inbox_next: int = 0
     inbox_mark: int = 0
     head_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    items: dict[int, InboxItem] = field(default_factory=dict)  # read, not yet received
+    inbox_name: str = ""
+    log: list[dict[str, Any]] | None = None  # every whole record applied, when kept
 
-    def apply(self, pos: int, rec: dict[str, Any]) -> None:
-        """Fold one journal record into the state."""
+    def apply(self, pos: int, stored: dict[str, Any]) -> dict[str, Any]:
+        """Fold one journal record into the state; return it whole."""
         self.end = max(self.end, pos)
+        rec = self.expand(stored)
+        if self.log is not None:
+            self.log.append(rec)
         kind, run_id = rec.get("t"), rec.get("run")
         if kind == "recv":
             self.consumed.update(rec.get("ids", ()))
         if not isinstance(run_id, str):
-            return
+            return rec
         run = self.runs.get(run_id)
         if kind == "start" or (kind == "gen" and run is None):
-            # A `gen` record repeats what `start` said, so a load may begin at either.
+            # A load may begin at a `gen` record: what it leaves out, the head has.
+            entry = self.head_runs.get(run_id, {})
             run = Run(run_id, rec.get("workflow", ""), rec.get("parent"), rec.get("input"))
-            run.meta = dict(rec.get("meta") or {})
-            run.created = rec.get("created", rec.get("at", 0.0))
+            run.meta = dict(rec.get("meta") or entry.get("meta") or {})
+            run.created = rec.get("created", entry.get("created", rec.get("at", 0.0)))
             self.runs[run_id] = run
         if run is None:
-            return  # a finished run whose generation began before the scan start
-        run.seq = max(run.seq, rec.get("seq", 0) + 1)
+            return rec  # a finished run whose generation began before the scan start
         run.updated = rec.get("at", run.updated)
         run.last_pos = pos
         if kind in START_TYPES:
@@ -112,6 +141,97 @@ class Family:
                 run.hooks.add(rec["token"])
             elif kind == "child":
                 run.next_child = max(run.next_child, int(rec["child"].rsplit(".", 1)[1]) + 1)
+        return rec
+
+    # -- stored shapes -------------------------------------------------------------------------
+    def _relative(self, run_id: str) -> str:
+        return run_id[len(self.root) + 1 :]
+
+    def pack(self, rec: dict[str, Any], gen_at: float) -> dict[str, Any]:
+        """The stored (version 2) form of the whole record `rec` of a run whose current
+        generation began at `gen_at`."""
+        kind = rec["t"]
+        out: dict[str, Any] = {"t": kind}
+        if rec["run"] != self.root:
+            out["r"] = self._relative(rec["run"])
+        if kind in START_TYPES:
+            out["at"] = rec["at"]
+        else:
+            out["d"] = round((rec["at"] - gen_at) * 1000)
+        if kind == "gen":
+            out["g"] = rec["g"]
+        defaults = _DEFAULTS.get(kind, {})
+        out.update(
+            (k, v) for k, v in rec.items() if k not in _IMPLIED and defaults.get(k, _UNSET) != v
+        )
+        if kind == "recv":
+            del out["token"], out["values"]
+            out["c"] = [self.items[i].check for i in rec["ids"]]
+        elif kind in ("child", "child_done"):
+            out["child"] = self._relative(rec["child"])
+            out.pop("result", None)
+            out.pop("error", None)
+        elif kind == "park" and "child" in rec["waiting"]:
+            out["waiting"] = {"child": self._relative(rec["waiting"]["child"])}
+        return out
+
+    def expand(self, stored: dict[str, Any]) -> dict[str, Any]:
+        """The whole form of a stored record (version-1 records are stored whole)."""
+        if "run" in stored or "t" not in stored:
+            return stored
+        rec = dict(stored)
+        rel, kind = rec.pop("r", None), rec["t"]
+        run_id = rec["run"] = self.root if rel is None else f"{self.root}.{rel}"
+        for key, value in _DEFAULTS.get(kind, {}).items():
+            rec.setdefault(key, value)
+        if kind in START_TYPES:
+            rec.setdefault("g", 0)
+            rec["parent"] = run_id.rsplit(".", 1)[0] if rel is not None else None
+            return rec
+        run = self.runs.get(run_id)
+        if run is None:
+            return rec  # its generation began before the load: not replayed
+        rec["g"], rec["at"] = run.g, run.gen_at + rec.pop("d", 0) / 1000
+        if kind == "recv":
+            self._received(rec)
+        elif kind in ("child", "child_done"):
+            rec["child"] = child_id = f"{self.root}.{rec['child']}"
+            if kind == "child_done":
+                self._child_outcome(rec, child_id)
+        elif kind == "park" and "child" in rec.get("waiting", {}):
+            rec["waiting"] = {"child": f"{self.root}.{rec['waiting']['child']}"}
+        return rec
+
+    def _received(self, rec: dict[str, Any]) -> None:
+        """Fill a `recv` record's token and values from the deliveries it names."""
+        ids, checks = rec["ids"], rec.pop("c", [])
+        items = [self.items.pop(i, None) for i in ids]
+        for n, item in enumerate(items):
+            if item is None or (n < len(checks) and item.check != checks[n]):
+                raise CorruptJournalError(
+                    self.inbox_name or f"inbox of run family {self.root}",
+                    ids[n],
+                    "missing delivery",
+                    what=f"the delivery at position {ids[n]} that run {rec['run']} received is "
+                    "missing or different (the inbox was damaged or repaired)",
+                )
+        rec["token"] = items[0].token if items else ""  # type: ignore[union-attr]
+        rec["values"] = [item.payload for item in items]  # type: ignore[union-attr]
+
+    def _child_outcome(self, rec: dict[str, Any], child_id: str) -> None:
+        child = self.runs.get(child_id)
+        if child is None or not child.finished:
+            raise CorruptJournalError(
+                f"journal of run family {self.root}",
+                0,
+                "missing child end",
+                what=f"run {rec['run']} observed the end of child {child_id}, which the "
+                "journal does not hold",
+            )
+        if child.status == "completed":
+            rec["result"] = child.result
+        else:
+            rec["error"] = child.error
 
     def inbox_state(self) -> dict[str, Any]:
         """The consumption watermark carried by `start` and `gen` records."""
@@ -129,6 +249,7 @@ class Family:
         self.inbox_mark = end
         items, self.inbox_next = world.read_inbox(self.root, self.inbox_next)
         self.pending.extend(items)
+        self.items.update((item.id, item) for item in items)
 
     def take(self, token: str, limit: int | None) -> list[InboxItem]:
         """Unconsumed deliveries for `token`, oldest first (not yet marked consumed)."""
@@ -146,24 +267,27 @@ class Family:
         return min(starts, default=self.end + 1)
 
 
-def load_family(world: World, root: str, *, full: bool = False) -> Family:
-    """Rebuild a family from its journal, starting where the head says it may (or at 0)."""
+def load_family(world: World, root: str, *, full: bool = False, log: bool = False) -> Family:
+    """Rebuild a family from its journal, starting where the head says it may (or at 0);
+    `log` keeps every record read, whole, in `Family.log`."""
     head = None if full else world.read_head(root)
     start = head.get("scan", 0) if head and head.get("v") == HEAD_VERSION else 0
-    log = world.load(root, start) if start else world.load(root, 0)
-    if log.start and not (log.records and _is_scan_start(log.records[0][1])):
-        log = world.load(root, 0)  # the hint pointed somewhere odd: read everything
+    records = world.load(root, start) if start else world.load(root, 0)
+    if records.start and not (records.records and _is_scan_start(records.records[0][1])):
+        records = world.load(root, 0)  # the hint pointed somewhere odd: read everything
     family = Family(root)
-    if head and log.start:
+    if head and records.start:
         family.head_runs = dict(head.get("runs", {}))
-    if log.start:
-        inbox = log.records[0][1]["inbox"]
+    if records.start:
+        inbox = records.records[0][1]["inbox"]
         family.watermark = inbox["w"]
         family.consumed = set(inbox["x"])
     family.inbox_next = family.watermark
-    for pos, rec in log.records:
+    family.inbox_name = world.inbox_name(root)
+    family.log = [] if log else None
+    family.read_inbox(world)  # first: `recv` records take their payloads from it
+    for pos, rec in records.records:
         family.apply(pos, rec)
-    family.read_inbox(world)
     return family
 
 

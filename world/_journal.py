@@ -25,12 +25,19 @@ from ._errors import CorruptJournalError, StorageError, WorldError
 
 FRAME_VERSION = 1
 JOURNAL_FORMAT = "eve-world-journal"
-JOURNAL_VERSION = 1
+# 2: compact records (run id relative to the root, `d` = ms since the generation began, `recv`
+# and `child_done` refer to the inbox and the child instead of copying). Version-1 records
+# (they carry `run`) are still read, also in a file that continues with version-2 records.
+JOURNAL_VERSION = 2
 _FRAME_START = b"\x93\x01"  # fixarray(3) then the frame version 1
 
 
+# The record version of each kind of file (inbox "eve-world-inbox", stream "eve-world-stream": 1).
+VERSIONS = {JOURNAL_FORMAT: JOURNAL_VERSION}
+
+
 def header(kind: str = JOURNAL_FORMAT) -> dict[str, Any]:
-    return {"t": "header", "format": kind, "version": JOURNAL_VERSION}
+    return {"t": "header", "format": kind, "version": VERSIONS.get(kind, 1)}
 
 
 def frame(record: dict[str, Any], what: str = "record") -> bytes:
@@ -44,7 +51,8 @@ def frame_body(body: bytes) -> bytes:
     return out
 
 
-def _check_frame(obj: Any) -> dict[str, Any] | None:
+def _check_frame(obj: Any) -> tuple[dict[str, Any], int] | None:
+    """The record of a valid frame and its checksum; None when the frame is damaged."""
     if not (isinstance(obj, list) and len(obj) == 3 and obj[0] == FRAME_VERSION):
         return None
     _, crc, body = obj
@@ -54,7 +62,7 @@ def _check_frame(obj: Any) -> dict[str, Any] | None:
         record = _codec.decode(body)
     except Exception:
         return None
-    return record if isinstance(record, dict) else None
+    return (record, crc) if isinstance(record, dict) else None
 
 
 @dataclass
@@ -64,6 +72,7 @@ class ReadResult:
     records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     end: int = 0
     torn: bool = False  # bytes after `end` were discarded as a torn tail
+    crcs: list[int] = field(default_factory=list)  # each record's checksum, in order
 
 
 def parse(data: bytes, base: int, file: str) -> ReadResult:
@@ -75,18 +84,17 @@ def parse(data: bytes, base: int, file: str) -> ReadResult:
     while pos < len(data):
         try:
             obj = unpacker.unpack()
-        except msgpack.OutOfData:
-            record = None
-        except Exception:
-            record = None
+        except Exception:  # OutOfData included: a torn tail, unless valid data follows
+            checked = None
         else:
-            record = _check_frame(obj)
-        if record is None:
+            checked = _check_frame(obj)
+        if checked is None:
             if _valid_frame_after(data, pos + 1):
                 raise CorruptJournalError(file, base + pos)
             result.torn = True
             break
-        result.records.append((base + pos, record))
+        result.records.append((base + pos, checked[0]))
+        result.crcs.append(checked[1])
         pos = unpacker.tell()
         result.end = base + pos
     return result
@@ -128,11 +136,11 @@ def read_file(path: str, start: int = 0) -> ReadResult:
 def check_header(path: str, record: dict[str, Any]) -> None:
     if record.get("t") != "header":
         raise WorldError(f"{path}: not an eve-world journal (no header record)")
-    version = record.get("version")
-    if not isinstance(version, int) or version > JOURNAL_VERSION:
+    version, known = record.get("version"), VERSIONS.get(record.get("format", ""), 1)
+    if not isinstance(version, int) or version > known:
         raise WorldError(
             f"{path}: journal version {version!r} is newer than this eve understands "
-            f"({JOURNAL_VERSION}); upgrade eve to read it"
+            f"({known}); upgrade eve to read it"
         )
 
 

@@ -62,6 +62,7 @@ class InboxItem:
     token: str
     payload: Any
     at: float
+    check: int = 0  # the stored record's checksum: journal `recv` records name it with the id
 
 
 class Lease(ABC):
@@ -128,6 +129,10 @@ class World(ABC):
     @abstractmethod
     def inbox_end(self, root: str) -> int:
         """A cheap mark that grows with every delivery (compare to detect new ones)."""
+
+    def inbox_name(self, root: str) -> str:
+        """Where the family's inbox is, for error messages."""
+        return f"inbox of run family {root}"
 
     # -- hooks -----------------------------------------------------------------------------------
     @abstractmethod

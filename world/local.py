@@ -262,11 +262,14 @@ class LocalWorld(World):
         if result is None:
             result = _journal.read_file(path, 0)
         items = [
-            InboxItem(pos, rec["token"], rec.get("payload"), rec.get("at", 0.0))
-            for pos, rec in result.records
+            InboxItem(pos, rec["token"], rec.get("payload"), rec.get("at", 0.0), crc)
+            for (pos, rec), crc in zip(result.records, result.crcs, strict=True)
             if rec.get("t") == "item" and pos >= start
         ]
         return items, max(result.end, start)
+
+    def inbox_name(self, root: str) -> str:
+        return str(self._dir(root) / "inbox.msgpack")
 
     def inbox_end(self, root: str) -> int:
         try:

@@ -141,8 +141,8 @@ class MemoryWorld(World):
             frames = self._family(root).inbox[start:]
         parsed = _journal.parse(b"".join(frames), 0, f"memory:{root}:inbox")
         items = [
-            InboxItem(start + i, rec["token"], rec["payload"], rec["at"])
-            for i, (_, rec) in enumerate(parsed.records)
+            InboxItem(start + i, rec["token"], rec["payload"], rec["at"], crc)
+            for i, ((_, rec), crc) in enumerate(zip(parsed.records, parsed.crcs, strict=True))
         ]
         return items, start + len(items)
 

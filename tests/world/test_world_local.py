@@ -58,12 +58,23 @@ def test_file_count_grows_with_runs_not_steps(tmp_path: Path) -> None:
 
 
 def test_journal_is_plain_msgpack_with_checksummed_records(tmp_path: Path) -> None:
-    _run_steps(tmp_path, 3)
+    engine, rid = _run_steps(tmp_path, 3)
     with open(tmp_path / "runs" / "fixed" / "journal.msgpack", "rb") as f:
         records = [decode(body) for _, _, body in msgpack.Unpacker(f, raw=False)]
     assert [r["t"] for r in records] == ["header", "start", "step", "step", "step", "hook", "park"]
-    assert [r.get("seq") for r in records[1:]] == [0, 1, 2, 3, 4, 5]
-    assert all({"run", "g", "seq", "t", "at"} <= set(r) for r in records[1:])
+    assert records[0]["version"] == _journal.JOURNAL_VERSION == 2
+    # Version 2: the root run's records name no run; only `start` has the absolute time,
+    # the others whole milliseconds since it; a step that succeeded at once leaves out `n`.
+    assert not any("run" in r or "seq" in r for r in records[1:])
+    assert isinstance(records[1]["at"], float) and "d" not in records[1]
+    assert all(isinstance(r["d"], int) and "at" not in r for r in records[2:])
+    assert [r.get("ok") for r in records[2:5]] == [0, 1, 2] and "n" not in records[2]
+    history = engine.history(rid)
+    assert [r["t"] for r in history] == [r["t"] for r in records[1:]]
+    assert all({"run", "g", "t", "at"} <= set(r) and r["run"] == rid for r in history)
+    assert [r["n"] for r in history if r["t"] == "step"] == [1, 1, 1]
+    assert [r["at"] for r in history] == sorted(r["at"] for r in history)
+    assert history[2]["at"] == history[0]["at"] + records[3]["d"] / 1000
 
 
 def test_lost_head_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
@@ -175,9 +186,9 @@ def test_child_start_cut_by_a_crash_is_adopted_not_started_twice(tmp_path: Path)
         f.truncate(offsets[link] + 3)
     (tmp_path / "runs" / "p" / "head.msgpack").unlink()
     assert asyncio.run(Engine(LocalWorld(tmp_path), workflows).run(rid)).result == 10
-    records = [rec for _, rec in _journal.read_file(str(journal)).records]
-    assert [r["t"] for r in records if r.get("run") == "p.0"].count("start") == 1
-    assert [r["t"] for r in records if r.get("run") == "p"].count("child") == 1
+    after = Engine(LocalWorld(tmp_path), workflows)
+    assert [r["t"] for r in after.history("p.0")].count("start") == 1
+    assert [r["t"] for r in after.history("p")].count("child") == 1
 
 
 def test_reading_writes_nothing(tmp_path: Path) -> None:
