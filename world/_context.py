@@ -356,26 +356,24 @@ class WorkflowContext:
         return await handle.result()
 
     def _child_result(self, child_id: str) -> Any:
+        # Nothing is recorded: a child's end is in the journal, durable before the parent can
+        # see it, and final, so a replay observes the same outcome at the same point. Journals
+        # before version 3 hold a `child_done` record here; it is passed over.
         what = f"result of child {child_id}"
-        rec = self._peek({"child_done"}, what)
-        if rec is None:
+        rec = self._next_command()
+        if rec is not None and rec.get("t") == "child_done":
+            if rec.get("child") != child_id:
+                raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
+            self._advance(rec)
+            error, result = rec.get("error"), rec.get("result")
+        else:
             child = self._family.runs.get(child_id)
             if child is None or not child.finished:
                 raise self._park({"child": child_id})
-            # No fsync of its own: the child's end is durable, so a replay that lost this record
-            # observes the same outcome again; the next durable record covers it.
-            done: dict[str, Any] = {"t": "child_done", "child": child_id}
-            done.update({"result": child.result} if child.status == "completed" else
-                        {"error": child.error})  # fmt: skip
-            rec = self._record(done, durable=False)
-        elif rec.get("child") != child_id:
-            raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
-        else:
-            self._advance(rec)
-        if rec.get("error") is not None:
-            err = rec["error"]
-            raise ChildFailedError(child_id, err.get("type", ""), err.get("message", ""))
-        return rec.get("result")
+            error, result = child.error, child.result
+        if error is not None:
+            raise ChildFailedError(child_id, error.get("type", ""), error.get("message", ""))
+        return result
 
     # -- generations -----------------------------------------------------------------------------
     def continue_as_new(self, input: Any = None) -> None:

@@ -57,6 +57,7 @@ class Run:
     gen_pos: int = 0
     gen_at: float = 0.0
     gen_nc: int = 0
+    gen_hooks: list[str] = field(default_factory=list)  # as the generation's record lists them
     next_child: int = 0
     records: list[dict[str, Any]] = field(default_factory=list)
     status: str = "running"  # running | parked | completed | failed
@@ -82,6 +83,7 @@ class Run:
         self.status, self.waiting = "running", None
         self.gen_at = rec.get("at", 0.0)
         self.gen_nc = self.next_child = rec.get("nc", 0)
+        self.gen_hooks = list(rec.get("hooks", ()))
         self.hooks |= set(rec.get("hooks", ()))
 
 
@@ -167,13 +169,21 @@ class Family:
         if kind == "recv":
             del out["token"], out["values"]
             out["c"] = [self.items[i].check for i in rec["ids"]]
-        elif kind in ("child", "child_done"):
+        elif kind == "child":
             out["child"] = self._relative(rec["child"])
-            out.pop("result", None)
-            out.pop("error", None)
-        elif kind == "park" and "child" in rec["waiting"]:
-            out["waiting"] = {"child": self._relative(rec["waiting"]["child"])}
+            del out["workflow"]  # the child's `start` says it
+        elif kind == "park":
+            out["waiting"] = self._pack_waiting(rec)
         return out
+
+    def _pack_waiting(self, rec: dict[str, Any]) -> dict[str, Any]:
+        waiting: dict[str, Any] = rec["waiting"]
+        if "child" in waiting:
+            return {"child": self._relative(waiting["child"])}
+        run = self.runs.get(rec["run"])
+        if "hook" in waiting and run is not None and waiting["hook"] in run.gen_hooks:
+            return {"hook": run.gen_hooks.index(waiting["hook"])}  # its place in the `gen`
+        return waiting
 
     def expand(self, stored: dict[str, Any]) -> dict[str, Any]:
         """The whole form of a stored record (version-1 records are stored whole)."""
@@ -196,11 +206,28 @@ class Family:
             self._received(rec)
         elif kind in ("child", "child_done"):
             rec["child"] = child_id = f"{self.root}.{rec['child']}"
-            if kind == "child_done":
+            child = self.runs.get(child_id)
+            if kind == "child" and child is not None:
+                rec.setdefault("workflow", child.workflow)
+            elif kind == "child_done":
                 self._child_outcome(rec, child_id)
-        elif kind == "park" and "child" in rec.get("waiting", {}):
-            rec["waiting"] = {"child": f"{self.root}.{rec['waiting']['child']}"}
+        elif kind == "park":
+            rec["waiting"] = self._expand_waiting(rec["waiting"], run)
         return rec
+
+    def _expand_waiting(self, waiting: dict[str, Any], run: Run) -> dict[str, Any]:
+        if "child" in waiting:
+            return {"child": f"{self.root}.{waiting['child']}"}
+        if isinstance(waiting.get("hook"), int):
+            index = waiting["hook"]
+            if not 0 <= index < len(run.gen_hooks):
+                raise CorruptJournalError(
+                    f"journal of run family {self.root}", 0, "bad hook reference",
+                    what=f"run {run.id} parked on hook {index} of its generation, which lists "
+                    f"{len(run.gen_hooks)}",
+                )  # fmt: skip
+            return {"hook": run.gen_hooks[index]}
+        return waiting
 
     def _received(self, rec: dict[str, Any]) -> None:
         """Fill a `recv` record's token and values from the deliveries it names."""

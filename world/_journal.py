@@ -26,9 +26,10 @@ from ._errors import CorruptJournalError, StorageError, WorldError
 FRAME_VERSION = 1
 JOURNAL_FORMAT = "eve-world-journal"
 # 2: compact records (run id relative to the root, `d` = ms since the generation began, `recv`
-# and `child_done` refer to the inbox and the child instead of copying). Version-1 records
-# (they carry `run`) are still read, also in a file that continues with version-2 records.
-JOURNAL_VERSION = 2
+# and `child_done` refer to the inbox and the child instead of copying). 3: no `child_done`,
+# a `child` link leaves its workflow to the child's `start`, `park` names a hook of its `gen`
+# by index. Older records are still read, also in a file that goes on with newer ones.
+JOURNAL_VERSION = 3
 _FRAME_START = b"\x93\x01"  # fixarray(3) then the frame version 1
 
 

@@ -62,8 +62,8 @@ def test_journal_is_plain_msgpack_with_checksummed_records(tmp_path: Path) -> No
     with open(tmp_path / "runs" / "fixed" / "journal.msgpack", "rb") as f:
         records = [decode(body) for _, _, body in msgpack.Unpacker(f, raw=False)]
     assert [r["t"] for r in records] == ["header", "start", "step", "step", "step", "hook", "park"]
-    assert records[0]["version"] == _journal.JOURNAL_VERSION == 2
-    # Version 2: the root run's records name no run; only `start` has the absolute time,
+    assert records[0]["version"] == _journal.JOURNAL_VERSION == 3
+    # Since version 2: the root run's records name no run; only `start` has the absolute time,
     # the others whole milliseconds since it; a step that succeeded at once leaves out `n`.
     assert not any("run" in r or "seq" in r for r in records[1:])
     assert isinstance(records[1]["at"], float) and "d" not in records[1]
@@ -212,3 +212,59 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     missing = LocalWorld(tmp_path / "nowhere", create=False)
     assert missing.families() == [] and missing.stream_read("events.x") == []
     assert not (tmp_path / "nowhere").exists()
+
+
+async def _asks_child(ctx: WorkflowContext, _: Any) -> Any:
+    got = await ctx.run_child("child_of_one", 5)
+    more = await ctx.create_hook("t-more").receive()
+    return await ctx.step("sum", lambda: got + more)
+
+
+def test_child_done_records_of_version_2_are_still_replayed(tmp_path: Path) -> None:
+    # Version 3 records nothing when a parent reads a child's end; a version-2 journal holds a
+    # `child_done` there (a reference to the child). A replay passes over it, result filled.
+    workflows = {"parent": _asks_child, "child_of_one": child_of_one}
+    engine = Engine(LocalWorld(tmp_path), workflows)
+    rid = asyncio.run(engine.start("parent", run_id="p"))
+    assert asyncio.run(engine.run(rid)).status == "parked"
+    journal = tmp_path / "runs" / "p" / "journal.msgpack"
+    records = _journal.read_file(str(journal)).records
+    kinds = [rec["t"] for _, rec in records]
+    assert "child_done" not in kinds
+    at = kinds.index("done")  # the child's end; the parent's park on its hook follows
+    assert records[at][1]["r"] == "0" and kinds[at + 1 :] == ["hook", "park"]
+    data = journal.read_bytes()
+    cut = records[at + 1][0]
+    old = _journal.frame({"t": "child_done", "d": 1, "child": "0"})
+    journal.write_bytes(data[:cut] + old + data[cut:])
+    (tmp_path / "runs" / "p" / "head.msgpack").unlink()
+    engine = Engine(LocalWorld(tmp_path), workflows)
+    asyncio.run(engine.resume_hook("t-more", 5))
+    assert asyncio.run(engine.run(rid)).result == 10 + 5
+    [done] = [r for r in engine.history("p") if r["t"] == "child_done"]
+    assert done["child"] == "p.0" and done["result"] == 10
+    assert [r["t"] for r in engine.history("p")].count("step") == 1  # `sum`, once
+
+
+async def _carries_hook(ctx: WorkflowContext, g: int) -> Any:
+    if g == 0:
+        ctx.create_hook("t-carried")
+        ctx.continue_as_new(1)
+    return await ctx.hook("t-carried").receive()
+
+
+def test_a_park_names_a_hook_of_its_generation_by_index(tmp_path: Path) -> None:
+    engine = Engine(LocalWorld(tmp_path), {"carry": _carries_hook})
+    rid = asyncio.run(engine.start("carry", 0, run_id="c"))
+    assert asyncio.run(engine.run(rid)).waiting == {"hook": "t-carried"}
+    journal = tmp_path / "runs" / "c" / "journal.msgpack"
+    stored = [rec for _, rec in _journal.read_file(str(journal)).records]
+    assert [r["t"] for r in stored[-2:]] == ["gen", "park"] and stored[-2]["hooks"] == ["t-carried"]
+    assert stored[-1]["waiting"] == {"hook": 0}
+    assert engine.history(rid)[-1]["waiting"] == {"hook": "t-carried"}
+    (tmp_path / "runs" / "c" / "head.msgpack").unlink()  # the status comes from the journal
+    engine = Engine(LocalWorld(tmp_path), {"carry": _carries_hook})
+    info = engine.info(rid)
+    assert (info.status, info.waiting) == ("parked", {"hook": "t-carried"})
+    asyncio.run(engine.resume_hook("t-carried", "x"))
+    assert asyncio.run(engine.run(rid)).result == "x"
