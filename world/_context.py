@@ -271,6 +271,8 @@ class WorkflowContext:
         what = f"receive on hook {token!r}"
         rec = self._peek({"recv"}, what)
         if rec is not None:
+            if "lost" in rec:
+                raise self._family.lost_error(rec)
             if rec.get("token") != token or rec.get("poll"):
                 raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
             self._advance(rec)
@@ -286,6 +288,8 @@ class WorkflowContext:
         # record, so a replay returns [] to exactly those and the payloads to this one.
         rec = self._next_command()
         if rec is not None:
+            if rec.get("t") == "recv" and "lost" in rec:
+                raise self._family.lost_error(rec)
             mine = rec.get("t") == "recv" and rec.get("poll") and rec.get("token") == token
             if mine and rec.get("skip", 0) == self._empty_polls:
                 self._advance(rec)

@@ -141,6 +141,7 @@ class Engine:
             first = False
             with lease:
                 family = load_family(self.world, root)
+                family.check_replayable()
                 try:
                     await self._drive_family(family)
                 finally:

@@ -230,20 +230,37 @@ class Family:
         return waiting
 
     def _received(self, rec: dict[str, Any]) -> None:
-        """Fill a `recv` record's token and values from the deliveries it names."""
+        """Fill a `recv` record's token and values from the deliveries it names; one that is
+        missing or different marks the record `lost` (replaying it raises `lost_error`, so a
+        load that does not replay it, e.g. of an older generation, still works)."""
         ids, checks = rec["ids"], rec.pop("c", [])
         items = [self.items.pop(i, None) for i in ids]
         for n, item in enumerate(items):
             if item is None or (n < len(checks) and item.check != checks[n]):
-                raise CorruptJournalError(
-                    self.inbox_name or f"inbox of run family {self.root}",
-                    ids[n],
-                    "missing delivery",
-                    what=f"the delivery at position {ids[n]} that run {rec['run']} received is "
-                    "missing or different (the inbox was damaged or repaired)",
-                )
+                rec["lost"] = ids[n]
+                return
         rec["token"] = items[0].token if items else ""  # type: ignore[union-attr]
         rec["values"] = [item.payload for item in items]  # type: ignore[union-attr]
+
+    def check_replayable(self) -> None:
+        """Raise `lost_error` if an unfinished run's current generation received a delivery
+        the inbox no longer holds (before driving: a later delivery at its position would
+        otherwise pass for consumed)."""
+        for run in self.runs.values():
+            lost = [r for r in run.records if "lost" in r] if not run.finished else []
+            if lost:
+                raise self.lost_error(lost[0])
+
+    def lost_error(self, rec: dict[str, Any]) -> CorruptJournalError:
+        """The error replaying a `recv` record whose delivery the inbox no longer holds."""
+        return CorruptJournalError(
+            self.inbox_name or f"inbox of run family {self.root}",
+            rec["lost"],
+            "missing delivery",
+            what=f"the delivery at position {rec['lost']} that run {rec['run']} received is "
+            "missing or different (the inbox was damaged or repaired); the run cannot be "
+            "replayed past it",
+        )
 
     def _child_outcome(self, rec: dict[str, Any], child_id: str) -> None:
         child = self.runs.get(child_id)

@@ -27,6 +27,7 @@ class KeyedStream:
         self.name = name
         self.prefix = f"{gen}:"
         self._keys: dict[str, int] | None = None  # key -> index, this generation's items
+        self._by_head: dict[str, list[str]] = {}  # "<...>@" -> the keys that start with it
 
     def _load(self) -> dict[str, int]:
         keys: dict[str, int] = {}
@@ -44,37 +45,48 @@ class KeyedStream:
             end, chunk = start, min(chunk * 4, _CHUNK)
         return keys
 
-    def keys_starting(self, prefix: str) -> list[str]:
-        """Keys of this generation already stored that start with ``prefix`` (unprefixed)."""
+    def _loaded(self) -> dict[str, int]:
         if self._keys is None:
             self._keys = self._load()
+            for key in self._keys:
+                self._index(key)
+        return self._keys
+
+    def _index(self, key: str) -> None:
+        head, at, _ = key.partition("@")
+        if at:
+            self._by_head.setdefault(head + at, []).append(key)
+
+    def keys_starting(self, prefix: str) -> list[str]:
+        """Keys of this generation already stored that start with ``prefix`` (unprefixed)."""
+        keys = self._loaded()
         full = self.prefix + prefix
-        return [k[len(self.prefix) :] for k in self._keys if k.startswith(full)]
+        if full.endswith("@") and full.count("@") == 1:  # asked at every model call: no scan
+            return [k[len(self.prefix) :] for k in self._by_head.get(full, [])]
+        return [k[len(self.prefix) :] for k in keys if k.startswith(full)]
 
     def append(self, key: str, item: dict[str, Any]) -> bool:
         """Append ``item`` under ``key`` unless it is already there; True when written."""
-        if self._keys is None:
-            self._keys = self._load()
-        if self.prefix + key in self._keys:
+        if self.prefix + key in self._loaded():
             return False
         self.put(key, item)
         return True
 
     def index_of(self, key: str) -> int | None:
         """Where the item stored under ``key`` is; None when there is none."""
-        if self._keys is None:
-            self._keys = self._load()
-        return self._keys.get(self.prefix + key)
+        return self._loaded().get(self.prefix + key)
 
     def put(self, key: str, item: dict[str, Any]) -> int:
         """The index of the item stored under ``key``: ``item`` appended unless one is there
         (a re-run of interrupted work finds what its first run stored)."""
-        if self._keys is None:
-            self._keys = self._load()
+        keys = self._loaded()
         full = self.prefix + key
-        index = self._keys.get(full)
+        index = keys.get(full)
         if index is None:
-            index = self._keys[full] = self.world.stream_append(self.name, {**item, KEY: full})
+            item = item.copy()
+            item[KEY] = full
+            index = keys[full] = self.world.stream_append(self.name, item)
+            self._index(full)
         return index
 
 

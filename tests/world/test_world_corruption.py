@@ -235,3 +235,7 @@ def test_a_received_delivery_lost_from_the_inbox_is_an_error_not_another_payload
     assert err.value.file == str(inbox) and err.value.offset == position
     assert f"{inbox}: the delivery at position {position}" in str(err.value)
     assert "missing or different" in str(err.value)
+    # Reading the status and the history still works; the record says what it lost.
+    assert engine.info(rid).status == "parked"
+    [lost] = [r for r in engine.history(rid) if r["t"] == "recv"]
+    assert lost["lost"] == position and "values" not in lost
