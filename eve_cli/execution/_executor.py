@@ -6,6 +6,7 @@ turn of every session); a broken edit keeps serving the last good definition.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,30 @@ _KEPT_WINDOWS = 32
 
 
 def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:
-    if not directory.is_dir():
+    """(path, mtime, size) of the folder's source files: what an edit changes. Checked at
+    every turn (twice), so plain scandir, not pathlib."""
+    if not directory.is_dir() or "__pycache__" in directory.parts:
         return ()
-    entries = []
-    for path in sorted(directory.rglob("*")):
-        if path.suffix in (".py", ".md", ".json") and "__pycache__" not in path.parts:
-            stat = path.stat()
-            entries.append((str(path), stat.st_mtime_ns, stat.st_size))
+    entries: list[tuple[str, int, int]] = []
+    _scan(str(directory), entries)
+    entries.sort()
     return tuple(entries)
+
+
+def _scan(folder: str, entries: list[tuple[str, int, int]]) -> None:
+    try:
+        with os.scandir(folder) as it:
+            found = list(it)
+    except (PermissionError, FileNotFoundError):
+        return
+    for entry in found:
+        if entry.name == "__pycache__":
+            continue
+        if os.path.splitext(entry.name)[1] in (".py", ".md", ".json"):
+            stat = os.stat(entry.path)
+            entries.append((entry.path, stat.st_mtime_ns, stat.st_size))
+        if entry.is_dir(follow_symlinks=False):
+            _scan(entry.path, entries)
 
 
 class Executor:

@@ -26,6 +26,7 @@ class KeyedStream:
         self.name = name
         self.prefix = f"{gen}:"
         self._keys: set[str] | None = None
+        self._by_head: dict[str, list[str]] = {}  # "<...>@" -> the keys that start with it
 
     def _load(self) -> set[str]:
         keys: set[str] = set()
@@ -41,22 +42,37 @@ class KeyedStream:
             end, chunk = start, min(chunk * 4, _CHUNK)
         return keys
 
-    def keys_starting(self, prefix: str) -> list[str]:
-        """Keys of this generation already stored that start with ``prefix`` (unprefixed)."""
+    def _loaded(self) -> set[str]:
         if self._keys is None:
             self._keys = self._load()
+            for key in self._keys:
+                self._index(key)
+        return self._keys
+
+    def _index(self, key: str) -> None:
+        head, at, _ = key.partition("@")
+        if at:
+            self._by_head.setdefault(head + at, []).append(key)
+
+    def keys_starting(self, prefix: str) -> list[str]:
+        """Keys of this generation already stored that start with ``prefix`` (unprefixed)."""
+        keys = self._loaded()
         full = self.prefix + prefix
-        return [k[len(self.prefix) :] for k in self._keys if k.startswith(full)]
+        if full.endswith("@") and full.count("@") == 1:  # asked at every model call: no scan
+            return [k[len(self.prefix) :] for k in self._by_head.get(full, [])]
+        return [k[len(self.prefix) :] for k in keys if k.startswith(full)]
 
     def append(self, key: str, item: dict[str, Any]) -> bool:
         """Append ``item`` under ``key`` unless it is already there; True when written."""
-        if self._keys is None:
-            self._keys = self._load()
+        keys = self._loaded()
         full = self.prefix + key
-        if full in self._keys:
+        if full in keys:
             return False
-        self.world.stream_append(self.name, {**item, KEY: full})
-        self._keys.add(full)
+        item = item.copy()
+        item[KEY] = full
+        self.world.stream_append(self.name, item)
+        keys.add(full)
+        self._index(full)
         return True
 
 
