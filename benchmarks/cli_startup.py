@@ -1,16 +1,21 @@
-"""Wall time of short CLI commands in a new process (what a user waits for).
+"""Wall time of short CLI commands in a new process (what a user waits for), and their CPU.
 
 The ``eve`` console script next to this interpreter is run (``python -m eve_cli`` when there is
 none); ``baseline`` is a bare ``python -c pass`` on the same interpreter, the floor any Python
-command pays. Medians over rounds.
+command pays. Medians over rounds; ``cpu`` is the median user + system seconds of the process
+(what a loaded machine, or a test suite starting many processes, pays: mostly imports).
 
 * ``cli_startup.version``: ``eve --version`` (SPEC §11: ≤ 0.3 s).
-* ``cli_startup.inspect``: ``eve inspect`` on an empty data directory (when the command exists).
+* ``cli_startup.inspect``: ``eve inspect`` on an empty data directory.
+* ``cli_startup.chat_print``: ``eve chat -m demo -p TEXT`` (a new session and one turn, durable).
+* ``cli_startup.chat_piped``: ``eve chat -m demo`` with two messages on stdin (what the chaos
+  suite runs, less its agent folder).
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -21,34 +26,52 @@ from typing import Any
 from . import measurement
 from ._support import median, scratch
 
+PIPED = "hello\nwhat time is it?\n"
+
 
 def eve_command() -> list[str]:
     script = Path(sys.executable).parent / "eve"
     return [str(script)] if script.exists() else [sys.executable, "-m", "eve_cli"]
 
 
-def wall(command: list[str], env: dict[str, str], cwd: Path, rounds: int) -> tuple[float, int]:
-    """Median wall seconds of ``command`` and its last exit code."""
-    times, code = [], 0
+def wall(
+    command: list[str], env: dict[str, str], cwd: Path, rounds: int, stdin: str = ""
+) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds of ``command``; raises if it fails."""
+    times, cpus = [], []
     for _ in range(rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        code = subprocess.run(
-            command, env=env, cwd=cwd, capture_output=True, check=False
-        ).returncode
+        proc = subprocess.run(
+            command, env=env, cwd=cwd, input=stdin.encode(), capture_output=True, check=False
+        )
         times.append(time.perf_counter() - started)
-    return median(times), code
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}: {proc.stderr!r}")
+    return median(times), median(cpus)
 
 
 def run(quick: bool) -> Iterator[dict[str, Any]]:
     rounds = 3 if quick else 15
     with scratch("cli") as root:
-        env = {**os.environ, "EVE_DATA_DIR": str(root / "data")}
-        floor, _ = wall([sys.executable, "-c", "pass"], env, root, rounds)
+        env = {**os.environ, "EVE_DATA_DIR": str(root / "empty")}
+        floor, floor_cpu = wall([sys.executable, "-c", "pass"], env, root, rounds)
         eve = eve_command()
-        version, code = wall([*eve, "--version"], env, root, rounds)
-        if code != 0:
-            raise RuntimeError(f"{' '.join(eve)} --version exited {code}")
-        yield measurement("cli_startup.version", version, "s", baseline=floor)
-        inspect, code = wall([*eve, "inspect"], env, root, rounds)
-        if code == 0:
-            yield measurement("cli_startup.inspect", inspect, "s", baseline=floor)
+        cases: list[tuple[str, list[str], str]] = [
+            ("version", ["--version"], ""),
+            ("inspect", ["inspect"], ""),
+            ("chat_print", ["--data", str(root / "data"), "chat", "-m", "demo", "-p", "hi"], ""),
+            ("chat_piped", ["--data", str(root / "data"), "chat", "-m", "demo"], PIPED),
+        ]
+        for name, args, stdin in cases:
+            seconds, cpu = wall([*eve, *args], env, root, rounds, stdin)
+            yield measurement(
+                f"cli_startup.{name}",
+                seconds,
+                "s",
+                baseline=floor,
+                cpu=round(cpu, 4),
+                baseline_cpu=round(floor_cpu, 4),
+            )

@@ -31,7 +31,12 @@ EXPECTED = {
         "parked_sessions.list",
         "parked_sessions.wake",
     },
-    "cli_startup": {"cli_startup.version", "cli_startup.inspect"},
+    "cli_startup": {
+        "cli_startup.version",
+        "cli_startup.inspect",
+        "cli_startup.chat_print",
+        "cli_startup.chat_piped",
+    },
     "server_throughput": {
         "server_throughput.steps_per_s.1",
         "server_throughput.latency_p50.1",

@@ -420,7 +420,9 @@ def _serving_url(lines: queue.Queue[tuple[str, str | None]]) -> str | None:
 
 
 def _post(client: httpx.Client, url: str, body: dict[str, Any]) -> None:
-    with contextlib.suppress(httpx.HTTPError):  # killed in flight: the inbox tells what arrived
+    # Killed in flight, or the kill came first and closed the client before this thread sent
+    # (RuntimeError): either way the inbox tells what arrived.
+    with contextlib.suppress(httpx.HTTPError, RuntimeError):
         client.post(url, json=body)
 
 
