@@ -2,20 +2,27 @@
 
 `DirWatcher` starts watching when it is created, so a caller can create it, check the
 current state, and then wait without a window in which a change could slip by unseen. It
-uses the notify backend of watchfiles (inotify on Linux): no polling.
+uses the notify backend of watchfiles (inotify on Linux): no polling. When the system refuses
+one more watcher (Linux allows 128 inotify instances per user by default, shared by every
+program of that user), `wait` instead returns every `_POLL_S` seconds for the caller to look
+again (both callers re-check the state they wait on): slower to wake, but a tail, a chat or a
+server stream keeps working rather than failing with "Too many open files". (watchfiles' own
+polling compares whole-second times and misses a second change within the same second.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from watchfiles._rust_notify import RustNotify  # starts watching at construction
+from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 
 _DEBOUNCE_MS, _STEP_MS = 50, 2
+_POLL_S = 0.05  # how often a watcher without notify support says "look again"
 
 
 class DirWatcher:
@@ -25,10 +32,18 @@ class DirWatcher:
         folder = folder.resolve()
         self._targets = {str(folder / name) for name in names}
         self._stop = threading.Event()
-        self._notify = RustNotify([str(folder)], False, False, 300, False, False)
+        self._notify: RustNotify | None = None
+        with contextlib.suppress(WatchfilesRustInternalError, OSError):  # inotify limit
+            self._notify = RustNotify([str(folder)], False, False, 300, False, False)
 
     async def wait(self, timeout: float | None = None) -> bool:
-        """True once a watched file changed; False when `timeout` seconds passed first."""
+        """True once a watched file changed (when polling: may have changed, look again);
+        False when `timeout` seconds passed first."""
+        if self._notify is None:
+            if timeout is not None and timeout <= 0:
+                return False
+            await asyncio.sleep(_POLL_S if timeout is None else min(timeout, _POLL_S))
+            return timeout is None or timeout > _POLL_S
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
@@ -52,7 +67,8 @@ class DirWatcher:
 
     def close(self) -> None:
         self._stop.set()
-        self._notify.close()
+        if self._notify is not None:
+            self._notify.close()
 
     def __enter__(self) -> DirWatcher:
         return self

@@ -226,6 +226,7 @@ class LocalWorld(World):
         )
         path = folder / "inbox.msgpack"
         with _guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
+            self._journal_path(root)  # again under the lock: `eve gc` removes under it
             end = self._inbox_valid_end(root, str(path))
             header = b"" if end else _journal.frame(_journal.header("eve-world-inbox"))
             writer = _journal.Writer(str(path), end)  # drops a torn tail first
@@ -326,6 +327,8 @@ class LocalWorld(World):
         lock = filelock.FileLock(str(path), timeout=wait, preserve_lock_file=True)
         try:
             lock.acquire()
+        except FileNotFoundError:  # the run's folder was removed (`eve gc`) while waiting
+            raise RunNotFoundError(f"no run family {root!r} in {self.path}") from None
         except filelock.Timeout:
             raise OwnershipError(
                 f"run family {root} is owned by another process ({path}); wait until it "
@@ -338,6 +341,11 @@ class LocalWorld(World):
         self._journal_path(root)
         with _guard(folder, "taking ownership"):
             lock = self._take(folder / "owner.lock", wait or 0.0, root)
+        try:
+            self._journal_path(root)  # again: removed while this process waited for the lock
+        except RunNotFoundError:
+            lock.release()
+            raise
         self._leased.add(root)
         return _FileLease(self, root, lock)
 

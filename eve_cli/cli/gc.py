@@ -3,13 +3,20 @@
 Removes the data of sessions that ended (completed, failed, cancelled) and whose files were
 last written longer ago than DURATION: the run folder (the session and its sub-agent runs),
 its streams (`<kind>.<session>[.<n>]`) and the hook files naming it. `--waiting` also removes
-idle sessions waiting for their next message; `--force` also running and parked ones. A
-session owned by a live process is never removed (gc takes its lease first). Leftovers of an
-interrupted removal or creation (streams or hooks of a session that no longer exists, a run
-folder without a journal) are swept too. Reports the bytes freed.
+idle sessions waiting for their next message; `--force` also parked ones (waiting for an
+approval or an answer) and interrupted ones (a turn was running when its process died).
+Leftovers of an interrupted removal or creation (streams or hooks of a session that no longer
+exists, a run folder without a journal) are swept too. Reports the bytes freed.
+
+No flag removes a session a live process owns: ownership is an flock on `owner.lock`, free the
+moment its owner dies, so "nobody owns it" is proven by taking it. gc holds the session's lease
+and its inbox lock while it removes, and decides again under them (a message delivered or a
+turn run since the listing keeps the session), so no process runs or delivers to a session
+half removed: one that waited for the lease, or delivers after, finds no session.
 
 Removal order makes a crash at any point harmless: hooks, then streams, then the run folder
-(its journal last), so a half-removed session is still listed and the next gc finishes it.
+(its journal, then its lock files), so a half-removed session is still listed and the next gc
+finishes it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated
 
+import filelock
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -36,6 +44,9 @@ from ._errors import EXIT_USAGE, CliError
 from ._tables import human_bytes, when
 
 FINISHED = ("completed", "failed", "cancelled")
+FORCED = ("parked", "interrupted")  # removed only with --force
+_LOCKS = ("owner.lock", "inbox.lock")  # removed last: a waiter on them then finds no journal
+INBOX_WAIT = 5.0  # seconds gc waits for a delivery in progress to finish
 _STREAM_KINDS = ("events", "history")  # eve_cli._session: events_stream, history_stream
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -78,18 +89,25 @@ def gc(
     ] = False,
     force: Annotated[
         bool,
-        typer.Option("--force", help="Also running and parked sessions (never owned ones)."),
+        typer.Option(
+            "--force",
+            help="Also parked and interrupted sessions nobody owns (never one a live process "
+            "owns: no flag removes that).",
+        ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Write the report as JSON.")] = False,
 ) -> None:
-    """Remove the data of ended sessions not written to for DURATION; report bytes freed."""
+    """Remove the data of ended sessions not written to for DURATION; report bytes freed.
+
+    A session a live process owns (running now) is never removed, whatever the flags.
+    """
     age = parse_duration(older_than)
     path = data_path(data)
     if not (path / "runs").is_dir():
         raise CliError(f"{path}: no eve data directory there; pass --data DIR")
     allowed = set(FINISHED) | ({"waiting"} if waiting else set())
     if force:
-        allowed |= {"running", "parked"}
+        allowed |= set(FORCED)
     entries = collect(path, time.time() - age, allowed, dry_run)
     removed = [e for e in entries if not e.action.startswith("skipped")]
     freed = sum(e.bytes for e in removed)
@@ -121,7 +139,9 @@ def collect(root: Path, cutoff: float, allowed: set[str], dry_run: bool) -> list
             if entry is None:
                 continue
             if not entry.action:
-                entry.action = "would remove" if dry_run else _remove(rt, root, entry)
+                entry.action = (
+                    "would remove" if dry_run else _remove(rt, root, entry, cutoff, allowed)
+                )
             entries.append(entry)
         return entries
     finally:
@@ -170,17 +190,34 @@ def _consider(
         entry.status = "leftover"  # an interrupted removal or creation
         return entry
     try:
-        entry.status = str(rt.session(sid)["status"])
+        entry.status = _status(rt, sid)
     except RuntimeErrorBase:
         return None  # a run of the world that is not an eve session: not ours to remove
     except (WorldError, OSError) as exc:
         entry.status, entry.action = "damaged", f"skipped: {exc}"
         return entry
-    if entry.status not in allowed:
+    if entry.status == "running":
+        entry.action = _OWNED
+    elif entry.status not in allowed:
         entry.action = f"skipped: {entry.status}" + (
             " (use --waiting)" if entry.status == "waiting" else " (use --force)"
         )
     return entry
+
+
+_OWNED = "skipped: owned by a live process"
+
+
+def _status(rt: Runtime, sid: str) -> str:
+    """The session's status; a running one whose lease is free is `interrupted`."""
+    status = str(rt.session(sid)["status"])
+    if status != "running":
+        return status
+    try:
+        rt.world.acquire(sid).release()
+    except OwnershipError:
+        return "running"
+    return "interrupted"
 
 
 def _stat(path: Path) -> os.stat_result | None:
@@ -190,29 +227,61 @@ def _stat(path: Path) -> os.stat_result | None:
         return None
 
 
-def _remove(rt: Runtime, root: Path, entry: Entry) -> str:
+def _remove(rt: Runtime, root: Path, entry: Entry, cutoff: float, allowed: set[str]) -> str:
+    """Remove one session under its lease and inbox lock, if it still qualifies there."""
     folder = root / "runs" / entry.id
+    if entry.status == "leftover":
+        return _unlink_all(root, folder, entry)
     try:
-        lease = rt.world.acquire(entry.id) if entry.status != "leftover" else None
+        lease = rt.world.acquire(entry.id)
     except OwnershipError:
-        return "skipped: owned by a live process"
+        return _OWNED
+    except WorldError as exc:
+        return f"skipped: {exc}"
+    inbox = filelock.FileLock(str(folder / "inbox.lock"), timeout=INBOX_WAIT,
+                              preserve_lock_file=True)  # fmt: skip
     try:
-        for rel in entry.files:  # hooks and streams first, the run folder's files after
+        inbox.acquire()
+    except (filelock.Timeout, OSError):
+        lease.release()
+        return "skipped: a delivery is in progress"
+    try:
+        # Listed before the locks were taken: a delivery or a turn since then keeps it.
+        status = str(rt.session(entry.id)["status"])
+        status = "interrupted" if status == "running" else status  # the lease is ours
+        written = max((s.st_mtime for s in map(_stat, _paths(root, entry)) if s), default=0.0)
+        if status not in allowed or written > cutoff:
+            return f"skipped: changed while gc ran (now {status})"
+        return _unlink_all(root, folder, entry)
+    except (WorldError, OSError, RuntimeErrorBase) as exc:
+        return f"skipped: {exc}"
+    finally:
+        inbox.release()
+        lease.release()
+
+
+def _paths(root: Path, entry: Entry) -> list[Path]:
+    return [root / rel for rel in entry.files] + _list(root / "runs" / entry.id)
+
+
+def _unlink_all(root: Path, folder: Path, entry: Entry) -> str:
+    """Hooks and streams, the run folder's data, its journal, its lock files, the folder."""
+    try:
+        for rel in entry.files:
             path = root / rel
             if path.parent != folder:
                 path.unlink(missing_ok=True)
         journal = folder / "journal.msgpack"
+        last = [journal, *(folder / name for name in _LOCKS)]
         for path in _list(folder):
-            if path != journal:
+            if path not in last:
                 _delete(path)
-        journal.unlink(missing_ok=True)
+        for path in last:
+            path.unlink(missing_ok=True)
         if folder.exists():
             folder.rmdir()
     except OSError as exc:
         return f"skipped: {exc.strerror or exc} (the next gc finishes it)"
-    finally:
-        if lease is not None:
-            lease.release()
     return "removed"
 
 

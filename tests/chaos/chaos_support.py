@@ -4,8 +4,10 @@ One *run* is one session of a scripted agent whose tools write each side effect 
 harness delivers the run's messages through `eve chat -s ID` (piped input), finishes interrupted
 turns with `eve resume ID` and answers approvals with `--approve all` (or leaves them parked with
 `--approve ask`, exit 3). Each process is SIGKILLed at a seeded moment: on an event it writes
-(a streamed delta, a tool call starting, a result, a delivery received), at a journal write
-(`EVE_FAULTS`), or after a random delay; then the next process starts. A run ends when every
+(the first streamed delta of a model call, a tool call starting), at a journal write
+(`EVE_FAULTS`), with a delivery in flight, during a parked wait, or after a random delay; then
+the next process starts. A kill planned inside a model call's streaming counts as one only if
+the durable events show that call's message unfinished at the kill. A run ends when every
 message was answered; `check` then compares it with an uninterrupted run.
 """
 
@@ -32,8 +34,15 @@ import httpx
 
 from world import LocalWorld, verify
 
+# Seconds a scripted model call waits after its first streamed delta; a process planned to
+# be killed on a delta runs the slow script (the same answers), so the kill lands inside the
+# call even on a loaded machine (the harness checks that it did).
+STREAM_DELAY, SLOW_STREAM_DELAY = 0.05, 1.5
 
-def _scenario(rounds: int) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+
+def _scenario(
+    rounds: int, delay: float = STREAM_DELAY
+) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """Messages, the model's script and the tool tags of a session of `rounds` x 3 turns."""
     messages: list[str] = []
     script: list[dict[str, Any]] = []
@@ -44,14 +53,14 @@ def _scenario(rounds: int) -> tuple[list[str], list[dict[str, Any]], list[str]]:
         messages += [f"round {r}: record {a} and {b}", f"round {r}: guarded {c}",
                      f"round {r}: record {d} and {e}"]  # fmt: skip
         script += [
-            {"text": f"Recording {a} and {b}.", "delay": 0.04,
+            {"text": f"Recording {a} and {b}.", "delay": delay,
              "tool_calls": [_call("record", a), _call("record", b)]},
-            {"text": f"Recorded {a} and {b}.", "delay": 0.04},
+            {"text": f"Recorded {a} and {b}.", "delay": delay},
             {"text": "", "tool_calls": [_call("guarded", c)]},
-            {"text": f"Guarded {c} is done.", "delay": 0.04},
-            {"text": f"Now {d}.", "tool_calls": [_call("record", d)]},
-            {"text": f"And {e}.", "delay": 0.04, "tool_calls": [_call("record", e)]},
-            {"text": f"All recorded: {a}, {b}, {c}, {d}, {e}.", "delay": 0.04},
+            {"text": f"Guarded {c} is done.", "delay": delay},
+            {"text": f"Now {d}.", "delay": delay, "tool_calls": [_call("record", d)]},
+            {"text": f"And {e}.", "delay": delay, "tool_calls": [_call("record", e)]},
+            {"text": f"All recorded: {a}, {b}, {c}, {d}, {e}.", "delay": delay},
         ]  # fmt: skip
     return messages, script, tags
 
@@ -61,6 +70,7 @@ def _call(name: str, tag: str) -> dict[str, Any]:
 
 
 MESSAGES, SCRIPT, TAGS = _scenario(rounds=2)
+SLOW_SCRIPT = _scenario(rounds=2, delay=SLOW_STREAM_DELAY)[1]
 
 TOOLS = '''
 import os
@@ -97,6 +107,8 @@ def guarded(tag: str, ctx: ToolContext) -> str:
     return _effect(tag, ctx.idempotency_key)
 '''
 
+# The kinds of moment a run must have killed at (`Kill.category`).
+CATEGORIES = ("fault", "tool", "stream", "time", "delivery", "parked")
 FAULTS = ("crash_before_write", "crash_mid_write", "crash_after_fsync")
 SETTLE_TIMEOUT = 60.0
 PROCESS_TIMEOUT = 90.0  # seconds; generous for a loaded CI machine
@@ -110,9 +122,13 @@ def write_agent(root: Path) -> Path:
     agent = root / "agent"
     (agent / "tools").mkdir(parents=True, exist_ok=True)
     (agent / "script.json").write_text(json.dumps(SCRIPT))
+    (agent / "script-slow.json").write_text(json.dumps(SLOW_SCRIPT))
     (agent / "agent.py").write_text(
-        "from eve_cli import define_agent\n\n"
-        f"agent = define_agent(model={'scripted:' + str(agent / 'script.json')!r})\n"
+        "import os\n\nfrom eve_cli import define_agent\n\n"
+        "# CHAOS_SCRIPT: the same answers streamed slowly (a process to be killed mid-stream)\n"
+        "agent = define_agent(\n"
+        f"    model='scripted:' + os.environ.get('CHAOS_SCRIPT', {str(agent / 'script.json')!r})\n"
+        ")\n"
     )
     (agent / "instructions.md").write_text("You record tags.")
     (agent / "tools" / "effects.py").write_text(textwrap.dedent(TOOLS))
@@ -125,6 +141,12 @@ class Kill:
 
     process: str
     how: str
+
+    @property
+    def category(self) -> str:
+        """fault, tool, stream, stream_missed (planned on a delta, but the call it saw had
+        ended, or nothing streamed), time, delivery, parked or settled."""
+        return self.how.split(":")[0]
 
 
 @dataclass
@@ -150,6 +172,7 @@ class Run:
         }
         self.env.pop("EVE_FAULTS", None)
         self.sid = ""
+        self.delta: tuple[Any, Any, int] | None = None  # (turn, step, index) killed at
 
     # -- reading the session (read-only, between processes) ----------------------------------
     def events(self) -> list[dict[str, Any]]:
@@ -171,6 +194,37 @@ class Run:
             for i in items
             if isinstance(i.payload, dict) and i.payload.get("kind") == "message"
         ]
+
+    def results(self) -> list[str]:
+        """Tags whose tool result is durable (its `action.result` event is written)."""
+        return sorted(
+            str(e.get("output")).removeprefix("recorded ")
+            for e in self.events()
+            if e.get("type") == "action.result" and e.get("status") == "completed"
+        )
+
+    def in_stream(self) -> bool:
+        """Whether the model call whose delta a kill was planned on had not finished (its
+        message is not completed in the durable events written before the kill)."""
+        if self.delta is None:
+            return False
+        turn, step, at = self.delta
+        self.delta = None
+        return not any(
+            e.get("type") == "message.completed" and e.get("turnId") == turn
+            and e.get("stepIndex") == step
+            for e in self.events()[at:]
+        )  # fmt: skip
+
+    def record_kill(self, process: str, how: str) -> None:
+        """Note a kill (with the tool results durable at that moment) in the effects file."""
+        if how.startswith("stream:") and not self.in_stream():
+            how = how.replace("stream", "stream_missed", 1)
+        self.delta = None
+        self.kills.append(Kill(process, how))
+        with open(self.effects, "a") as f:
+            f.write(f"KILL {len(self.kills)} {process} {how} {','.join(self.results()) or '-'}\n")
+        self.log.append(f"{process} plan={how} killed")
 
     def status(self) -> tuple[str, bool]:
         """(status, parked on input) folded from the events as `eve inspect` would."""
@@ -215,7 +269,7 @@ class Run:
         # (a message delivered but not yet read is driven first).
         taken = received == delivered
         remaining = [m for m in MESSAGES if m not in delivered] if taken else []
-        if kill and self.rng.random() < 0.3:
+        if kill and self.rng.random() < (0.6 if parked else 0.3):
             self.serve(status, parked, remaining)
             return
         if status == "running" and self.rng.random() < 0.5:
@@ -227,6 +281,7 @@ class Run:
                             "--approve", approve)  # fmt: skip
             stdin = "".join(m + "\n" for m in remaining)
         how = self._plan(name) if kill else "none"
+        start = len(self.events())
         proc, lines, readers = self._spawn(args, how, subprocess.PIPE)
         assert proc.stdin is not None
         try:
@@ -234,7 +289,7 @@ class Run:
             proc.stdin.close()
         except BrokenPipeError:
             pass  # it died already (a fault at its first write)
-        errors = self._kill_when(proc, how, lines)
+        errors = self._kill_when(proc, how, lines, start)
         try:
             proc.wait(timeout=PROCESS_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -245,28 +300,30 @@ class Run:
             reader.join(timeout=10)
         errors += _drain(lines)
         if proc.returncode == -signal.SIGKILL:
-            self.kills.append(Kill(name, how))
-            with open(self.effects, "a") as f:
-                f.write(f"KILL {len(self.kills)} {name} {how}\n")
-        elif proc.returncode not in (0, 3):
+            self.record_kill(name, how)
+            return
+        if proc.returncode not in (0, 3):
             raise ChaosFailure(f"{name} exited {proc.returncode} (plan {how}): {errors}")
         self.log.append(f"{name} plan={how} rc={proc.returncode}")
 
     def serve(self, status: str, parked: bool, remaining: list[str]) -> None:
         """One `eve start` process: it resumes the session if interrupted; the harness
         delivers the next message or answers the pending approval over HTTP; the server is
-        killed while the delivery is in flight, mid-turn, or once the session waits or parks
-        (a parked wait)."""
+        killed while the delivery is in flight, at the first streamed delta, mid-turn, once
+        the session waits or parks, or during a parked wait nobody answers."""
         roll = self.rng.random()
-        how = (f"fault:{self.rng.choice(FAULTS)}@{self.rng.randint(1, 12)}" if roll < 0.25
-               else "delivery" if roll < 0.5 else f"time:{self.rng.uniform(0.0, 0.5):.3f}"
-               if roll < 0.75 else "settled")  # fmt: skip
+        first_parked = parked and not any(k.category == "parked" for k in self.kills)
+        how = (f"parked:{self.rng.uniform(0.05, 0.3):.3f}" if parked and (first_parked or
+               roll < 0.3) else f"fault:{self.rng.choice(FAULTS)}@{self.rng.randint(1, 12)}"
+               if roll < 0.2 else "delivery" if roll < 0.4 else "stream:1" if roll < 0.6
+               else f"time:{self.rng.uniform(0.0, 0.5):.3f}" if roll < 0.8
+               else "settled")  # fmt: skip
         args = self.eve("start", "--port", "0", "--agent", str(self.agent))
         proc, lines, readers = self._spawn(args, how, subprocess.DEVNULL)
         url = _serving_url(lines)
         errors = ""
         if url is not None:
-            errors = self._talk(proc, url, how, status, parked, remaining)
+            how = self._talk(proc, url, how, status, parked, remaining)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)  # whatever it is doing: mid-turn, parked, idle
         try:
@@ -280,10 +337,7 @@ class Run:
         if proc.returncode != -signal.SIGKILL:
             raise ChaosFailure(f"eve start exited {proc.returncode} (plan {how}): {errors}")
         label = how if how != "settled" else ("settled:parked" if self.status()[1] else how)
-        self.kills.append(Kill("start", label))
-        with open(self.effects, "a") as f:
-            f.write(f"KILL {len(self.kills)} start {label}\n")
-        self.log.append(f"start plan={label}")
+        self.record_kill("start", label)
 
     def _spawn(
         self, args: list[str], how: str, stdin: int
@@ -292,6 +346,8 @@ class Run:
         env = dict(self.env)
         if how.startswith("fault:"):
             env["EVE_FAULTS"] = how.split(":", 1)[1]
+        if how.startswith("stream:"):
+            env["CHAOS_SCRIPT"] = str(self.agent / "script-slow.json")
         proc = subprocess.Popen(
             args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
@@ -307,13 +363,20 @@ class Run:
         self, proc: subprocess.Popen[str], url: str, how: str, status: str, parked: bool,
         remaining: list[str],
     ) -> str:  # fmt: skip
-        """Deliver over HTTP what the session needs next, then wait for the planned moment."""
+        """Deliver over HTTP what the session needs next, then wait for the planned moment;
+        returns the plan carried out."""
         api = f"{url}/eve/v1/session/{self.sid}"
         body: dict[str, Any] | None = None
+        sent: threading.Thread | None = None
         with httpx.Client(timeout=PROCESS_TIMEOUT) as client:
             try:
                 view = client.get(api).json()
                 start, running = int(view.get("events") or 0), view.get("status") == "running"
+                if how.startswith("parked:"):
+                    # Nobody answers: the server holds the session parked until it is killed.
+                    # (An answer delivered before a kill, not yet read, resumes it instead.)
+                    time.sleep(float(how.split(":")[1]))
+                    return how if view.get("pending") else how.replace("parked", "time", 1)
                 if parked:
                     pending = client.get(api).json().get("pending") or []
                     if pending:
@@ -327,7 +390,11 @@ class Run:
                     sent.start()
                     if how == "delivery":  # kill while the request is in flight
                         time.sleep(self.rng.uniform(0.0, 0.05))
-                        return ""
+                        return how
+                if how.startswith("stream:") and (body is not None or running):
+                    self._kill_at_delta(client, api, start, proc)
+                    return how
+                if sent is not None:
                     sent.join(PROCESS_TIMEOUT)
                 if how.startswith("time:"):
                     time.sleep(float(how.split(":")[1]))
@@ -335,24 +402,50 @@ class Run:
                     _wait_settled(client, api, start)
             except httpx.HTTPError:
                 pass  # the server died (a fault): that is the kill
-        return ""
+        return how
+
+    def _kill_at_delta(
+        self, client: httpx.Client, api: str, start: int, proc: subprocess.Popen[str]
+    ) -> None:
+        """Tail the session's events from `start`; SIGKILL the server at the first streamed
+        delta (or return when the session settles first)."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        with client.stream("GET", f"{api}/stream", params={"startIndex": start}) as response:
+            for line in response.iter_lines():
+                event = json.loads(line) if line.strip() else {}
+                if event.get("type") == "message.appended":
+                    proc.send_signal(signal.SIGKILL)
+                    at = int(event.get("index", start))
+                    self.delta = (event.get("turnId"), event.get("stepIndex"), at)
+                    return
+                if event.get("type") in ("session.waiting", "turn.waiting"):
+                    return
+                if time.monotonic() > deadline:
+                    return
 
     def _plan(self, name: str) -> str:
         roll = self.rng.random()
-        if roll < 0.35:
+        if roll < 0.3:
             return f"fault:{self.rng.choice(FAULTS)}@{self.rng.randint(1, 12)}"
-        if roll < 0.6:
+        if roll < 0.5:
             return f"tool:{self.rng.randint(1, 2)}"
+        if roll < 0.75 and name.startswith("chat"):  # `resume` prints no events to watch
+            return f"stream:{self.rng.randint(1, 2)}"
         return f"time:{self.rng.uniform(0.0, 0.5):.3f}"
 
     def _kill_when(
-        self, proc: subprocess.Popen[str], how: str, lines: queue.Queue[tuple[str, str | None]]
+        self,
+        proc: subprocess.Popen[str],
+        how: str,
+        lines: queue.Queue[tuple[str, str | None]],
+        start: int,
     ) -> str:
         """Wait for the planned moment and SIGKILL `proc`; returns what it wrote on stderr.
 
-        `tool:N`: inside the N-th tool call it starts. `time:T`: T seconds after its first
-        sign of work (its first output line; `resume` prints only at the end, so half a
-        second after it starts). Faults kill themselves; `none` lets it finish.
+        `tool:N`: inside the N-th tool call it starts. `stream:N`: at the first streamed
+        delta (event `start` or later) of the N-th model call it makes. `time:T`: T seconds
+        after its first sign of work (its first output line; `resume` prints only at the
+        end, so half a second after it starts). Faults kill themselves; `none` lets it finish.
         """
         errors: list[str] = []
         if how == "none" or how.startswith("fault:"):
@@ -361,6 +454,7 @@ class Run:
         started = kind == "time" and not any("chat" in a for a in proc.args)  # type: ignore[union-attr]
         deadline = time.monotonic() + PROCESS_TIMEOUT
         seen, closed = 0, 0
+        calls: set[tuple[Any, Any]] = set()
         while closed < 2:
             wait = deadline - time.monotonic()
             if started:
@@ -384,6 +478,15 @@ class Run:
                     time.sleep(self.rng.uniform(0.0, 0.025))
                     proc.send_signal(signal.SIGKILL)
                     break
+            elif kind == "stream" and source == "out" and '"message.appended"' in line:
+                event = json.loads(line)
+                call = (event.get("turnId"), event.get("stepIndex"))
+                if event.get("index", -1) >= start and call not in calls:
+                    calls.add(call)
+                    if len(calls) >= int(arg):
+                        proc.send_signal(signal.SIGKILL)  # at once: the call is streaming
+                        self.delta = (*call, int(event["index"]))
+                        break
         return " | ".join(errors)
 
     def drive(self, max_kills: int = 30, max_processes: int = 90) -> None:
@@ -429,15 +532,19 @@ def _post(client: httpx.Client, url: str, body: dict[str, Any]) -> None:
 def _wait_settled(client: httpx.Client, api: str, start: int) -> None:
     """Until the session no longer runs (waits for a message, or parks) after event `start`;
     a session still running after SETTLE_TIMEOUT is a failure."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT
+    began = time.monotonic()
     with client.stream("GET", f"{api}/stream", params={"startIndex": start}) as response:
         for line in response.iter_lines():  # heartbeats come at least every 15 s
             if line.strip() and json.loads(line).get("type") in ("session.waiting", "turn.waiting"):
                 return
-            if time.monotonic() > deadline:
+            if time.monotonic() > began + SETTLE_TIMEOUT:
                 break
+    took = time.monotonic() - began
     if client.get(api).json().get("status") == "running":
-        raise ChaosFailure(f"the session still runs under eve start after {SETTLE_TIMEOUT}s")
+        raise ChaosFailure(
+            f"the session still runs under eve start after {took:.1f}s"
+            + ("" if took > SETTLE_TIMEOUT else " (its event stream ended first)")
+        )
 
 
 def _drain(lines: queue.Queue[tuple[str, str | None]]) -> str:
@@ -494,26 +601,31 @@ def check(run: Run, reference: list[tuple[Any, ...]]) -> None:
 
 
 def _check_effects(run: Run) -> None:
-    """Each tool effect once; a repeat only after a kill interrupted the earlier attempt."""
+    """Each tool effect once; a repeat only after a kill interrupted the earlier attempt
+    before its result was durable (a `KILL` line lists the results durable at that kill)."""
     lines = run.effects.read_text().splitlines() if run.effects.exists() else []
     keys: dict[str, set[str]] = {}
-    last_start: dict[str, int] = {}
-    kills_seen = 0
-    kill_at: dict[str, int] = {}
+    killed: dict[str, bool] = {}  # tag -> a kill came after its last attempt started
+    completed: set[str] = set()  # tags whose result was durable at a kill after an attempt
     for line in lines:
         parts = line.split()
         if parts[0] == "KILL":
-            kills_seen += 1
+            durable = set(parts[4].split(",")) if len(parts) > 4 else set()
+            for tag in [t for t, seen in killed.items() if not seen]:
+                killed[tag] = True
+                if tag in durable:
+                    completed.add(tag)
             continue
         what, tag, key = parts
         keys.setdefault(tag, set()).add(key)
         if what == "start":
-            if tag in last_start and kill_at[tag] == kills_seen:
+            if tag in killed and not killed[tag]:
                 raise ChaosFailure(
                     f"tool effect {tag!r} ran again with no kill since its last attempt"
                 )
-            last_start[tag] = 1
-            kill_at[tag] = kills_seen
+            if tag in completed:
+                raise ChaosFailure(f"tool effect {tag!r} ran again after its result was durable")
+            killed[tag] = False
     starts = Counter(line.split()[1] for line in lines if line.startswith("start "))
     dones = Counter(line.split()[1] for line in lines if line.startswith("done "))
     if set(starts) != set(TAGS) or not all(dones[t] >= 1 for t in TAGS):

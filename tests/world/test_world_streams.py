@@ -126,6 +126,51 @@ def test_stream_appends_are_made_durable_before_the_next_journal_record(
     assert synced[:2] == ["events.s1.msgpack", "journal.msgpack"]
 
 
+def test_a_tail_polls_when_the_system_has_no_watcher_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of inotify instances (128 per user by default, shared by every program), a live
+    tail and an inbox wait still wake up, for appends within the same second too."""
+    from world import _watch
+
+    refused: list[str] = []
+
+    def refusing(paths: list[str], *rest: Any) -> Any:
+        refused.extend(paths)
+        raise _watch.WatchfilesRustInternalError(
+            "Error creating recommended watcher: Too many open files (os error 24)"
+        )
+
+    monkeypatch.setattr(_watch, "RustNotify", refusing)
+    world = LocalWorld(tmp_path / "data")
+    sid = "s_" + "a" * 24
+    world.create_family(sid, [])
+
+    async def main() -> tuple[list[Any], bool, bool]:
+        seen: list[Any] = []
+
+        async def consume() -> None:
+            async for _, item in world.stream_tail("tail"):
+                seen.append(item)
+                if len(seen) == 3:
+                    return
+
+        task = asyncio.create_task(consume())
+        for item in "abc":
+            await asyncio.sleep(0.1)
+            world.stream_append("tail", item)
+        await asyncio.wait_for(task, 10)
+        mark = world.inbox_end(sid)
+        quiet = await world.wait_inbox(sid, mark, 0.2)
+        woken = asyncio.create_task(world.wait_inbox(sid, mark, 10))
+        await asyncio.sleep(0.1)
+        world.deliver(sid, "tok", {"kind": "message", "text": "x"})
+        return seen, quiet, await asyncio.wait_for(woken, 10)
+
+    assert asyncio.run(main()) == (["a", "b", "c"], False, True)
+    assert refused  # the notify watcher really was refused
+
+
 def test_digest_covers_a_prefix_and_changes_with_its_bytes(world: World) -> None:
     assert world.stream_digest("dig", 0) is not None and world.stream_digest("dig", 1) is None
     for i in range(4):

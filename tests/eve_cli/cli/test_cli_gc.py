@@ -8,18 +8,20 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import filelock
 import pytest
 from rt_support import DANGER_TOOL as DANGER
 from rt_support import call, reply, tool_file, write_agent
 from typer.testing import CliRunner
 
 from eve_cli.cli.app import app
-from eve_cli.cli.gc import parse_duration
+from eve_cli.cli.gc import FINISHED, Entry, _remove, _unlink_all, collect, parse_duration
 from eve_cli.runtime import Runtime
-from world import verify
+from world import LocalWorld, RunNotFoundError, verify
 
 runner = CliRunner()
 
@@ -152,6 +154,101 @@ def test_a_session_owned_by_a_live_process_is_never_removed(
     # The owner is gone now: its lock is free, the next gc takes the session.
     again = _gc(data, "--older-than", "1m")
     assert [(e["id"], e["action"]) for e in again["entries"]] == [(sid, "removed")]
+
+
+BLOCK = tool_file(
+    """
+    import os, time
+
+    @tool
+    def block() -> str:
+        \"\"\"Blocks until killed.\"\"\"
+        open(os.environ["GC_MARK"], "w").close()
+        time.sleep(120)
+        return "never"
+    """
+)
+
+
+def test_running_owned_and_interrupted_sessions(isolated: Path) -> None:
+    """Running under a live process: never removed, even with --force. Once that process
+    is SIGKILLed the turn is interrupted and the lock free: removed only with --force."""
+    data, mark = isolated / "data", isolated / "in-tool"
+    agent = write_agent(isolated / "agent", script=[reply("", call("block"))],
+                        tools={"block": BLOCK})  # fmt: skip
+    env = {**os.environ, "GC_MARK": str(mark), "EVE_DATA_DIR": str(data)}
+    with subprocess.Popen(
+        [sys.executable, "-m", "eve_cli", "chat", "--agent", str(agent), "--json"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=env,
+    ) as proc:  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        sid = json.loads(proc.stdout.readline())["sessionId"]
+        deadline = time.monotonic() + 60
+        while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists(), "the tool never started"
+        _age(data, 3600)
+        live = _gc(data, "--older-than", "1m", "--force", "--waiting")
+        proc.kill()
+    assert [(e["status"], e["action"]) for e in live["entries"]] == [
+        ("running", "skipped: owned by a live process")
+    ]
+    _age(data, 3600)
+    plain = _gc(data, "--older-than", "1m", "--waiting")
+    assert [(e["status"], e["action"]) for e in plain["entries"]] == [
+        ("interrupted", "skipped: interrupted (use --force)")
+    ]
+    forced = _gc(data, "--older-than", "1m", "--force")
+    assert [(e["id"], e["action"]) for e in forced["entries"]] == [(sid, "removed")]
+    assert _owned_files(data, sid) == [] and not (data / "runs" / sid).exists()
+
+
+def test_a_session_that_changed_after_the_listing_is_kept(
+    isolated: Path, sessions: dict[str, str]
+) -> None:
+    """gc decides again under the session's locks: a message delivered since it looked
+    keeps the session (and the message)."""
+    data, sid = isolated / "data", sessions["waiting"]
+    _age(data, 3600)
+    cutoff, allowed = time.time() - 60, {*FINISHED, "waiting"}
+    [entry] = [e for e in collect(data, cutoff, allowed, dry_run=True) if e.id == sid]
+    assert entry.action == "would remove"
+    rt = Runtime(data)
+    asyncio.run(rt.deliver(sid, "still here"))
+    try:
+        assert _remove(rt, data, entry, cutoff, allowed) == (
+            "skipped: changed while gc ran (now waiting)"
+        )
+    finally:
+        rt.close()
+    assert LocalWorld(data).read_inbox(sid)[0][-1].payload["text"] == "still here"
+
+
+def test_a_process_waiting_for_a_session_gc_removes_finds_no_session(
+    isolated: Path, sessions: dict[str, str]
+) -> None:
+    """A process that waits for the lease (or the inbox lock) while gc removes the session
+    gets a clear "no session" instead of running, or delivering to, a half-removed one."""
+    data, sid = isolated / "data", sessions["waiting"]
+    gc_world, waiter = LocalWorld(data), LocalWorld(data)
+    lease = gc_world.acquire(sid)
+    inbox = filelock.FileLock(str(data / "runs" / sid / "inbox.lock"), preserve_lock_file=True)
+    inbox.acquire()
+    with ThreadPoolExecutor(2) as pool:
+        owner = pool.submit(waiter.acquire, sid, 30.0)
+        delivery = pool.submit(waiter.deliver, sid, "tok", {"kind": "message", "text": "x"})
+        time.sleep(0.5)  # both are waiting on the locks gc holds
+        entry = Entry(sid, "waiting", 0.0, 0, [])
+        assert _unlink_all(data, data / "runs" / sid, entry) == "removed"
+        inbox.release()
+        lease.release()
+        for future in (owner, delivery):
+            with pytest.raises(RunNotFoundError):
+                future.result(timeout=60)
+    assert not (data / "runs" / sid / "journal.msgpack").exists()
 
 
 def test_leftovers_of_an_interrupted_removal_are_swept(
