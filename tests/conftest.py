@@ -9,6 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests check behaviour, not speed: a shared, loaded machine must not fail them on
+# hypothesis's per-example deadline (speed is measured by benchmarks/).
+settings.register_profile("eve", deadline=None)
+settings.load_profile("eve")
 
 # Variables that would let a test reach a real provider or a user's data.
 _SCRUBBED = (

@@ -72,7 +72,7 @@ class Supervisor:
             while session_id in self._dirty and not self._closing:
                 self._dirty.discard(session_id)
                 try:
-                    await self._runtime.drive(session_id)
+                    await self._runtime.drive(session_id, view=False)  # the view is not used
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # one session's failure must not stop the server
