@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from eve_cli.execution._event_form import pack, unpack
 from world import World
 
 KEY = "_k"
@@ -100,8 +101,9 @@ def now_iso() -> str:
 
 
 def stored_event(type: str, at: float, data: dict[str, Any]) -> dict[str, Any]:
-    """An event as stored: no session id (the stream names it), ``at`` as epoch seconds."""
-    return {"type": type, "at": round(at, 3), **data}
+    """An event as stored: no session id (the stream names it), ``at`` as epoch seconds, in
+    the compact form of :mod:`eve_cli.execution._event_form`."""
+    return pack({"type": type, "at": round(at, 3), **data})
 
 
 def read_event(
@@ -110,7 +112,7 @@ def read_event(
     """A stored event as readers see it (SPEC §8): with index, session id and ISO time, and
     ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index)."""
     event: dict[str, Any] = {}
-    for k, v in item.items():
+    for k, v in unpack(item).items():
         if k == REF:
             event["text"] = (texts or {}).get(v, "")
         elif k != KEY:

@@ -19,6 +19,7 @@ from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
 
 Outcome = Literal["continue", "done", "park", "failed"]
+DELTA_MAX = 2000  # characters of one message.appended event at most
 
 
 @dataclass
@@ -190,9 +191,10 @@ def assistant_message(response: dict[str, Any]) -> Message:
 
 
 class DeltaBuffer:
-    """Coalesces streamed text into ``message.appended`` events of a useful size: the first
-    delta at once, then whenever 48 characters are held, and at the latest 0.2 s after text
-    arrived (small replays, live output).
+    """Coalesces streamed text into ``message.appended`` events: the first delta at once,
+    then whatever arrived within 0.2 s of the text held first, as one event (at most
+    :data:`DELTA_MAX` characters). A reader sees text at most 0.2 s after the model sent it,
+    and a fast stream stores a few events a second, not one per token.
 
     Keys carry the text offset (``<call>@<start>+<length>``): when an interrupted call runs
     again, the part of its text already streamed is not appended a second time.
@@ -201,6 +203,7 @@ class DeltaBuffer:
     def __init__(self, host: StepHost, key: str, step: int) -> None:
         self.host, self.key, self.step = host, key, step
         self.held: list[str] = []
+        self.size = 0  # characters held
         self.offset = 0  # characters flushed so far
         self.timer: asyncio.TimerHandle | None = None
         self.streamed = 0  # characters an earlier run of this call already stored
@@ -211,7 +214,8 @@ class DeltaBuffer:
 
     async def add(self, text: str) -> None:
         self.held.append(text)
-        if self.offset == 0 or sum(map(len, self.held)) >= 48:
+        self.size += len(text)
+        if self.offset == 0 or self.size >= DELTA_MAX:
             self.flush()
         elif self.timer is None:
             self.timer = asyncio.get_running_loop().call_later(0.2, self.flush)
@@ -220,7 +224,9 @@ class DeltaBuffer:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        text, self.held = "".join(self.held), []
+        text, self.held, self.size = "".join(self.held), [], 0
+        if not text:
+            return  # nothing arrived since the last flush
         start, self.offset = self.offset, self.offset + len(text)
         if self.offset <= self.streamed:
             return  # stored by an earlier run of this call

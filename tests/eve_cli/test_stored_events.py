@@ -11,6 +11,7 @@ from typing import Any
 
 from rt_support import AgentFactory, call, reply
 
+from eve_cli.execution._event_form import unpack
 from eve_cli.execution._streams import EventReader
 from eve_cli.runtime import Runtime
 from world import LocalWorld, MemoryWorld
@@ -51,7 +52,7 @@ def old_form(world: Any, sid: str) -> list[dict[str, Any]]:
     """The session's stored events as eve stored them before references: text inline."""
     history = world.stream_read(f"history.{sid}")
     out = []
-    for item in world.stream_read(f"events.{sid}"):
+    for item in map(unpack, world.stream_read(f"events.{sid}")):
         out.append(
             {("text" if k == "_h" else k): (history[v]["content"] if k == "_h" else v)
              for k, v in item.items()}
@@ -76,7 +77,7 @@ def test_stored_events_refer_to_history_and_read_as_spec(
     assert completed == ["Let me check.", "All done.", "Bye"]
 
     # Stored: the texts are not copied into the event stream, only referenced.
-    stored = rt.world.stream_read(f"events.{sid}")
+    stored = [unpack(i) for i in rt.world.stream_read(f"events.{sid}")]
     messages = [i for i in stored if i["type"] in ("message.received", "message.completed")]
     assert len(messages) == 5 and all("text" not in i and "_h" in i for i in messages)
 
