@@ -4,7 +4,11 @@ Only data lives here: where history sits in the session's history stream, durabl
 pending input requests, queued deliveries, counters, the agent folder and the ``-m`` override.
 Model objects, tools, instructions and credentials are rebuilt from the agent folder at every
 turn. The snapshot is small and constant in size: history itself is an append-only stream of
-which the snapshot records only the window (``history_start``, ``history_len``).
+which the snapshot records only the window (``history_start``, ``history_len``) and where the
+compaction summary is (``summary_at``: an item of that stream, role ``summary``).
+
+Versions: 1 kept the summary text inline (``summary``); 2 keeps it in the history stream. A
+version-1 snapshot still reads (its inline summary serves until the next compaction).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import copy
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 
 @dataclass
@@ -35,7 +39,8 @@ class Snapshot:
     time_allowance: float = 0.0
     history_start: int = 0
     history_len: int = 0
-    summary: str | None = None
+    summary_at: int | None = None  # history index of the current summary item
+    summary: str | None = None  # version 1 only: the summary text inline
     compactions: int = 0
     state: dict[str, Any] = field(default_factory=dict)
     approved_tools: list[str] = field(default_factory=list)
@@ -49,19 +54,51 @@ class Snapshot:
 
     def to_data(self) -> dict[str, Any]:
         """Plain data; fields at their default are left out (the snapshot is journaled at
-        every turn boundary, so its size is paid per turn)."""
-        data = {k: v for k, v in asdict(self).items() if v != _DEFAULTS.get(k, _MISSING)}
+        every turn boundary, so its size is paid per turn), and so is ``id``: the run that
+        reads the snapshot knows it (the session's run id, or its parent's for a turn)."""
+        data = {
+            CODES[k]: v
+            for k, v in asdict(self).items()
+            if k != "id" and v != _DEFAULTS.get(k, _MISSING)
+        }
         data["v"] = SNAPSHOT_VERSION
         return data
 
     @classmethod
-    def from_data(cls, data: dict[str, Any]) -> Snapshot:
+    def from_data(cls, data: dict[str, Any], id: str = "") -> Snapshot:
+        """Read a snapshot of any version; ``id`` when the data has none (version 2)."""
         data = migrate(copy.deepcopy(data))  # never alias a run's recorded input
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        values.setdefault("id", id)
+        return cls(**values)
 
     def copy(self) -> Snapshot:
-        return Snapshot.from_data(self.to_data())
+        return Snapshot.from_data(self.to_data(), self.id)
+
+    def changes_since(self, before: Snapshot) -> dict[str, Any]:
+        """The fields that differ from ``before`` (what a turn returns instead of the whole
+        snapshot: the driver already has ``before``)."""
+        old, new = asdict(before), asdict(self)
+        return {CODES[k]: v for k, v in new.items() if old[k] != v and k != "id"}
+
+    def patched(self, changes: dict[str, Any]) -> Snapshot:
+        """A copy with ``changes`` (from :meth:`changes_since`) applied."""
+        data = asdict(self)
+        data.update({NAMES[k]: copy.deepcopy(v) for k, v in changes.items() if k in NAMES})
+        return Snapshot(**data)
+
+
+# The stored name of each field from version 2 on (journaled 2-3 times a turn: short).
+CODES = {
+    "id": "id", "token": "k", "agent_dir": "a", "model": "m", "mode": "o", "created_at": "c",
+    "gen": "g", "turns": "t", "steps": "s", "model_calls": "n", "tokens": "x",
+    "token_allowance": "xa", "time_allowance": "ta", "history_start": "hs",
+    "history_len": "hl", "summary_at": "sa", "summary": "su", "compactions": "cp",
+    "state": "st", "approved_tools": "ap", "pending": "p", "queued": "q", "task": "tk",
+    "parent": "pa", "cancel_token": "ck", "ended": "e",
+}  # fmt: skip
+NAMES = {code: name for name, code in CODES.items()}
 
 
 _MISSING = object()
@@ -73,13 +110,20 @@ _DEFAULTS: dict[str, Any] = {
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring an older snapshot to :data:`SNAPSHOT_VERSION` (version 1 is the first)."""
+    """Bring an older snapshot to :data:`SNAPSHOT_VERSION`.
+
+    1 -> 2: version 2 stores fields under short names (:data:`CODES`) and leaves ``id`` to
+    the reader; a version-1 ``summary`` stays inline (read as before) until the next
+    compaction moves the summary into the history stream. Returns field names.
+    """
     version = data.pop("v", 1)
     if version > SNAPSHOT_VERSION:
         raise ValueError(
             f"session snapshot version {version} is newer than this eve ({SNAPSHOT_VERSION}); "
             "upgrade eve"
         )
+    if version >= 2:
+        data = {NAMES.get(k, k): v for k, v in data.items()}
     return data
 
 
@@ -89,3 +133,6 @@ def events_stream(session_id: str) -> str:
 
 def history_stream(session_id: str) -> str:
     return f"history.{session_id}"
+
+
+SUMMARY_ROLE = "summary"  # a history item holding a compaction summary (not sent as such)

@@ -28,9 +28,9 @@ from eve_cli._loader import (
 from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
-from eve_cli.execution._streams import KeyedStream, read_event, stored_event, strip_key
+from eve_cli.execution._host import read_window, window_messages
+from eve_cli.execution._streams import EventReader, KeyedStream, stored_event
 from eve_cli.execution._view import TAIL, ViewCache, fold, summary
-from eve_cli.harness._compaction import summary_message
 from world import (
     Engine,
     NoActiveRunError,
@@ -263,12 +263,12 @@ class Runtime:
         ``session.started``): a turn starts with nothing pending, so nothing older matters,
         and a delivery to an old session costs what it costs to a new one."""
         name = events_stream(sid)
+        reader = EventReader(self.world, sid)
         tail: list[dict[str, Any]] = []
         end, chunk = self.world.stream_length(name), 16
         while end > 0:
             start = max(0, end - chunk)
-            items = self.world.stream_read(name, start, end)
-            tail[:0] = [read_event(sid, start + i, item) for i, item in enumerate(items)]
+            tail[:0] = reader.read(start, self.world.stream_read(name, start, end))
             for i in range(len(tail) - 1, -1, -1):
                 if tail[i].get("type") in _TURN_BOUNDARIES:
                     return str(fold(sid, tail[i:])["status"])
@@ -331,14 +331,20 @@ class Runtime:
         """Wipe history and state; the session id stays."""
         return await self._operation(sid, "reset")
 
-    async def drive(self, sid: str, *, wait: float | None = None) -> dict[str, Any]:
-        """Own the session and run it until it waits, parks or ends; returns its view.
+    async def drive(
+        self, sid: str, *, wait: float | None = None, view: bool = True
+    ) -> dict[str, Any]:
+        """Own the session and run it until it waits, parks or ends; returns its view
+        (``view=False``: only ``{"id", "status"}``, from the latest events: the whole view
+        folds every event of the session, which costs what the session's age does).
 
         Raises:
             world.OwnershipError: another process drives this session.
         """
         self._meta(sid)
         await self.engine.run(sid, wait=wait)
+        if not view:
+            return {"id": sid, "status": self._status(sid)}
         return self.session(sid)
 
     async def wait(self, sid: str, timeout: float) -> bool:
@@ -440,12 +446,8 @@ class Runtime:
                 data = record.get("input")
         if data is None:
             return []
-        snap = Snapshot.from_data(data)
-        items = self.world.stream_read(history_stream(sid), snap.history_start, snap.history_len)
-        messages = [strip_key(m) for m in items]
-        if snap.summary:
-            messages.insert(0, summary_message(snap.summary))
-        return messages
+        messages, _, summary_text = read_window(self.world, Snapshot.from_data(data, sid))
+        return window_messages(messages, summary_text)
 
     def _bytes(self, sid: str) -> int | None:
         """Bytes on disk of a session (journal, inbox, streams); None off the local world."""
@@ -469,8 +471,7 @@ class Runtime:
         name = events_stream(sid)
         length = self.world.stream_length(name)
         first = max(0, length + start) if start < 0 else start
-        items = self.world.stream_read(name, first, length)
-        return [read_event(sid, first + i, item) for i, item in enumerate(items)]
+        return EventReader(self.world, sid).read(first, self.world.stream_read(name, first, length))
 
     async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""
@@ -478,8 +479,9 @@ class Runtime:
         name = events_stream(sid)
         if start < 0:
             start = max(0, self.world.stream_length(name) + start)
+        reader = EventReader(self.world, sid)
         async for index, item in self.world.stream_tail(name, start):
-            yield read_event(sid, index, item)
+            yield reader.read(index, [item])[0]
 
     def close(self) -> None:
         self.world.close()

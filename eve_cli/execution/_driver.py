@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 
 
 async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
-    snap = Snapshot.from_data(data)
-    if not snap.id:
-        snap.id = ctx.run_id
+    snap = Snapshot.from_data(data, ctx.run_id)
     agent = executor.agent_or_fallback(snap.agent_dir)
     host = SessionHost(executor, ctx, snap, agent)
     key = f"g{snap.gen}"
@@ -53,11 +51,12 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     kind = payload.get("kind")
     if kind == "message":
         try:
-            result = await ctx.run_child(TURN_WORKFLOW, {"snap": snap.to_data(), "start": payload})
+            start = take_message(host, payload)
+            result = await ctx.run_child(TURN_WORKFLOW, {"snap": snap.to_data(), "start": start})
         except Exception as exc:
             host.emit("turn.failed", {"error": f"{type(exc).__name__}: {exc}"}, f"{key}:tfail")
-            result = {"snap": snap.to_data(), "outcome": "failed", "error": str(exc), "text": ""}
-        snap = Snapshot.from_data(result["snap"])
+            result = {"outcome": "failed", "error": str(exc)}
+        snap = turn_snapshot(snap, result)  # snap is what the turn started from
         host.snap = snap
         if snap.mode == "task":
             return _end_task(host, result)
@@ -77,9 +76,29 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     return None
 
 
+def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
+    """The start of a turn for a delivered message: the message goes into the history stream
+    here (under the key the turn would use), and the turn gets its index, not its text."""
+    snap = host.snap
+    turn_id = f"t{snap.turns + 1}"
+    message = {"role": "user", "content": str(payload.get("text", ""))}
+    index = host.append_history(message, f"{turn_id}:in:u")
+    return {k: v for k, v in payload.items() if k != "text"} | {"h": index}
+
+
+def turn_snapshot(before: Snapshot, result: dict[str, Any]) -> Snapshot:
+    """The session after a turn: its result carries the changed fields (``changes``), or the
+    whole snapshot (``snap``, as an earlier eve journaled it), or neither (it failed before
+    changing anything)."""
+    if "snap" in result:
+        return Snapshot.from_data(result["snap"], before.id)
+    return before.patched(result.get("changes") or {})
+
+
 def _clear(snap: Snapshot) -> None:
     snap.history_start = snap.history_len
     snap.summary = None
+    snap.summary_at = None
 
 
 def _end_task(host: SessionHost, result: dict[str, Any]) -> dict[str, Any]:

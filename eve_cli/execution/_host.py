@@ -12,17 +12,45 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
-from eve_cli._session import Snapshot, events_stream, history_stream
+from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream
 from eve_cli.execution._streams import KeyedStream, stored_event, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
-from world import WorkflowContext
+from world import WorkflowContext, World
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
 
 SESSION_WORKFLOW = "eve.session"
 TURN_WORKFLOW = "eve.turn"
+
+
+def read_window(world: World, snap: Snapshot) -> tuple[list[Message], list[int], str | None]:
+    """The snapshot's window of its history stream: the messages (summary items left out),
+    their indexes in the stream, and the text of the current summary, if any."""
+    items = world.stream_read(history_stream(snap.id), snap.history_start, snap.history_len)
+    return window_of(world, snap, items)
+
+
+def window_of(
+    world: World, snap: Snapshot, items: list[dict[str, Any]]
+) -> tuple[list[Message], list[int], str | None]:
+    """:func:`read_window` of the window's ``items`` as read (keys stripped or not)."""
+    name = history_stream(snap.id)
+    kept = [i for i, m in enumerate(items) if m.get("role") != SUMMARY_ROLE]
+    messages = [strip_key(items[i]) for i in kept]
+    text = snap.summary
+    if snap.summary_at is not None:
+        at = snap.summary_at - snap.history_start
+        found = items[at : at + 1] if at >= 0 else []
+        found = found or world.stream_read(name, snap.summary_at, snap.summary_at + 1)
+        text = str(found[0].get("content") or "") if found else None
+    return messages, [snap.history_start + i for i in kept], text
+
+
+def window_messages(messages: list[Message], summary: str | None) -> list[Message]:
+    """What the model sees: the summary first, then the window."""
+    return [summary_message(summary), *messages] if summary else list(messages)
 
 
 def as_epoch(value: Any) -> float:
@@ -41,8 +69,10 @@ class SessionHost:
         snap: Snapshot,
         agent: AgentDefinition,
         turn_id: str | None = None,
+        before: Snapshot | None = None,
     ) -> None:
         self.executor = executor
+        self.before = before  # a turn's snapshot as it started (its result is the difference)
         self.ctx = ctx
         self.snap = snap
         self.agent = agent
@@ -54,7 +84,9 @@ class SessionHost:
         self.last_text = ""
         # The history window as last read (valid while the snapshot's window is unchanged).
         self._window: list[Message] | None = None
-        self._window_at = (-1, -1)
+        self._summary: str | None = None
+        self._indexes: list[int] = []
+        self._window_at: tuple[int, int, int | None] = (-1, -1, None)
         self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
         self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
 
@@ -93,32 +125,58 @@ class SessionHost:
     def emitted_keys(self, prefix: str) -> list[str]:
         return self.events.keys_starting(prefix)
 
-    def append_history(self, message: Message, key: str) -> None:
-        self.history.append(key, message)
+    def append_history(self, message: Message, key: str) -> int:
+        """Append ``message`` (idempotent by ``key``) and take it into the window."""
+        fresh = self.history.index_of(key) is None
+        index = self.store_history(message, key)
+        self.adopt_history(index, message if fresh else None)
+        return index
+
+    def store_history(self, message: Message, key: str) -> int:
+        """Store ``message`` under ``key`` (or find what an earlier run stored there) without
+        moving the window: safe inside a step function, which a replay does not re-run."""
+        return self.history.put(key, message)
+
+    def adopt_history(self, index: int, message: Message | None = None) -> Message:
+        """Take the stored item ``index`` into the window (the snapshot's length moves past
+        it); returns it as stored (read back when not given)."""
+        snap = self.snap
+        if message is None:
+            items = self.executor.world.stream_read(history_stream(snap.id), index, index + 1)
+            message = strip_key(items[0]) if items else {}
         cached = self._window is not None and self._window_at == self._window_key()
-        self.snap.history_len += 1
-        if cached and self._window is not None:
+        snap.history_len = max(snap.history_len, index + 1)
+        if cached and self._window is not None and message.get("role") != SUMMARY_ROLE:
             self._window.append(strip_key(dict(message)))
+            self._indexes.append(index)
             self._window_at = self._window_key()
         if message.get("role") == "assistant":
             self.last_text = str(message.get("content") or "")
+        return message
 
-    def _window_key(self) -> tuple[int, int]:
-        return self.snap.history_start, self.snap.history_len
+    def _window_key(self) -> tuple[int, int, int | None]:
+        return self.snap.history_start, self.snap.history_len, self.snap.summary_at
+
+    def summary_text(self) -> str | None:
+        """The current compaction summary (None before the first)."""
+        self.read_history()
+        return self._summary
+
+    def history_index(self, position: int) -> int:
+        self.read_history()
+        return self._indexes[position] if position < len(self._indexes) else self.snap.history_len
 
     def read_history(self) -> list[Message]:
         """The model's view of the history: the snapshot's window of the history stream
         (read once per host, then kept in step with appends), the summary first."""
-        snap = self.snap
         if self._window is None or self._window_at != self._window_key():
-            self._window = self.executor.history_window(
-                snap.id, snap.history_start, snap.history_len
+            snap = self.snap
+            items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
+            self._window, self._indexes, self._summary = window_of(
+                self.executor.world, snap, items
             )
             self._window_at = self._window_key()
-        messages = list(self._window)
-        if snap.summary:
-            messages.insert(0, summary_message(snap.summary))
-        return messages
+        return window_messages(self._window, self._summary)
 
     def now(self) -> float:
         return as_epoch(self.ctx.now())

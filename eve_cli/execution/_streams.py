@@ -11,9 +11,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from eve_cli.execution._event_form import pack, unpack
 from world import World
 
 KEY = "_k"
+REF = "_h"  # an event's reference to the history item holding its text
 _CHUNK = 256
 _FIRST_CHUNK = 4
 
@@ -25,24 +27,26 @@ class KeyedStream:
         self.world = world
         self.name = name
         self.prefix = f"{gen}:"
-        self._keys: set[str] | None = None
+        self._keys: dict[str, int] | None = None  # key -> index, this generation's items
         self._by_head: dict[str, list[str]] = {}  # "<...>@" -> the keys that start with it
 
-    def _load(self) -> set[str]:
-        keys: set[str] = set()
+    def _load(self) -> dict[str, int]:
+        keys: dict[str, int] = {}
         end, chunk = self.world.stream_length(self.name), _FIRST_CHUNK
         while end > 0:
             # Small reads first: a new generation usually has no item yet (a turn starts one).
             start = max(0, end - chunk)
-            for item in reversed(self.world.stream_read(self.name, start, end)):
+            items = self.world.stream_read(self.name, start, end)
+            for offset in range(len(items) - 1, -1, -1):
+                item = items[offset]
                 key = item.get(KEY, "") if isinstance(item, dict) else ""
                 if not key.startswith(self.prefix):
                     return keys
-                keys.add(key)
+                keys[key] = start + offset
             end, chunk = start, min(chunk * 4, _CHUNK)
         return keys
 
-    def _loaded(self) -> set[str]:
+    def _loaded(self) -> dict[str, int]:
         if self._keys is None:
             self._keys = self._load()
             for key in self._keys:
@@ -64,16 +68,27 @@ class KeyedStream:
 
     def append(self, key: str, item: dict[str, Any]) -> bool:
         """Append ``item`` under ``key`` unless it is already there; True when written."""
+        if self.prefix + key in self._loaded():
+            return False
+        self.put(key, item)
+        return True
+
+    def index_of(self, key: str) -> int | None:
+        """Where the item stored under ``key`` is; None when there is none."""
+        return self._loaded().get(self.prefix + key)
+
+    def put(self, key: str, item: dict[str, Any]) -> int:
+        """The index of the item stored under ``key``: ``item`` appended unless one is there
+        (a re-run of interrupted work finds what its first run stored)."""
         keys = self._loaded()
         full = self.prefix + key
-        if full in keys:
-            return False
-        item = item.copy()
-        item[KEY] = full
-        self.world.stream_append(self.name, item)
-        keys.add(full)
-        self._index(full)
-        return True
+        index = keys.get(full)
+        if index is None:
+            item = item.copy()
+            item[KEY] = full
+            index = keys[full] = self.world.stream_append(self.name, item)
+            self._index(full)
+        return index
 
 
 def strip_key(item: dict[str, Any]) -> dict[str, Any]:
@@ -86,16 +101,53 @@ def now_iso() -> str:
 
 
 def stored_event(type: str, at: float, data: dict[str, Any]) -> dict[str, Any]:
-    """An event as stored: no session id (the stream names it), ``at`` as epoch seconds."""
-    return {"type": type, "at": round(at, 3), **data}
+    """An event as stored: no session id (the stream names it), ``at`` as epoch seconds, in
+    the compact form of :mod:`eve_cli.execution._event_form`."""
+    return pack({"type": type, "at": round(at, 3), **data})
 
 
-def read_event(session_id: str, index: int, item: dict[str, Any]) -> dict[str, Any]:
-    """A stored event as readers see it (SPEC §8): with index, session id and ISO time."""
-    event = {k: v for k, v in item.items() if k != KEY}
+def read_event(
+    session_id: str, index: int, item: dict[str, Any], texts: dict[int, str] | None = None
+) -> dict[str, Any]:
+    """A stored event as readers see it (SPEC §8): with index, session id and ISO time, and
+    ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index)."""
+    event: dict[str, Any] = {}
+    for k, v in unpack(item).items():
+        if k == REF:
+            event["text"] = (texts or {}).get(v, "")
+        elif k != KEY:
+            event[k] = v
     at = event.get("at")
     if isinstance(at, int | float):
         event["at"] = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
     event["index"] = index
     event.setdefault("sessionId", session_id)
     return event
+
+
+class EventReader:
+    """Reads one session's stored events as SPEC §8 events (see :func:`read_event`)."""
+
+    def __init__(self, world: World, session_id: str) -> None:
+        self.world = world
+        self.session_id = session_id
+        self.history = f"history.{session_id}"  # eve_cli._session.history_stream
+
+    def read(self, first: int, items: list[Any]) -> list[dict[str, Any]]:
+        """The events stored at ``first``, ``first + 1``, ... (as read from the stream)."""
+        texts = self.texts({i[REF] for i in items if isinstance(i, dict) and REF in i})
+        return [read_event(self.session_id, first + i, item, texts) for i, item in enumerate(items)]
+
+    def texts(self, refs: set[int]) -> dict[int, str]:
+        """The text (``content``) of the history items ``refs``: one read when they are close
+        together (a session's events refer to about every history item), else one each."""
+        if not refs:
+            return {}
+        low, high = min(refs), max(refs)
+        spans = [(low, high + 1)] if high - low < 4 * len(refs) + 64 else [(r, r + 1) for r in refs]
+        found: dict[int, str] = {}
+        for start, end in spans:
+            for offset, item in enumerate(self.world.stream_read(self.history, start, end)):
+                if start + offset in refs and isinstance(item, dict):
+                    found[start + offset] = str(item.get("content") or "")
+        return found

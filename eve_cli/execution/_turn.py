@@ -23,20 +23,23 @@ TASK_WAIT_ERROR = "a task cannot wait for input (approval or question); it fails
 
 
 async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
-    """Run one turn; returns ``{"snap", "outcome", "text", "error"}``."""
-    snap = Snapshot.from_data(data["snap"])
+    """Run one turn; returns ``{"changes", "outcome"[, "text", "error", "handedBack"]}``
+    (``changes``: the snapshot fields the turn changed; the driver has the rest)."""
+    snap = Snapshot.from_data(data["snap"], ctx.run_id.rsplit(".", 1)[0])
+    before = snap.copy()
     snap.turns += 1
     turn_id = f"t{snap.turns}"
     try:
         agent = executor.agent_for(snap.agent_dir)
     except Exception as exc:
-        host = SessionHost(executor, ctx, snap, executor.fallback_agent(), turn_id)
+        host = SessionHost(executor, ctx, snap, executor.fallback_agent(), turn_id, before)
         host.emit("turn.started", {}, f"{turn_id}:start")
         return _finish(host, "failed", str(exc))
-    host = SessionHost(executor, ctx, snap, agent, turn_id)
+    host = SessionHost(executor, ctx, snap, agent, turn_id, before)
     host.emit("turn.started", {}, f"{turn_id}:start")
     start = data["start"]
-    fold_message(host, str(start.get("text", "")), f"{turn_id}:in", "started", None)
+    # The driver stored the message in history ("h"); an earlier eve passed its text.
+    fold_message(host, str(start.get("text", "")), f"{turn_id}:in", "started", None, start.get("h"))
     hook = ctx.hook(snap.token) if snap.token else None
     # A sub-agent's turn watches the root session's hook: a cancel ends it, anything else it
     # takes is handed back to the parent turn with the result.
@@ -106,11 +109,17 @@ def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any
         data["error"] = error
     event = {"completed": "turn.completed", "failed": "turn.failed", "cancelled": "turn.cancelled"}
     host.emit(event[outcome], data, f"{host.turn_id}:end")
-    return {
-        "snap": host.snap.to_data(),
-        "outcome": outcome,
-        # Only a task's driver needs the final text (its result); a session's has it in history.
-        "text": host.last_text if host.snap.mode == "task" else "",
-        "error": error,
-        "handedBack": host.handed_back + host.take_deferred(),
-    }
+    # Journaled three times (the turn's result, the driver's copy, the head): only what changed.
+    result: dict[str, Any] = {"outcome": outcome}
+    if host.before is not None:
+        result["changes"] = host.snap.changes_since(host.before)
+    else:
+        result["snap"] = host.snap.to_data()
+    # Only a task's driver needs the final text (its result); a session's has it in history.
+    if host.snap.mode == "task":
+        result["text"] = host.last_text
+    if error:
+        result["error"] = error
+    if handed := host.handed_back + host.take_deferred():
+        result["handedBack"] = handed
+    return result

@@ -157,7 +157,8 @@ class ViewCache:
     def __init__(self, world: World, size: int = 32) -> None:
         self.world = world
         self.size = size
-        self._folds: OrderedDict[str, tuple[ViewFold, Any]] = OrderedDict()
+        # session id -> (fold, digest of the events it folded, its finished turns pickled)
+        self._folds: OrderedDict[str, tuple[ViewFold, Any, list[bytes]]] = OrderedDict()
 
     def view(
         self, session_id: str, stream: str, read: Callable[[int], list[dict[str, Any]]]
@@ -165,25 +166,34 @@ class ViewCache:
         """The view of ``session_id`` whose events are ``stream``; ``read(start)`` returns
         the stored events from ``start`` (as readers see them)."""
         cached = self._folds.pop(session_id, None)
-        folded = None
-        if cached is not None:
-            folded, digest = cached
-            if self.world.stream_digest(stream, folded.view["events"]) != digest:
-                folded = None  # rewritten or damaged since: read it all again
-        if folded is None:
-            folded = ViewFold(session_id)
+        if (
+            cached is not None
+            and self.world.stream_digest(stream, cached[0].view["events"]) != cached[1]
+        ):
+            cached = None  # rewritten or damaged since: read it all again
+        folded, frozen = (
+            (cached[0], cached[2]) if cached is not None else (ViewFold(session_id), [])
+        )
         folded.feed(read(folded.view["events"]))
         digest = self.world.stream_digest(stream, folded.view["events"])
         if digest is not None:
-            self._folds[session_id] = (folded, digest)
+            self._folds[session_id] = (folded, digest, frozen)
             while len(self._folds) > self.size:
                 self._folds.popitem(last=False)
-        return _copy(folded.view)
+        return _copy(folded.view, frozen)
 
 
-def _copy(view: dict[str, Any]) -> dict[str, Any]:
-    try:  # four times faster than deepcopy on plain data
-        copied: dict[str, Any] = pickle.loads(pickle.dumps(view, pickle.HIGHEST_PROTOCOL))
+def _copy(view: dict[str, Any], frozen: list[bytes]) -> dict[str, Any]:
+    """A deep copy of ``view``. Events change only the last turn, so the turns before it are
+    pickled once (into ``frozen``) and only unpickled for each copy."""
+    try:  # pickle: four times faster than deepcopy on plain data
+        turns = view["turns"]
+        while len(frozen) < len(turns) - 1:
+            frozen.append(pickle.dumps(turns[len(frozen)], pickle.HIGHEST_PROTOCOL))
+        copied: dict[str, Any] = pickle.loads(
+            pickle.dumps({**view, "turns": turns[len(frozen) :]}, pickle.HIGHEST_PROTOCOL)
+        )
+        copied["turns"][:0] = [pickle.loads(b) for b in frozen]
     except Exception:
         copied = copy.deepcopy(view)
     return copied

@@ -1,11 +1,16 @@
 """Compaction: before a model call whose estimated input would not fit, replace older history
 by a summary and keep the recent tail. A failed summary keeps the old history (reported).
+
+The summary is an item of the history stream (role ``summary``), stored by the summarising
+step itself, whose journaled result is only its index: neither the journal nor the snapshot
+carries the summary text, so their size does not grow with the session's age.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from eve_cli._session import SUMMARY_ROLE
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
 from eve_cli.models._tokens import _message_text, estimate_request, estimate_text
@@ -59,7 +64,8 @@ async def compact(
 ) -> bool:
     """Summarise older history; returns True when history was replaced."""
     snap = host.snap
-    window = host.read_history()[1 if snap.summary else 0 :]
+    current = host.summary_text()
+    window = host.read_history()[1 if current else 0 :]
     budget = max(threshold(host) // 2, 1)
     cut = len(window) if force else _tail_start(window, budget)
     if cut <= 0 and not force:
@@ -71,7 +77,8 @@ async def compact(
         step,
     )
     older = window[:cut]
-    prior = [summary_message(snap.summary)] if snap.summary else []
+    prior = [summary_message(current)] if current else []
+    item_key = f"{key}:sum"
     model = host.model()
     call_index = snap.model_calls
 
@@ -89,7 +96,9 @@ async def compact(
             return {"error": str(exc)}
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
-        return {"text": response.text}
+        # Stored here, not by the workflow after the step: the journal keeps only the index.
+        index = host.store_history({"role": SUMMARY_ROLE, "content": response.text}, item_key)
+        return {"h": index, "tokens": estimate_text(response.text)}
 
     result = await host.action(f"compact:{key}", summarise)
     if "error" in result:
@@ -100,8 +109,16 @@ async def compact(
             step,
         )
         return False
-    snap.summary = result["text"]
-    snap.history_start = snap.history_len - (len(window) - cut)
+    if "h" in result:
+        index, tokens = result["h"], result["tokens"]
+    else:  # journaled by an earlier eve, which kept the text in the step result
+        text = str(result.get("text") or "")
+        index = host.store_history({"role": SUMMARY_ROLE, "content": text}, item_key)
+        tokens = estimate_text(text)
+    snap.history_start = host.history_index(cut)
+    host.adopt_history(index)
+    snap.summary_at = index
+    snap.summary = None
     snap.compactions += 1
     host.emit(
         "compaction.completed",
@@ -109,7 +126,7 @@ async def compact(
             "status": "completed",
             "removedMessages": cut,
             "keptMessages": len(window) - cut,
-            "summaryTokens": estimate_text(result["text"]),
+            "summaryTokens": tokens,
         },
         f"{key}:cdone",
         step,

@@ -40,12 +40,31 @@ class StepHost(Protocol):
         """Keys of events already stored for this generation that start with ``prefix``."""
         ...
 
-    def append_history(self, message: Message, key: str) -> None:
-        """Append a message to the session history (idempotent by ``key``)."""
+    def append_history(self, message: Message, key: str) -> int:
+        """Append a message to the session history (idempotent by ``key``); its index."""
+        ...
+
+    def store_history(self, message: Message, key: str) -> int:
+        """Store a history item under ``key`` (or find the one stored there) without taking it
+        into the window: what a step function does (a replay then calls :meth:`adopt_history`
+        with the index the step returned)."""
+        ...
+
+    def adopt_history(self, index: int, message: Message | None = None) -> Message:
+        """Take stored item ``index`` into the window; returns it as stored."""
         ...
 
     def read_history(self) -> list[Message]:
         """The model's view: the summary (if any) then the messages since the window start."""
+        ...
+
+    def summary_text(self) -> str | None:
+        """The current compaction summary (None before the first)."""
+        ...
+
+    def history_index(self, position: int) -> int:
+        """The history-stream index of message ``position`` of the window (summary not
+        counted); the window's end for ``position == len(window)``."""
         ...
 
     def now(self) -> float:

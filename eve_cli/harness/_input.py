@@ -15,10 +15,24 @@ from eve_cli.harness._host import StepHost
 Effect = Literal["none", "steered", "cancel"]
 
 
-def fold_message(host: StepHost, text: str, key: str, disposition: str, step: int | None) -> None:
-    """A user message becomes part of the running turn."""
-    host.append_history({"role": "user", "content": text}, f"{key}:u")
-    host.emit("message.received", {"text": text, "disposition": disposition}, f"{key}:m", step)
+def fold_message(
+    host: StepHost,
+    text: str,
+    key: str,
+    disposition: str,
+    step: int | None,
+    index: int | None = None,
+) -> None:
+    """A user message becomes part of the running turn (``index``: it is in history already).
+
+    The event refers to the history item (``_h``) instead of copying the text; readers see
+    the text (``execution._streams.EventReader``).
+    """
+    if index is None:
+        index = host.append_history({"role": "user", "content": text}, f"{key}:u")
+    else:
+        host.adopt_history(index)
+    host.emit("message.received", {"_h": index, "disposition": disposition}, f"{key}:m", step)
 
 
 def apply_delivery(

@@ -16,9 +16,10 @@ from eve_cli._agent_api import ToolContext, bind_state, unbind_state
 from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
 from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
-from eve_cli.models import ModelError, ModelRequest, ToolSpec
+from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
 
 Outcome = Literal["continue", "done", "park", "failed"]
+DELTA_MAX = 2000  # characters of one message.appended event at most
 
 
 @dataclass
@@ -97,15 +98,9 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
     usage["outputTokens"] += response["usage"]["output"]
     host.snap.tokens += response["usage"]["input"] + response["usage"]["output"]
     calls = response["tool_calls"]
-    host.append_history(
-        {
-            "role": "assistant",
-            "content": response["text"],
-            "tool_calls": [{k: c[k] for k in ("id", "name", "arguments")} for c in calls],
-        },
-        f"{prefix}:a",
-    )
-    host.emit("message.completed", {"role": "assistant", "text": response["text"]}, prefix, index)
+    # The reply is an item of the history stream (stored by the call's step); the event refers
+    # to it (``_h``) and readers see its text.
+    host.emit("message.completed", {"role": "assistant", "_h": response["h"]}, prefix, index)
     if not calls:
         return StepResult("done")
     host.emit(
@@ -137,6 +132,7 @@ async def call_model(
         session_id=host.session_id,
     )
     deltas = DeltaBuffer(host, f"{host.turn_id}:{index}:{m}:d", index)
+    reply_key = f"{host.turn_id}:{index}:{m}:a"
 
     async def generate() -> dict[str, Any]:
         full = ModelRequest(**{**request.__dict__, "messages": host.read_history()})
@@ -149,7 +145,7 @@ async def call_model(
             return {"error": str(exc)}
         except Exception as exc:
             return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
-        return {
+        out: dict[str, Any] = {
             "text": response.text,
             "tool_calls": [
                 {
@@ -163,16 +159,42 @@ async def call_model(
             ],
             "usage": {"input": response.usage.input_tokens, "output": response.usage.output_tokens},
         }
+        # The reply goes into history here, inside the step (so it is durable before the
+        # step's record): the journal keeps only its index, not a second copy of the text. A
+        # re-run after a crash between the two finds the first run's reply under its key.
+        reply = {"h": host.store_history(assistant_message(out), reply_key), "usage": out["usage"]}
+        bad = {c["id"]: {"error": c["error"], "raw": c["raw"]} for c in out["tool_calls"]
+               if c["error"] is not None or c["raw"] is not None}  # fmt: skip
+        if bad:
+            reply["calls"] = bad
+        return reply
 
     result: dict[str, Any] = await host.action(f"model:{n}", generate)
     snap.model_calls += 1
-    return result
+    if "error" in result:
+        return result
+    if "h" not in result:  # journaled by an earlier eve: the reply is in the step result
+        result["h"] = host.store_history(assistant_message(result), reply_key)
+    message = host.adopt_history(result["h"])
+    extra = result.get("calls") or {}
+    calls = [{**c, **extra.get(c.get("id"), {})} for c in message.get("tool_calls") or []]
+    return {**result, "text": message.get("content") or "", "tool_calls": calls}
+
+
+def assistant_message(response: dict[str, Any]) -> Message:
+    calls = response["tool_calls"]
+    return {
+        "role": "assistant",
+        "content": response["text"],
+        "tool_calls": [{k: c[k] for k in ("id", "name", "arguments")} for c in calls],
+    }
 
 
 class DeltaBuffer:
-    """Coalesces streamed text into ``message.appended`` events of a useful size: the first
-    delta at once, then whenever 48 characters are held, and at the latest 0.2 s after text
-    arrived (small replays, live output).
+    """Coalesces streamed text into ``message.appended`` events: the first delta at once,
+    then whatever arrived within 0.2 s of the text held first, as one event (at most
+    :data:`DELTA_MAX` characters). A reader sees text at most 0.2 s after the model sent it,
+    and a fast stream stores a few events a second, not one per token.
 
     Keys carry the text offset (``<call>@<start>+<length>``): when an interrupted call runs
     again, the part of its text already streamed is not appended a second time.
@@ -181,6 +203,7 @@ class DeltaBuffer:
     def __init__(self, host: StepHost, key: str, step: int) -> None:
         self.host, self.key, self.step = host, key, step
         self.held: list[str] = []
+        self.size = 0  # characters held
         self.offset = 0  # characters flushed so far
         self.timer: asyncio.TimerHandle | None = None
         self.streamed = 0  # characters an earlier run of this call already stored
@@ -191,7 +214,8 @@ class DeltaBuffer:
 
     async def add(self, text: str) -> None:
         self.held.append(text)
-        if self.offset == 0 or sum(map(len, self.held)) >= 48:
+        self.size += len(text)
+        if self.offset == 0 or self.size >= DELTA_MAX:
             self.flush()
         elif self.timer is None:
             self.timer = asyncio.get_running_loop().call_later(0.2, self.flush)
@@ -200,7 +224,9 @@ class DeltaBuffer:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        text, self.held = "".join(self.held), []
+        text, self.held, self.size = "".join(self.held), [], 0
+        if not text:
+            return  # nothing arrived since the last flush
         start, self.offset = self.offset, self.offset + len(text)
         if self.offset <= self.streamed:
             return  # stored by an earlier run of this call

@@ -17,8 +17,12 @@ async def stream_words(text: str, on_delta: DeltaCallback | None) -> None:
         await on_delta(piece)
 
 
+SUMMARY_LINES = 60  # a summary is bounded, as a real model's is: the latest lines
+
+
 def offline_summary(messages: list[Message]) -> str:
-    """A deterministic summary: who said what, one short line per message."""
+    """A deterministic summary: who said what, one short line per message (the latest
+    :data:`SUMMARY_LINES` of them, earlier summaries' lines included)."""
     lines = []
     for message in messages:
         role = message.get("role", "?")
@@ -34,7 +38,7 @@ def offline_summary(messages: list[Message]) -> str:
         if len(text) > 80:
             text = text[:77] + "..."
         lines.append(f"- {role}: {text}")
-    return "Summary of the earlier conversation:\n" + "\n".join(lines)
+    return "Summary of the earlier conversation:\n" + "\n".join(lines[-SUMMARY_LINES:])
 
 
 def last_user_text(messages: list[dict[str, Any]]) -> str:

@@ -25,7 +25,7 @@ EXPECTED = {
         "storage_growth.vs_raw",
         "storage_growth.per_turn",
     },
-    "resume_flat": {"resume_flat.turn", "resume_flat.open"},
+    "resume_flat": {"resume_flat.turn", "resume_flat.open", "resume_flat.view"},
     "parked_sessions": {
         "parked_sessions.processes",
         "parked_sessions.list",

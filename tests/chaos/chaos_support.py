@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 
+from eve_cli.execution._streams import EventReader
 from world import LocalWorld, verify
 
 # Seconds a scripted model call waits after its first streamed delta; a process planned to
@@ -177,8 +178,8 @@ class Run:
     # -- reading the session (read-only, between processes) ----------------------------------
     def events(self) -> list[dict[str, Any]]:
         world = LocalWorld(self.data)
-        try:
-            return list(world.stream_read(f"events.{self.sid}"))
+        try:  # as readers see them (stored ones refer to history for their text)
+            return EventReader(world, self.sid).read(0, world.stream_read(f"events.{self.sid}"))
         finally:
             world.close()
 

@@ -112,7 +112,10 @@ class Scenario:
             if e["type"] == "message.appended":
                 where = (e.get("turnId"), e.get("stepIndex"))
                 streamed[where] = streamed.get(where, "") + e["delta"]
-        return [*brief(events), *sorted(streamed.items())]
+        # The history too: a reply stored by a model call's step and then re-run (killed before
+        # the step's record) must be there once, never twice (D1/D2).
+        history = [(m["role"], m.get("content")) for m in self.rt.history(self.sid)]
+        return [*brief(events), *sorted(streamed.items()), *history]
 
     def effects(self) -> Counter[str]:
         return Counter(self.log.read_text().splitlines())
@@ -184,7 +187,8 @@ def test_kill_while_parked_and_wake_from_other_processes(
 
 
 # Writes 6 and 8 carry a tool's checkpoint: a kill there re-runs that tool (D2), so its "end"
-# effect repeats by design; the others must repeat nothing. (Write 3 is the child start.)
+# effect repeats by design; the others must repeat nothing. (Write 3 is the child start; 5, 7
+# and 10 are model calls' records, after their step stored the reply in history.)
 @pytest.mark.parametrize("write", [2, 3, 5, 7, 10])
 def test_kill_during_journal_write(
     tmp_path: Path, make_agent: AgentFactory, reference: Any, write: int

@@ -126,7 +126,9 @@ def test_session_view_read_again_matches_a_fresh_fold_and_reports_damage(
     from eve_cli.execution._view import fold
     from world import CorruptJournalError
 
-    agent = make_agent(script=[reply("", call("ask_question", question="?")), reply("one")])
+    agent = make_agent(
+        script=[reply("", call("ask_question", question="?")), reply("one"), reply("two")]
+    )
 
     async def main() -> None:
         rt = Runtime(agent_dir=agent)
@@ -141,6 +143,11 @@ def test_session_view_read_again_matches_a_fresh_fold_and_reports_damage(
         fresh = fold(sid, rt.events(sid))
         assert view["status"] == "waiting" and view["turns"] == fresh["turns"]
         assert view["events"] == fresh["events"] == len(rt.events(sid))
+        await rt.deliver(sid, "again")
+        view = await rt.drive(sid)  # the first turn is now kept pickled
+        view["turns"][0]["steps"].clear()
+        assert rt.session(sid)["turns"] == fold(sid, rt.events(sid))["turns"]
+        assert [t["status"] for t in view["turns"]] == ["completed", "completed"]
         data = isolated / ".workflow-data" / "streams" / f"events.{sid}.msgpack"
         raw = bytearray(data.read_bytes())
         raw[len(raw) // 3 : len(raw) // 3 + 16] = b"\xc1" * 16  # garbage in a folded event

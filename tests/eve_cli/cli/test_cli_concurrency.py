@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rt_support import call, reply, tool_file, write_agent
 
+from eve_cli.execution._streams import EventReader
 from world import LocalWorld
 
 BLOCK = tool_file(
@@ -95,8 +96,8 @@ def test_a_second_process_is_told_the_session_is_in_use_and_loses_nothing(agent:
 
 def _all_received(sid: str) -> list[str]:
     world = LocalWorld(os.environ["EVE_DATA_DIR"])
-    try:
-        events = world.stream_read(f"events.{sid}")
+    try:  # as readers see them (stored events refer to the history item for the text)
+        events = EventReader(world, sid).read(0, world.stream_read(f"events.{sid}"))
     finally:
         world.close()
     return [e.get("text") for e in events if e.get("type") == "message.received"]

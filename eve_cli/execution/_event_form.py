@@ -1,0 +1,65 @@
+"""The compact stored form of events (event form 2) and its expansion.
+
+An event is stored once per session stream and read many times, so its stored form is short:
+the type as a number (:data:`TYPES`, append-only), the common fields under one-letter names
+(:data:`FIELDS`), ``turnId`` ``t<n>`` as the number ``n``, a ``usage`` of exactly input and
+output tokens as a pair. Field order is kept, so expansion gives back exactly the event that
+was packed. Form 1 (``type`` and full names) is what earlier versions stored; it reads as is.
+An event whose data already uses one of the short names is stored in form 1.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Append-only: a stored number means the type at that position forever.
+TYPES = (
+    "session.started", "session.waiting", "session.completed", "session.failed",
+    "session.cancelled", "turn.started", "turn.waiting", "turn.completed", "turn.failed",
+    "turn.cancelled", "message.received", "message.appended", "message.completed",
+    "step.started", "step.completed", "step.failed", "actions.requested", "action.result",
+    "input.requested", "input.resolved", "compaction.requested", "compaction.completed",
+    "context.cleared", "task.started", "task.settled",
+)  # fmt: skip
+_TYPE_CODES = {name: code for code, name in enumerate(TYPES)}
+FIELDS = {
+    "type": "y", "at": "a", "turnId": "u", "stepIndex": "s", "delta": "d", "usage": "g",
+    "continuationToken": "c", "turns": "n", "steps": "m", "disposition": "p", "role": "r",
+}  # fmt: skip
+_NAMES = {code: name for name, code in FIELDS.items()}
+_TURN_ID = re.compile(r"t([0-9]{1,9})")
+_USAGE = ("inputTokens", "outputTokens")
+
+
+def pack(event: dict[str, Any]) -> dict[str, Any]:
+    """The stored form of ``event`` (``type``, ``at`` as epoch seconds, then its fields)."""
+    if any(k in _NAMES for k in event):
+        return event  # form 1: a short name would be ambiguous
+    stored: dict[str, Any] = {}
+    for key, value in event.items():
+        if key == "type":
+            value = _TYPE_CODES.get(value, value)
+        elif key == "turnId" and isinstance(value, str) and (m := _TURN_ID.fullmatch(value)):
+            value = int(m.group(1))
+        elif key == "usage" and isinstance(value, dict) and tuple(value) == _USAGE:
+            value = [value[k] for k in _USAGE]
+        stored[FIELDS.get(key, key)] = value
+    return stored
+
+
+def unpack(stored: dict[str, Any]) -> dict[str, Any]:
+    """The event ``stored`` holds, with its full field names (form 1 returned as is)."""
+    if "y" not in stored:
+        return stored
+    event: dict[str, Any] = {}
+    for code, value in stored.items():
+        key = _NAMES.get(code, code)
+        if key == "type" and isinstance(value, int):
+            value = TYPES[value] if 0 <= value < len(TYPES) else str(value)
+        elif key == "turnId" and isinstance(value, int):
+            value = f"t{value}"
+        elif key == "usage" and isinstance(value, list) and len(value) == len(_USAGE):
+            value = dict(zip(_USAGE, value, strict=True))
+        event[key] = value
+    return event

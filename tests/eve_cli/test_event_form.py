@@ -1,0 +1,50 @@
+"""Event form 2: the compact stored form expands to exactly the event that was packed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import pytest
+
+from eve_cli.execution._event_form import FIELDS, TYPES, pack, unpack
+
+EVENTS: list[dict[str, Any]] = [
+    {"type": "message.appended", "at": 1.5, "turnId": "t12", "stepIndex": 0, "delta": "Hi "},
+    {"type": "step.completed", "at": 2.0, "turnId": "t1", "stepIndex": 3,
+     "usage": {"inputTokens": 10, "outputTokens": 4}},
+    {"type": "step.completed", "at": 2.0, "usage": {"outputTokens": 4, "inputTokens": 10}},
+    {"type": "session.waiting", "at": 3.0, "continuationToken": "ab", "turns": 2, "steps": 5},
+    {"type": "message.received", "at": 4.0, "turnId": "t2", "_h": 7, "disposition": "started"},
+    {"type": "message.completed", "at": 4.0, "turnId": "x9", "role": "assistant", "_h": 8},
+    {"type": "custom.event", "at": 5.0, "anything": [1, {"a": 2}]},
+    {"type": "input.requested", "at": 6.0, "turnId": "t1", "requestId": "t1:c", "kind": "approval",
+     "tool": "deploy", "arguments": {"s": 1, "y": 2}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("event", EVENTS)
+def test_pack_then_unpack_is_the_event_itself(event: dict[str, Any]) -> None:
+    stored = pack(dict(event))
+    back = unpack(stored)
+    assert back == event and list(back) == list(event)  # same fields, same order
+
+
+def test_the_stored_form_is_short() -> None:
+    event = EVENTS[0]
+    assert len(msgpack.packb(pack(event))) < len(msgpack.packb(event)) - 35
+    assert pack(event)["y"] == TYPES.index("message.appended") and pack(event)["u"] == 12
+
+
+def test_data_using_a_short_name_is_stored_in_the_full_form() -> None:
+    event = {"type": "action.result", "at": 1.0, "callId": "c", "d": "mine"}
+    assert pack(event) == event and unpack(pack(event)) == event
+
+
+def test_the_full_form_of_earlier_versions_reads_as_is() -> None:
+    old = {"type": "message.completed", "at": "2026-01-01T00:00:00.000+00:00", "text": "x"}
+    assert unpack(old) is old
+
+
+def test_names_and_codes_are_distinct() -> None:
+    assert len(set(FIELDS.values())) == len(FIELDS) and len(set(TYPES)) == len(TYPES)

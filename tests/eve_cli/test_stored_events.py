@@ -1,0 +1,126 @@
+"""Events are stored compactly (a message's text is a reference to its history item) and read
+back exactly as SPEC §8 shapes them, whatever form they were stored in."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rt_support import AgentFactory, call, reply
+
+from eve_cli.execution._event_form import unpack
+from eve_cli.execution._streams import EventReader
+from eve_cli.runtime import Runtime
+from world import LocalWorld, MemoryWorld
+
+EXAMPLE = Path(__file__).resolve().parents[2] / ".workflow-data.example"
+ECHO = '''
+from eve_cli import tool
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo."""
+    return "echo: " + text
+'''
+
+
+def converse(rt: Runtime, messages: list[str]) -> str:
+    async def main() -> str:
+        sid = await rt.create_session()
+        for message in messages:
+            await rt.deliver(sid, message)
+            await rt.drive(sid)
+        return sid
+
+    return asyncio.run(main())
+
+
+def check_spec_shape(sid: str, events: list[dict[str, Any]]) -> None:
+    for position, event in enumerate(events):
+        assert event["index"] == position
+        assert event["sessionId"] == sid
+        assert isinstance(event["type"], str)
+        datetime.fromisoformat(event["at"])
+        assert not [k for k in event if k.startswith("_")], event  # no storage fields
+
+
+def old_form(world: Any, sid: str) -> list[dict[str, Any]]:
+    """The session's stored events as eve stored them before references: text inline."""
+    history = world.stream_read(f"history.{sid}")
+    out = []
+    for item in map(unpack, world.stream_read(f"events.{sid}")):
+        out.append(
+            {("text" if k == "_h" else k): (history[v]["content"] if k == "_h" else v)
+             for k, v in item.items()}
+        )  # fmt: skip
+    return out
+
+
+def test_stored_events_refer_to_history_and_read_as_spec(
+    tmp_path: Path, make_agent: AgentFactory
+) -> None:
+    agent = make_agent(
+        script=[reply("Let me check.", call("echo", text="hi")), reply("All done."), reply("Bye")],
+        tools={"e": ECHO},
+    )
+    rt = Runtime(data_dir=tmp_path / "data", agent_dir=agent)
+    sid = converse(rt, ["first question", "second"])
+    events = rt.events(sid)
+    check_spec_shape(sid, events)
+    received = [(e["turnId"], e["text"]) for e in events if e["type"] == "message.received"]
+    assert received == [("t1", "first question"), ("t2", "second")]
+    completed = [e["text"] for e in events if e["type"] == "message.completed"]
+    assert completed == ["Let me check.", "All done.", "Bye"]
+
+    # Stored: the texts are not copied into the event stream, only referenced.
+    stored = [unpack(i) for i in rt.world.stream_read(f"events.{sid}")]
+    messages = [i for i in stored if i["type"] in ("message.received", "message.completed")]
+    assert len(messages) == 5 and all("text" not in i and "_h" in i for i in messages)
+
+    # The same events stored in the earlier form (text inline) read identically.
+    memory = MemoryWorld()
+    for item in old_form(rt.world, sid):
+        memory.stream_append(f"events.{sid}", item)
+    assert EventReader(memory, sid).read(0, memory.stream_read(f"events.{sid}")) == events
+
+    # Every reader agrees: a tail from the start, a negative start, the view's texts.
+    async def tail() -> list[dict[str, Any]]:
+        seen = []
+        async for event in rt.tail(sid, 0):
+            seen.append(event)
+            if len(seen) == len(events):
+                return seen
+        return seen
+
+    assert asyncio.run(asyncio.wait_for(tail(), 10)) == events
+    assert rt.events(sid, -3) == events[-3:]
+    view = rt.session(sid)
+    assert [t["input"] for t in view["turns"]] == ["first question", "second"]
+    assert [s["text"] for t in view["turns"] for s in t["steps"]] == completed
+    rt.close()
+
+
+def test_example_data_in_the_earlier_stored_form_reads_unchanged(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(EXAMPLE, data)
+    world = LocalWorld(data)
+    try:
+        [sid] = world.families()
+        stored = world.stream_read(f"events.{sid}")
+        events = EventReader(world, sid).read(0, stored)
+    finally:
+        world.close()
+    assert any("text" in i for i in stored if i["type"] == "message.received")
+    check_spec_shape(sid, events)
+    for item, event in zip(stored, events, strict=True):  # only index, id and ISO time added
+        expected = {k: v for k, v in item.items() if k != "_k"}
+        expected["at"] = event["at"]
+        assert event == {**expected, "index": event["index"], "sessionId": sid}
+        if isinstance(item["at"], float):  # epoch seconds (the first versions stored ISO)
+            assert datetime.fromisoformat(event["at"]).timestamp() == round(item["at"], 3)
+        else:
+            assert event["at"] == item["at"]
