@@ -5,7 +5,8 @@ tools). For each level of concurrency C, C clients each create a session, follow
 event stream and, turn after turn, post a message and wait for that turn's ``turn.completed``
 on the stream. Every turn is one step.
 
-* ``server_throughput.steps_per_s.<C>``: steps per second over all C sessions.
+* ``server_throughput.steps_per_s.<C>``: steps per second over all C sessions, timed from the
+  moment every session exists and has its stream open (creating them is not counted).
 * ``server_throughput.latency_p50.<C>`` / ``latency_p99.<C>``: seconds from posting a message
   to its ``turn.completed`` event reaching the client.
 * ``server_throughput.scaling``: steps per second at the highest C against C = 1 (``ratio``):
@@ -59,14 +60,23 @@ def _serve(agent: Path, data: Path) -> tuple[subprocess.Popen[str], str]:
 
 
 async def _client(
-    http: httpx.AsyncClient, turns: int, rng: random.Random, latencies: list[float]
+    http: httpx.AsyncClient,
+    turns: int,
+    rng: random.Random,
+    ready: asyncio.Barrier,
+    latencies: list[float],
 ) -> int:
-    created = await http.post(f"{PREFIX}/session", json={})
-    created.raise_for_status()
+    try:
+        created = await http.post(f"{PREFIX}/session", json={})
+        created.raise_for_status()
+    except BaseException:
+        await ready.abort()  # the others must not wait for this one
+        raise
     sid = created.json()["sessionId"]
     done = 0
     async with http.stream("GET", f"{PREFIX}/session/{sid}/stream?startIndex=0") as stream:
         lines = stream.aiter_lines()
+        await ready.wait()  # every session exists and is followed: the turns start together
         for _ in range(turns):
             started = time.perf_counter()
             sent = await http.post(f"{PREFIX}/session/{sid}", json={"message": text(rng, 200)})
@@ -87,14 +97,17 @@ async def _client(
 async def _level(url: str, clients: int, turns: int, seed: int) -> tuple[float, list[float]]:
     latencies: list[float] = []
     limits = httpx.Limits(max_connections=2 * clients + 10)
+    ready = asyncio.Barrier(clients + 1)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
-        started = time.perf_counter()
-        counts = await asyncio.gather(
-            *(
-                _client(http, turns, random.Random(seed * 1000 + i), latencies)
-                for i in range(clients)
+        runs = [
+            asyncio.create_task(
+                _client(http, turns, random.Random(seed * 1000 + i), ready, latencies)
             )
-        )
+            for i in range(clients)
+        ]
+        await ready.wait()
+        started = time.perf_counter()
+        counts = await asyncio.gather(*runs)
         elapsed = time.perf_counter() - started
     return sum(counts) / elapsed, latencies
 

@@ -159,7 +159,7 @@ class WorkflowContext:
         self._now = rec.get("at", self._now)
         self._empty_polls = 0
 
-    def _record(
+    async def _record(
         self, rec: dict[str, Any], *, label: str = "", streams: bool = False, durable: bool = True
     ) -> dict[str, Any]:
         """Journal a command durably. Stream items appended by workflow code before it are
@@ -167,7 +167,7 @@ class WorkflowContext:
         no fsync of their own here (``streams=False``); only items appended inside a step
         function, which a replay does not re-run, are flushed before that step's record. The
         engine flushes all of them before a run parks, finishes or continues as new."""
-        stored = self._engine.append(
+        stored = await self._engine.append(
             self._family, self._run, rec, label=label, streams=streams, durable=durable
         )
         self._advance(stored)
@@ -213,8 +213,8 @@ class WorkflowContext:
                 own = world.stream_appends() != mark  # the step appended stream items
                 if fatal or attempts >= max(policy.max_attempts, 1):
                     done = {"t": "step", "name": name, "err": error, "n": attempts, "fatal": fatal}
-                    return self._outcome(self._record(done, streams=own))  # type: ignore[no-any-return]
-                self._record(
+                    return self._outcome(await self._record(done, streams=own))  # type: ignore[no-any-return]
+                await self._record(
                     {"t": "attempt", "name": name, "n": attempts, "err": error}, streams=own
                 )
                 self._busy = name
@@ -227,7 +227,7 @@ class WorkflowContext:
             self._busy = ""
             rec = {"t": "step", "name": name, "ok": value, "n": attempts}
             own = world.stream_appends() != mark
-            stored = self._record(rec, label=f"step {name!r}", streams=own)
+            stored = await self._record(rec, label=f"step {name!r}", streams=own)
             return stored["ok"]  # type: ignore[no-any-return]
 
     def _outcome(self, rec: dict[str, Any]) -> Any:
@@ -251,7 +251,9 @@ class WorkflowContext:
             return HookHandle(self, rec["token"])
         token = check_name(token, "hook token") if token is not None else secrets.token_urlsafe(24)
         self._engine.claim_hook(self._family, self._run, token)
-        self._record({"t": "hook", "token": token})
+        # Not awaitable here: this one record blocks the loop for its fsync (once per hook).
+        rec = {"t": "hook", "token": token}
+        self._advance(self._engine.append_now(self._family, self._run, rec))
         return HookHandle(self, token)
 
     def hook(self, token: str) -> HookHandle:
@@ -267,7 +269,7 @@ class WorkflowContext:
             )
         return HookHandle(self, token)
 
-    def _receive(self, token: str) -> Any:
+    async def _receive(self, token: str) -> Any:
         what = f"receive on hook {token!r}"
         rec = self._peek({"recv"}, what)
         if rec is not None:
@@ -280,9 +282,9 @@ class WorkflowContext:
         items = self._pending(token, 1)
         if not items:
             raise self._park({"hook": token})
-        return self._take(token, items, {})[0]
+        return (await self._take(token, items, {}))[0]
 
-    def _poll(self, token: str) -> list[Any]:
+    async def _poll(self, token: str) -> list[Any]:
         # An empty poll records nothing (it runs at every step boundary of a turn). A poll
         # that took payloads records how many empty polls came before it since the last
         # record, so a replay returns [] to exactly those and the payloads to this one.
@@ -300,7 +302,7 @@ class WorkflowContext:
         if not items:
             self._empty_polls += 1
             return []
-        return self._take(token, items, {"poll": True, "skip": self._empty_polls})
+        return await self._take(token, items, {"poll": True, "skip": self._empty_polls})
 
     def _pending(self, token: str, limit: int | None) -> list[InboxItem]:
         items = self._family.take(token, limit)
@@ -309,10 +311,11 @@ class WorkflowContext:
             items = self._family.take(token, limit)
         return items
 
-    def _take(self, token: str, items: list[InboxItem], extra: dict[str, Any]) -> list[Any]:
+    async def _take(self, token: str, items: list[InboxItem], extra: dict[str, Any]) -> list[Any]:
         ids = [i.id for i in items]
         values = [i.payload for i in items]
-        stored = self._record({"t": "recv", "token": token, "ids": ids, "values": values, **extra})
+        rec = {"t": "recv", "token": token, "ids": ids, "values": values, **extra}
+        stored = await self._record(rec)
         self._family.consume(ids)
         return list(stored["values"])
 
@@ -327,7 +330,7 @@ class WorkflowContext:
             when = when.replace(tzinfo=dt.UTC)
         rec = self._peek({"sleep"}, "sleep")
         if rec is None:
-            rec = self._record({"t": "sleep", "until": when.timestamp()})
+            rec = await self._record({"t": "sleep", "until": when.timestamp()})
         else:
             self._advance(rec)
         until = rec["until"]
@@ -336,7 +339,7 @@ class WorkflowContext:
             return
         if time.time() < until:
             raise self._park({"timer": until})
-        self._record({"t": "wake"})
+        await self._record({"t": "wake"})
 
     # -- children --------------------------------------------------------------------------------
     async def start_child(self, workflow: str, input: Any = None) -> ChildHandle:
@@ -350,7 +353,7 @@ class WorkflowContext:
             self._advance(rec)
             return ChildHandle(self, rec["child"])
         child_id = f"{self._run.id}.{self._next_child - 1}"
-        stored = self._engine.start_child(self._family, self._run, child_id, workflow, input)
+        stored = await self._engine.start_child(self._family, self._run, child_id, workflow, input)
         self._advance(stored)
         return ChildHandle(self, child_id)
 
@@ -394,11 +397,11 @@ class HookHandle:
 
     async def receive(self) -> Any:
         """The next payload; parks the run until one arrives."""
-        return self._ctx._receive(self.token)
+        return await self._ctx._receive(self.token)
 
     async def poll(self) -> list[Any]:
         """Every pending payload, without waiting (may be empty)."""
-        return self._ctx._poll(self.token)
+        return await self._ctx._poll(self.token)
 
     def close(self) -> None:
         """Release the token; later deliveries to it raise `NoActiveRunError`."""

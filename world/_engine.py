@@ -9,12 +9,16 @@ and then tries the lease; the owner releases first and then re-checks).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
+import functools
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from . import _codec, _journal
 from ._context import WorkflowContext, _ContinueAsNew, _Park
@@ -34,6 +38,7 @@ from ._family import FINISHED, Family, Run, build_head, load_family
 from ._world import World, check_name, check_run_id, root_of
 
 Workflow = Callable[[WorkflowContext, Any], Awaitable[Any]]
+T = TypeVar("T")
 # Errors about the machinery, not the workflow: they leave the run as it was, to resume later.
 _INFRASTRUCTURE = (DivergenceError, StorageError, CorruptJournalError, WorkflowNotFoundError)
 
@@ -64,6 +69,20 @@ class RunInfo:
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+
+# Durable writes of a blocking world run here, off the event loop: while one family waits for
+# its fsync the loop drives the others, and their fsyncs overlap (the filesystem merges
+# concurrent ones into one journal commit: a group commit across families).
+_IO_THREADS = 32
+_io_pool: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _io_pool
+    if _io_pool is None:
+        _io_pool = ThreadPoolExecutor(_IO_THREADS, thread_name_prefix="eve-io")
+    return _io_pool
 
 
 def _time(ts: float | None) -> dt.datetime | None:
@@ -102,6 +121,29 @@ class Engine:
             head["note"] = self.head_note(family.root)
         self.world.write_head(family.root, head)
 
+    async def _io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Make a durable storage call; the caller goes on only once it has returned.
+
+        On a blocking world it runs on a thread of the engine's, so the loop serves other
+        families meanwhile. A cancellation first waits for the call to end (the lease must not
+        be released under a write in flight), then goes through: the record may be durable
+        without the caller knowing, as after a crash at that moment, which replay repairs.
+        """
+        if not self.world.blocking:
+            return fn(*args, **kwargs)
+        call = asyncio.get_running_loop().run_in_executor(
+            _pool(), functools.partial(fn, *args, **kwargs)
+        )
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            while not call.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({call})
+            if not call.cancelled():
+                call.exception()  # retrieved: the cancellation is what the caller sees
+            raise
+
     # -- outside workflows -----------------------------------------------------------------------
     async def start(
         self,
@@ -120,7 +162,7 @@ class Engine:
         rec = self._start_record(run_id, workflow, input, None, meta or {}, {"w": 0, "x": []})
         family = Family(run_id)
         body = self._encode(family.pack(rec, 0.0), "input", f"run {run_id}")
-        [pos] = self.world.create_family(run_id, [_journal.frame_body(body)])
+        [pos] = await self._io(self.world.create_family, run_id, [_journal.frame_body(body)])
         family.apply(pos, _codec.decode(body))
         self._write_head(family)
         return run_id
@@ -161,7 +203,7 @@ class Engine:
             self.world.release_hook(token, owner)  # left behind by a crash after the end
             raise NoActiveRunError(token)
         try:
-            self.world.deliver(root, token, payload)
+            await self._io(self.world.deliver, root, token, payload)
         except SerializationError as exc:
             path, reason = _codec.find_unserializable(payload, "payload")
             raise SerializationError(
@@ -276,22 +318,24 @@ class Engine:
                 last = run.records[-1] if run.records else {}
                 if last.get("t") != "park" or last.get("waiting") != park.waiting:
                     rec = {"t": "park", "waiting": park.waiting}
-                    self.append(family, run, rec, durable=False)
+                    await self.append(family, run, rec, durable=False)
                 return
             except _ContinueAsNew as cont:
-                self._continue_as_new(family, run, cont.input)
+                await self._continue_as_new(family, run, cont.input)
                 continue
             except _INFRASTRUCTURE:
                 raise
             except Exception as exc:
                 if ctx._parked is not None:
                     raise WorldError(f"run {run.id}: workflow code swallowed a park") from exc
-                self._finish(family, run, error={"type": type(exc).__name__, "message": str(exc)})
+                await self._finish(
+                    family, run, error={"type": type(exc).__name__, "message": str(exc)}
+                )
                 return
             if ctx._parked is not None:
                 raise WorldError(f"run {run.id}: workflow code swallowed a park (BaseException)")
             self._check_consumed(ctx, run)
-            self._finish(family, run, result=result)
+            await self._finish(family, run, result=result)
             return
 
     def _check_consumed(self, ctx: WorkflowContext, run: Run) -> None:
@@ -301,18 +345,20 @@ class Engine:
         if rest:
             raise DivergenceError(run.id, ctx._pos, rest[0]["t"], "the workflow returning")
 
-    def _finish(self, family: Family, run: Run, *, result: Any = None, error: Any = None) -> None:
+    async def _finish(
+        self, family: Family, run: Run, *, result: Any = None, error: Any = None
+    ) -> None:
         if error is None:
             try:
-                self.append(family, run, {"t": "done", "result": result}, label="result")
+                await self.append(family, run, {"t": "done", "result": result}, label="result")
             except SerializationError as exc:
                 error = {"type": "SerializationError", "message": str(exc)}
         if error is not None:
-            self.append(family, run, {"t": "failed", "error": error})
+            await self.append(family, run, {"t": "failed", "error": error})
         for token in sorted(run.hooks):
             self.world.release_hook(token, run.id)
 
-    def _continue_as_new(self, family: Family, run: Run, input: Any) -> None:
+    async def _continue_as_new(self, family: Family, run: Run, input: Any) -> None:
         rec = {
             "t": "gen",
             "g": run.g + 1,
@@ -325,10 +371,12 @@ class Engine:
         # No fsync of its own: losing it replays the ended generation, which continues as new
         # again with the same input (its records are durable); the next durable record
         # (the new generation's first) covers it.
-        self.append(family, run, rec, label="continue_as_new input", key="input", durable=False)
+        await self.append(
+            family, run, rec, label="continue_as_new input", key="input", durable=False
+        )
 
     # -- called by WorkflowContext ---------------------------------------------------------------
-    def append(
+    async def append(
         self,
         family: Family,
         run: Run,
@@ -340,13 +388,29 @@ class Engine:
         streams: bool = True,
     ) -> dict[str, Any]:
         """Journal one record of `run` durably; return it as a replay will read it."""
-        rec = family.pack({"run": run.id, "g": run.g, "at": time.time(), **rec}, run.gen_at)
-        body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
-        frames = [_journal.frame_body(body)]
-        [pos] = self.world.append(family.root, frames, durable=durable, streams=streams)
+        body, frames = self._frames(family, run, rec, label, key)
+        if durable or streams:  # an fsync to wait for
+            [pos] = await self._io(
+                self.world.append, family.root, frames, durable=durable, streams=streams
+            )
+        else:
+            [pos] = self.world.append(family.root, frames, durable=False, streams=False)
         return family.apply(pos, _codec.decode(body))
 
-    def start_child(
+    def append_now(self, family: Family, run: Run, rec: dict[str, Any]) -> dict[str, Any]:
+        """`append` for callers that cannot await (it blocks the loop for the fsync)."""
+        body, frames = self._frames(family, run, rec, "", "")
+        [pos] = self.world.append(family.root, frames)
+        return family.apply(pos, _codec.decode(body))
+
+    def _frames(
+        self, family: Family, run: Run, rec: dict[str, Any], label: str, key: str
+    ) -> tuple[bytes, list[bytes]]:
+        rec = family.pack({"run": run.id, "g": run.g, "at": time.time(), **rec}, run.gen_at)
+        body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
+        return body, [_journal.frame_body(body)]
+
+    async def start_child(
         self, family: Family, parent: Run, child_id: str, workflow: str, input: Any
     ) -> dict[str, Any]:
         """Journal a child start: the child's `start`, then the parent's `child` link.
@@ -368,7 +432,7 @@ class Engine:
             bodies.insert(0, self._encode(packed, "input", f"child of {parent.id}"))
         frames = [_journal.frame_body(b) for b in bodies]
         # The parent's replay re-runs the code before this start: its stream items can wait.
-        positions = self.world.append(family.root, frames, streams=False)
+        positions = await self._io(self.world.append, family.root, frames, streams=False)
         pairs = zip(positions, bodies, strict=True)
         return [family.apply(pos, _codec.decode(body)) for pos, body in pairs][-1]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import zlib
 from array import array
 from collections.abc import AsyncIterator
@@ -46,7 +47,12 @@ class StreamStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._writers: dict[str, _Writer] = {}
-        self._dirty: set[int] = set()
+        # fd -> the number of the last append to it not known durable. Journal appends of
+        # several families flush from several threads: each syncs what was dirty when it
+        # began, and a number newer than the one it synced stays for the next flush.
+        self._dirty: dict[int, int] = {}
+        self._dirty_lock = threading.Lock()
+        self._number = 0
         self.appends = 0  # items appended by this store (see World.stream_appends)
 
     def _files(self, name: str) -> tuple[Path, Path]:
@@ -153,7 +159,9 @@ class StreamStore:
             raise StorageError(f"stream {name!r}: append failed: {exc.strerror}") from None
         finally:
             fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
-        self._dirty.add(writer.data_fd)
+        with self._dirty_lock:
+            self._number += 1
+            self._dirty[writer.data_fd] = self._number
         self.appends += 1
         return index
 
@@ -187,8 +195,13 @@ class StreamStore:
 
     def flush(self) -> None:
         """Make every append of this process durable (before a journal append proceeds)."""
-        while self._dirty:
-            os.fdatasync(self._dirty.pop())
+        with self._dirty_lock:
+            pending = list(self._dirty.items())
+        for fd, number in pending:
+            os.fdatasync(fd)
+            with self._dirty_lock:
+                if self._dirty.get(fd) == number:
+                    del self._dirty[fd]
 
     def close(self) -> None:
         self.flush()

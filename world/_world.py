@@ -81,6 +81,11 @@ class Lease(ABC):
 class World(ABC):
     """Durable storage for run families, hooks and streams."""
 
+    # True when durable calls wait for a disk: the engine then makes `append`, `create_family`
+    # and `deliver` on threads of its own (calls for different families may overlap; calls
+    # for one family never do), so a process driving many families overlaps their waits.
+    blocking = False
+
     # -- families and their journals ---------------------------------------------------------
     @abstractmethod
     def create_family(self, root: str, frames: list[bytes]) -> list[int]:

@@ -80,6 +80,8 @@ class _FileLease(Lease):
 class LocalWorld(World):
     """Durable storage in files; the default world."""
 
+    blocking = True  # fsync: see World.blocking
+
     def __init__(self, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
         """Open the data directory `path` (default: `default_data_dir()`).
 

@@ -17,6 +17,12 @@ import uvicorn
 from eve_cli.channel._app import Channel, ChannelSettings
 from eve_cli.channel._auth import check_bind
 
+# Seconds an idle connection is kept. Longer than clients keep theirs (httpx and Node: 4-5 s),
+# so the client closes first: a server closing at the same moment races the client's next
+# request on that connection, which then fails with a reset (httpx.ReadError), the more often
+# the busier the loop is when the close is due.
+KEEP_ALIVE = 75
+
 
 @dataclass
 class ServeOptions:
@@ -103,7 +109,7 @@ class ChannelServer:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=max(1, int(channel.settings.grace) + 1),
-            timeout_keep_alive=5,
+            timeout_keep_alive=KEEP_ALIVE,
         )
         self._server = _Server(config, channel, lambda: on_ready(self.url) if on_ready else None)
 

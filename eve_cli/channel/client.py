@@ -19,6 +19,11 @@ import httpx
 
 __all__ = ["RemoteError", "RemoteReceipt", "RemoteRuntime"]
 
+# What the first drive of a new session emits before it takes the delivery that started it:
+# a drive waiting for that delivery's effect must not settle on them (the view still says
+# "waiting" until the delivered message is taken).
+_PRELUDE = frozenset({"session.started", "session.waiting"})
+
 # Events after which a session may have stopped running (the view says whether it did).
 _SETTLING = frozenset(
     {
@@ -143,6 +148,8 @@ class RemoteRuntime:
         seen = False
         async with contextlib.aclosing(self._follow(sid, mark)) as events:
             async for event in events:
+                if patient and not seen and event is not None and event.get("type") in _PRELUDE:
+                    continue  # a new session's first drive: not yet the delivery's effect
                 # Ask the view after a settling event, or on the opening line and heartbeats
                 # once the delivery had its effect (or was not expected to have one).
                 quiet = event is None and (seen or not patient)

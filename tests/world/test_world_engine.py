@@ -313,9 +313,9 @@ def test_generated_hook_tokens_are_long_and_distinct(world: World) -> None:
 
 def test_sleep_parks_until_due_then_continues(world: World) -> None:
     async def flow(ctx: WorkflowContext, _: None) -> str:
-        start = ctx.now()
-        await ctx.sleep(0.2)
-        assert ctx.now() >= start + dt.timedelta(seconds=0.2)
+        start = ctx.now()  # the run's start record: creating and loading it take time too
+        await ctx.sleep(1.0)  # long enough that a loaded machine still parks before it is due
+        assert ctx.now() >= start + dt.timedelta(seconds=1.0)
         return "woke"
 
     engine = Engine(world, {"flow": flow})

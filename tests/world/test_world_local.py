@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from world import (
     CorruptJournalError,
     Engine,
     LocalWorld,
+    OwnershipError,
     StorageError,
     WorkflowContext,
     WorldError,
@@ -268,3 +270,73 @@ def test_a_park_names_a_hook_of_its_generation_by_index(tmp_path: Path) -> None:
     assert (info.status, info.waiting) == ("parked", {"hook": "t-carried"})
     asyncio.run(engine.resume_hook("t-carried", "x"))
     assert asyncio.run(engine.run(rid)).result == "x"
+
+
+class _HeldWorld(LocalWorld):
+    """Holds the durable journal appends of one family until `gate` is set (a slow disk)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.held = ""
+        self.gate = threading.Event()
+        self.entered = threading.Event()  # a held append has begun
+
+    def append(
+        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+    ) -> list[int]:
+        if root == self.held and durable:
+            self.entered.set()
+            # Bounded: on the loop's thread this blocks every family until it gives up.
+            assert self.gate.wait(3), "held append released by nobody"
+        return super().append(root, frames, durable=durable, streams=streams)
+
+
+async def total(ctx: WorkflowContext, n: int) -> int:
+    return sum([await ctx.step(f"s{i}", lambda i=i: i) for i in range(n)])
+
+
+def test_a_family_waiting_for_its_fsync_does_not_hold_up_the_others(tmp_path: Path) -> None:
+    # Durable appends run off the event loop: while one family's write waits for the disk,
+    # other families progress, and the waiting one proceeds only once its write returned.
+    world = _HeldWorld(tmp_path / "data")
+    engine = Engine(world, {"total": total})
+
+    async def main() -> None:
+        slow = await engine.start("total", 2, run_id="slow")
+        fast = await engine.start("total", 3, run_id="fast")
+        world.held = slow
+        held = asyncio.create_task(engine.run(slow))
+        assert (await asyncio.wait_for(engine.run(fast), 10)).result == 3
+        assert not held.done()  # still waiting for its first step's record
+        assert [r["t"] for r in engine.history(slow)] == ["start"]
+        world.gate.set()
+        assert (await asyncio.wait_for(held, 10)).result == 1
+
+    asyncio.run(main())
+
+
+def test_a_drive_cancelled_during_its_write_keeps_the_lease_until_the_write_ends(
+    tmp_path: Path,
+) -> None:
+    world = _HeldWorld(tmp_path / "data")
+    engine = Engine(world, {"total": total})
+
+    async def main() -> None:
+        slow = await engine.start("total", 2, run_id="slow")
+        world.held = slow
+        held = asyncio.create_task(engine.run(slow))
+        while not world.entered.is_set():
+            await asyncio.sleep(0.01)  # until the first step's record is being written
+        held.cancel()
+        await asyncio.sleep(0.05)
+        assert not held.done()  # waits for its write before letting the cancellation through
+        with pytest.raises(OwnershipError):
+            await engine.run(slow)  # the lease is still held
+        world.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(held, 10)
+        world.held = ""
+        assert (await asyncio.wait_for(engine.run(slow), 10)).result == 1
+        assert [r.get("name") for r in engine.history(slow) if r["t"] == "step"] == ["s0", "s1"]
+
+    asyncio.run(main())

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +79,42 @@ def test_index_is_rebuilt_when_lost_or_short(tmp_path: Path) -> None:
     assert other.stream_read("s") == list(range(6))
     assert other.stream_append("s", "x") == 6
     assert other.stream_read("s", -1) == ["x"]
+
+
+def _watch_threads() -> int:
+    return sum(t.name.startswith("eve-watch") for t in threading.enumerate())
+
+
+def test_idle_tails_share_one_watcher_thread_and_leave_the_executor_free(tmp_path: Path) -> None:
+    # Each idle tail used to hold a thread of the loop's default executor (six on two cores)
+    # and an inotify instance of its own (the kernel allows 128 per user): a server following
+    # many streams starved other work of threads, and could not open a 129th stream.
+    world = LocalWorld(tmp_path / "data")
+    count = 150
+    seen: list[int] = []
+
+    async def follow(i: int) -> None:
+        async with contextlib.aclosing(world.stream_tail(f"s{i}")) as items:
+            async for _, item in items:
+                seen.append(item)
+                return
+
+    async def main() -> None:
+        tasks = [asyncio.create_task(follow(i)) for i in range(count)]
+        await asyncio.sleep(0)  # every tail has read its empty stream and waits
+        loop = asyncio.get_running_loop()
+        assert await asyncio.wait_for(loop.run_in_executor(None, str, "free"), 5) == "free"
+        assert _watch_threads() == 1
+        for i in range(count):
+            world.stream_append(f"s{i}", i)
+        await asyncio.wait_for(asyncio.gather(*tasks), 20)
+
+    asyncio.run(main())
+    assert sorted(seen) == list(range(count))
+    deadline = time.monotonic() + 10
+    while _watch_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the thread notices its stop within one step of the notify loop
+    assert _watch_threads() == 0
 
 
 def test_tail_across_processes(tmp_path: Path) -> None:

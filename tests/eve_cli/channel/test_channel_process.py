@@ -185,3 +185,48 @@ def test_sigint_exits_130(eve_process: Callable[..., EveProcess]) -> None:
     server.signal(signal.SIGINT)
     assert server.wait() == 130
     assert not any("Traceback" in line for line in server.stderr_lines)
+
+
+HTTPX_KEEPALIVE = 5.0  # httpx's default keepalive_expiry: how long it reuses an idle connection
+
+
+def _response(sock: socket.socket) -> bytes:
+    """One whole HTTP/1.1 response read from ``sock`` (b"" when the server closed it)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.lower().split(b"\r\n")
+        if line.startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_an_idle_connection_outlives_the_clients_keep_alive(
+    eve_process: Callable[..., EveProcess],
+) -> None:
+    # A client reuses an idle connection for up to its own keep-alive expiry. A server that
+    # closes it at that same moment races the client's next request, which then fails with a
+    # reset connection (httpx.ReadError: the benchmark's 100 sessions hit it). The server keeps
+    # idle connections longer than common clients do, so the client always closes first.
+    server = eve_process("start", "--port", "0")
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    request = f"GET {API}/health HTTP/1.1\r\nhost: {host}\r\n\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+        sock.sendall(request)
+        assert _response(sock).startswith(b"HTTP/1.1 200")
+        threading.Event().wait(HTTPX_KEEPALIVE + 0.5)
+        sock.sendall(request)
+        again = _response(sock)
+    assert again.startswith(b"HTTP/1.1 200"), again
+    assert again.endswith(b'{"ok":true}')
