@@ -114,6 +114,7 @@ class Engine:
         # Called with the root run id whenever the head is written; what it returns is kept
         # in the head as `note` (a caller's listing cache: one small file read per family).
         self.head_note: Callable[[str], Any] | None = None
+        self._driving = 0  # families this engine is driving now
 
     def _write_head(self, family: Family) -> None:
         head = build_head(family)
@@ -124,12 +125,14 @@ class Engine:
     async def _io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Make a durable storage call; the caller goes on only once it has returned.
 
-        On a blocking world it runs on a thread of the engine's, so the loop serves other
-        families meanwhile. A cancellation first waits for the call to end (the lease must not
-        be released under a write in flight), then goes through: the record may be durable
-        without the caller knowing, as after a crash at that moment, which replay repairs.
+        On a blocking world, while several families are being driven, it runs on a thread of
+        the engine's, so the loop drives the others meanwhile and their fsyncs overlap; with
+        one it runs inline (a thread hop costs ~0.1 ms, and there is nothing to overlap).
+        A cancellation first waits for the call to end (the lease must not be released under a
+        write in flight), then goes through: the record may be durable without the caller
+        knowing, as after a crash at that moment, which replay repairs.
         """
-        if not self.world.blocking:
+        if not self.world.blocking or self._driving < 2:
             return fn(*args, **kwargs)
         call = asyncio.get_running_loop().run_in_executor(
             _pool(), functools.partial(fn, *args, **kwargs)
@@ -184,9 +187,11 @@ class Engine:
             with lease:
                 family = load_family(self.world, root)
                 family.check_replayable()
+                self._driving += 1
                 try:
                     await self._drive_family(family)
                 finally:
+                    self._driving -= 1
                     self._write_head(family)
             if self.world.inbox_end(root) == family.inbox_mark:
                 break

@@ -291,8 +291,13 @@ class _HeldWorld(LocalWorld):
         return super().append(root, frames, durable=durable, streams=streams)
 
 
+async def _value(i: int) -> int:
+    await asyncio.sleep(0)  # lets the other family's drive run: both are being driven
+    return i
+
+
 async def total(ctx: WorkflowContext, n: int) -> int:
-    return sum([await ctx.step(f"s{i}", lambda i=i: i) for i in range(n)])
+    return sum([await ctx.step(f"s{i}", _value, i) for i in range(n)])
 
 
 def test_a_family_waiting_for_its_fsync_does_not_hold_up_the_others(tmp_path: Path) -> None:
@@ -319,9 +324,15 @@ def test_a_drive_cancelled_during_its_write_keeps_the_lease_until_the_write_ends
     tmp_path: Path,
 ) -> None:
     world = _HeldWorld(tmp_path / "data")
-    engine = Engine(world, {"total": total})
+    busy_done = asyncio.Event()
+
+    async def busy(ctx: WorkflowContext, _: None) -> None:
+        await ctx.step("busy", busy_done.wait)  # another family being driven meanwhile
+
+    engine = Engine(world, {"total": total, "busy": busy})
 
     async def main() -> None:
+        other = asyncio.create_task(engine.run(await engine.start("busy", run_id="other")))
         slow = await engine.start("total", 2, run_id="slow")
         world.held = slow
         held = asyncio.create_task(engine.run(slow))
@@ -338,5 +349,7 @@ def test_a_drive_cancelled_during_its_write_keeps_the_lease_until_the_write_ends
         world.held = ""
         assert (await asyncio.wait_for(engine.run(slow), 10)).result == 1
         assert [r.get("name") for r in engine.history(slow) if r["t"] == "step"] == ["s0", "s1"]
+        busy_done.set()
+        await asyncio.wait_for(other, 10)
 
     asyncio.run(main())
