@@ -86,6 +86,7 @@ class SessionHost:
         self._window: list[Message] | None = None
         self._summary: str | None = None
         self._indexes: list[int] = []
+        self._stored: dict[int, Message] = {}  # appended by store_history, not yet adopted
         self._window_at: tuple[int, int, int | None] = (-1, -1, None)
         self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
         self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
@@ -135,12 +136,18 @@ class SessionHost:
     def store_history(self, message: Message, key: str) -> int:
         """Store ``message`` under ``key`` (or find what an earlier run stored there) without
         moving the window: safe inside a step function, which a replay does not re-run."""
-        return self.history.put(key, message)
+        fresh = self.history.index_of(key) is None
+        index = self.history.put(key, message)
+        if fresh:  # stored by this very call: adopting it needs no read back
+            self._stored[index] = message
+        return index
 
     def adopt_history(self, index: int, message: Message | None = None) -> Message:
         """Take the stored item ``index`` into the window (the snapshot's length moves past
         it); returns it as stored (read back when not given)."""
         snap = self.snap
+        stored = self._stored.pop(index, None)
+        message = message if message is not None else stored
         if message is None:
             items = self.executor.world.stream_read(history_stream(snap.id), index, index + 1)
             message = strip_key(items[0]) if items else {}
@@ -172,9 +179,7 @@ class SessionHost:
         if self._window is None or self._window_at != self._window_key():
             snap = self.snap
             items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
-            self._window, self._indexes, self._summary = window_of(
-                self.executor.world, snap, items
-            )
+            self._window, self._indexes, self._summary = window_of(self.executor.world, snap, items)
             self._window_at = self._window_key()
         return window_messages(self._window, self._summary)
 
