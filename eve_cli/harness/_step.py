@@ -145,40 +145,47 @@ async def call_model(
             return {"error": str(exc)}
         except Exception as exc:
             return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
+        # The reply is journaled with the step (its one fsync); history gets it from workflow
+        # code below, which a replay repeats (keyed: stored once). Appending it here, inside
+        # the step, would make two streams to fsync before the step's record.
         out: dict[str, Any] = {
             "text": response.text,
             "tool_calls": [
-                {
-                    "id": c.id,
-                    "name": c.name,
-                    "arguments": c.arguments,
-                    "error": c.argument_error,
-                    "raw": c.raw_arguments,
-                }
-                for c in response.tool_calls
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
             ],
             "usage": {"input": response.usage.input_tokens, "output": response.usage.output_tokens},
         }
-        # The reply goes into history here, inside the step (so it is durable before the
-        # step's record): the journal keeps only its index, not a second copy of the text. A
-        # re-run after a crash between the two finds the first run's reply under its key.
-        reply = {"h": host.store_history(assistant_message(out), reply_key), "usage": out["usage"]}
-        bad = {c["id"]: {"error": c["error"], "raw": c["raw"]} for c in out["tool_calls"]
-               if c["error"] is not None or c["raw"] is not None}  # fmt: skip
+        bad = {c.id: {"error": c.argument_error, "raw": c.raw_arguments}
+               for c in response.tool_calls
+               if c.argument_error is not None or c.raw_arguments is not None}  # fmt: skip
         if bad:
-            reply["calls"] = bad
-        return reply
+            out["calls"] = bad
+        return out
 
     result: dict[str, Any] = await host.action(f"model:{n}", generate)
     snap.model_calls += 1
     if "error" in result:
         return result
-    if "h" not in result:  # journaled by an earlier eve: the reply is in the step result
+    if "h" not in result:
         result["h"] = host.store_history(assistant_message(result), reply_key)
+    # else: journaled by an eve that stored the reply in history inside the step (the step
+    # result holds only its index).
     message = host.adopt_history(result["h"])
-    extra = result.get("calls") or {}
+    extra = _call_extras(result)
     calls = [{**c, **extra.get(c.get("id"), {})} for c in message.get("tool_calls") or []]
     return {**result, "text": message.get("content") or "", "tool_calls": calls}
+
+
+def _call_extras(result: dict[str, Any]) -> dict[str, Any]:
+    """Argument errors of the answer's tool calls, by call id (older results kept them on
+    every call)."""
+    if "calls" in result:
+        return dict(result["calls"])
+    return {
+        c["id"]: {"error": c.get("error"), "raw": c.get("raw")}
+        for c in result.get("tool_calls") or []
+        if c.get("error") is not None or c.get("raw") is not None
+    }
 
 
 def assistant_message(response: dict[str, Any]) -> Message:
