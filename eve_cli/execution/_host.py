@@ -128,9 +128,8 @@ class SessionHost:
 
     def append_history(self, message: Message, key: str) -> int:
         """Append ``message`` (idempotent by ``key``) and take it into the window."""
-        fresh = self.history.index_of(key) is None
         index = self.store_history(message, key)
-        self.adopt_history(index, message if fresh else None)
+        self.adopt_history(index)  # what this call stored is adopted without a read back
         return index
 
     def store_history(self, message: Message, key: str) -> int:

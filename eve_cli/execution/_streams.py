@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from eve_cli._session import history_stream
 from eve_cli.execution._event_form import pack, unpack
 from world import World
 
@@ -131,7 +132,7 @@ class EventReader:
     def __init__(self, world: World, session_id: str) -> None:
         self.world = world
         self.session_id = session_id
-        self.history = f"history.{session_id}"  # eve_cli._session.history_stream
+        self.history = history_stream(session_id)
 
     def read(self, first: int, items: list[Any]) -> list[dict[str, Any]]:
         """The events stored at ``first``, ``first + 1``, ... (as read from the stream)."""
