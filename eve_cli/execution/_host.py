@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream
-from eve_cli.execution._streams import KeyedStream, stored_event, strip_key
+from eve_cli.execution._streams import KEY, stored_event, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from world import WorkflowContext, World
@@ -38,7 +38,7 @@ def window_of(
     """:func:`read_window` of the window's ``items`` as read (keys stripped or not)."""
     name = history_stream(snap.id)
     kept = [i for i, m in enumerate(items) if m.get("role") != SUMMARY_ROLE]
-    messages = [strip_key(items[i]) for i in kept]
+    messages = [strip_key(items[i]) if KEY in items[i] else items[i] for i in kept]
     text = snap.summary
     if snap.summary_at is not None:
         at = snap.summary_at - snap.history_start
@@ -77,9 +77,8 @@ class SessionHost:
         self.snap = snap
         self.agent = agent
         self.turn_id = turn_id
-        world = executor.world
-        self.events = KeyedStream(world, events_stream(snap.id), snap.gen)
-        self.history = KeyedStream(world, history_stream(snap.id), snap.gen)
+        self.events = executor.keyed(events_stream(snap.id), snap.gen)
+        self.history = executor.keyed(history_stream(snap.id), snap.gen)
         self._model: Model | None = None
         self.last_text = ""
         # The history window as last read (valid while the snapshot's window is unchanged).

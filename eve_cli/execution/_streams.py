@@ -30,10 +30,11 @@ class KeyedStream:
         self.prefix = f"{gen}:"
         self._keys: dict[str, int] | None = None  # key -> index, this generation's items
         self._by_head: dict[str, list[str]] = {}  # "<...>@" -> the keys that start with it
+        self.length = -1  # the stream's length when the keys were last known complete
 
     def _load(self) -> dict[str, int]:
         keys: dict[str, int] = {}
-        end, chunk = self.world.stream_length(self.name), _FIRST_CHUNK
+        end, chunk = self.length, _FIRST_CHUNK
         while end > 0:
             # Small reads first: a new generation usually has no item yet (a turn starts one).
             start = max(0, end - chunk)
@@ -49,10 +50,17 @@ class KeyedStream:
 
     def _loaded(self) -> dict[str, int]:
         if self._keys is None:
+            self.length = self.world.stream_length(self.name)
             self._keys = self._load()
             for key in self._keys:
                 self._index(key)
         return self._keys
+
+    def current(self) -> bool:
+        """Whether the keys known here are still all of this generation's (nothing was
+        appended since by anyone else): then another workflow of the same generation in this
+        process may use this object instead of reading the keys again."""
+        return self._keys is not None and self.world.stream_length(self.name) == self.length
 
     def _index(self, key: str) -> None:
         head, at, _ = key.partition("@")
@@ -89,6 +97,7 @@ class KeyedStream:
             item[KEY] = full
             index = keys[full] = self.world.stream_append(self.name, item)
             self._index(full)
+            self.length = index + 1 if self.length == index else -1
         return index
 
 
