@@ -14,7 +14,7 @@ version-1 snapshot still reads (its inline summary serves until the next compact
 from __future__ import annotations
 
 import copy
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 SNAPSHOT_VERSION = 2
@@ -58,7 +58,7 @@ class Snapshot:
         reads the snapshot knows it (the session's run id, or its parent's for a turn)."""
         data = {
             CODES[k]: v
-            for k, v in asdict(self).items()
+            for k, v in self._values(copy=True).items()
             if k != "id" and v != _DEFAULTS.get(k, _MISSING)
         }
         data["v"] = SNAPSHOT_VERSION
@@ -73,18 +73,25 @@ class Snapshot:
         values.setdefault("id", id)
         return cls(**values)
 
+    def _values(self, *, copy: bool) -> dict[str, Any]:
+        """Every field by name; ``copy``: lists and dicts copied deeply (what
+        ``dataclasses.asdict`` gives, without its cost: this runs several times a turn)."""
+        if not copy:
+            return {name: getattr(self, name) for name in _FIELD_NAMES}
+        return {name: _copied(getattr(self, name)) for name in _FIELD_NAMES}
+
     def copy(self) -> Snapshot:
         return Snapshot.from_data(self.to_data(), self.id)
 
     def changes_since(self, before: Snapshot) -> dict[str, Any]:
         """The fields that differ from ``before`` (what a turn returns instead of the whole
         snapshot: the driver already has ``before``)."""
-        old, new = asdict(before), asdict(self)
-        return {CODES[k]: v for k, v in new.items() if old[k] != v and k != "id"}
+        old, new = before._values(copy=False), self._values(copy=False)
+        return {CODES[k]: _copied(v) for k, v in new.items() if old[k] != v and k != "id"}
 
     def patched(self, changes: dict[str, Any]) -> Snapshot:
         """A copy with ``changes`` (from :meth:`changes_since`) applied."""
-        data = asdict(self)
+        data = self._values(copy=True)
         data.update({NAMES[k]: copy.deepcopy(v) for k, v in changes.items() if k in NAMES})
         return Snapshot(**data)
 
@@ -102,6 +109,13 @@ NAMES = {code: name for name, code in CODES.items()}
 
 
 _MISSING = object()
+_FIELD_NAMES = tuple(f.name for f in fields(Snapshot))
+
+
+def _copied(value: Any) -> Any:
+    return copy.deepcopy(value) if value and type(value) in (dict, list) else value
+
+
 _DEFAULTS: dict[str, Any] = {
     f.name: (f.default_factory() if f.default_factory is not MISSING else f.default)
     for f in fields(Snapshot)

@@ -5,6 +5,11 @@ index holds one little-endian 8-byte offset per item. Writers append under an ex
 `flock` on the data file, so several processes may append; the index is checked against the
 data on every append and rebuilt from the data when it is short or wrong. Appends are not
 fsync'd: `flush()` (called before each journal append of the process) makes them durable.
+
+A store keeps the offsets it last read of each stream with the data file's inode and size:
+while one `stat` shows both unchanged, reads use them as they are (a turn reads its streams a
+few times; reading the whole index each time cost what the stream's length does); when the
+file only grew, the offsets are completed from the new bytes alone.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import zlib
 from array import array
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _journal
 from ._errors import CorruptJournalError, StorageError
@@ -41,6 +46,20 @@ class _Writer:
         self.count = 0
 
 
+class _Known(NamedTuple):
+    """A stream's offsets as checked against its data file (inode and size at the check).
+    `offsets` is only ever appended to, so a reader keeps using its first `items` entries."""
+
+    ino: int
+    size: int
+    offsets: array[int]
+    items: int
+    end: int
+
+
+_KNOWN_MAX = 4096  # streams whose offsets a store keeps (then it forgets them all)
+
+
 class StreamStore:
     """Every stream under one directory."""
 
@@ -54,24 +73,51 @@ class StreamStore:
         self._dirty_lock = threading.Lock()
         self._number = 0
         self.appends = 0  # items appended by this store (see World.stream_appends)
+        self._known: dict[str, _Known] = {}
+        self._known_lock = threading.Lock()  # appends may run on I/O threads
+        self._paths: dict[str, tuple[str, str]] = {}
 
     def _files(self, name: str) -> tuple[Path, Path]:
-        stem = check_name(name, "stream name").replace(":", "%3A")
-        return self.path / f"{stem}.msgpack", self.path / f"{stem}.idx"
+        data, idx = self._strings(name)
+        return Path(data), Path(idx)
+
+    def _strings(self, name: str) -> tuple[str, str]:
+        paths = self._paths.get(name)
+        if paths is None:
+            stem = check_name(name, "stream name").replace(":", "%3A")
+            base = os.path.join(self.path, stem)
+            paths = self._paths[name] = (base + ".msgpack", base + ".idx")
+            if len(self._paths) > _KNOWN_MAX:
+                self._paths.clear()
+        return paths
 
     # -- reading (no lock, no writes) ------------------------------------------------------------
-    def _index(self, name: str) -> tuple[array[int], int]:
-        """Offsets of every stored item (the index checked and completed from the data)."""
-        data_path, idx_path = self._files(name)
+    def _index(self, name: str) -> tuple[array[int], int, int]:
+        """Offsets of the stored items (use the first `count`), `count` and the data's end:
+        the index checked and completed from the data."""
+        data_path, idx_path = self._strings(name)
         try:
-            size = data_path.stat().st_size
+            st = os.stat(data_path)
         except FileNotFoundError:
-            return array("Q"), 0
-        try:
-            offsets = _offsets(idx_path.read_bytes())
-        except FileNotFoundError:
-            offsets = array("Q")
-        return self._complete(str(data_path), offsets, size)
+            return array("Q"), 0, 0
+        with self._known_lock:
+            known = self._known.get(name)
+        if known is not None and known.ino == st.st_ino and known.size <= st.st_size:
+            if known.size == st.st_size:
+                return known.offsets, known.items, known.end
+            offsets = known.offsets[: known.items]  # grown: only the new bytes are read
+        else:
+            try:
+                with open(idx_path, "rb") as f:
+                    offsets = _offsets(f.read())
+            except FileNotFoundError:
+                offsets = array("Q")
+        offsets, end = self._complete(data_path, offsets, st.st_size)
+        with self._known_lock:
+            if len(self._known) >= _KNOWN_MAX:
+                self._known.clear()
+            self._known[name] = _Known(st.st_ino, st.st_size, offsets, len(offsets), end)
+        return offsets, len(offsets), end
 
     def _complete(self, path: str, offsets: array[int], size: int) -> tuple[array[int], int]:
         # Trust the index only if its last entry starts a valid frame inside the data.
@@ -97,11 +143,10 @@ class StreamStore:
         return offsets, result.end
 
     def length(self, name: str) -> int:
-        return len(self._index(name)[0])
+        return self._index(name)[1]
 
     def read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
-        offsets, data_end = self._index(name)
-        n = len(offsets)
+        offsets, n, data_end = self._index(name)
         if start < 0:
             start = max(n + start, 0)
         stop = n if end is None else max(min(end, n), 0)
@@ -116,10 +161,10 @@ class StreamStore:
 
     def digest(self, name: str, count: int) -> tuple[int, int] | None:
         """(bytes, crc32) of the data file up to the end of item `count` (None: fewer items)."""
-        offsets, data_end = self._index(name)
-        if count > len(offsets):
+        offsets, n, data_end = self._index(name)
+        if count > n:
             return None
-        stop = offsets[count] if count < len(offsets) else data_end
+        stop = offsets[count] if count < n else data_end
         if stop == 0:
             return 0, 0
         data_path, _ = self._files(name)
@@ -147,13 +192,15 @@ class StreamStore:
         writer = self._writer(name)
         fcntl.flock(writer.data_fd, fcntl.LOCK_EX)
         try:
-            if os.fstat(writer.data_fd).st_size != writer.end:
+            st = os.fstat(writer.data_fd)
+            if st.st_size != writer.end:
                 self._sync(name, writer)
-            index = writer.count
-            os.pwrite(writer.data_fd, frame, writer.end)
-            os.pwrite(writer.idx_fd, writer.end.to_bytes(8, "little"), 8 * index)
+            index, at = writer.count, writer.end
+            os.pwrite(writer.data_fd, frame, at)
+            os.pwrite(writer.idx_fd, at.to_bytes(8, "little"), 8 * index)
             writer.end += len(frame)
             writer.count += 1
+            self._appended(name, st.st_ino, index, at, writer.end)
         except OSError as exc:
             writer.end = -1  # resync (and drop any partial frame) before the next append
             raise StorageError(f"stream {name!r}: append failed: {exc.strerror}") from None
@@ -164,6 +211,23 @@ class StreamStore:
             self._dirty[writer.data_fd] = self._number
         self.appends += 1
         return index
+
+    def _appended(self, name: str, ino: int, index: int, at: int, end: int) -> None:
+        """Keep the known offsets of `name` in step with an append that began at `at`."""
+        with self._known_lock:
+            known = self._known.get(name)
+            if known is None or (known.ino, known.size, known.items, known.end) != (
+                ino,
+                at,
+                index,
+                at,
+            ):
+                return  # not known up to here: the next read checks the files
+            offsets = known.offsets
+            if len(offsets) != index:  # a reader completed a copy meanwhile: append to ours
+                offsets = offsets[:index]
+            offsets.append(at)
+            self._known[name] = _Known(ino, end, offsets, index + 1, end)
 
     def _writer(self, name: str) -> _Writer:
         writer = self._writers.get(name)

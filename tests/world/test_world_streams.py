@@ -81,6 +81,47 @@ def test_index_is_rebuilt_when_lost_or_short(tmp_path: Path) -> None:
     assert other.stream_read("s", -1) == ["x"]
 
 
+def test_reads_keep_offsets_while_the_file_is_unchanged_and_complete_them_as_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from world import _journal, _streams
+
+    world, writer = LocalWorld(tmp_path / "data"), LocalWorld(tmp_path / "data")
+    for i in range(50):
+        writer.stream_append("s", i)
+    assert world.stream_read("s", -1) == [49]
+    index_reads: list[int] = []
+    starts: list[int] = []
+    real_offsets, real_read_file = _streams._offsets, _journal.read_file
+
+    def offsets(data: bytes) -> Any:
+        index_reads.append(len(data))
+        return real_offsets(data)
+
+    def read_file(path: str, start: int = 0) -> Any:
+        starts.append(start)
+        return real_read_file(path, start)
+
+    monkeypatch.setattr(_streams, "_offsets", offsets)
+    monkeypatch.setattr(_journal, "read_file", read_file)
+    for _ in range(3):
+        assert world.stream_length("s") == 50 and world.stream_read("s", 10, 12) == [10, 11]
+    assert index_reads == [] and starts == []  # a stat each time, no index or tail read
+    writer.stream_append("s", 50)  # another writer: the file grew
+    assert world.stream_read("s", -2) == [49, 50]
+    assert index_reads == [] and len(starts) == 1 and starts[0] > 0  # only the new bytes
+    world.stream_append("s", 51)  # its own append keeps what it knows current
+    starts.clear()
+    assert world.stream_length("s") == 52 and world.stream_read("s", -1) == [51]
+    assert starts == []
+    data = tmp_path / "data" / "streams" / "s.msgpack"
+    idx = (tmp_path / "data" / "streams" / "s.idx").read_bytes()
+    data.write_bytes(data.read_bytes()[: int.from_bytes(idx[-8:], "little")])  # cut item 51
+    assert world.stream_length("s") == 51 and world.stream_read("s", -1) == [50]
+    world.close()
+    writer.close()
+
+
 def _watch_threads() -> int:
     return sum(t.name.startswith("eve-watch") for t in threading.enumerate())
 
