@@ -198,6 +198,7 @@ class WorkflowContext:
             attempts = rec.get("n", attempts + 1)
         policy = retry or DEFAULT_RETRY
         world = self._engine.world
+        world.stream_drain()  # the step's effects come after what the workflow appended so far
         while True:
             attempts += 1
             mark = world.stream_appends()

@@ -129,10 +129,30 @@ def read_event(
             event[k] = v
     at = event.get("at")
     if isinstance(at, int | float):
-        event["at"] = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+        event["at"] = iso_ms(at)
     event["index"] = index
     event.setdefault("sessionId", session_id)
     return event
+
+
+_SECONDS: dict[int, str] = {}  # epoch second -> its ISO form up to the seconds (UTC)
+
+
+def iso_ms(at: float) -> str:
+    """``datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")``, without
+    building a datetime per event (a view reads every event of a turn)."""
+    if not 0 <= at < 253402300800:  # outside years 1970-9999: the slow way says what is wrong
+        return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    second = int(at)
+    micros = round((at - second) * 1e6)  # as fromtimestamp rounds: half to even
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    prefix = _SECONDS.get(second)
+    if prefix is None:
+        if len(_SECONDS) > 4096:
+            _SECONDS.clear()
+        prefix = _SECONDS[second] = datetime.fromtimestamp(second, UTC).isoformat()[:19]
+    return f"{prefix}.{micros // 1000:03d}+00:00"
 
 
 class EventReader:
