@@ -116,6 +116,11 @@ class Engine:
         self.head_note: Callable[[str], Any] | None = None
         self._driving = 0  # families this engine is driving now
 
+    @property
+    def driving(self) -> int:
+        """How many run families this engine is driving now."""
+        return self._driving
+
     def _write_head(self, family: Family) -> None:
         head = build_head(family)
         if self.head_note is not None:

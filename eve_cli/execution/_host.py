@@ -111,6 +111,9 @@ class SessionHost:
             )
         return self._model
 
+    def solo(self) -> bool:
+        return self.executor.engine.driving <= 1
+
     async def action(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         return await self.ctx.step(name, fn)
 

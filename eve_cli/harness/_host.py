@@ -28,6 +28,11 @@ class StepHost(Protocol):
         """The model of this turn (built from the current definition and the -m override)."""
         ...
 
+    def solo(self) -> bool:
+        """Whether this is the only session its process drives now (holding the event loop
+        for a moment then stalls no other session)."""
+        ...
+
     async def action(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         """Run ``fn`` as a durable action: journaled once, replayed from the journal after."""
         ...

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from eve_cli._agent_api import ToolContext, bind_state, unbind_state
-from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
+from eve_cli._tools import ASK_QUESTION, QUICK_WAIT, InvalidArguments, Tool
 from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
@@ -328,7 +328,9 @@ async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool)
         token = bind_state(values)
         began = time.monotonic()
         try:
-            result = await tool.execute(call["arguments"], ctx)
+            result = await tool.execute(
+                call["arguments"], ctx, wait=QUICK_WAIT if host.solo() else 0.0
+            )
         finally:
             unbind_state(token)
         changed = values if values != before else None
