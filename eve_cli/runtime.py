@@ -124,6 +124,7 @@ class Runtime:
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
         self._views = ViewCache(self.world)
+        self._metas: dict[str, dict[str, Any]] = {}  # a session's meta never changes
         self.engine.head_note = self._head_note
         self._agent: AgentDefinition | None = None
         if load_agent:
@@ -219,12 +220,18 @@ class Runtime:
                 f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ - "
                 "(a sub-agent's session adds .<n> parts)"
             )
+        known = self._metas.get(sid)
+        if known is not None and self.world.family_exists(sid.split(".", 1)[0]):
+            return dict(known)  # asked several times a turn: one stat, not a head read
         try:
             info = self.engine.info(sid)
         except RunNotFoundError:
             raise SessionNotFoundError(f"no session {sid!r}") from None
         if info.workflow != SESSION_WORKFLOW:
             raise SessionNotFoundError(f"no session {sid!r}")
+        if len(self._metas) > 4096:
+            self._metas.clear()
+        self._metas[sid] = dict(info.meta)
         return dict(info.meta)
 
     async def _send(self, sid: str, payload: dict[str, Any]) -> str | None:

@@ -67,7 +67,7 @@ class SessionHost:
         executor: Executor,
         ctx: WorkflowContext,
         snap: Snapshot,
-        agent: AgentDefinition,
+        agent: AgentDefinition | Callable[[], AgentDefinition],
         turn_id: str | None = None,
         before: Snapshot | None = None,
     ) -> None:
@@ -75,7 +75,7 @@ class SessionHost:
         self.before = before  # a turn's snapshot as it started (its result is the difference)
         self.ctx = ctx
         self.snap = snap
-        self.agent = agent
+        self._agent = agent  # or how to load it (when first used)
         self.turn_id = turn_id
         self.events = executor.keyed(events_stream(snap.id), snap.gen)
         self.history = executor.keyed(history_stream(snap.id), snap.gen)
@@ -89,6 +89,16 @@ class SessionHost:
         self._window_at: tuple[int, int, int | None] = (-1, -1, None)
         self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
         self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
+
+    @property
+    def agent(self) -> AgentDefinition:
+        if callable(self._agent):
+            self._agent = self._agent()
+        return self._agent
+
+    @agent.setter
+    def agent(self, agent: AgentDefinition) -> None:
+        self._agent = agent
 
     def take_deferred(self) -> list[dict[str, Any]]:
         taken, self.deferred = self.deferred, []
