@@ -67,7 +67,7 @@ class Snapshot:
     @classmethod
     def from_data(cls, data: dict[str, Any], id: str = "") -> Snapshot:
         """Read a snapshot of any version; ``id`` when the data has none (version 2)."""
-        data = migrate(copy.deepcopy(data))  # never alias a run's recorded input
+        data = migrate({k: _copied(v) for k, v in data.items()})  # never alias recorded input
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("id", id)

@@ -400,7 +400,7 @@ class Runtime:
 
     def _row(self, sid: str) -> dict[str, Any] | None:
         """The ``sessions()`` row of ``sid`` from its stream's tail; None if not a session."""
-        tail = self.events(sid, -TAIL)
+        tail = self.events(sid, -TAIL, texts=False)  # a row shows no message text
         if not tail or tail[0].get("sessionId") != sid:
             return None  # not an eve session
         if tail[0]["index"] > 0 and not any("turns" in event for event in tail):
@@ -473,12 +473,14 @@ class Runtime:
                 continue
         return total
 
-    def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
-        """Stored events from ``start`` (negative counts back from the tail), with indexes."""
+    def events(self, sid: str, start: int = 0, *, texts: bool = True) -> list[dict[str, Any]]:
+        """Stored events from ``start`` (negative counts back from the tail), with indexes
+        (``texts=False``: message texts left empty, which spares reading them)."""
         name = events_stream(sid)
         length = self.world.stream_length(name)
         first = max(0, length + start) if start < 0 else start
-        return EventReader(self.world, sid).read(first, self.world.stream_read(name, first, length))
+        items = self.world.stream_read(name, first, length)
+        return EventReader(self.world, sid).read(first, items, texts=texts)
 
     async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""

@@ -316,7 +316,9 @@ class WorkflowContext:
         ids = [i.id for i in items]
         values = [i.payload for i in items]
         rec = {"t": "recv", "token": token, "ids": ids, "values": values, **extra}
-        stored = await self._record(rec)
+        # No fsync of its own: a replay that lost it takes the same deliveries again (they
+        # stay in the inbox), and the next durable record of the family covers it.
+        stored = await self._record(rec, durable=False)
         self._family.consume(ids)
         return list(stored["values"])
 

@@ -163,10 +163,12 @@ class EventReader:
         self.session_id = session_id
         self.history = history_stream(session_id)
 
-    def read(self, first: int, items: list[Any]) -> list[dict[str, Any]]:
-        """The events stored at ``first``, ``first + 1``, ... (as read from the stream)."""
-        texts = self.texts({i[REF] for i in items if isinstance(i, dict) and REF in i})
-        return [read_event(self.session_id, first + i, item, texts) for i, item in enumerate(items)]
+    def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[dict[str, Any]]:
+        """The events stored at ``first``, ``first + 1``, ... (as read from the stream);
+        ``texts=False``: an event that refers to a history item gets ``text`` "" (no read)."""
+        refs = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
+        found = self.texts(refs)
+        return [read_event(self.session_id, first + i, item, found) for i, item in enumerate(items)]
 
     def texts(self, refs: set[int]) -> dict[int, str]:
         """The text (``content``) of the history items ``refs``: one read when they are close
