@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream
-from eve_cli.execution._streams import KEY, stored_event, strip_key
+from eve_cli.execution._event_form import pack
+from eve_cli.execution._streams import KEY, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from world import WorkflowContext, World
@@ -128,12 +129,14 @@ class SessionHost:
         return await self.ctx.step(name, fn)
 
     def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
-        scope: dict[str, Any] = {}
+        # stored_event(type, now, {scope..., **data}) built as one dict (several per step)
+        event: dict[str, Any] = {"type": type, "at": round(time.time(), 3)}
         if self.turn_id is not None:
-            scope["turnId"] = self.turn_id
+            event["turnId"] = self.turn_id
         if step is not None:
-            scope["stepIndex"] = step
-        self.events.append(key, stored_event(type, time.time(), {**scope, **data}))
+            event["stepIndex"] = step
+        event.update(data)
+        self.events.append(key, pack(event))
 
     def emitted_keys(self, prefix: str) -> list[str]:
         return self.events.keys_starting(prefix)

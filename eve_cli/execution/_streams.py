@@ -76,10 +76,14 @@ class KeyedStream:
         return [k[len(self.prefix) :] for k in keys if k.startswith(full)]
 
     def append(self, key: str, item: dict[str, Any]) -> bool:
-        """Append ``item`` under ``key`` unless it is already there; True when written."""
-        if self.prefix + key in self._loaded():
+        """Append ``item`` under ``key`` unless it is already there; True when written.
+        ``item`` becomes the stream's: the caller does not use it again."""
+        keys = self._loaded()
+        full = self.prefix + key
+        if full in keys:
             return False
-        self.put(key, item)
+        item[KEY] = full
+        self._store(keys, full, item)
         return True
 
     def index_of(self, key: str) -> int | None:
@@ -95,9 +99,14 @@ class KeyedStream:
         if index is None:
             item = item.copy()
             item[KEY] = full
-            index = keys[full] = self.world.stream_append(self.name, item)
+            index = self._store(keys, full, item)
+        return index
+
+    def _store(self, keys: dict[str, int], full: str, item: dict[str, Any]) -> int:
+        index = keys[full] = self.world.stream_append(self.name, item)
+        if "@" in full:
             self._index(full)
-            self.length = index + 1 if self.length == index else -1
+        self.length = index + 1 if self.length == index else -1
         return index
 
 
