@@ -86,12 +86,18 @@ class Tool:
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def execute(
-        self, arguments: dict[str, Any] | None, ctx: ToolContext, *, wait: float = 0.0
+        self,
+        arguments: dict[str, Any] | None,
+        ctx: ToolContext,
+        *,
+        wait: float = 0.0,
+        checked: dict[str, Any] | None = None,
     ) -> ToolResult:
         """Run the tool; never raises for bad input or a failing tool (those are results).
-        A sync tool runs on a tool thread; ``wait``: see :func:`run_sync`."""
+        A sync tool runs on a tool thread; ``wait``: see :func:`run_sync`. ``checked``: the
+        arguments as :meth:`validate` returned them (else they are validated here)."""
         try:
-            kwargs = self.validate(arguments)
+            kwargs = dict(checked) if checked is not None else self.validate(arguments)
         except InvalidArguments as exc:
             return ToolResult(f"Invalid arguments for tool {self.name!r}: {exc}", is_error=True)
         if self.fn is None:

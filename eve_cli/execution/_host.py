@@ -17,6 +17,7 @@ from eve_cli.execution._event_form import pack
 from eve_cli.execution._streams import KEY, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
+from eve_cli.models._tokens import message_tokens
 from world import WorkflowContext, World
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ class SessionHost:
         self._window: list[Message] | None = None
         self._summary: str | None = None
         self._indexes: list[int] = []
+        self._window_tokens = 0  # the sum of message_tokens over _window
         self._stored: dict[int, Message] = {}  # appended by store_history, not yet adopted
         self._window_at: tuple[int, int, int | None] = (-1, -1, None)
         self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
@@ -168,7 +170,9 @@ class SessionHost:
         cached = self._window is not None and self._window_at == self._window_key()
         snap.history_len = max(snap.history_len, index + 1)
         if cached and self._window is not None and message.get("role") != SUMMARY_ROLE:
-            self._window.append(strip_key(dict(message)))
+            kept = strip_key(dict(message))
+            self._window.append(kept)
+            self._window_tokens += message_tokens(kept)
             self._indexes.append(index)
             self._window_at = self._window_key()
         if message.get("role") == "assistant":
@@ -194,8 +198,18 @@ class SessionHost:
             snap = self.snap
             items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
             self._window, self._indexes, self._summary = window_of(self.executor.world, snap, items)
+            self._window_tokens = sum(message_tokens(m) for m in self._window)
             self._window_at = self._window_key()
         return window_messages(self._window, self._summary)
+
+    def history_tokens(self) -> tuple[int, int]:
+        if self._window is None or self._window_at != self._window_key():
+            self.read_history()
+        assert self._window is not None
+        count, tokens = len(self._window), self._window_tokens
+        if self._summary:
+            count, tokens = count + 1, tokens + message_tokens(summary_message(self._summary))
+        return count, tokens
 
     def now(self) -> float:
         return as_epoch(self.ctx.now())

@@ -63,6 +63,11 @@ class StepHost(Protocol):
         """The model's view: the summary (if any) then the messages since the window start."""
         ...
 
+    def history_tokens(self) -> tuple[int, int]:
+        """How many messages :meth:`read_history` returns and the sum of their token
+        estimates (``models._tokens.message_tokens``), without building the list."""
+        ...
+
     def summary_text(self) -> str | None:
         """The current compaction summary (None before the first)."""
         ...

@@ -268,7 +268,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
         record_result(host, index, call, f"Unknown tool {name!r}; available: {known}", True)
         return
     try:
-        tool.validate(call["arguments"])
+        checked = tool.validate(call["arguments"])
     except InvalidArguments as exc:
         record_result(host, index, call, f"Invalid arguments for tool {name!r}: {exc}", True)
         return
@@ -283,7 +283,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
         record_result(host, index, call, f"Approval policy failed: {exc}", True)
         return
     if decision == "approved":
-        await run_tool(host, index, call, tool)
+        await run_tool(host, index, call, tool, checked)
     elif decision == "denied":
         record_result(host, index, call, "The approval policy denied this call.", True, "rejected")
     else:
@@ -311,8 +311,15 @@ def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> No
     )
 
 
-async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool) -> None:
-    """Run one tool call as a durable action; its state changes are saved with its result."""
+async def run_tool(
+    host: StepHost,
+    index: int,
+    call: dict[str, Any],
+    tool: Tool,
+    checked: dict[str, Any] | None = None,
+) -> None:
+    """Run one tool call as a durable action; its state changes are saved with its result.
+    ``checked``: its arguments as :meth:`Tool.validate` returned them just now."""
     snap = host.snap
     key = f"{host.session_id}:{host.turn_id}:{call['id']}"
     ctx = ToolContext(
@@ -329,7 +336,7 @@ async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool)
         began = time.monotonic()
         try:
             result = await tool.execute(
-                call["arguments"], ctx, wait=QUICK_WAIT if host.solo() else 0.0
+                call["arguments"], ctx, wait=QUICK_WAIT if host.solo() else 0.0, checked=checked
             )
         finally:
             unbind_state(token)
