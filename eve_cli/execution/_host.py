@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream
+from eve_cli.execution._event_form import unpack
 from eve_cli.execution._streams import KeyedStream, stored_event, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
@@ -126,6 +127,15 @@ class SessionHost:
     def emitted_keys(self, prefix: str) -> list[str]:
         return self.events.keys_starting(prefix)
 
+    def emitted_event(self, key: str) -> dict[str, Any] | None:
+        index = self.events.index_of(key)
+        items = (
+            self.events.world.stream_read(self.events.name, index, index + 1)
+            if index is not None
+            else []
+        )
+        return strip_key(unpack(items[0])) if items and isinstance(items[0], dict) else None
+
     def append_history(self, message: Message, key: str) -> int:
         """Append ``message`` (idempotent by ``key``) and take it into the window."""
         index = self.store_history(message, key)
@@ -140,6 +150,9 @@ class SessionHost:
         if fresh:  # stored by this very call: adopting it needs no read back
             self._stored[index] = message
         return index
+
+    def stored_history(self, key: str) -> int | None:
+        return self.history.index_of(key)
 
     def adopt_history(self, index: int, message: Message | None = None) -> Message:
         """Take the stored item ``index`` into the window (the snapshot's length moves past
