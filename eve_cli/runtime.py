@@ -25,7 +25,7 @@ from eve_cli._loader import (
     check_model_string,
     resolve_agent_dir,
 )
-from eve_cli._session import Snapshot, events_stream, history_stream
+from eve_cli._session import Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._host import read_window, window_messages
@@ -187,7 +187,10 @@ class Runtime:
             agent_dir=self._stored_dir(self.agent_dir),
             model=model or self.model,
             mode=mode,
+            created_at=time.time(),
         )
+        # The session's constants, kept once: every snapshot the driver journals leaves them
+        # out (session_base).
         meta = {
             "eve": 1,
             "token": token,
@@ -195,8 +198,10 @@ class Runtime:
             "model": snap.model,
             "mode": mode,
             "agent": self.agent.name,
+            "created": snap.created_at,
         }
-        await self.engine.start(SESSION_WORKFLOW, snap.to_data(), run_id=sid, meta=meta)
+        data = snap.to_data(session_base(meta))
+        await self.engine.start(SESSION_WORKFLOW, data, run_id=sid, meta=meta)
         # session.started is written now (the driver's own emit of it is then a no-op), so a
         # session is listed from its creation on.
         started = stored_event("session.started", time.time(), started_event(snap, self.agent.name))
@@ -446,7 +451,8 @@ class Runtime:
                 data = record.get("input")
         if data is None:
             return []
-        messages, _, summary_text = read_window(self.world, Snapshot.from_data(data, sid))
+        snap = Snapshot.from_data(data, sid, session_base(self._meta(sid)))
+        messages, _, summary_text = read_window(self.world, snap)
         return window_messages(messages, summary_text)
 
     def _bytes(self, sid: str) -> int | None:

@@ -55,6 +55,7 @@ class Run:
     input: Any
     g: int = 0
     gen_pos: int = 0
+    start_pos: int = -1  # position of its `start` record (-1: the load began after it)
     gen_at: float = 0.0
     gen_nc: int = 0
     gen_hooks: list[str] = field(default_factory=list)  # as the generation's record lists them
@@ -129,6 +130,8 @@ class Family:
         run.last_pos = pos
         if kind in START_TYPES:
             run.begin(rec, pos)
+            if kind == "start":
+                run.start_pos = pos
         elif kind == "done":
             run.status, run.result = "completed", rec.get("result")
         elif kind == "failed":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eve_cli._session import Snapshot
+from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
 from eve_cli.harness._compaction import compact
 from world import HookConflictError, WorkflowContext
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 
 async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
-    snap = Snapshot.from_data(data, ctx.run_id)
+    snap = Snapshot.from_data(data, ctx.run_id, session_base(ctx.meta))
+    origin = snap.copy()  # as this generation began: its turn's input leaves out the same
     agent = executor.agent_or_fallback(snap.agent_dir)
     host = SessionHost(executor, ctx, snap, agent)
     key = f"g{snap.gen}"
@@ -52,7 +53,8 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     if kind == "message":
         try:
             start = take_message(host, payload)
-            result = await ctx.run_child(TURN_WORKFLOW, {"snap": snap.to_data(), "start": start})
+            turn = {"snap": snap.to_data(origin), "start": start}
+            result = await ctx.run_child(TURN_WORKFLOW, turn)
         except Exception as exc:
             host.emit("turn.failed", {"error": f"{type(exc).__name__}: {exc}"}, f"{key}:tfail")
             result = {"outcome": "failed", "error": str(exc)}
@@ -72,7 +74,7 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     elif kind == "compact":
         await compact(host, key, None, estimate=None, force=True)
     snap.gen += 1
-    ctx.continue_as_new(snap.to_data())
+    ctx.continue_as_new(snap.to_data(session_base(ctx.meta)))
     return None
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
-from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream
+from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._streams import KeyedStream, stored_event, strip_key
 from eve_cli.harness._compaction import summary_message
@@ -209,7 +209,9 @@ class SessionHost:
             parent=self.snap.id,
             cancel_token=self.snap.token or self.snap.cancel_token,
         )
-        handle = await self.ctx.start_child(SESSION_WORKFLOW, child.to_data())
+        handle = await self.ctx.start_child(
+            SESSION_WORKFLOW, child.to_data(session_base(self.ctx.meta))
+        )
         child_id = handle.run_id
         self.emit(
             "task.started",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eve_cli._session import Snapshot
+from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
 from eve_cli.harness._input import apply_delivery, cancel_pending, fold_message, unresolved
 from eve_cli.harness._step import admit_resolved, run_step
@@ -25,7 +25,7 @@ TASK_WAIT_ERROR = "a task cannot wait for input (approval or question); it fails
 async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
     """Run one turn; returns ``{"changes", "outcome"[, "text", "error", "handedBack"]}``
     (``changes``: the snapshot fields the turn changed; the driver has the rest)."""
-    snap = Snapshot.from_data(data["snap"], ctx.run_id.rsplit(".", 1)[0])
+    snap = turn_input(ctx, data["snap"])
     before = snap.copy()
     snap.turns += 1
     turn_id = f"t{snap.turns}"
@@ -92,6 +92,16 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         if result.outcome == "failed":
             return _finish(host, "failed", result.error)
         fresh = result.outcome != "done"
+
+
+def turn_input(ctx: WorkflowContext, data: dict[str, Any]) -> Snapshot:
+    """The snapshot a turn starts from: version 3 leaves out what equals the snapshot its
+    driver's generation began with (the parent's input); earlier ones are whole."""
+    session = ctx.run_id.rsplit(".", 1)[0]
+    if data.get("v", 1) < 3:
+        return Snapshot.from_data(data, session)
+    base = session_base(ctx.meta)
+    return Snapshot.from_data(data, session, Snapshot.from_data(ctx.parent_input(), session, base))
 
 
 async def _cancel(host: SessionHost, index: int) -> dict[str, Any]:
