@@ -31,6 +31,7 @@ from eve_cli.execution._driver import started_event
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._streams import EventReader, KeyedStream, stored_event
 from eve_cli.execution._view import TAIL, ViewCache, fold, summary
+from eve_cli.harness._input import compact_message
 from world import (
     Engine,
     NoActiveRunError,
@@ -253,8 +254,7 @@ class Runtime:
         status = self._status(sid)
         if status in _ENDED:
             return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-        payload = {"kind": "message", "text": message, "policy": turn_policy}
-        problem = await self._send(sid, payload)
+        problem = await self._send(sid, compact_message(message, turn_policy))
         if problem:
             return DeliveryReceipt(sid, "rejected", problem)
         if status == "waiting":
@@ -268,7 +268,7 @@ class Runtime:
         ``session.started``): a turn starts with nothing pending, so nothing older matters,
         and a delivery to an old session costs what it costs to a new one."""
         name = events_stream(sid)
-        reader = EventReader(self.world, sid)
+        reader = self._reader(sid)
         tail: list[dict[str, Any]] = []
         end, chunk = self.world.stream_length(name), 16
         while end > 0:
@@ -477,7 +477,12 @@ class Runtime:
         name = events_stream(sid)
         length = self.world.stream_length(name)
         first = max(0, length + start) if start < 0 else start
-        return EventReader(self.world, sid).read(first, self.world.stream_read(name, first, length))
+        return self._reader(sid).read(first, self.world.stream_read(name, first, length))
+
+    def _reader(self, sid: str) -> EventReader:
+        """The session's event reader (its stored ``session.waiting`` events leave out the
+        continuation token: the run's meta has it)."""
+        return EventReader(self.world, sid, lambda: self._meta(sid).get("token"))
 
     async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""
@@ -485,7 +490,7 @@ class Runtime:
         name = events_stream(sid)
         if start < 0:
             start = max(0, self.world.stream_length(name) + start)
-        reader = EventReader(self.world, sid)
+        reader = self._reader(sid)
         async for index, item in self.world.stream_tail(name, start):
             yield reader.read(index, [item])[0]
 

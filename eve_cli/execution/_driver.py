@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
 from eve_cli.harness._compaction import compact
+from eve_cli.harness._input import expand_delivery
 from world import HookConflictError, WorkflowContext
 
 if TYPE_CHECKING:
@@ -44,9 +45,11 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     elif snap.queued:
         payload = snap.queued.pop(0)
     elif hook is not None:
-        counts = {"turns": snap.turns, "steps": snap.steps}
-        host.emit("session.waiting", {"continuationToken": snap.token, **counts}, f"{key}:wait")
-        payload = await hook.receive()
+        counts: dict[str, Any] = {"turns": snap.turns, "steps": snap.steps}
+        if snap.token != ctx.meta.get("token"):  # else the reader has it from the meta
+            counts = {"continuationToken": snap.token, **counts}
+        host.emit("session.waiting", counts, f"{key}:wait")
+        payload = expand_delivery(await hook.receive())
     else:
         return {"status": "failed", "error": "session has nothing to do"}
     kind = payload.get("kind")
@@ -80,12 +83,12 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
 
 def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
     """The start of a turn for a delivered message: the message goes into the history stream
-    here (under the key the turn would use), and the turn gets its index, not its text."""
+    here (under the key the turn would use), and the turn gets its index (``h``) alone
+    (earlier turns got the payload's other fields too, which they never read)."""
     snap = host.snap
     turn_id = f"t{snap.turns + 1}"
     message = {"role": "user", "content": str(payload.get("text", ""))}
-    index = host.append_history(message, f"{turn_id}:in:u")
-    return {k: v for k, v in payload.items() if k != "text"} | {"h": index}
+    return {"h": host.append_history(message, f"{turn_id}:in:u")}
 
 
 def turn_snapshot(before: Snapshot, result: dict[str, Any]) -> Snapshot:

@@ -8,6 +8,7 @@ an append whose key is present is skipped. Replaying a stream therefore yields e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -108,16 +109,26 @@ def stored_event(type: str, at: float, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_event(
-    session_id: str, index: int, item: dict[str, Any], texts: dict[int, str] | None = None
+    session_id: str,
+    index: int,
+    item: dict[str, Any],
+    texts: dict[int, str] | None = None,
+    token: Callable[[], str | None] | None = None,
 ) -> dict[str, Any]:
-    """A stored event as readers see it (SPEC §8): with index, session id and ISO time, and
-    ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index)."""
+    """A stored event as readers see it (SPEC §8): with index, session id and ISO time,
+    ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index),
+    and a ``session.waiting`` stored without its ``continuationToken`` (the session's own:
+    ``token()``) with it again, after ``at``, where it always was."""
     event: dict[str, Any] = {}
-    for k, v in unpack(item).items():
+    stored = unpack(item)
+    waiting = stored.get("type") == "session.waiting" and "continuationToken" not in stored
+    for k, v in stored.items():
         if k == REF:
             event["text"] = (texts or {}).get(v, "")
         elif k != KEY:
             event[k] = v
+        if k == "at" and waiting:
+            event["continuationToken"] = token() if token is not None else None
     at = event.get("at")
     if isinstance(at, int | float):
         event["at"] = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
@@ -129,15 +140,27 @@ def read_event(
 class EventReader:
     """Reads one session's stored events as SPEC §8 events (see :func:`read_event`)."""
 
-    def __init__(self, world: World, session_id: str) -> None:
+    def __init__(
+        self, world: World, session_id: str, token: Callable[[], str | None] | None = None
+    ) -> None:
         self.world = world
         self.session_id = session_id
         self.history = history_stream(session_id)
+        self._token = token  # the session's continuation token, asked for once when needed
+        self._known: list[str | None] = []
+
+    def token(self) -> str | None:
+        if not self._known:
+            self._known.append(self._token() if self._token is not None else None)
+        return self._known[0]
 
     def read(self, first: int, items: list[Any]) -> list[dict[str, Any]]:
         """The events stored at ``first``, ``first + 1``, ... (as read from the stream)."""
         texts = self.texts({i[REF] for i in items if isinstance(i, dict) and REF in i})
-        return [read_event(self.session_id, first + i, item, texts) for i, item in enumerate(items)]
+        return [
+            read_event(self.session_id, first + i, item, texts, self.token)
+            for i, item in enumerate(items)
+        ]
 
     def texts(self, refs: set[int]) -> dict[int, str]:
         """The text (``content``) of the history items ``refs``: one read when they are close

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
-from eve_cli.harness._input import apply_delivery, cancel_pending, fold_message, unresolved
+from eve_cli.harness._input import (
+    apply_delivery,
+    cancel_pending,
+    expand_delivery,
+    fold_message,
+    unresolved,
+)
 from eve_cli.harness._step import admit_resolved, run_step
 from world import WorkflowContext
 
@@ -49,7 +55,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     deliveries = 0
     while True:
         taken = host.take_deferred()
-        taken += await watch.poll() if watch is not None else []
+        taken += [expand_delivery(p) for p in await watch.poll()] if watch is not None else []
         for payload in taken:
             deliveries += 1
             if hook is None and payload.get("kind") != "cancel":
@@ -77,7 +83,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
                 {"on": "input", "requests": kinds, "turns": snap.turns, "steps": snap.steps},
                 f"{turn_id}:w{deliveries}",
             )
-            payload = await hook.receive()
+            payload = expand_delivery(await hook.receive())
             deliveries += 1
             effect = apply_delivery(
                 host, payload, f"{turn_id}:p{deliveries}", parked=True, step=index

@@ -13,6 +13,7 @@ from rt_support import AgentFactory, call, reply
 
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._streams import EventReader
+from eve_cli.harness._input import compact_message, expand_delivery
 from eve_cli.runtime import Runtime
 from world import LocalWorld, MemoryWorld
 
@@ -48,15 +49,18 @@ def check_spec_shape(sid: str, events: list[dict[str, Any]]) -> None:
         assert not [k for k in event if k.startswith("_")], event  # no storage fields
 
 
-def old_form(world: Any, sid: str) -> list[dict[str, Any]]:
-    """The session's stored events as eve stored them before references: text inline."""
+def old_form(world: Any, sid: str, token: str) -> list[dict[str, Any]]:
+    """The session's stored events as eve stored them before references: text inline, and
+    the continuation token in every ``session.waiting``."""
     history = world.stream_read(f"history.{sid}")
     out = []
     for item in map(unpack, world.stream_read(f"events.{sid}")):
-        out.append(
-            {("text" if k == "_h" else k): (history[v]["content"] if k == "_h" else v)
-             for k, v in item.items()}
-        )  # fmt: skip
+        event = {}
+        for k, v in item.items():
+            event["text" if k == "_h" else k] = history[v]["content"] if k == "_h" else v
+            if k == "at" and item["type"] == "session.waiting":
+                event["continuationToken"] = token
+        out.append(event)
     return out
 
 
@@ -80,10 +84,17 @@ def test_stored_events_refer_to_history_and_read_as_spec(
     stored = [unpack(i) for i in rt.world.stream_read(f"events.{sid}")]
     messages = [i for i in stored if i["type"] in ("message.received", "message.completed")]
     assert len(messages) == 5 and all("text" not in i and "_h" in i for i in messages)
+    # Nor the session's continuation token (the run's meta has it): readers see it again.
+    token = rt.engine.info(sid).meta["token"]
+    waiting = [i for i in stored if i["type"] == "session.waiting"]
+    assert len(waiting) == 3 and not any("continuationToken" in i for i in waiting)
+    read = [e for e in events if e["type"] == "session.waiting"]
+    assert [list(e)[:3] for e in read] == [["type", "at", "continuationToken"]] * 3
+    assert {e["continuationToken"] for e in read} == {token}
 
-    # The same events stored in the earlier form (text inline) read identically.
+    # The same events stored in the earlier form (text and token inline) read identically.
     memory = MemoryWorld()
-    for item in old_form(rt.world, sid):
+    for item in old_form(rt.world, sid, token):
         memory.stream_append(f"events.{sid}", item)
     assert EventReader(memory, sid).read(0, memory.stream_read(f"events.{sid}")) == events
 
@@ -124,3 +135,12 @@ def test_example_data_in_the_earlier_stored_form_reads_unchanged(tmp_path: Path)
             assert datetime.fromisoformat(event["at"]).timestamp() == round(item["at"], 3)
         else:
             assert event["at"] == item["at"]
+
+
+def test_a_message_delivery_is_stored_compact_and_read_whole() -> None:
+    assert compact_message("hi", "steer") == {"m": "hi"}
+    whole = {"kind": "message", "text": "hi", "policy": "queue"}
+    assert expand_delivery(compact_message("hi", "queue")) == whole
+    # What earlier versions delivered, and every other kind, reads as sent.
+    for sent in (whole, {"kind": "cancel"}, {"kind": "responses", "responses": []}):
+        assert expand_delivery(sent) == sent
