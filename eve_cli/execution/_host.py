@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import unpack
-from eve_cli.execution._streams import KeyedStream, stored_event, strip_key
+from eve_cli.execution._streams import EventKeys, KeyedStream, stored_event, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from world import WorkflowContext, World
@@ -79,7 +79,7 @@ class SessionHost:
         self.agent = agent
         self.turn_id = turn_id
         world = executor.world
-        self.events = KeyedStream(world, events_stream(snap.id), snap.gen)
+        self.events = KeyedStream(world, events_stream(snap.id), snap.gen, EventKeys())
         self.history = KeyedStream(world, history_stream(snap.id), snap.gen)
         self._model: Model | None = None
         self.last_text = ""
