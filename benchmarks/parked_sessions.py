@@ -93,7 +93,10 @@ def _clone(data_dir: Path, sid: str, token: str, cache: dict[Path, bytes]) -> st
     """Copy session ``sid`` (parked) under a fresh id and token; no fsync (a benchmark store)."""
     new_sid = "s_" + secrets.token_hex(12)
     new_token = secrets.token_hex(16)
-    swaps = [(sid.encode(), new_sid.encode()), (token.encode(), new_token.encode())]
+    # A token is stored as text, or (a hex token in the inbox and `gen` hooks) as its bytes:
+    # msgpack bin 8 of 16 bytes.
+    packed = (b"\xc4\x10" + bytes.fromhex(token), b"\xc4\x10" + bytes.fromhex(new_token))
+    swaps = [(sid.encode(), new_sid.encode()), (token.encode(), new_token.encode()), packed]
     run_dir = data_dir / "runs" / sid
     new_dir = data_dir / "runs" / new_sid
     new_dir.mkdir()

@@ -8,7 +8,11 @@ which the snapshot records only the window (``history_start``, ``history_len``) 
 compaction summary is (``summary_at``: an item of that stream, role ``summary``).
 
 Versions: 1 kept the summary text inline (``summary``); 2 keeps it in the history stream. A
-version-1 snapshot still reads (its inline summary serves until the next compaction).
+version-1 snapshot still reads (its inline summary serves until the next compaction). 3
+leaves out the fields equal to a *base* the reader has too, instead of only those at their
+default: the session's constants (:func:`session_base`, from the run family's meta) for a
+driver's input, the driver generation's own snapshot for a turn's. Versions 1 and 2 read
+as before, whatever base the reader gives.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import copy
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 
 
 @dataclass
@@ -52,24 +56,33 @@ class Snapshot:
     cancel_token: str | None = None
     ended: str | None = None  # completed | failed | cancelled, for task sessions
 
-    def to_data(self) -> dict[str, Any]:
-        """Plain data; fields at their default are left out (the snapshot is journaled at
-        every turn boundary, so its size is paid per turn), and so is ``id``: the run that
-        reads the snapshot knows it (the session's run id, or its parent's for a turn)."""
+    def to_data(self, base: Snapshot | None = None) -> dict[str, Any]:
+        """Plain data; fields equal to ``base`` (default: at their default) are left out (the
+        snapshot is journaled at every turn boundary, so its size is paid per turn), and so
+        is ``id``: the run that reads the snapshot knows it (the session's run id, or its
+        parent's for a turn). Read it back with the same ``base``."""
+        against = base._values(copy=False) if base is not None else _DEFAULTS
         data = {
             CODES[k]: v
             for k, v in self._values(copy=True).items()
-            if k != "id" and v != _DEFAULTS.get(k, _MISSING)
+            if k != "id" and v != against.get(k, _MISSING)
         }
         data["v"] = SNAPSHOT_VERSION
         return data
 
     @classmethod
-    def from_data(cls, data: dict[str, Any], id: str = "") -> Snapshot:
-        """Read a snapshot of any version; ``id`` when the data has none (version 2)."""
+    def from_data(
+        cls, data: dict[str, Any], id: str = "", base: Snapshot | None = None
+    ) -> Snapshot:
+        """Read a snapshot of any version; ``id`` when the data has none (version 2 on);
+        ``base``: what :meth:`to_data` was given (versions 1 and 2 had none)."""
+        version = data.get("v", 1)
         data = migrate({k: _copied(v) for k, v in data.items()})  # never alias recorded input
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
+        if base is not None and isinstance(version, int) and version >= 3:
+            kept = {k: v for k, v in base._values(copy=True).items() if k != "id"}
+            values = {**kept, **values}
         values.setdefault("id", id)
         return cls(**values)
 
@@ -128,7 +141,8 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 
     1 -> 2: version 2 stores fields under short names (:data:`CODES`) and leaves ``id`` to
     the reader; a version-1 ``summary`` stays inline (read as before) until the next
-    compaction moves the summary into the history stream. Returns field names.
+    compaction moves the summary into the history stream. 2 -> 3: the same names; what is
+    left out is the base's (:meth:`Snapshot.from_data` fills it in). Returns field names.
     """
     version = data.pop("v", 1)
     if version > SNAPSHOT_VERSION:
@@ -139,6 +153,19 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     if version >= 2:
         data = {NAMES.get(k, k): v for k, v in data.items()}
     return data
+
+
+def session_base(meta: dict[str, Any]) -> Snapshot:
+    """The constants of a session as its run family's meta holds them (see
+    ``Runtime.create_session``): the base of every session driver's input (version 3)."""
+    return Snapshot(
+        id="",
+        token=meta.get("token"),
+        agent_dir=meta.get("agentDir"),
+        model=meta.get("model"),
+        mode=meta.get("mode") or "conversation",
+        created_at=float(meta.get("created") or 0.0),
+    )
 
 
 def events_stream(session_id: str) -> str:

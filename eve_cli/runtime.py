@@ -25,12 +25,13 @@ from eve_cli._loader import (
     check_model_string,
     resolve_agent_dir,
 )
-from eve_cli._session import Snapshot, events_stream, history_stream
+from eve_cli._session import Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._streams import EventReader, KeyedStream, stored_event
 from eve_cli.execution._view import TAIL, ViewCache, fold, summary
+from eve_cli.harness._input import compact_message
 from world import (
     Engine,
     NoActiveRunError,
@@ -188,7 +189,10 @@ class Runtime:
             agent_dir=self._stored_dir(self.agent_dir),
             model=model or self.model,
             mode=mode,
+            created_at=time.time(),
         )
+        # The session's constants, kept once: every snapshot the driver journals leaves them
+        # out (session_base).
         meta = {
             "eve": 1,
             "token": token,
@@ -196,8 +200,10 @@ class Runtime:
             "model": snap.model,
             "mode": mode,
             "agent": self.agent.name,
+            "created": snap.created_at,
         }
-        await self.engine.start(SESSION_WORKFLOW, snap.to_data(), run_id=sid, meta=meta)
+        data = snap.to_data(session_base(meta))
+        await self.engine.start(SESSION_WORKFLOW, data, run_id=sid, meta=meta)
         # session.started is written now (the driver's own emit of it is then a no-op), so a
         # session is listed from its creation on.
         started = stored_event("session.started", time.time(), started_event(snap, self.agent.name))
@@ -255,8 +261,7 @@ class Runtime:
         status = self._status(sid)
         if status in _ENDED:
             return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-        payload = {"kind": "message", "text": message, "policy": turn_policy}
-        problem = await self._send(sid, payload)
+        problem = await self._send(sid, compact_message(message, turn_policy))
         if problem:
             return DeliveryReceipt(sid, "rejected", problem)
         if status == "waiting":
@@ -270,7 +275,7 @@ class Runtime:
         ``session.started``): a turn starts with nothing pending, so nothing older matters,
         and a delivery to an old session costs what it costs to a new one."""
         name = events_stream(sid)
-        reader = EventReader(self.world, sid)
+        reader = self._reader(sid)
         tail: list[dict[str, Any]] = []
         end, chunk = self.world.stream_length(name), 16
         while end > 0:
@@ -453,7 +458,8 @@ class Runtime:
                 data = record.get("input")
         if data is None:
             return []
-        messages, _, summary_text = read_window(self.world, Snapshot.from_data(data, sid))
+        snap = Snapshot.from_data(data, sid, session_base(self._meta(sid)))
+        messages, _, summary_text = read_window(self.world, snap)
         return window_messages(messages, summary_text)
 
     def _bytes(self, sid: str) -> int | None:
@@ -480,7 +486,12 @@ class Runtime:
         length = self.world.stream_length(name)
         first = max(0, length + start) if start < 0 else start
         items = self.world.stream_read(name, first, length)
-        return EventReader(self.world, sid).read(first, items, texts=texts)
+        return self._reader(sid).read(first, items, texts=texts)
+
+    def _reader(self, sid: str) -> EventReader:
+        """The session's event reader (its stored ``session.waiting`` events leave out the
+        continuation token: the run's meta has it)."""
+        return EventReader(self.world, sid, lambda: self._meta(sid).get("token"))
 
     async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""
@@ -488,7 +499,7 @@ class Runtime:
         name = events_stream(sid)
         if start < 0:
             start = max(0, self.world.stream_length(name) + start)
-        reader = EventReader(self.world, sid)
+        reader = self._reader(sid)
         async for index, item in self.world.stream_tail(name, start):
             yield reader.read(index, [item])[0]
 

@@ -9,6 +9,7 @@ coroutine with `_Park`, a BaseException, so nothing of the run stays in memory.
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import hashlib
 import inspect
@@ -106,6 +107,27 @@ class WorkflowContext:
     @property
     def generation(self) -> int:
         return self._run.g
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The meta the family's root run was started with (``engine.start(meta=)``): the
+        same for every run of the family, and never changed."""
+        root = self._family.runs.get(self._family.root)
+        meta = root.meta if root is not None else self._family.head_runs.get(
+            self._family.root, {}).get("meta")  # fmt: skip
+        return dict(meta or {})
+
+    def parent_input(self) -> Any:
+        """The input of the parent's generation that started this run (what workflow code
+        may leave out of a child's input). `WorldError` for a root run, or when the parent
+        has moved on to a later generation since (its input is then another)."""
+        run, family = self._run, self._family
+        parent = family.runs.get(run.parent) if run.parent is not None else None
+        if parent is None or run.start_pos < 0 or parent.gen_pos > run.start_pos:
+            raise WorldError(
+                f"run {run.id}: the input of the parent generation that started it is not known"
+            )
+        return copy.deepcopy(parent.input)  # the run keeps its own
 
     @property
     def is_replaying(self) -> bool:

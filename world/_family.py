@@ -16,8 +16,9 @@ Records in memory are whole: `{run, g, at, t, ...}`. Journal version 2 stores th
   `CorruptJournalError` naming the inbox, never a different payload.
 * `child`, `child_done` and a parked `waiting` name the child relative (as `r`);
   `child_done` keeps no result: the child's `done`/`failed` record precedes it in the journal.
-* `gen` leaves out meta and created (they live in the `start` record and the head, which a
-  load beginning at a `gen` record has); defaults are left out (nc 0, meta {}, hooks [], n 1).
+* `gen` leaves out its workflow (version 4), meta and created (they live in the `start`
+  record and the head, which a load beginning at a `gen` record has) and stores hex hook
+  tokens as bytes (version 4); defaults are left out (nc 0, meta {}, hooks [], n 1).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import CorruptJournalError
-from ._world import InboxItem, World
+from ._world import InboxItem, World, pack_token, unpack_token
 
 HEAD_VERSION = 1
 KEPT_CHILDREN = 10  # finished child runs the head keeps (the latest ones)
@@ -55,6 +56,7 @@ class Run:
     input: Any
     g: int = 0
     gen_pos: int = 0
+    start_pos: int = -1  # position of its `start` record (-1: the load began after it)
     gen_at: float = 0.0
     gen_nc: int = 0
     gen_hooks: list[str] = field(default_factory=list)  # as the generation's record lists them
@@ -129,6 +131,8 @@ class Family:
         run.last_pos = pos
         if kind in START_TYPES:
             run.begin(rec, pos)
+            if kind == "start":
+                run.start_pos = pos
         elif kind == "done":
             run.status, run.result = "completed", rec.get("result")
         elif kind == "failed":
@@ -174,6 +178,12 @@ class Family:
             del out["workflow"]  # the child's `start` says it
         elif kind == "park":
             out["waiting"] = self._pack_waiting(rec)
+        elif kind == "gen":
+            run = self.runs.get(rec["run"])
+            if run is not None and out.get("workflow") == run.workflow:
+                del out["workflow"]  # the run's `start` (or the head) says it
+            if "hooks" in out:
+                out["hooks"] = [pack_token(t) for t in out["hooks"]]
         return out
 
     def _pack_waiting(self, rec: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +207,12 @@ class Family:
         if kind in START_TYPES:
             rec.setdefault("g", 0)
             rec["parent"] = run_id.rsplit(".", 1)[0] if rel is not None else None
+            if kind == "gen":
+                rec["hooks"] = [unpack_token(t) for t in rec["hooks"]]
+                if "workflow" not in rec:
+                    run = self.runs.get(run_id)
+                    head = self.head_runs.get(run_id, {})
+                    rec["workflow"] = run.workflow if run else head.get("workflow", "")
             return rec
         run = self.runs.get(run_id)
         if run is None:

@@ -28,13 +28,18 @@ JOURNAL_FORMAT = "eve-world-journal"
 # 2: compact records (run id relative to the root, `d` = ms since the generation began, `recv`
 # and `child_done` refer to the inbox and the child instead of copying). 3: no `child_done`,
 # a `child` link leaves its workflow to the child's `start`, `park` names a hook of its `gen`
-# by index. Older records are still read, also in a file that goes on with newer ones.
-JOURNAL_VERSION = 3
+# by index. 4: `gen` leaves its workflow to the run's `start` (or the head) and stores a hex
+# hook token as its bytes. Older records are still read, also in a file that goes on with
+# newer ones.
+JOURNAL_VERSION = 4
+INBOX_FORMAT = "eve-world-inbox"
+# 2: compact deliveries (`_world.inbox_record`); version-1 items still read.
+INBOX_VERSION = 2
 _FRAME_START = b"\x93\x01"  # fixarray(3) then the frame version 1
 
 
-# The record version of each kind of file (inbox "eve-world-inbox", stream "eve-world-stream": 1).
-VERSIONS = {JOURNAL_FORMAT: JOURNAL_VERSION}
+# The record version of each kind of file (stream "eve-world-stream": 1).
+VERSIONS = {JOURNAL_FORMAT: JOURNAL_VERSION, INBOX_FORMAT: INBOX_VERSION}
 
 
 def header(kind: str = JOURNAL_FORMAT) -> dict[str, Any]:

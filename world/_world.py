@@ -65,6 +65,37 @@ class InboxItem:
     check: int = 0  # the stored record's checksum: journal `recv` records name it with the id
 
 
+_HEX = re.compile(r"(?:[0-9a-f]{2})+")
+
+
+def pack_token(token: str) -> str | bytes:
+    """A hook token as stored: a lowercase hex token as its bytes (half the size)."""
+    return bytes.fromhex(token) if _HEX.fullmatch(token) else token
+
+
+def unpack_token(stored: Any) -> str:
+    """The token :func:`pack_token` stored."""
+    return stored.hex() if isinstance(stored, bytes) else str(stored)
+
+
+def inbox_record(token: str, payload: Any, at: float) -> dict[str, Any]:
+    """The stored form of a delivery (inbox item version 2): `k` the token
+    (:func:`pack_token`), `p` the payload, `a` the time. Version 1 stored `{"t": "item",
+    "token", "payload", "at"}`; :func:`inbox_item` reads both."""
+    return {"k": pack_token(token), "p": payload, "a": at}
+
+
+def inbox_item(pos: int, rec: Any, check: int) -> InboxItem | None:
+    """The delivery a stored inbox record holds (None: not a delivery, e.g. the header)."""
+    if not isinstance(rec, dict):
+        return None
+    if "k" in rec:
+        return InboxItem(pos, unpack_token(rec["k"]), rec.get("p"), rec.get("a", 0.0), check)
+    if rec.get("t") == "item":
+        return InboxItem(pos, rec["token"], rec.get("payload"), rec.get("at", 0.0), check)
+    return None
+
+
 class Lease(ABC):
     """Ownership of one family; released explicitly or when the owning process dies."""
 

@@ -35,7 +35,16 @@ from ._errors import (
 )
 from ._streams import StreamStore
 from ._watch import DirWatcher
-from ._world import FamilyLog, InboxItem, Lease, World, check_name, check_run_id
+from ._world import (
+    FamilyLog,
+    InboxItem,
+    Lease,
+    World,
+    check_name,
+    check_run_id,
+    inbox_item,
+    inbox_record,
+)
 
 FORMAT = {"format": "eve-world", "version": 1}
 
@@ -223,14 +232,12 @@ class LocalWorld(World):
     def deliver(self, root: str, token: str, payload: Any) -> int:
         folder = self._dir(root)
         self._journal_path(root)
-        item = _journal.frame(
-            {"t": "item", "token": token, "payload": payload, "at": time.time()}, "payload"
-        )
+        item = _journal.frame(inbox_record(token, payload, time.time()), "payload")
         path = folder / "inbox.msgpack"
         with _guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it
             end = self._inbox_valid_end(root, str(path))
-            header = b"" if end else _journal.frame(_journal.header("eve-world-inbox"))
+            header = b"" if end else _journal.frame(_journal.header(_journal.INBOX_FORMAT))
             writer = _journal.Writer(str(path), end)  # drops a torn tail first
             try:
                 offset = writer.append(header + item)
@@ -265,9 +272,9 @@ class LocalWorld(World):
         if result is None:
             result = _journal.read_file(path, 0)
         items = [
-            InboxItem(pos, rec["token"], rec.get("payload"), rec.get("at", 0.0), crc)
+            item
             for (pos, rec), crc in zip(result.records, result.crcs, strict=True)
-            if rec.get("t") == "item" and pos >= start
+            if pos >= start and (item := inbox_item(pos, rec, crc)) is not None
         ]
         return items, max(result.end, start)
 

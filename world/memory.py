@@ -16,7 +16,7 @@ from typing import Any
 
 from . import _codec, _journal
 from ._errors import OwnershipError, RunExistsError, RunNotFoundError
-from ._world import FamilyLog, InboxItem, Lease, World, check_name
+from ._world import FamilyLog, InboxItem, Lease, World, check_name, inbox_item, inbox_record
 
 
 @dataclass
@@ -126,8 +126,7 @@ class MemoryWorld(World):
 
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:
-        item = {"t": "item", "token": token, "payload": payload, "at": time.time()}
-        frame = _journal.frame(item, "payload")
+        frame = _journal.frame(inbox_record(token, payload, time.time()), "payload")
         with self._lock:
             inbox = self._family(root).inbox
             inbox.append(frame)
@@ -141,10 +140,11 @@ class MemoryWorld(World):
             frames = self._family(root).inbox[start:]
         parsed = _journal.parse(b"".join(frames), 0, f"memory:{root}:inbox")
         items = [
-            InboxItem(start + i, rec["token"], rec["payload"], rec["at"], crc)
+            item
             for i, ((_, rec), crc) in enumerate(zip(parsed.records, parsed.crcs, strict=True))
+            if (item := inbox_item(start + i, rec, crc)) is not None
         ]
-        return items, start + len(items)
+        return items, start + len(frames)
 
     def inbox_end(self, root: str) -> int:
         with self._lock:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eve_cli._session import Snapshot
+from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
 from eve_cli.harness._compaction import compact
+from eve_cli.harness._input import expand_delivery
 from world import HookConflictError, WorkflowContext
 
 if TYPE_CHECKING:
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 
 
 async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
-    snap = Snapshot.from_data(data, ctx.run_id)
+    snap = Snapshot.from_data(data, ctx.run_id, session_base(ctx.meta))
+    origin = snap.copy()  # as this generation began: its turn's input leaves out the same
     # Loaded when first needed: the driver's replays at every turn mostly do not need it.
     host = SessionHost(executor, ctx, snap, lambda: executor.agent_or_fallback(snap.agent_dir))
     key = f"g{snap.gen}"
@@ -43,16 +45,19 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     elif snap.queued:
         payload = snap.queued.pop(0)
     elif hook is not None:
-        counts = {"turns": snap.turns, "steps": snap.steps}
-        host.emit("session.waiting", {"continuationToken": snap.token, **counts}, f"{key}:wait")
-        payload = await hook.receive()
+        counts: dict[str, Any] = {"turns": snap.turns, "steps": snap.steps}
+        if snap.token != ctx.meta.get("token"):  # else the reader has it from the meta
+            counts = {"continuationToken": snap.token, **counts}
+        host.emit("session.waiting", counts, f"{key}:wait")
+        payload = expand_delivery(await hook.receive())
     else:
         return {"status": "failed", "error": "session has nothing to do"}
     kind = payload.get("kind")
     if kind == "message":
         try:
             start = take_message(host, payload)
-            result = await ctx.run_child(TURN_WORKFLOW, {"snap": snap.to_data(), "start": start})
+            turn = {"snap": snap.to_data(origin), "start": start}
+            result = await ctx.run_child(TURN_WORKFLOW, turn)
         except Exception as exc:
             host.emit("turn.failed", {"error": f"{type(exc).__name__}: {exc}"}, f"{key}:tfail")
             result = {"outcome": "failed", "error": str(exc)}
@@ -72,18 +77,18 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     elif kind == "compact":
         await compact(host, key, None, estimate=None, force=True)
     snap.gen += 1
-    ctx.continue_as_new(snap.to_data())
+    ctx.continue_as_new(snap.to_data(session_base(ctx.meta)))
     return None
 
 
 def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
     """The start of a turn for a delivered message: the message goes into the history stream
-    here (under the key the turn would use), and the turn gets its index, not its text."""
+    here (under the key the turn would use), and the turn gets its index (``h``) alone
+    (earlier turns got the payload's other fields too, which they never read)."""
     snap = host.snap
     turn_id = f"t{snap.turns + 1}"
     message = {"role": "user", "content": str(payload.get("text", ""))}
-    index = host.append_history(message, f"{turn_id}:in:u")
-    return {k: v for k, v in payload.items() if k != "text"} | {"h": index}
+    return {"h": host.append_history(message, f"{turn_id}:in:u")}
 
 
 def turn_snapshot(before: Snapshot, result: dict[str, Any]) -> Snapshot:

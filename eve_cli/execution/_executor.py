@@ -15,7 +15,7 @@ from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve
 from eve_cli._session import history_stream
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW
-from eve_cli.execution._streams import KeyedStream, strip_key
+from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
 from eve_cli.execution._turn import turn_workflow
 from world import Engine, WorkflowContext, World
 
@@ -95,13 +95,13 @@ class Executor:
         self._agents[key] = (signature, agent)
         return agent
 
-    def keyed(self, name: str, gen: int) -> KeyedStream:
+    def keyed(self, name: str, gen: int, codec: KeyCodec | None = None) -> KeyedStream:
         """The keyed stream ``name`` of session generation ``gen``. A parent replayed after
         its turn (same generation) gets the turn's object: otherwise it would read back every
         key the turn stored to learn that its own few are there."""
         kept = self._keyed.pop((name, gen), None)
         if kept is None or not kept.current():
-            kept = KeyedStream(self.world, name, gen)
+            kept = KeyedStream(self.world, name, gen, codec)
         self._keyed[(name, gen)] = kept
         while len(self._keyed) > _KEPT_STREAMS:
             self._keyed.popitem(last=False)

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
-from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream
-from eve_cli.execution._event_form import pack
-from eve_cli.execution._streams import KEY, strip_key
+from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
+from eve_cli.execution._event_form import pack, unpack
+from eve_cli.execution._streams import KEY, EventKeys, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from eve_cli.models._tokens import message_tokens
@@ -79,7 +79,7 @@ class SessionHost:
         self.snap = snap
         self._agent = agent  # or how to load it (when first used)
         self.turn_id = turn_id
-        self.events = executor.keyed(events_stream(snap.id), snap.gen)
+        self.events = executor.keyed(events_stream(snap.id), snap.gen, EventKeys())
         self.history = executor.keyed(history_stream(snap.id), snap.gen)
         self._model: Model | None = None
         self.last_text = ""
@@ -143,6 +143,15 @@ class SessionHost:
     def emitted_keys(self, prefix: str) -> list[str]:
         return self.events.keys_starting(prefix)
 
+    def emitted_event(self, key: str) -> dict[str, Any] | None:
+        index = self.events.index_of(key)
+        items = (
+            self.events.world.stream_read(self.events.name, index, index + 1)
+            if index is not None
+            else []
+        )
+        return strip_key(unpack(items[0])) if items and isinstance(items[0], dict) else None
+
     def append_history(self, message: Message, key: str) -> int:
         """Append ``message`` (idempotent by ``key``) and take it into the window."""
         index = self.store_history(message, key)
@@ -157,6 +166,9 @@ class SessionHost:
         if fresh:  # stored by this very call: adopting it needs no read back
             self._stored[index] = message
         return index
+
+    def stored_history(self, key: str) -> int | None:
+        return self.history.index_of(key)
 
     def adopt_history(self, index: int, message: Message | None = None) -> Message:
         """Take the stored item ``index`` into the window (the snapshot's length moves past
@@ -225,7 +237,9 @@ class SessionHost:
             parent=self.snap.id,
             cancel_token=self.snap.token or self.snap.cancel_token,
         )
-        handle = await self.ctx.start_child(SESSION_WORKFLOW, child.to_data())
+        handle = await self.ctx.start_child(
+            SESSION_WORKFLOW, child.to_data(session_base(self.ctx.meta))
+        )
         child_id = handle.run_id
         self.emit(
             "task.started",

@@ -8,11 +8,12 @@ an append whose key is present is skipped. Replaying a stream therefore yields e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from eve_cli._session import history_stream
-from eve_cli.execution._event_form import pack, unpack
+from eve_cli.execution._event_form import TYPES, pack, unpack
 from world import World
 
 KEY = "_k"
@@ -21,16 +22,42 @@ _CHUNK = 256
 _FIRST_CHUNK = 4
 
 
-class KeyedStream:
-    """Idempotent appends to one stream for one session generation."""
+class KeyCodec(Protocol):
+    """How a stream stores its keys compactly (see :class:`KeyedStream`)."""
 
-    def __init__(self, world: World, name: str, gen: int) -> None:
+    def pack(self, item: dict[str, Any], key: str, gen: int) -> Any:
+        """What to store as ``_k`` for ``item`` under ``key`` (the key itself, or less)."""
+        ...
+
+    def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
+        """The key a stored ``_k`` that is not a string stands for (None: none)."""
+        ...
+
+
+class KeyedStream:
+    """Idempotent appends to one stream for one session generation.
+
+    With a ``codec``, an item whose key its own fields imply stores less than the key as
+    ``_k`` (:class:`KeyCodec`), and the key is derived again wherever keys are read; an item
+    is stored so only when what it stores derives back to exactly its key.
+    """
+
+    def __init__(self, world: World, name: str, gen: int, codec: KeyCodec | None = None) -> None:
         self.world = world
         self.name = name
+        self.gen = gen
         self.prefix = f"{gen}:"
+        self.codec = codec
         self._keys: dict[str, int] | None = None  # key -> index, this generation's items
         self._by_head: dict[str, list[str]] = {}  # "<...>@" -> the keys that start with it
         self.length = -1  # the stream's length when the keys were last known complete
+
+    def key_of(self, item: Any) -> str:
+        """The key of a stored item ("" when it has none)."""
+        key = item.get(KEY, "") if isinstance(item, dict) else ""
+        if not isinstance(key, str):
+            key = (self.codec.unpack(item, key) if self.codec is not None else None) or ""
+        return key
 
     def _load(self) -> dict[str, int]:
         keys: dict[str, int] = {}
@@ -40,8 +67,7 @@ class KeyedStream:
             start = max(0, end - chunk)
             items = self.world.stream_read(self.name, start, end)
             for offset in range(len(items) - 1, -1, -1):
-                item = items[offset]
-                key = item.get(KEY, "") if isinstance(item, dict) else ""
+                key = self.key_of(items[offset])
                 if not key.startswith(self.prefix):
                     return keys
                 keys[key] = start + offset
@@ -82,7 +108,6 @@ class KeyedStream:
         full = self.prefix + key
         if full in keys:
             return False
-        item[KEY] = full
         self._store(keys, full, item)
         return True
 
@@ -98,16 +123,75 @@ class KeyedStream:
         index = keys.get(full)
         if index is None:
             item = item.copy()
-            item[KEY] = full
             index = self._store(keys, full, item)
         return index
 
     def _store(self, keys: dict[str, int], full: str, item: dict[str, Any]) -> int:
+        stored: Any = full
+        if self.codec is not None:
+            stored = self.codec.pack(item, full, self.gen)
+            if not isinstance(stored, str) and self.codec.unpack(item, stored) != full:
+                stored = full  # only what reads back as the very key
+        item[KEY] = stored
         index = keys[full] = self.world.stream_append(self.name, item)
         if "@" in full:
             self._index(full)
         self.length = index + 1 if self.length == index else -1
         return index
+
+
+_CODES = {name: code for code, name in enumerate(TYPES)}
+_WAITING = _CODES["session.waiting"]
+_TURN_KEYS = {_CODES[f"turn.{end}"]: "end" for end in ("completed", "failed", "cancelled")}
+_TURN_KEYS[_CODES["turn.started"]] = "start"
+_STEP_KEYS = {_CODES["step.started"]: "start", _CODES["step.completed"]: "done",
+              _CODES["step.failed"]: "fail", _CODES["message.completed"]: "0"}  # fmt: skip
+_RECEIVED = _CODES["message.received"]
+
+
+_APPENDED = _CODES["message.appended"]
+
+
+class EventKeys:
+    """The compact keys of a session's events (a :class:`KeyCodec`).
+
+    The events whose key the session's code always builds from their fields store only the
+    generation (an int): the driver's ``session.waiting``, a turn's start and end, its first
+    message, a step's start and end, and the answer of the step's first model call. A delta
+    of that call stores ``[generation, offset]`` (its length is its text's)."""
+
+    def pack(self, item: dict[str, Any], key: str, gen: int) -> Any:
+        if self.unpack(item, gen) == key:
+            return gen
+        start = key.rpartition("@")[2].partition("+")[0]
+        return [gen, int(start)] if item.get("y") == _APPENDED and start.isdigit() else key
+
+    def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
+        code, turn, step = item.get("y"), item.get("u"), item.get("s")
+        if isinstance(stored, list) and len(stored) == 2 and code == _APPENDED:
+            gen, start = stored
+            delta = item.get("d")
+            if _ints(gen, start, turn, step) and isinstance(delta, str):
+                return f"{gen}:t{turn}:{step}:0:d@{start}+{len(delta)}"
+            return None
+        if not _ints(stored):
+            return None
+        gen = stored
+        if code == _WAITING and "u" not in item:
+            return f"{gen}:g{gen}:wait"
+        if not _ints(turn):
+            return None
+        if code in _TURN_KEYS and "s" not in item:
+            return f"{gen}:t{turn}:{_TURN_KEYS[code]}"
+        if code == _RECEIVED and item.get("p") == "started" and "s" not in item:
+            return f"{gen}:t{turn}:in:m"
+        if code in _STEP_KEYS and _ints(step):
+            return f"{gen}:t{turn}:{step}:{_STEP_KEYS[code]}"
+        return None
+
+
+def _ints(*values: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
 
 
 def strip_key(item: dict[str, Any]) -> dict[str, Any]:
@@ -126,16 +210,26 @@ def stored_event(type: str, at: float, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_event(
-    session_id: str, index: int, item: dict[str, Any], texts: dict[int, str] | None = None
+    session_id: str,
+    index: int,
+    item: dict[str, Any],
+    texts: dict[int, str] | None = None,
+    token: Callable[[], str | None] | None = None,
 ) -> dict[str, Any]:
-    """A stored event as readers see it (SPEC §8): with index, session id and ISO time, and
-    ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index)."""
+    """A stored event as readers see it (SPEC §8): with index, session id and ISO time,
+    ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index),
+    and a ``session.waiting`` stored without its ``continuationToken`` (the session's own:
+    ``token()``) with it again, after ``at``, where it always was."""
     event: dict[str, Any] = {}
-    for k, v in unpack(item).items():
+    stored = unpack(item)
+    waiting = stored.get("type") == "session.waiting" and "continuationToken" not in stored
+    for k, v in stored.items():
         if k == REF:
             event["text"] = (texts or {}).get(v, "")
         elif k != KEY:
             event[k] = v
+        if k == "at" and waiting:
+            event["continuationToken"] = token() if token is not None else None
     at = event.get("at")
     if isinstance(at, int | float):
         event["at"] = iso_ms(at)
@@ -167,17 +261,29 @@ def iso_ms(at: float) -> str:
 class EventReader:
     """Reads one session's stored events as SPEC §8 events (see :func:`read_event`)."""
 
-    def __init__(self, world: World, session_id: str) -> None:
+    def __init__(
+        self, world: World, session_id: str, token: Callable[[], str | None] | None = None
+    ) -> None:
         self.world = world
         self.session_id = session_id
         self.history = history_stream(session_id)
+        self._token = token  # the session's continuation token, asked for once when needed
+        self._known: list[str | None] = []
+
+    def token(self) -> str | None:
+        if not self._known:
+            self._known.append(self._token() if self._token is not None else None)
+        return self._known[0]
 
     def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[dict[str, Any]]:
         """The events stored at ``first``, ``first + 1``, ... (as read from the stream);
         ``texts=False``: an event that refers to a history item gets ``text`` "" (no read)."""
         refs = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
         found = self.texts(refs)
-        return [read_event(self.session_id, first + i, item, found) for i, item in enumerate(items)]
+        return [
+            read_event(self.session_id, first + i, item, found, self.token)
+            for i, item in enumerate(items)
+        ]
 
     def texts(self, refs: set[int]) -> dict[int, str]:
         """The text (``content``) of the history items ``refs``: one read when they are close

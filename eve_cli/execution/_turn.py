@@ -10,9 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eve_cli._session import Snapshot
+from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
-from eve_cli.harness._input import apply_delivery, cancel_pending, fold_message, unresolved
+from eve_cli.harness._input import (
+    apply_delivery,
+    cancel_pending,
+    expand_delivery,
+    fold_message,
+    unresolved,
+)
 from eve_cli.harness._step import admit_resolved, run_step
 from world import WorkflowContext
 
@@ -25,7 +31,7 @@ TASK_WAIT_ERROR = "a task cannot wait for input (approval or question); it fails
 async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
     """Run one turn; returns ``{"changes", "outcome"[, "text", "error", "handedBack"]}``
     (``changes``: the snapshot fields the turn changed; the driver has the rest)."""
-    snap = Snapshot.from_data(data["snap"], ctx.run_id.rsplit(".", 1)[0])
+    snap = turn_input(ctx, data["snap"])
     before = snap.copy()
     snap.turns += 1
     turn_id = f"t{snap.turns}"
@@ -49,7 +55,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     deliveries = 0
     while True:
         taken = host.take_deferred()
-        taken += await watch.poll() if watch is not None else []
+        taken += [expand_delivery(p) for p in await watch.poll()] if watch is not None else []
         for payload in taken:
             deliveries += 1
             if hook is None and payload.get("kind") != "cancel":
@@ -77,7 +83,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
                 {"on": "input", "requests": kinds, "turns": snap.turns, "steps": snap.steps},
                 f"{turn_id}:w{deliveries}",
             )
-            payload = await hook.receive()
+            payload = expand_delivery(await hook.receive())
             deliveries += 1
             effect = apply_delivery(
                 host, payload, f"{turn_id}:p{deliveries}", parked=True, step=index
@@ -92,6 +98,16 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         if result.outcome == "failed":
             return _finish(host, "failed", result.error)
         fresh = result.outcome != "done"
+
+
+def turn_input(ctx: WorkflowContext, data: dict[str, Any]) -> Snapshot:
+    """The snapshot a turn starts from: version 3 leaves out what equals the snapshot its
+    driver's generation began with (the parent's input); earlier ones are whole."""
+    session = ctx.run_id.rsplit(".", 1)[0]
+    if data.get("v", 1) < 3:
+        return Snapshot.from_data(data, session)
+    base = session_base(ctx.meta)
+    return Snapshot.from_data(data, session, Snapshot.from_data(ctx.parent_input(), session, base))
 
 
 async def _cancel(host: SessionHost, index: int) -> dict[str, Any]:

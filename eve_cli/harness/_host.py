@@ -45,6 +45,10 @@ class StepHost(Protocol):
         """Keys of events already stored for this generation that start with ``prefix``."""
         ...
 
+    def emitted_event(self, key: str) -> dict[str, Any] | None:
+        """The event stored under ``key`` in this generation (full field names), if any."""
+        ...
+
     def append_history(self, message: Message, key: str) -> int:
         """Append a message to the session history (idempotent by ``key``); its index."""
         ...
@@ -53,6 +57,10 @@ class StepHost(Protocol):
         """Store a history item under ``key`` (or find the one stored there) without taking it
         into the window: what a step function does (a replay then calls :meth:`adopt_history`
         with the index the step returned)."""
+        ...
+
+    def stored_history(self, key: str) -> int | None:
+        """The index of the history item stored under ``key``; None when there is none."""
         ...
 
     def adopt_history(self, index: int, message: Message | None = None) -> Message:

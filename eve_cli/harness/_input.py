@@ -3,7 +3,9 @@
 A delivery payload is a dict with ``kind``: ``message`` (``text``, ``policy`` steer|queue),
 ``responses`` (``responses``: ``[{"requestId", "approved", "always"} | {"requestId",
 "answer"}]``), ``cancel``, or a session operation (``clear``, ``compact``, ``reset``) which a
-running turn holds for the driver.
+running turn holds for the driver. A message is delivered in a compact form, ``{"m": text[,
+"p": "queue"]}`` (stored once per message in the session's inbox): :func:`expand_delivery`
+gives the form above, and is applied to every payload taken from the hook.
 """
 
 from __future__ import annotations
@@ -13,6 +15,18 @@ from typing import Any, Literal
 from eve_cli.harness._host import StepHost
 
 Effect = Literal["none", "steered", "cancel"]
+
+
+def compact_message(text: str, policy: str) -> dict[str, Any]:
+    """The payload that delivers a user message (see :func:`expand_delivery`)."""
+    return {"m": text} if policy == "steer" else {"m": text, "p": policy}
+
+
+def expand_delivery(payload: Any) -> Any:
+    """A delivery as the harness reads it: a compact message made whole, others as sent."""
+    if isinstance(payload, dict) and "m" in payload and "kind" not in payload:
+        return {"kind": "message", "text": payload["m"], "policy": payload.get("p", "steer")}
+    return payload
 
 
 def fold_message(

@@ -133,6 +133,7 @@ async def call_model(
     )
     deltas = DeltaBuffer(host, f"{host.turn_id}:{index}:{m}:d", index)
     reply_key = f"{host.turn_id}:{index}:{m}:a"
+    said: list[str] = []  # the reply's text, when this process made the call
 
     async def generate() -> dict[str, Any]:
         full = ModelRequest(**{**request.__dict__, "messages": host.read_history()})
@@ -160,6 +161,11 @@ async def call_model(
                if c.argument_error is not None or c.raw_arguments is not None}  # fmt: skip
         if bad:
             out["calls"] = bad
+        said.append(response.text)
+        if response.text and deltas.holds(response.text):
+            # This run's delta events hold exactly the text, and items a step appends are
+            # durable before its record: the record keeps only the length (``ds``).
+            out["ds"] = len(out.pop("text"))
         return out
 
     result: dict[str, Any] = await host.action(f"model:{n}", generate)
@@ -167,13 +173,36 @@ async def call_model(
     if "error" in result:
         return result
     if "h" not in result:
-        result["h"] = host.store_history(assistant_message(result), reply_key)
+        reply = _store_reply(host, result, said, deltas, reply_key)
+        if reply is None:
+            return {"error": f"the reply of model call {n} is missing from the event stream"}
+        result["h"] = reply
     # else: journaled by an eve that stored the reply in history inside the step (the step
     # result holds only its index).
     message = host.adopt_history(result["h"])
     extra = _call_extras(result)
     calls = [{**c, **extra.get(c.get("id"), {})} for c in message.get("tool_calls") or []]
     return {**result, "text": message.get("content") or "", "tool_calls": calls}
+
+
+def _store_reply(
+    host: StepHost, result: dict[str, Any], said: list[str], deltas: DeltaBuffer, key: str
+) -> int | None:
+    """The history index of a model call's reply, stored under ``key`` unless it is there
+    (None: its text is lost).
+
+    A result without ``text`` has ``ds``, the length of the text its delta events hold. The
+    text is needed when this process made the call (``said``), or on a replay after a crash
+    between the step's record and this append: then it is read back from those events."""
+    if "text" in result:
+        return host.store_history(assistant_message(result), key)
+    index = host.stored_history(key)
+    if index is not None:
+        return index
+    text = said[0] if said else deltas.stored_text()
+    if text is None or len(text) != result.get("ds"):
+        return None
+    return host.store_history(assistant_message({**result, "text": text}), key)
 
 
 def _call_extras(result: dict[str, Any]) -> dict[str, Any]:
@@ -213,11 +242,9 @@ class DeltaBuffer:
         self.size = 0  # characters held
         self.offset = 0  # characters flushed so far
         self.timer: asyncio.TimerHandle | None = None
-        self.streamed = 0  # characters an earlier run of this call already stored
-        for stored in host.emitted_keys(f"{key}@"):
-            start, _, length = stored[len(key) + 1 :].partition("+")
-            if start.isdigit() and length.isdigit():
-                self.streamed = max(self.streamed, int(start) + int(length))
+        # Characters an earlier run of this call already stored.
+        self.streamed = max((start + length for start, length, _ in self.spans()), default=0)
+        self.sent: list[str] = []  # what this run appended
 
     async def add(self, text: str) -> None:
         self.held.append(text)
@@ -241,6 +268,33 @@ class DeltaBuffer:
             text, start = text[self.streamed - start :], self.streamed
         key = f"{self.key}@{start}+{len(text)}"
         self.host.emit("message.appended", {"delta": text}, key, self.step)
+        self.sent.append(text)
+
+    def spans(self) -> list[tuple[int, int, str]]:
+        """``(start, length, key)`` of each delta event of this call stored so far."""
+        spans = []
+        for key in self.host.emitted_keys(f"{self.key}@"):
+            start, _, length = key[len(self.key) + 1 :].partition("+")
+            if start.isdigit() and length.isdigit():
+                spans.append((int(start), int(length), key))
+        return spans
+
+    def holds(self, text: str) -> bool:
+        """True when this run's events hold ``text`` whole (none came from an earlier run,
+        whose text a non-deterministic model may not repeat)."""
+        return self.streamed == 0 and "".join(self.sent) == text
+
+    def stored_text(self) -> str | None:
+        """The text of this call's stored delta events, in order; None when they are not one
+        unbroken run from the start."""
+        text = ""
+        for start, length, key in sorted(self.spans()):
+            event = self.host.emitted_event(key) or {}
+            delta = event.get("delta")
+            if start != len(text) or not isinstance(delta, str) or len(delta) != length:
+                return None
+            text += delta
+        return text
 
 
 def request_id(host: StepHost, call_id: str) -> str:

@@ -33,7 +33,8 @@ from typing import Any
 import httpx
 
 from eve_cli.execution._streams import EventReader
-from world import LocalWorld, verify
+from eve_cli.harness._input import expand_delivery
+from world import Engine, LocalWorld, verify
 
 # Seconds a scripted model call waits after its first streamed delta; a process planned to
 # be killed on a delta runs the slow script (the same answers), so the kill lands inside the
@@ -179,7 +180,9 @@ class Run:
     def events(self) -> list[dict[str, Any]]:
         world = LocalWorld(self.data)
         try:  # as readers see them (stored ones refer to history for their text)
-            return EventReader(world, self.sid).read(0, world.stream_read(f"events.{self.sid}"))
+            token = Engine(world, {}).info(self.sid).meta.get("token")
+            reader = EventReader(world, self.sid, lambda: token)
+            return reader.read(0, world.stream_read(f"events.{self.sid}"))
         finally:
             world.close()
 
@@ -190,10 +193,11 @@ class Run:
             items, _ = world.read_inbox(self.sid)
         finally:
             world.close()
+        payloads = [expand_delivery(i.payload) for i in items]  # messages are stored compact
         return [
-            str(i.payload.get("text"))
-            for i in items
-            if isinstance(i.payload, dict) and i.payload.get("kind") == "message"
+            str(p.get("text"))
+            for p in payloads
+            if isinstance(p, dict) and p.get("kind") == "message"
         ]
 
     def results(self) -> list[str]:

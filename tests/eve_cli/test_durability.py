@@ -150,6 +150,9 @@ def test_kill_during_model_call(tmp_path: Path, make_agent: AgentFactory, refere
     run.drive_to_question()
     run.answer_and_finish()
     assert run.transcript() == reference
+    # The re-run's deltas continue the first run's: its record keeps the text whole.
+    [model_1] = [r for r in run.rt.engine.history(f"{run.sid}.0") if r.get("name") == "model:1"]
+    assert model_1["ok"]["text"] == "thinking about b"
     a, b = keys(run.effects(), run.sid)
     # D1/D2: the tool of the committed action ran once; nothing else repeated.
     assert run.effects() == Counter(
@@ -272,3 +275,24 @@ def test_subagent_wait_survives_a_kill(tmp_path: Path, make_agent: AgentFactory)
     assert settled["output"] == "child done"
     [key] = {line.split()[1] for line in log.read_text().splitlines()}
     assert Counter(log.read_text().splitlines()) == Counter({f"start {key}": 2, f"end {key}": 1})
+
+
+def test_kill_after_a_reply_journaled_by_length(
+    tmp_path: Path, make_agent: AgentFactory, reference: Any
+) -> None:
+    """A model call whose delta events hold its whole reply journals only the reply's length;
+    killed right after that record, before the reply reached history, a new process reads
+    the reply back from those events: it is in history once, as streamed."""
+    run = Scenario(tmp_path / "run", make_agent)
+    proc = run.proc(env={"EVE_FAULTS": "crash_after_fsync@7"})  # model call 1's record
+    proc.finish()
+    assert proc.popen.returncode == -signal.SIGKILL
+    last = run.rt.engine.history(f"{run.sid}.0")[-1]  # the turn's run
+    stored = [m.get("content") for m in run.rt.world.stream_read(f"history.{run.sid}")]
+    assert last["t"] == "step" and last["name"] == "model:1", last
+    assert "text" not in last["ok"] and last["ok"]["ds"] == len("thinking about b"), last
+    assert "thinking about b" not in stored  # the kill came before the history append
+    run.drive_to_question()
+    run.answer_and_finish()
+    assert run.transcript() == reference
+    assert all(n == 1 for key, n in run.effects().items() if key.startswith("end "))

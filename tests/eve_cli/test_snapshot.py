@@ -1,5 +1,6 @@
-"""The persisted snapshot: short stored names (version 2), version-1 data still reads, and a
-turn's changes applied to the snapshot it started from give the snapshot it ended with."""
+"""The persisted snapshot: short stored names (version 2), only what differs from a base the
+reader has (version 3), version-1 and -2 data still read, and a turn's changes applied to the
+snapshot it started from give the snapshot it ended with."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from eve_cli._session import CODES, SNAPSHOT_VERSION, Snapshot
+from eve_cli._session import CODES, SNAPSHOT_VERSION, Snapshot, session_base
 
 
 def test_every_field_has_a_distinct_stored_name() -> None:
@@ -19,7 +20,7 @@ def test_round_trip_leaves_out_the_id_and_keeps_everything_else() -> None:
     snap = Snapshot(id="s_1", token="tok", turns=3, history_len=7, summary_at=5,
                     pending=[{"requestId": "r"}], state={"n": 1})  # fmt: skip
     data = snap.to_data()
-    assert data["v"] == SNAPSHOT_VERSION == 2
+    assert data["v"] == SNAPSHOT_VERSION == 3
     assert "id" not in data and "s_1" not in data.values()
     assert Snapshot.from_data(data, "s_1") == snap
 
@@ -45,3 +46,33 @@ def test_changes_applied_to_the_start_give_the_end() -> None:
     assert set(changes) == {"t", "p", "tk", "q"}  # only what changed, by stored name
     assert start.patched(changes) == end
     assert start.patched({}) == start
+
+
+def test_version_3_leaves_out_what_the_base_holds() -> None:
+    meta = {"token": "t" * 32, "agentDir": "/agents/a", "model": None, "mode": "conversation",
+            "created": 1700000000.25}  # fmt: skip
+    base = session_base(meta)
+    snap = Snapshot(id="s_1", token="t" * 32, agent_dir="/agents/a", created_at=1700000000.25,
+                    turns=4, history_len=8, pending=[{"requestId": "r"}])  # fmt: skip
+    data = snap.to_data(base)
+    assert data == {"t": 4, "hl": 8, "p": [{"requestId": "r"}], "v": 3}
+    assert Snapshot.from_data(data, "s_1", base) == snap
+    # A field back at its default while the base has another value is stored (a task
+    # session in the family of a conversation: no token of its own).
+    task = Snapshot(id="s_1.0.0", mode="task", task="do it", created_at=1.0)
+    assert task.to_data(base)["k"] is None
+    assert Snapshot.from_data(task.to_data(base), "s_1.0.0", base) == task
+    # A turn's input against the snapshot its driver's generation began with.
+    after = snap.copy()
+    after.history_len += 1
+    assert after.to_data(snap) == {"hl": 9, "v": 3}
+    assert Snapshot.from_data(after.to_data(snap), "s_1", snap) == after
+
+
+def test_version_2_reads_the_same_whatever_the_base() -> None:
+    v2 = {"k": "tok", "a": "/agents/a", "c": 5.0, "t": 2, "hl": 4, "v": 2}
+    base = session_base({"token": "other", "agentDir": "/elsewhere", "created": 9.0})
+    for given in (None, base):
+        snap = Snapshot.from_data(v2, "s_1", given)
+        assert (snap.token, snap.agent_dir, snap.created_at) == ("tok", "/agents/a", 5.0)
+        assert (snap.model, snap.mode, snap.turns, snap.history_len) == (None, "conversation", 2, 4)

@@ -12,7 +12,8 @@ from typing import Any
 from rt_support import AgentFactory, call, reply
 
 from eve_cli.execution._event_form import unpack
-from eve_cli.execution._streams import EventReader
+from eve_cli.execution._streams import EventKeys, EventReader, KeyedStream, stored_event
+from eve_cli.harness._input import compact_message, expand_delivery
 from eve_cli.runtime import Runtime
 from world import LocalWorld, MemoryWorld
 
@@ -48,15 +49,18 @@ def check_spec_shape(sid: str, events: list[dict[str, Any]]) -> None:
         assert not [k for k in event if k.startswith("_")], event  # no storage fields
 
 
-def old_form(world: Any, sid: str) -> list[dict[str, Any]]:
-    """The session's stored events as eve stored them before references: text inline."""
+def old_form(world: Any, sid: str, token: str) -> list[dict[str, Any]]:
+    """The session's stored events as eve stored them before references: text inline, and
+    the continuation token in every ``session.waiting``."""
     history = world.stream_read(f"history.{sid}")
     out = []
     for item in map(unpack, world.stream_read(f"events.{sid}")):
-        out.append(
-            {("text" if k == "_h" else k): (history[v]["content"] if k == "_h" else v)
-             for k, v in item.items()}
-        )  # fmt: skip
+        event = {}
+        for k, v in item.items():
+            event["text" if k == "_h" else k] = history[v]["content"] if k == "_h" else v
+            if k == "at" and item["type"] == "session.waiting":
+                event["continuationToken"] = token
+        out.append(event)
     return out
 
 
@@ -80,10 +84,17 @@ def test_stored_events_refer_to_history_and_read_as_spec(
     stored = [unpack(i) for i in rt.world.stream_read(f"events.{sid}")]
     messages = [i for i in stored if i["type"] in ("message.received", "message.completed")]
     assert len(messages) == 5 and all("text" not in i and "_h" in i for i in messages)
+    # Nor the session's continuation token (the run's meta has it): readers see it again.
+    token = rt.engine.info(sid).meta["token"]
+    waiting = [i for i in stored if i["type"] == "session.waiting"]
+    assert len(waiting) == 3 and not any("continuationToken" in i for i in waiting)
+    read = [e for e in events if e["type"] == "session.waiting"]
+    assert [list(e)[:3] for e in read] == [["type", "at", "continuationToken"]] * 3
+    assert {e["continuationToken"] for e in read} == {token}
 
-    # The same events stored in the earlier form (text inline) read identically.
+    # The same events stored in the earlier form (text and token inline) read identically.
     memory = MemoryWorld()
-    for item in old_form(rt.world, sid):
+    for item in old_form(rt.world, sid, token):
         memory.stream_append(f"events.{sid}", item)
     assert EventReader(memory, sid).read(0, memory.stream_read(f"events.{sid}")) == events
 
@@ -168,3 +179,56 @@ def test_a_kept_keyed_stream_is_dropped_when_another_writer_appended(tmp_path: P
         assert executor.keyed("events.s_x", 4) is not again
     finally:
         world.close()
+
+
+def test_a_message_delivery_is_stored_compact_and_read_whole() -> None:
+    assert compact_message("hi", "steer") == {"m": "hi"}
+    whole = {"kind": "message", "text": "hi", "policy": "queue"}
+    assert expand_delivery(compact_message("hi", "queue")) == whole
+    # What earlier versions delivered, and every other kind, reads as sent.
+    for sent in (whole, {"kind": "cancel"}, {"kind": "responses", "responses": []}):
+        assert expand_delivery(sent) == sent
+
+
+def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> None:
+    world, name = MemoryWorld(), "events.s_keys"
+    step = {"turnId": "t3", "stepIndex": 0}
+    implied = [
+        ("g2:wait", "session.waiting", {"turns": 2, "steps": 2}),
+        ("t3:start", "turn.started", {"turnId": "t3"}),
+        ("t3:in:m", "message.received", {"turnId": "t3", "_h": 4, "disposition": "started"}),
+        ("t3:0:start", "step.started", step),
+        ("t3:0:0:d@0+6", "message.appended", {**step, "delta": "field "}),
+        ("t3:0:0:d@6+3", "message.appended", {**step, "delta": "abc"}),
+        ("t3:0:0", "message.completed", {**step, "role": "assistant", "_h": 5}),
+        ("t3:0:done", "step.completed", {**step, "usage": {"inputTokens": 1, "outputTokens": 2}}),
+        ("t3:end", "turn.completed", {"turnId": "t3"}),
+    ]
+    whole = [  # keys their fields do not imply: stored as they are
+        ("t3:p1:m", "message.received", {"turnId": "t3", "_h": 6, "disposition": "steered"}),
+        ("t3:0:1:d@0+2", "message.appended", {**step, "delta": "hi"}),
+        ("t3:0:1", "message.completed", {**step, "role": "assistant", "_h": 7}),
+        ("t3:0:0:d@9+1", "message.appended", {**step, "delta": "too long"}),
+    ]
+    stream = KeyedStream(world, name, 2, EventKeys())
+    for key, kind, data in implied + whole:
+        assert stream.append(key, stored_event(kind, 1.0, data))
+    stored = [item["_k"] for item in world.stream_read(name)]
+    assert stored == [2, 2, 2, 2, [2, 0], [2, 6], 2, 2, 2] + [f"2:{k}" for k, _, _ in whole]
+    # A new process derives the same keys: nothing is appended twice.
+    again = KeyedStream(world, name, 2, EventKeys())
+    for key, kind, data in implied + whole:
+        assert not again.append(key, stored_event(kind, 1.0, data))
+    assert sorted(again.keys_starting("t3:0:0:d@")) == [
+        "t3:0:0:d@0+6",
+        "t3:0:0:d@6+3",
+        "t3:0:0:d@9+1",
+    ]
+    assert KeyedStream(world, name, 3, EventKeys()).index_of("t3:start") is None
+    # Readers never see the stored key.
+    assert not [
+        k
+        for e in EventReader(world, "s_keys").read(0, world.stream_read(name))
+        for k in e
+        if k.startswith("_")
+    ]

@@ -22,6 +22,7 @@ from world import (
     StepFailedError,
     WorkflowContext,
     World,
+    WorldError,
 )
 
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.001)
@@ -566,3 +567,51 @@ def test_a_receive_and_a_child_start_wait_for_the_next_durable_record(
     # One fsync made the receive, the child's start and its step durable together.
     assert journal and journal[0] == ["recv", "start", "child", "step"]
     world.close()
+
+
+def test_children_read_the_family_meta_and_the_input_of_the_generation_that_started_them(
+    world: World,
+) -> None:
+    async def parent(ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+        if data["g"] == 0:
+            seen = await ctx.run_child("child", "awaited")
+            await ctx.start_child("child", "outliving")
+            ctx.continue_as_new({"g": 1, "seen": seen})
+        await ctx.create_hook("t-end").receive()
+        return data["seen"]
+
+    async def child(ctx: WorkflowContext, name: str) -> Any:
+        await ctx.create_hook(f"t-{name}").receive()
+        try:
+            given = ctx.parent_input()
+        except WorldError as exc:
+            given = str(exc)
+        return [ctx.meta, given]
+
+    flows = {"parent": parent, "child": child}
+
+    async def main() -> None:
+        engine = Engine(world, flows)
+        rid = await engine.start("parent", {"g": 0}, meta={"m": 1})
+        asking = Engine(world, {"parent": _root_asks})
+        failed = await asking.run(await asking.start("parent", None))
+        assert failed.status == "failed" and "not known" in failed.error["message"], failed
+        await engine.run(rid)
+        # A fresh engine (a new process) replays the child and gives the same input.
+        fresh = Engine(world, flows)
+        await fresh.resume_hook("t-awaited", None)
+        await fresh.run(rid)
+        assert fresh.info(f"{rid}.0").result == [{"m": 1}, {"g": 0}]
+        # The second child outlived that generation: its parent's input is another now.
+        await fresh.resume_hook("t-outliving", None)
+        await fresh.run(rid)
+        meta, given = fresh.info(f"{rid}.1").result
+        assert meta == {"m": 1} and "not known" in given
+        await fresh.resume_hook("t-end", None)
+        assert (await fresh.run(rid)).result == [{"m": 1}, {"g": 0}]
+
+    run(main())
+
+
+async def _root_asks(ctx: WorkflowContext, _: Any) -> Any:
+    return ctx.parent_input()  # a root run has no parent

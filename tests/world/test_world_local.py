@@ -24,7 +24,7 @@ from world import (
     decode,
     default_data_dir,
 )
-from world._family import load_family
+from world._family import Family, load_family
 
 
 async def steps(ctx: WorkflowContext, n: int) -> int:
@@ -64,7 +64,7 @@ def test_journal_is_plain_msgpack_with_checksummed_records(tmp_path: Path) -> No
     with open(tmp_path / "runs" / "fixed" / "journal.msgpack", "rb") as f:
         records = [decode(body) for _, _, body in msgpack.Unpacker(f, raw=False)]
     assert [r["t"] for r in records] == ["header", "start", "step", "step", "step", "hook", "park"]
-    assert records[0]["version"] == _journal.JOURNAL_VERSION == 3
+    assert records[0]["version"] == _journal.JOURNAL_VERSION == 4
     # Since version 2: the root run's records name no run; only `start` has the absolute time,
     # the others whole milliseconds since it; a step that succeeded at once leaves out `n`.
     assert not any("run" in r or "seq" in r for r in records[1:])
@@ -353,3 +353,67 @@ def test_a_drive_cancelled_during_its_write_keeps_the_lease_until_the_write_ends
         await asyncio.wait_for(other, 10)
 
     asyncio.run(main())
+
+
+async def _two_deliveries(ctx: WorkflowContext, _: Any) -> list[Any]:
+    hook = ctx.create_hook("c0ffee00")
+    return [await hook.receive(), await hook.receive()]
+
+
+def test_an_inbox_of_version_1_items_goes_on_with_version_2_items(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    engine = Engine(LocalWorld(folder), {"flow": _two_deliveries})
+    rid = asyncio.run(engine.start("flow", run_id="mixed"))
+    assert asyncio.run(engine.run(rid)).status == "parked"
+    inbox = folder / "runs" / rid / "inbox.msgpack"
+    old = {"t": "item", "token": "c0ffee00", "payload": {"text": "old"}, "at": 1.5}
+    inbox.write_bytes(_journal.frame(_journal.header("eve-world-inbox")) + _journal.frame(old))
+    asyncio.run(engine.resume_hook("c0ffee00", {"text": "new"}))
+    stored = [r for _, r in _journal.read_file(str(inbox)).records[1:]]
+    assert stored[1] == {"k": bytes.fromhex("c0ffee00"), "p": {"text": "new"}, "a": stored[1]["a"]}
+    info = asyncio.run(Engine(LocalWorld(folder), {"flow": _two_deliveries}).run(rid))
+    assert info.result == [{"text": "old"}, {"text": "new"}]
+    # Replayed from the journal by a later process, both read back the same.
+    history = Engine(LocalWorld(folder), {}).history(rid)
+    assert [r["values"] for r in history if r["t"] == "recv"] == [
+        [{"text": "old"}],
+        [{"text": "new"}],
+    ]
+    assert {r["token"] for r in history if r["t"] == "recv"} == {"c0ffee00"}
+
+
+async def _hex_loop(ctx: WorkflowContext, n: int) -> int:
+    hook = ctx.create_hook("0a1b2c3d") if n == 0 else ctx.hook("0a1b2c3d")
+    if await hook.receive() == "stop":
+        return n
+    ctx.continue_as_new(n + 1)
+    return -1
+
+
+def test_a_version_4_gen_leaves_its_workflow_to_the_start_and_stores_hex_hooks_as_bytes(
+    tmp_path: Path,
+) -> None:
+    world = LocalWorld(tmp_path)
+    engine = Engine(world, {"loop": _hex_loop})
+    rid = asyncio.run(engine.start("loop", 0, run_id="hexloop"))
+    for _ in range(3):
+        asyncio.run(engine.run(rid))
+        asyncio.run(engine.resume_hook("0a1b2c3d", "more"))
+    with open(tmp_path / "runs" / rid / "journal.msgpack", "rb") as f:
+        stored = [decode(body) for _, _, body in msgpack.Unpacker(f, raw=False)]
+    gens = [r for r in stored if r["t"] == "gen"]
+    assert gens and all("workflow" not in r for r in gens)
+    assert all(r["hooks"] == [bytes.fromhex("0a1b2c3d")] for r in gens)
+    # A load beginning at the current `gen` (the head's scan) has the workflow from the head.
+    family = load_family(world, rid)
+    assert family.runs[rid].workflow == "loop" and family.runs[rid].gen_hooks == ["0a1b2c3d"]
+    fresh = Engine(LocalWorld(tmp_path), {"loop": _hex_loop})
+    asyncio.run(fresh.resume_hook("0a1b2c3d", "stop"))
+    assert asyncio.run(fresh.run(rid)).result == 3
+    whole = [r for r in fresh.history(rid) if r["t"] == "gen"]
+    assert {r["workflow"] for r in whole} == {"loop"}
+    assert all(r["hooks"] == ["0a1b2c3d"] for r in whole)
+    # A version-3 `gen` (workflow and hooks as written) reads as it always did.
+    v3 = {"t": "gen", "at": 1.0, "g": 1, "input": 0, "hooks": ["t-x"], "workflow": "w"}
+    whole_v3 = {**v3, "run": "other", "parent": None, "nc": 0}
+    assert Family("other").expand(v3) == whole_v3

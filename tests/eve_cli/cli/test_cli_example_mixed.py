@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cli_helpers import Eve
 
+from eve_cli.harness._input import expand_delivery
 from world import Engine, LocalWorld, _journal
 
 EXAMPLE = Path(__file__).resolve().parents[3] / ".workflow-data.example"
@@ -30,6 +31,13 @@ def test_a_version_1_journal_goes_on_with_version_2_records(eve: Eve, tmp_path: 
     assert new and not any("run" in rec for rec in new)  # version 2: compact
     history = Engine(LocalWorld(copy), {}).history(sid)
     assert all({"run", "g", "t", "at"} <= set(rec) for rec in history)
+    # The old session goes on with version-3 snapshots: its constants (from the run's meta)
+    # are left out, and the next process read them back (the second chat answered).
+    gens = [rec["input"] for rec in history if rec["t"] == "gen"]
+    assert gens[-1]["v"] == 3 and "k" not in gens[-1], gens[-1]
+    assert any(rec["input"].get("v", 1) < 3 for rec in history if rec["t"] in ("start", "gen"))
     received = [rec["values"] for rec in history if rec["t"] == "recv"]
-    texts = [v[0].get("text") for v in received if isinstance(v[0], dict)]
+    # Old deliveries are whole, new ones compact ({"m": text}): both read the same.
+    texts = [expand_delivery(v[0]).get("text") for v in received if isinstance(v[0], dict)]
+    assert received[-1] == [{"m": "count the words in x y"}]
     assert texts[-2:] == ["count the words in a b c d", "count the words in x y"]

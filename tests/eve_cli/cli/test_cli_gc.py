@@ -224,7 +224,7 @@ def test_a_session_that_changed_after_the_listing_is_kept(
         )
     finally:
         rt.close()
-    assert LocalWorld(data).read_inbox(sid)[0][-1].payload["text"] == "still here"
+    assert LocalWorld(data).read_inbox(sid)[0][-1].payload == {"m": "still here"}
 
 
 def test_a_process_waiting_for_a_session_gc_removes_finds_no_session(
