@@ -80,6 +80,10 @@ class SessionHost:
         self.turn_id = turn_id
         world = executor.world
         self.events = KeyedStream(world, events_stream(snap.id), snap.gen, EventKeys())
+        # A session's events count their time from its creation (the root run's meta has it;
+        # a sub-agent session's, a child run's, store epoch seconds).
+        created = ctx.meta.get("created") if snap.id == ctx.run_id.split(".")[0] else None
+        self._since = float(created) if isinstance(created, int | float) else None
         self.history = KeyedStream(world, history_stream(snap.id), snap.gen)
         self._model: Model | None = None
         self.last_text = ""
@@ -122,7 +126,7 @@ class SessionHost:
             scope["turnId"] = self.turn_id
         if step is not None:
             scope["stepIndex"] = step
-        self.events.append(key, stored_event(type, time.time(), {**scope, **data}))
+        self.events.append(key, stored_event(type, time.time(), {**scope, **data}, self._since))
 
     def emitted_keys(self, prefix: str) -> list[str]:
         return self.events.keys_starting(prefix)

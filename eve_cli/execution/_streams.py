@@ -9,7 +9,7 @@ an append whose key is present is skipped. Replaying a stream therefore yields e
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from eve_cli._session import history_stream
@@ -186,10 +186,15 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def stored_event(type: str, at: float, data: dict[str, Any]) -> dict[str, Any]:
-    """An event as stored: no session id (the stream names it), ``at`` as epoch seconds, in
-    the compact form of :mod:`eve_cli.execution._event_form`."""
-    return pack({"type": type, "at": round(at, 3), **data})
+def stored_event(
+    type: str, at: float, data: dict[str, Any], since: float | None = None
+) -> dict[str, Any]:
+    """An event as stored: no session id (the stream names it), in the compact form of
+    :mod:`eve_cli.execution._event_form`; ``at`` as epoch seconds (a float), or, given the
+    session's creation time (``since``: its run's meta ``created``), whole milliseconds
+    since then (an int: 3-5 bytes, not 9)."""
+    when: float | int = round(at, 3) if since is None else round(at * 1000) - round(since * 1000)
+    return pack({"type": type, "at": when, **data})
 
 
 def read_event(
@@ -197,12 +202,13 @@ def read_event(
     index: int,
     item: dict[str, Any],
     texts: dict[int, str] | None = None,
-    token: Callable[[], str | None] | None = None,
+    meta: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A stored event as readers see it (SPEC §8): with index, session id and ISO time,
     ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index),
-    and a ``session.waiting`` stored without its ``continuationToken`` (the session's own:
-    ``token()``) with it again, after ``at``, where it always was."""
+    and a ``session.waiting`` stored without its ``continuationToken`` (the session's own)
+    with it again, after ``at``, where it always was. ``meta()``: the session run's meta
+    (its ``token``, and ``created``, the base of an ``at`` stored as an int)."""
     event: dict[str, Any] = {}
     stored = unpack(item)
     waiting = stored.get("type") == "session.waiting" and "continuationToken" not in stored
@@ -212,9 +218,14 @@ def read_event(
         elif k != KEY:
             event[k] = v
         if k == "at" and waiting:
-            event["continuationToken"] = token() if token is not None else None
+            event["continuationToken"] = (meta() if meta is not None else {}).get("token")
     at = event.get("at")
-    if isinstance(at, int | float):
+    if isinstance(at, int) and not isinstance(at, bool):
+        since = (meta() if meta is not None else {}).get("created") or 0.0
+        ms = round(float(since) * 1000) + at
+        moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+        event["at"] = moment.isoformat(timespec="milliseconds")
+    elif isinstance(at, float):
         event["at"] = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
     event["index"] = index
     event.setdefault("sessionId", session_id)
@@ -225,24 +236,24 @@ class EventReader:
     """Reads one session's stored events as SPEC §8 events (see :func:`read_event`)."""
 
     def __init__(
-        self, world: World, session_id: str, token: Callable[[], str | None] | None = None
+        self, world: World, session_id: str, meta: Callable[[], dict[str, Any]] | None = None
     ) -> None:
         self.world = world
         self.session_id = session_id
         self.history = history_stream(session_id)
-        self._token = token  # the session's continuation token, asked for once when needed
-        self._known: list[str | None] = []
+        self._meta = meta  # the session run's meta, asked for once when needed
+        self._known: list[dict[str, Any]] = []
 
-    def token(self) -> str | None:
+    def meta(self) -> dict[str, Any]:
         if not self._known:
-            self._known.append(self._token() if self._token is not None else None)
+            self._known.append(self._meta() if self._meta is not None else {})
         return self._known[0]
 
     def read(self, first: int, items: list[Any]) -> list[dict[str, Any]]:
         """The events stored at ``first``, ``first + 1``, ... (as read from the stream)."""
         texts = self.texts({i[REF] for i in items if isinstance(i, dict) and REF in i})
         return [
-            read_event(self.session_id, first + i, item, texts, self.token)
+            read_event(self.session_id, first + i, item, texts, self.meta)
             for i, item in enumerate(items)
         ]
 
