@@ -206,7 +206,9 @@ class Runtime:
         await self.engine.start(SESSION_WORKFLOW, data, run_id=sid, meta=meta)
         # session.started is written now (the driver's own emit of it is then a no-op), so a
         # session is listed from its creation on.
-        started = stored_event("session.started", time.time(), started_event(snap, self.agent.name))
+        started = stored_event(
+            "session.started", time.time(), started_event(snap, self.agent.name), snap.created_at
+        )
         KeyedStream(self.world, events_stream(sid), 0).append("start", started)
         # Claimed now (the driver claims the same token for the same run id when it first
         # runs), so deliveries are accepted before the session was ever driven.
@@ -489,9 +491,9 @@ class Runtime:
         return self._reader(sid).read(first, items, texts=texts)
 
     def _reader(self, sid: str) -> EventReader:
-        """The session's event reader (its stored ``session.waiting`` events leave out the
-        continuation token: the run's meta has it)."""
-        return EventReader(self.world, sid, lambda: self._meta(sid).get("token"))
+        """The session's event reader (stored events leave out what the run's meta has: the
+        continuation token, the creation time their ``at`` counts from)."""
+        return EventReader(self.world, sid, lambda: self._meta(sid))
 
     async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""

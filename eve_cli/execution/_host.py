@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import pack, unpack
-from eve_cli.execution._streams import KEY, EventKeys, strip_key
+from eve_cli.execution._streams import KEY, EventKeys, stored_time, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from eve_cli.models._tokens import message_tokens
@@ -80,6 +80,10 @@ class SessionHost:
         self._agent = agent  # or how to load it (when first used)
         self.turn_id = turn_id
         self.events = executor.keyed(events_stream(snap.id), snap.gen, EventKeys())
+        # A session's events count their time from its creation (the root run's meta has it;
+        # a sub-agent session's, a child run's, store epoch seconds).
+        created = ctx.meta.get("created") if snap.id == ctx.run_id.split(".")[0] else None
+        self._since = float(created) if isinstance(created, int | float) else None
         self.history = executor.keyed(history_stream(snap.id), snap.gen)
         self._model: Model | None = None
         self.last_text = ""
@@ -131,8 +135,8 @@ class SessionHost:
         return await self.ctx.step(name, fn)
 
     def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
-        # stored_event(type, now, {scope..., **data}) built as one dict (several per step)
-        event: dict[str, Any] = {"type": type, "at": round(time.time(), 3)}
+        # stored_event(type, now, {scope..., **data}, since) built as one dict (several a step)
+        event: dict[str, Any] = {"type": type, "at": stored_time(time.time(), self._since)}
         if self.turn_id is not None:
             event["turnId"] = self.turn_id
         if step is not None:

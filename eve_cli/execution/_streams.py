@@ -9,7 +9,7 @@ an append whose key is present is skipped. Replaying a stream therefore yields e
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from eve_cli._session import history_stream
@@ -203,10 +203,19 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def stored_event(type: str, at: float, data: dict[str, Any]) -> dict[str, Any]:
-    """An event as stored: no session id (the stream names it), ``at`` as epoch seconds, in
-    the compact form of :mod:`eve_cli.execution._event_form`."""
-    return pack({"type": type, "at": round(at, 3), **data})
+def stored_event(
+    type: str, at: float, data: dict[str, Any], since: float | None = None
+) -> dict[str, Any]:
+    """An event as stored: no session id (the stream names it), in the compact form of
+    :mod:`eve_cli.execution._event_form`; ``at`` as epoch seconds (a float), or, given the
+    session's creation time (``since``: its run's meta ``created``), whole milliseconds
+    since then (an int: 3-5 bytes, not 9)."""
+    return pack({"type": type, "at": stored_time(at, since), **data})
+
+
+def stored_time(at: float, since: float | None) -> float | int:
+    """An event's ``at`` as stored (see :func:`stored_event`)."""
+    return round(at, 3) if since is None else round(at * 1000) - round(since * 1000)
 
 
 def read_event(
@@ -214,12 +223,13 @@ def read_event(
     index: int,
     item: dict[str, Any],
     texts: dict[int, str] | None = None,
-    token: Callable[[], str | None] | None = None,
+    meta: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A stored event as readers see it (SPEC §8): with index, session id and ISO time,
     ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index),
-    and a ``session.waiting`` stored without its ``continuationToken`` (the session's own:
-    ``token()``) with it again, after ``at``, where it always was."""
+    and a ``session.waiting`` stored without its ``continuationToken`` (the session's own)
+    with it again, after ``at``, where it always was. ``meta()``: the session run's meta
+    (its ``token``, and ``created``, the base of an ``at`` stored as an int)."""
     event: dict[str, Any] = {}
     stored = unpack(item)
     waiting = stored.get("type") == "session.waiting" and "continuationToken" not in stored
@@ -229,9 +239,12 @@ def read_event(
         elif k != KEY:
             event[k] = v
         if k == "at" and waiting:
-            event["continuationToken"] = token() if token is not None else None
+            event["continuationToken"] = (meta() if meta is not None else {}).get("token")
     at = event.get("at")
-    if isinstance(at, int | float):
+    if isinstance(at, int) and not isinstance(at, bool):
+        since = (meta() if meta is not None else {}).get("created") or 0.0
+        event["at"] = iso_from_ms(round(float(since) * 1000) + at)
+    elif isinstance(at, float):
         event["at"] = iso_ms(at)
     event["index"] = index
     event.setdefault("sessionId", session_id)
@@ -250,29 +263,41 @@ def iso_ms(at: float) -> str:
     micros = round((at - second) * 1e6)  # as fromtimestamp rounds: half to even
     if micros >= 1_000_000:
         second, micros = second + 1, micros - 1_000_000
+    return f"{_second_iso(second)}.{micros // 1000:03d}+00:00"
+
+
+def iso_from_ms(ms: int) -> str:
+    """The ISO time (UTC, milliseconds) of ``ms`` milliseconds since the epoch."""
+    if not 0 <= ms < 253402300800000:
+        moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+        return moment.isoformat(timespec="milliseconds")
+    return f"{_second_iso(ms // 1000)}.{ms % 1000:03d}+00:00"
+
+
+def _second_iso(second: int) -> str:
     prefix = _SECONDS.get(second)
     if prefix is None:
         if len(_SECONDS) > 4096:
             _SECONDS.clear()
         prefix = _SECONDS[second] = datetime.fromtimestamp(second, UTC).isoformat()[:19]
-    return f"{prefix}.{micros // 1000:03d}+00:00"
+    return prefix
 
 
 class EventReader:
     """Reads one session's stored events as SPEC §8 events (see :func:`read_event`)."""
 
     def __init__(
-        self, world: World, session_id: str, token: Callable[[], str | None] | None = None
+        self, world: World, session_id: str, meta: Callable[[], dict[str, Any]] | None = None
     ) -> None:
         self.world = world
         self.session_id = session_id
         self.history = history_stream(session_id)
-        self._token = token  # the session's continuation token, asked for once when needed
-        self._known: list[str | None] = []
+        self._meta = meta  # the session run's meta, asked for once when needed
+        self._known: list[dict[str, Any]] = []
 
-    def token(self) -> str | None:
+    def meta(self) -> dict[str, Any]:
         if not self._known:
-            self._known.append(self._token() if self._token is not None else None)
+            self._known.append(self._meta() if self._meta is not None else {})
         return self._known[0]
 
     def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[dict[str, Any]]:
@@ -281,7 +306,7 @@ class EventReader:
         refs = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
         found = self.texts(refs)
         return [
-            read_event(self.session_id, first + i, item, found, self.token)
+            read_event(self.session_id, first + i, item, found, self.meta)
             for i, item in enumerate(items)
         ]
 

@@ -180,8 +180,8 @@ class Run:
     def events(self) -> list[dict[str, Any]]:
         world = LocalWorld(self.data)
         try:  # as readers see them (stored ones refer to history for their text)
-            token = Engine(world, {}).info(self.sid).meta.get("token")
-            reader = EventReader(world, self.sid, lambda: token)
+            meta = Engine(world, {}).info(self.sid).meta
+            reader = EventReader(world, self.sid, lambda: meta)
             return reader.read(0, world.stream_read(f"events.{self.sid}"))
         finally:
             world.close()

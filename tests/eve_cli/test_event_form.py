@@ -61,3 +61,13 @@ def test_event_times_read_as_datetime_formats_them(at: float) -> None:
     assert iso_ms(at) == datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
     stored = round(at, 3)  # as events store it
     assert iso_ms(stored) == datetime.fromtimestamp(stored, UTC).isoformat(timespec="milliseconds")
+
+
+@given(st.integers(min_value=-(10**12), max_value=253402300799999))
+def test_event_times_in_milliseconds_read_as_datetime_formats_them(ms: int) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from eve_cli.execution._streams import iso_from_ms
+
+    moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+    assert iso_from_ms(ms) == moment.isoformat(timespec="milliseconds")

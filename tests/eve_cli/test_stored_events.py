@@ -49,17 +49,19 @@ def check_spec_shape(sid: str, events: list[dict[str, Any]]) -> None:
         assert not [k for k in event if k.startswith("_")], event  # no storage fields
 
 
-def old_form(world: Any, sid: str, token: str) -> list[dict[str, Any]]:
-    """The session's stored events as eve stored them before references: text inline, and
-    the continuation token in every ``session.waiting``."""
+def old_form(world: Any, sid: str, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The session's stored events as eve stored them before references: text inline, the
+    continuation token in every ``session.waiting``, ``at`` in epoch seconds."""
     history = world.stream_read(f"history.{sid}")
     out = []
     for item in map(unpack, world.stream_read(f"events.{sid}")):
         event = {}
         for k, v in item.items():
             event["text" if k == "_h" else k] = history[v]["content"] if k == "_h" else v
-            if k == "at" and item["type"] == "session.waiting":
-                event["continuationToken"] = token
+            if k == "at":
+                event["at"] = (round(meta["created"] * 1000) + v) / 1000
+                if item["type"] == "session.waiting":
+                    event["continuationToken"] = meta["token"]
         out.append(event)
     return out
 
@@ -84,8 +86,11 @@ def test_stored_events_refer_to_history_and_read_as_spec(
     stored = [unpack(i) for i in rt.world.stream_read(f"events.{sid}")]
     messages = [i for i in stored if i["type"] in ("message.received", "message.completed")]
     assert len(messages) == 5 and all("text" not in i and "_h" in i for i in messages)
-    # Nor the session's continuation token (the run's meta has it): readers see it again.
-    token = rt.engine.info(sid).meta["token"]
+    # Nor the session's continuation token (the run's meta has it): readers see it again;
+    # times count whole milliseconds from the session's creation (also in the meta).
+    meta = rt.engine.info(sid).meta
+    token = meta["token"]
+    assert all(isinstance(i["at"], int) and 0 <= i["at"] < 60_000 for i in stored)
     waiting = [i for i in stored if i["type"] == "session.waiting"]
     assert len(waiting) == 3 and not any("continuationToken" in i for i in waiting)
     read = [e for e in events if e["type"] == "session.waiting"]
@@ -94,7 +99,7 @@ def test_stored_events_refer_to_history_and_read_as_spec(
 
     # The same events stored in the earlier form (text and token inline) read identically.
     memory = MemoryWorld()
-    for item in old_form(rt.world, sid, token):
+    for item in old_form(rt.world, sid, meta):
         memory.stream_append(f"events.{sid}", item)
     assert EventReader(memory, sid).read(0, memory.stream_read(f"events.{sid}")) == events
 
