@@ -14,7 +14,7 @@ from typing import Any
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
 from eve_cli._session import history_stream
 from eve_cli.execution._driver import session_workflow
-from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW
+from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, WindowState
 from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
 from eve_cli.execution._turn import turn_workflow
 from world import Engine, WorkflowContext, World
@@ -61,6 +61,7 @@ class Executor:
         # session id -> (start, history items from start, their digest); see history_window
         self._windows: OrderedDict[str, tuple[int, list[dict[str, Any]], Any]] = OrderedDict()
         self._keyed: OrderedDict[tuple[str, int], KeyedStream] = OrderedDict()
+        self.windows: OrderedDict[str, WindowState] = OrderedDict()  # see extend_window
         self.engine = Engine(
             world,
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},
@@ -106,6 +107,11 @@ class Executor:
         while len(self._keyed) > _KEPT_STREAMS:
             self._keyed.popitem(last=False)
         return kept
+
+    def keep_window(self, session_id: str, state: WindowState) -> None:
+        self.windows[session_id] = state
+        while len(self.windows) > _KEPT_WINDOWS:
+            self.windows.popitem(last=False)
 
     def history_window(self, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
         """Items ``start`` to ``end`` of the session's history stream, without their keys.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,50 @@ def window_of(
         found = found or world.stream_read(name, snap.summary_at, snap.summary_at + 1)
         text = str(found[0].get("content") or "") if found else None
     return messages, [snap.history_start + i for i in kept], text
+
+
+@dataclass
+class WindowState:
+    """:func:`window_of` of a window's first ``count`` items (``last`` the last of them, as
+    the executor's kept window holds it), with the sum of their token estimates."""
+
+    key: tuple[int, int | None, str | None]  # history_start, summary_at, summary
+    count: int
+    last: Any
+    messages: list[Message]
+    indexes: list[int]
+    summary: str | None
+    tokens: int
+
+
+def extend_window(
+    world: World, snap: Snapshot, items: list[dict[str, Any]], kept: WindowState | None
+) -> WindowState:
+    """The window state of ``items``: ``kept`` extended by the items after it when it is of
+    the same window and its items are these very objects (the executor hands out the same
+    ones only while the stream's digest of them is unchanged), else built afresh. A turn
+    then costs the messages appended since the last, not the whole window."""
+    key = (snap.history_start, snap.summary_at, snap.summary)
+    if (
+        kept is not None
+        and kept.key == key
+        and 0 < kept.count <= len(items)
+        and items[kept.count - 1] is kept.last
+    ):
+        messages, indexes, tokens = kept.messages, kept.indexes, kept.tokens
+        for offset in range(kept.count, len(items)):
+            item = items[offset]
+            if item.get("role") != SUMMARY_ROLE:
+                message = strip_key(item) if KEY in item else item
+                messages.append(message)
+                indexes.append(snap.history_start + offset)
+                tokens += message_tokens(message)
+        summary = kept.summary
+    else:
+        messages, indexes, summary = window_of(world, snap, items)
+        tokens = sum(message_tokens(m) for m in messages)
+    last = items[-1] if items else None
+    return WindowState(key, len(items), last, messages, indexes, summary, tokens)
 
 
 def window_messages(messages: list[Message], summary: str | None) -> list[Message]:
@@ -213,8 +258,11 @@ class SessionHost:
         if self._window is None or self._window_at != self._window_key():
             snap = self.snap
             items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
-            self._window, self._indexes, self._summary = window_of(self.executor.world, snap, items)
-            self._window_tokens = sum(message_tokens(m) for m in self._window)
+            kept = self.executor.windows.pop(snap.id, None)
+            state = extend_window(self.executor.world, snap, items, kept)
+            self.executor.keep_window(snap.id, state)
+            self._window, self._indexes = list(state.messages), list(state.indexes)
+            self._summary, self._window_tokens = state.summary, state.tokens
             self._window_at = self._window_key()
         return window_messages(self._window, self._summary)
 

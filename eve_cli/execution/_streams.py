@@ -26,7 +26,8 @@ class KeyCodec(Protocol):
     """How a stream stores its keys compactly (see :class:`KeyedStream`)."""
 
     def pack(self, item: dict[str, Any], key: str, gen: int) -> Any:
-        """What to store as ``_k`` for ``item`` under ``key`` (the key itself, or less)."""
+        """What to store as ``_k`` for ``item`` under ``key`` (the key itself, or less). A
+        list is checked by the stream to read back as ``key``; any other value must."""
         ...
 
     def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
@@ -130,8 +131,9 @@ class KeyedStream:
         stored: Any = full
         if self.codec is not None:
             stored = self.codec.pack(item, full, self.gen)
-            if not isinstance(stored, str) and self.codec.unpack(item, stored) != full:
-                stored = full  # only what reads back as the very key
+            # Only what reads back as the very key (a bare generation was checked by pack).
+            if isinstance(stored, list) and self.codec.unpack(item, stored) != full:
+                stored = full
         item[KEY] = stored
         index = keys[full] = self.world.stream_append(self.name, item)
         if "@" in full:

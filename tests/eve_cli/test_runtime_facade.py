@@ -6,6 +6,7 @@ import asyncio
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rt_support import AgentFactory, call, reply
@@ -166,6 +167,37 @@ def test_session_view_read_again_matches_a_fresh_fold_and_reports_damage(
             rt.session(sid)
 
     asyncio.run(main())
+
+
+def test_a_turn_estimates_only_the_messages_appended_since_the_last(
+    make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eve_cli.execution import _host
+
+    estimated: list[object] = []
+    real = _host.message_tokens
+
+    def counting(message: Any) -> int:
+        estimated.append(message)
+        return real(message)
+
+    monkeypatch.setattr(_host, "message_tokens", counting)
+    turns = 12
+    agent = make_agent(script=[reply(f"answer {i}") for i in range(turns)])
+
+    async def main() -> list[str]:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        for i in range(turns):
+            await rt.deliver(sid, f"message {i}")
+            await rt.drive(sid)
+        return [m["content"] for m in rt.history(sid)]
+
+    history = asyncio.run(main())
+    assert len(history) == 2 * turns
+    # The window kept between turns is extended, not estimated whole again at every turn
+    # (that would be about turns * turns estimates).
+    assert len(estimated) <= 2 * len(history), len(estimated)
 
 
 def test_history_window_kept_between_turns_is_checked_against_the_stream(
