@@ -83,7 +83,7 @@ class Tool:
             model = self.args_model.model_validate(arguments)
         except pydantic.ValidationError as exc:
             raise InvalidArguments(_describe_validation(exc)) from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return {name: getattr(model, name) for name in _field_names(type(model))}
 
     async def execute(
         self,
@@ -115,6 +115,11 @@ class Tool:
         except Exception as exc:
             return ToolResult(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}", True)
         return ToolResult(render_result(value))
+
+
+@functools.cache
+def _field_names(model: type[pydantic.BaseModel]) -> tuple[str, ...]:
+    return tuple(model.model_fields)
 
 
 def _describe_validation(exc: pydantic.ValidationError) -> str:

@@ -102,6 +102,7 @@ class LocalWorld(World):
         self._writers: dict[str, _journal.Writer] = {}
         self._leased: set[str] = set()
         self._inbox_ends: dict[str, int] = {}
+        self._inbox_paths: dict[str, str] = {}
         self._streams = StreamStore(self.path / "streams")
         self._check_format()
 
@@ -282,8 +283,13 @@ class LocalWorld(World):
         return str(self._dir(root) / "inbox.msgpack")
 
     def inbox_end(self, root: str) -> int:
-        path = os.path.join(self.path, "runs", check_run_id(root), "inbox.msgpack")
-        try:  # a string path: a turn asks at every step
+        path = self._inbox_paths.get(root)
+        if path is None:  # a turn asks at every step: the path is built once
+            path = os.path.join(self.path, "runs", check_run_id(root), "inbox.msgpack")
+            if len(self._inbox_paths) > 4096:
+                self._inbox_paths.clear()
+            self._inbox_paths[root] = path
+        try:
             return os.stat(path).st_size
         except FileNotFoundError:
             return 0
