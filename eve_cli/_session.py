@@ -18,7 +18,7 @@ as before, whatever base the reader gives.
 from __future__ import annotations
 
 import copy
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 SNAPSHOT_VERSION = 3
@@ -61,10 +61,10 @@ class Snapshot:
         snapshot is journaled at every turn boundary, so its size is paid per turn), and so
         is ``id``: the run that reads the snapshot knows it (the session's run id, or its
         parent's for a turn). Read it back with the same ``base``."""
-        against = asdict(base) if base is not None else _DEFAULTS
+        against = base._values(copy=False) if base is not None else _DEFAULTS
         data = {
             CODES[k]: v
-            for k, v in asdict(self).items()
+            for k, v in self._values(copy=True).items()
             if k != "id" and v != against.get(k, _MISSING)
         }
         data["v"] = SNAPSHOT_VERSION
@@ -77,14 +77,21 @@ class Snapshot:
         """Read a snapshot of any version; ``id`` when the data has none (version 2 on);
         ``base``: what :meth:`to_data` was given (versions 1 and 2 had none)."""
         version = data.get("v", 1)
-        data = migrate(copy.deepcopy(data))  # never alias a run's recorded input
+        data = migrate({k: _copied(v) for k, v in data.items()})  # never alias recorded input
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if base is not None and isinstance(version, int) and version >= 3:
-            kept = {k: v for k, v in asdict(base).items() if k != "id"}  # asdict copies
+            kept = {k: v for k, v in base._values(copy=True).items() if k != "id"}
             values = {**kept, **values}
         values.setdefault("id", id)
         return cls(**values)
+
+    def _values(self, *, copy: bool) -> dict[str, Any]:
+        """Every field by name; ``copy``: lists and dicts copied deeply (what
+        ``dataclasses.asdict`` gives, without its cost: this runs several times a turn)."""
+        if not copy:
+            return {name: getattr(self, name) for name in _FIELD_NAMES}
+        return {name: _copied(getattr(self, name)) for name in _FIELD_NAMES}
 
     def copy(self) -> Snapshot:
         return Snapshot.from_data(self.to_data(), self.id)
@@ -92,12 +99,12 @@ class Snapshot:
     def changes_since(self, before: Snapshot) -> dict[str, Any]:
         """The fields that differ from ``before`` (what a turn returns instead of the whole
         snapshot: the driver already has ``before``)."""
-        old, new = asdict(before), asdict(self)
-        return {CODES[k]: v for k, v in new.items() if old[k] != v and k != "id"}
+        old, new = before._values(copy=False), self._values(copy=False)
+        return {CODES[k]: _copied(v) for k, v in new.items() if old[k] != v and k != "id"}
 
     def patched(self, changes: dict[str, Any]) -> Snapshot:
         """A copy with ``changes`` (from :meth:`changes_since`) applied."""
-        data = asdict(self)
+        data = self._values(copy=True)
         data.update({NAMES[k]: copy.deepcopy(v) for k, v in changes.items() if k in NAMES})
         return Snapshot(**data)
 
@@ -115,6 +122,13 @@ NAMES = {code: name for name, code in CODES.items()}
 
 
 _MISSING = object()
+_FIELD_NAMES = tuple(f.name for f in fields(Snapshot))
+
+
+def _copied(value: Any) -> Any:
+    return copy.deepcopy(value) if value and type(value) in (dict, list) else value
+
+
 _DEFAULTS: dict[str, Any] = {
     f.name: (f.default_factory() if f.default_factory is not MISSING else f.default)
     for f in fields(Snapshot)

@@ -5,6 +5,9 @@ the model, and execution that turns invalid input and exceptions into tool-error
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import inspect
 import json
 import typing
@@ -16,6 +19,25 @@ import pydantic
 
 from eve_cli._agent_api import ApprovalPolicy, ToolContext, ToolFunction, never
 from eve_cli.models import ToolSpec
+
+# Sync tools run on these threads (off the event loop). A caller that may hold the loop for a
+# moment waits for the result this long first: most tools finish within it, and a result
+# taken that way skips the loop's wake-up from the thread (half the cost of the hop).
+_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="eve-tool")
+QUICK_WAIT = 0.002
+
+
+async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any], wait: float = 0.0) -> Any:
+    """``fn(**kwargs)`` on a tool thread (with the caller's context variables), waited for up
+    to ``wait`` seconds holding the event loop, then awaited."""
+    context = contextvars.copy_context()
+    future = _THREADS.submit(context.run, functools.partial(fn, **kwargs))
+    if wait > 0:
+        try:
+            return future.result(timeout=wait)
+        except concurrent.futures.TimeoutError:
+            pass
+    return await asyncio.wrap_future(future)
 
 
 class ToolDefinitionError(Exception):
@@ -63,10 +85,19 @@ class Tool:
             raise InvalidArguments(_describe_validation(exc)) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    async def execute(self, arguments: dict[str, Any] | None, ctx: ToolContext) -> ToolResult:
-        """Run the tool; never raises for bad input or a failing tool (those are results)."""
+    async def execute(
+        self,
+        arguments: dict[str, Any] | None,
+        ctx: ToolContext,
+        *,
+        wait: float = 0.0,
+        checked: dict[str, Any] | None = None,
+    ) -> ToolResult:
+        """Run the tool; never raises for bad input or a failing tool (those are results).
+        A sync tool runs on a tool thread; ``wait``: see :func:`run_sync`. ``checked``: the
+        arguments as :meth:`validate` returned them (else they are validated here)."""
         try:
-            kwargs = self.validate(arguments)
+            kwargs = dict(checked) if checked is not None else self.validate(arguments)
         except InvalidArguments as exc:
             return ToolResult(f"Invalid arguments for tool {self.name!r}: {exc}", is_error=True)
         if self.fn is None:
@@ -78,7 +109,7 @@ class Tool:
                 value = await self.fn(**kwargs)
             else:
                 # Off the event loop, so streaming, tails and cancel stay live meanwhile.
-                value = await asyncio.to_thread(self.fn, **kwargs)
+                value = await run_sync(self.fn, kwargs, wait)
                 if inspect.isawaitable(value):
                     value = await value
         except Exception as exc:

@@ -125,6 +125,7 @@ class Runtime:
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
         self._views = ViewCache(self.world)
+        self._metas: dict[str, dict[str, Any]] = {}  # a session's meta never changes
         self.engine.head_note = self._head_note
         self._agent: AgentDefinition | None = None
         if load_agent:
@@ -227,12 +228,18 @@ class Runtime:
                 f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ - "
                 "(a sub-agent's session adds .<n> parts)"
             )
+        known = self._metas.get(sid)
+        if known is not None and self.world.family_exists(sid.split(".", 1)[0]):
+            return dict(known)  # asked several times a turn: one stat, not a head read
         try:
             info = self.engine.info(sid)
         except RunNotFoundError:
             raise SessionNotFoundError(f"no session {sid!r}") from None
         if info.workflow != SESSION_WORKFLOW:
             raise SessionNotFoundError(f"no session {sid!r}")
+        if len(self._metas) > 4096:
+            self._metas.clear()
+        self._metas[sid] = dict(info.meta)
         return dict(info.meta)
 
     async def _send(self, sid: str, payload: dict[str, Any]) -> str | None:
@@ -400,7 +407,7 @@ class Runtime:
 
     def _row(self, sid: str) -> dict[str, Any] | None:
         """The ``sessions()`` row of ``sid`` from its stream's tail; None if not a session."""
-        tail = self.events(sid, -TAIL)
+        tail = self.events(sid, -TAIL, texts=False)  # a row shows no message text
         if not tail or tail[0].get("sessionId") != sid:
             return None  # not an eve session
         if tail[0]["index"] > 0 and not any("turns" in event for event in tail):
@@ -474,12 +481,14 @@ class Runtime:
                 continue
         return total
 
-    def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
-        """Stored events from ``start`` (negative counts back from the tail), with indexes."""
+    def events(self, sid: str, start: int = 0, *, texts: bool = True) -> list[dict[str, Any]]:
+        """Stored events from ``start`` (negative counts back from the tail), with indexes
+        (``texts=False``: message texts left empty, which spares reading them)."""
         name = events_stream(sid)
         length = self.world.stream_length(name)
         first = max(0, length + start) if start < 0 else start
-        return self._reader(sid).read(first, self.world.stream_read(name, first, length))
+        items = self.world.stream_read(name, first, length)
+        return self._reader(sid).read(first, items, texts=texts)
 
     def _reader(self, sid: str) -> EventReader:
         """The session's event reader (stored events leave out what the run's meta has: the

@@ -220,6 +220,7 @@ class WorkflowContext:
             attempts = rec.get("n", attempts + 1)
         policy = retry or DEFAULT_RETRY
         world = self._engine.world
+        world.stream_drain()  # the step's effects come after what the workflow appended so far
         while True:
             attempts += 1
             mark = world.stream_appends()
@@ -337,7 +338,9 @@ class WorkflowContext:
         ids = [i.id for i in items]
         values = [i.payload for i in items]
         rec = {"t": "recv", "token": token, "ids": ids, "values": values, **extra}
-        stored = await self._record(rec)
+        # No fsync of its own: a replay that lost it takes the same deliveries again (they
+        # stay in the inbox), and the next durable record of the family covers it.
+        stored = await self._record(rec, durable=False)
         self._family.consume(ids)
         return list(stored["values"])
 

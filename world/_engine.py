@@ -116,6 +116,11 @@ class Engine:
         self.head_note: Callable[[str], Any] | None = None
         self._driving = 0  # families this engine is driving now
 
+    @property
+    def driving(self) -> int:
+        """How many run families this engine is driving now."""
+        return self._driving
+
     def _write_head(self, family: Family) -> None:
         head = build_head(family)
         if self.head_note is not None:
@@ -437,7 +442,11 @@ class Engine:
             bodies.insert(0, self._encode(packed, "input", f"child of {parent.id}"))
         frames = [_journal.frame_body(b) for b in bodies]
         # The parent's replay re-runs the code before this start: its stream items can wait.
-        positions = await self._io(self.world.append, family.root, frames, streams=False)
+        # No fsync of its own either: a replay that lost it starts the same child again (its
+        # id is derived), and the child's first durable record covers it.
+        positions = await self._io(
+            self.world.append, family.root, frames, durable=False, streams=False
+        )
         pairs = zip(positions, bodies, strict=True)
         return [family.apply(pos, _codec.decode(body)) for pos, body in pairs][-1]
 

@@ -5,18 +5,32 @@ index holds one little-endian 8-byte offset per item. Writers append under an ex
 `flock` on the data file, so several processes may append; the index is checked against the
 data on every append and rebuilt from the data when it is short or wrong. Appends are not
 fsync'd: `flush()` (called before each journal append of the process) makes them durable.
+
+Appends made on a thread running an event loop are written in batches: the first takes the
+stream's `flock` and the items up to the loop's next turn are written with one write for the
+data and one for the index (a step appends several items at once; each on its own cost five
+system calls). The index of an item is fixed when it is appended, as the lock is held until
+the batch is written. Every read, flush and close of the store writes the open batches first;
+a write that fails is raised by the store's next append, read or flush.
+
+A store keeps the offsets it last read of each stream with the data file's inode and size:
+while one `stat` shows both unchanged, reads use them as they are (a turn reads its streams a
+few times; reading the whole index each time cost what the stream's length does); when the
+file only grew, the offsets are completed from the new bytes alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import threading
+import weakref
 import zlib
 from array import array
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _journal
 from ._errors import CorruptJournalError, StorageError
@@ -39,6 +53,36 @@ class _Writer:
         self.data_fd, self.idx_fd = data_fd, idx_fd
         self.end = -1  # data size this process last saw (-1: not synced yet)
         self.count = 0
+        self.ino = 0
+        self.batch: list[bytes] = []  # frames appended, not written yet (the flock is held)
+        self.batch_at = 0  # where the batch begins in the data file
+        self.batch_index = 0  # the index of its first item
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+# Stores of this process holding a stream's flock for an open batch: one about to wait for a
+# flock writes theirs first (two stores on one folder in one thread would otherwise deadlock).
+_OPEN_BATCHES: weakref.WeakSet[StreamStore] = weakref.WeakSet()
+
+
+class _Known(NamedTuple):
+    """A stream's offsets as checked against its data file (inode and size at the check).
+    `offsets` is only ever appended to, so a reader keeps using its first `items` entries."""
+
+    ino: int
+    size: int
+    offsets: array[int]
+    items: int
+    end: int
+
+
+_KNOWN_MAX = 4096  # streams whose offsets a store keeps (then it forgets them all)
 
 
 class StreamStore:
@@ -54,24 +98,58 @@ class StreamStore:
         self._dirty_lock = threading.Lock()
         self._number = 0
         self.appends = 0  # items appended by this store (see World.stream_appends)
+        self._known: dict[str, _Known] = {}
+        self._known_lock = threading.Lock()  # appends may run on I/O threads
+        self._paths: dict[str, tuple[str, str]] = {}
+        self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
+        self._batched: dict[str, _Writer] = {}
+        self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
+        self._failure: StorageError | None = None
 
     def _files(self, name: str) -> tuple[Path, Path]:
-        stem = check_name(name, "stream name").replace(":", "%3A")
-        return self.path / f"{stem}.msgpack", self.path / f"{stem}.idx"
+        data, idx = self._strings(name)
+        return Path(data), Path(idx)
+
+    def _strings(self, name: str) -> tuple[str, str]:
+        paths = self._paths.get(name)
+        if paths is None:
+            stem = check_name(name, "stream name").replace(":", "%3A")
+            base = os.path.join(self.path, stem)
+            paths = self._paths[name] = (base + ".msgpack", base + ".idx")
+            if len(self._paths) > _KNOWN_MAX:
+                self._paths.clear()
+        return paths
 
     # -- reading (no lock, no writes) ------------------------------------------------------------
-    def _index(self, name: str) -> tuple[array[int], int]:
-        """Offsets of every stored item (the index checked and completed from the data)."""
-        data_path, idx_path = self._files(name)
+    def _index(self, name: str) -> tuple[array[int], int, int]:
+        """Offsets of the stored items (use the first `count`), `count` and the data's end:
+        the index checked and completed from the data."""
+        if self._batched:
+            self.drain()
+        self._raise_failure()
+        data_path, idx_path = self._strings(name)
         try:
-            size = data_path.stat().st_size
+            st = os.stat(data_path)
         except FileNotFoundError:
-            return array("Q"), 0
-        try:
-            offsets = _offsets(idx_path.read_bytes())
-        except FileNotFoundError:
-            offsets = array("Q")
-        return self._complete(str(data_path), offsets, size)
+            return array("Q"), 0, 0
+        with self._known_lock:
+            known = self._known.get(name)
+        if known is not None and known.ino == st.st_ino and known.size <= st.st_size:
+            if known.size == st.st_size:
+                return known.offsets, known.items, known.end
+            offsets = known.offsets[: known.items]  # grown: only the new bytes are read
+        else:
+            try:
+                with open(idx_path, "rb") as f:
+                    offsets = _offsets(f.read())
+            except FileNotFoundError:
+                offsets = array("Q")
+        offsets, end = self._complete(data_path, offsets, st.st_size)
+        with self._known_lock:
+            if len(self._known) >= _KNOWN_MAX:
+                self._known.clear()
+            self._known[name] = _Known(st.st_ino, st.st_size, offsets, len(offsets), end)
+        return offsets, len(offsets), end
 
     def _complete(self, path: str, offsets: array[int], size: int) -> tuple[array[int], int]:
         # Trust the index only if its last entry starts a valid frame inside the data.
@@ -97,11 +175,10 @@ class StreamStore:
         return offsets, result.end
 
     def length(self, name: str) -> int:
-        return len(self._index(name)[0])
+        return self._index(name)[1]
 
     def read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
-        offsets, data_end = self._index(name)
-        n = len(offsets)
+        offsets, n, data_end = self._index(name)
         if start < 0:
             start = max(n + start, 0)
         stop = n if end is None else max(min(end, n), 0)
@@ -116,10 +193,10 @@ class StreamStore:
 
     def digest(self, name: str, count: int) -> tuple[int, int] | None:
         """(bytes, crc32) of the data file up to the end of item `count` (None: fewer items)."""
-        offsets, data_end = self._index(name)
-        if count > len(offsets):
+        offsets, n, data_end = self._index(name)
+        if count > n:
             return None
-        stop = offsets[count] if count < len(offsets) else data_end
+        stop = offsets[count] if count < n else data_end
         if stop == 0:
             return 0, 0
         data_path, _ = self._files(name)
@@ -144,26 +221,125 @@ class StreamStore:
 
     # -- writing ---------------------------------------------------------------------------------
     def append(self, name: str, frame: bytes) -> int:
-        writer = self._writer(name)
-        fcntl.flock(writer.data_fd, fcntl.LOCK_EX)
+        with self._lock:
+            self._raise_failure()
+            writer = self._writer(name)
+            loop = _running_loop()
+            if not writer.batch:
+                self._begin(name, writer, batch=loop is not None)
+                if loop is None:
+                    try:
+                        index = self._write(name, writer, [frame])
+                    except OSError as exc:
+                        writer.end = -1  # resync (and drop any partial frame) before the next
+                        raise StorageError(
+                            f"stream {name!r}: append failed: {exc.strerror}"
+                        ) from None
+                    finally:
+                        fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
+                    self.appends += 1
+                    return index
+            if loop is not None and self._drain_loop is not loop:
+                self._drain_loop = loop
+                loop.call_soon(self.drain)
+            return self._add(writer, frame)
+
+    def _begin(self, name: str, writer: _Writer, *, batch: bool) -> None:
+        """Take the stream's flock and bring the writer up to date with the files; with
+        ``batch``, open a batch that keeps the lock until it is written."""
+        self._lock_file(writer)
         try:
-            if os.fstat(writer.data_fd).st_size != writer.end:
+            st = os.fstat(writer.data_fd)
+            if st.st_size != writer.end:
                 self._sync(name, writer)
-            index = writer.count
-            os.pwrite(writer.data_fd, frame, writer.end)
-            os.pwrite(writer.idx_fd, writer.end.to_bytes(8, "little"), 8 * index)
-            writer.end += len(frame)
-            writer.count += 1
-        except OSError as exc:
-            writer.end = -1  # resync (and drop any partial frame) before the next append
-            raise StorageError(f"stream {name!r}: append failed: {exc.strerror}") from None
-        finally:
+            writer.ino = st.st_ino
+        except BaseException as exc:
             fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
+            writer.end = -1
+            if isinstance(exc, OSError):
+                raise StorageError(f"stream {name!r}: append failed: {exc.strerror}") from None
+            raise
+        if batch:
+            writer.batch_at, writer.batch_index = writer.end, writer.count
+            self._batched[name] = writer
+            _OPEN_BATCHES.add(self)
+
+    def _add(self, writer: _Writer, frame: bytes) -> int:
+        index = writer.count
+        writer.batch.append(frame)
+        writer.end += len(frame)
+        writer.count += 1
+        self.appends += 1
+        return index
+
+    def _lock_file(self, writer: _Writer) -> None:
+        try:
+            fcntl.flock(writer.data_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            for store in list(_OPEN_BATCHES):
+                if store is not self:
+                    store.drain()
+            fcntl.flock(writer.data_fd, fcntl.LOCK_EX)
+
+    def _write(self, name: str, writer: _Writer, frames: list[bytes]) -> int:
+        """Write ``frames`` at the writer's end (the flock held); the first one's index."""
+        index, at = writer.count, writer.end
+        offsets, pos = array("Q"), at
+        for frame in frames:
+            offsets.append(pos)
+            pos += len(frame)
+        os.pwrite(writer.data_fd, b"".join(frames), at)
+        os.pwrite(writer.idx_fd, offsets.tobytes(), 8 * index)
+        writer.end, writer.count = pos, index + len(frames)
+        self._appended(name, writer.ino, index, offsets, pos)
         with self._dirty_lock:
             self._number += 1
             self._dirty[writer.data_fd] = self._number
-        self.appends += 1
         return index
+
+    def drain(self) -> None:
+        """Write every open batch now (then their flocks are released)."""
+        if not self._batched and self._drain_loop is None:
+            return
+        with self._lock:
+            self._drain_loop = None
+            batched, self._batched = self._batched, {}
+            _OPEN_BATCHES.discard(self)
+            for name, writer in batched.items():
+                frames, writer.batch = writer.batch, []
+                writer.end, writer.count = writer.batch_at, writer.batch_index
+                try:
+                    self._write(name, writer, frames)
+                except OSError as exc:
+                    writer.end = -1  # resync (and drop any partial frame) before the next
+                    if self._failure is None:
+                        what = f"{len(frames)} item(s) not stored: {exc.strerror}"
+                        self._failure = StorageError(f"stream {name!r}: append failed: {what}")
+                finally:
+                    fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
+
+    def _raise_failure(self) -> None:
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    def _appended(self, name: str, ino: int, index: int, added: array[int], end: int) -> None:
+        """Keep the known offsets of `name` in step with items written at `added`."""
+        at = added[0]
+        with self._known_lock:
+            known = self._known.get(name)
+            if known is None or (known.ino, known.size, known.items, known.end) != (
+                ino,
+                at,
+                index,
+                at,
+            ):
+                return  # not known up to here: the next read checks the files
+            offsets = known.offsets
+            if len(offsets) != index:  # a reader completed a copy meanwhile: append to ours
+                offsets = offsets[:index]
+            offsets.extend(added)
+            self._known[name] = _Known(ino, end, offsets, index + len(added), end)
 
     def _writer(self, name: str) -> _Writer:
         writer = self._writers.get(name)
@@ -195,6 +371,9 @@ class StreamStore:
 
     def flush(self) -> None:
         """Make every append of this process durable (before a journal append proceeds)."""
+        if self._batched:
+            self.drain()
+        self._raise_failure()
         with self._dirty_lock:
             pending = list(self._dirty.items())
         for fd, number in pending:
@@ -204,6 +383,7 @@ class StreamStore:
                     del self._dirty[fd]
 
     def close(self) -> None:
+        self.drain()
         self.flush()
         for writer in self._writers.values():
             os.close(writer.data_fd)

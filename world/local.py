@@ -376,6 +376,9 @@ class LocalWorld(World):
             with _guard(self._streams.path, "appending to a stream"):
                 raise
 
+    def stream_drain(self) -> None:
+        self._streams.drain()
+
     def stream_appends(self) -> int:
         return self._streams.appends
 

@@ -24,14 +24,14 @@ if TYPE_CHECKING:
 async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
     snap = Snapshot.from_data(data, ctx.run_id, session_base(ctx.meta))
     origin = snap.copy()  # as this generation began: its turn's input leaves out the same
-    agent = executor.agent_or_fallback(snap.agent_dir)
-    host = SessionHost(executor, ctx, snap, agent)
+    # Loaded when first needed: the driver's replays at every turn mostly do not need it.
+    host = SessionHost(executor, ctx, snap, lambda: executor.agent_or_fallback(snap.agent_dir))
     key = f"g{snap.gen}"
     hook = None
     if snap.gen == 0:
         if snap.created_at == 0.0:
             snap.created_at = host.now()
-        host.emit("session.started", started_event(snap, agent.name), "start")
+        host.emit("session.started", started_event(snap, host.agent.name), "start")
         if snap.token:
             try:
                 hook = ctx.create_hook(token=snap.token)

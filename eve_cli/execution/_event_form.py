@@ -34,18 +34,32 @@ _USAGE = ("inputTokens", "outputTokens")
 
 def pack(event: dict[str, Any]) -> dict[str, Any]:
     """The stored form of ``event`` (``type``, ``at`` as epoch seconds, then its fields)."""
-    if any(k in _NAMES for k in event):
+    if not _NAMES.keys().isdisjoint(event):
         return event  # form 1: a short name would be ambiguous
     stored: dict[str, Any] = {}
     for key, value in event.items():
         if key == "type":
             value = _TYPE_CODES.get(value, value)
-        elif key == "turnId" and isinstance(value, str) and (m := _TURN_ID.fullmatch(value)):
-            value = int(m.group(1))
+        elif key == "turnId" and isinstance(value, str):
+            value = _turn_number(value)
         elif key == "usage" and isinstance(value, dict) and tuple(value) == _USAGE:
             value = [value[k] for k in _USAGE]
         stored[FIELDS.get(key, key)] = value
     return stored
+
+
+_TURN_NUMBERS: dict[str, int | str] = {}  # every event of a turn has its id: match it once
+
+
+def _turn_number(turn_id: str) -> int | str:
+    number = _TURN_NUMBERS.get(turn_id)
+    if number is None:
+        m = _TURN_ID.fullmatch(turn_id)
+        number = int(m.group(1)) if m else turn_id
+        if len(_TURN_NUMBERS) > 4096:
+            _TURN_NUMBERS.clear()
+        _TURN_NUMBERS[turn_id] = number
+    return number
 
 
 def unpack(stored: dict[str, Any]) -> dict[str, Any]:

@@ -15,11 +15,12 @@ from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve
 from eve_cli._session import history_stream
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW
-from eve_cli.execution._streams import strip_key
+from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
 from eve_cli.execution._turn import turn_workflow
 from world import Engine, WorkflowContext, World
 
 _KEPT_WINDOWS = 32
+_KEPT_STREAMS = 64
 
 
 def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:
@@ -59,6 +60,7 @@ class Executor:
         self.load_errors: dict[str, str] = {}
         # session id -> (start, history items from start, their digest); see history_window
         self._windows: OrderedDict[str, tuple[int, list[dict[str, Any]], Any]] = OrderedDict()
+        self._keyed: OrderedDict[tuple[str, int], KeyedStream] = OrderedDict()
         self.engine = Engine(
             world,
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},
@@ -92,6 +94,18 @@ class Executor:
         self.load_errors.pop(key, None)
         self._agents[key] = (signature, agent)
         return agent
+
+    def keyed(self, name: str, gen: int, codec: KeyCodec | None = None) -> KeyedStream:
+        """The keyed stream ``name`` of session generation ``gen``. A parent replayed after
+        its turn (same generation) gets the turn's object: otherwise it would read back every
+        key the turn stored to learn that its own few are there."""
+        kept = self._keyed.pop((name, gen), None)
+        if kept is None or not kept.current():
+            kept = KeyedStream(self.world, name, gen, codec)
+        self._keyed[(name, gen)] = kept
+        while len(self._keyed) > _KEPT_STREAMS:
+            self._keyed.popitem(last=False)
+        return kept
 
     def history_window(self, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
         """Items ``start`` to ``end`` of the session's history stream, without their keys.

@@ -13,16 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
-from eve_cli.execution._event_form import unpack
-from eve_cli.execution._streams import (
-    EventKeys,
-    HistoryKeys,
-    KeyedStream,
-    stored_event,
-    strip_key,
-)
+from eve_cli.execution._event_form import pack, unpack
+from eve_cli.execution._streams import KEY, EventKeys, HistoryKeys, stored_time, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
+from eve_cli.models._tokens import message_tokens
 from world import WorkflowContext, World
 
 if TYPE_CHECKING:
@@ -45,7 +40,7 @@ def window_of(
     """:func:`read_window` of the window's ``items`` as read (keys stripped or not)."""
     name = history_stream(snap.id)
     kept = [i for i, m in enumerate(items) if m.get("role") != SUMMARY_ROLE]
-    messages = [strip_key(items[i]) for i in kept]
+    messages = [strip_key(items[i]) if KEY in items[i] else items[i] for i in kept]
     text = snap.summary
     if snap.summary_at is not None:
         at = snap.summary_at - snap.history_start
@@ -74,7 +69,7 @@ class SessionHost:
         executor: Executor,
         ctx: WorkflowContext,
         snap: Snapshot,
-        agent: AgentDefinition,
+        agent: AgentDefinition | Callable[[], AgentDefinition],
         turn_id: str | None = None,
         before: Snapshot | None = None,
     ) -> None:
@@ -82,25 +77,35 @@ class SessionHost:
         self.before = before  # a turn's snapshot as it started (its result is the difference)
         self.ctx = ctx
         self.snap = snap
-        self.agent = agent
+        self._agent = agent  # or how to load it (when first used)
         self.turn_id = turn_id
-        world = executor.world
-        self.events = KeyedStream(world, events_stream(snap.id), snap.gen, EventKeys())
+        self.events = executor.keyed(events_stream(snap.id), snap.gen, EventKeys())
         # A session's events count their time from its creation (the root run's meta has it;
         # a sub-agent session's, a child run's, store epoch seconds).
         created = ctx.meta.get("created") if snap.id == ctx.run_id.split(".")[0] else None
         self._since = float(created) if isinstance(created, int | float) else None
-        self.history = KeyedStream(world, history_stream(snap.id), snap.gen, HistoryKeys())
+        self.history = executor.keyed(history_stream(snap.id), snap.gen, HistoryKeys())
         self._model: Model | None = None
         self.last_text = ""
         # The history window as last read (valid while the snapshot's window is unchanged).
         self._window: list[Message] | None = None
         self._summary: str | None = None
         self._indexes: list[int] = []
+        self._window_tokens = 0  # the sum of message_tokens over _window
         self._stored: dict[int, Message] = {}  # appended by store_history, not yet adopted
         self._window_at: tuple[int, int, int | None] = (-1, -1, None)
         self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
         self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
+
+    @property
+    def agent(self) -> AgentDefinition:
+        if callable(self._agent):
+            self._agent = self._agent()
+        return self._agent
+
+    @agent.setter
+    def agent(self, agent: AgentDefinition) -> None:
+        self._agent = agent
 
     def take_deferred(self) -> list[dict[str, Any]]:
         taken, self.deferred = self.deferred, []
@@ -123,16 +128,21 @@ class SessionHost:
             )
         return self._model
 
+    def solo(self) -> bool:
+        return self.executor.engine.driving <= 1
+
     async def action(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         return await self.ctx.step(name, fn)
 
     def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
-        scope: dict[str, Any] = {}
+        # stored_event(type, now, {scope..., **data}, since) built as one dict (several a step)
+        event: dict[str, Any] = {"type": type, "at": stored_time(time.time(), self._since)}
         if self.turn_id is not None:
-            scope["turnId"] = self.turn_id
+            event["turnId"] = self.turn_id
         if step is not None:
-            scope["stepIndex"] = step
-        self.events.append(key, stored_event(type, time.time(), {**scope, **data}, self._since))
+            event["stepIndex"] = step
+        event.update(data)
+        self.events.append(key, pack(event))
 
     def emitted_keys(self, prefix: str) -> list[str]:
         return self.events.keys_starting(prefix)
@@ -176,7 +186,9 @@ class SessionHost:
         cached = self._window is not None and self._window_at == self._window_key()
         snap.history_len = max(snap.history_len, index + 1)
         if cached and self._window is not None and message.get("role") != SUMMARY_ROLE:
-            self._window.append(strip_key(dict(message)))
+            kept = strip_key(dict(message))
+            self._window.append(kept)
+            self._window_tokens += message_tokens(kept)
             self._indexes.append(index)
             self._window_at = self._window_key()
         if message.get("role") == "assistant":
@@ -202,8 +214,18 @@ class SessionHost:
             snap = self.snap
             items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
             self._window, self._indexes, self._summary = window_of(self.executor.world, snap, items)
+            self._window_tokens = sum(message_tokens(m) for m in self._window)
             self._window_at = self._window_key()
         return window_messages(self._window, self._summary)
+
+    def history_tokens(self) -> tuple[int, int]:
+        if self._window is None or self._window_at != self._window_key():
+            self.read_history()
+        assert self._window is not None
+        count, tokens = len(self._window), self._window_tokens
+        if self._summary:
+            count, tokens = count + 1, tokens + message_tokens(summary_message(self._summary))
+        return count, tokens
 
     def now(self) -> float:
         return as_epoch(self.ctx.now())

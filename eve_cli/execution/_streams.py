@@ -50,6 +50,7 @@ class KeyedStream:
         self.codec = codec
         self._keys: dict[str, int] | None = None  # key -> index, this generation's items
         self._by_head: dict[str, list[str]] = {}  # "<...>@" -> the keys that start with it
+        self.length = -1  # the stream's length when the keys were last known complete
 
     def key_of(self, item: Any) -> str:
         """The key of a stored item ("" when it has none)."""
@@ -60,7 +61,7 @@ class KeyedStream:
 
     def _load(self) -> dict[str, int]:
         keys: dict[str, int] = {}
-        end, chunk = self.world.stream_length(self.name), _FIRST_CHUNK
+        end, chunk = self.length, _FIRST_CHUNK
         while end > 0:
             # Small reads first: a new generation usually has no item yet (a turn starts one).
             start = max(0, end - chunk)
@@ -75,10 +76,17 @@ class KeyedStream:
 
     def _loaded(self) -> dict[str, int]:
         if self._keys is None:
+            self.length = self.world.stream_length(self.name)
             self._keys = self._load()
             for key in self._keys:
                 self._index(key)
         return self._keys
+
+    def current(self) -> bool:
+        """Whether the keys known here are still all of this generation's (nothing was
+        appended since by anyone else): then another workflow of the same generation in this
+        process may use this object instead of reading the keys again."""
+        return self._keys is not None and self.world.stream_length(self.name) == self.length
 
     def _index(self, key: str) -> None:
         head, at, _ = key.partition("@")
@@ -94,10 +102,13 @@ class KeyedStream:
         return [k[len(self.prefix) :] for k in keys if k.startswith(full)]
 
     def append(self, key: str, item: dict[str, Any]) -> bool:
-        """Append ``item`` under ``key`` unless it is already there; True when written."""
-        if self.prefix + key in self._loaded():
+        """Append ``item`` under ``key`` unless it is already there; True when written.
+        ``item`` becomes the stream's: the caller does not use it again."""
+        keys = self._loaded()
+        full = self.prefix + key
+        if full in keys:
             return False
-        self.put(key, item)
+        self._store(keys, full, item)
         return True
 
     def index_of(self, key: str) -> int | None:
@@ -112,14 +123,20 @@ class KeyedStream:
         index = keys.get(full)
         if index is None:
             item = item.copy()
-            stored: Any = full
-            if self.codec is not None:
-                stored = self.codec.pack(item, full, self.gen)
-                if not isinstance(stored, str) and self.codec.unpack(item, stored) != full:
-                    stored = full  # only what reads back as the very key
-            item[KEY] = stored
-            index = keys[full] = self.world.stream_append(self.name, item)
+            index = self._store(keys, full, item)
+        return index
+
+    def _store(self, keys: dict[str, int], full: str, item: dict[str, Any]) -> int:
+        stored: Any = full
+        if self.codec is not None:
+            stored = self.codec.pack(item, full, self.gen)
+            if not isinstance(stored, str) and self.codec.unpack(item, stored) != full:
+                stored = full  # only what reads back as the very key
+        item[KEY] = stored
+        index = keys[full] = self.world.stream_append(self.name, item)
+        if "@" in full:
             self._index(full)
+        self.length = index + 1 if self.length == index else -1
         return index
 
 
@@ -221,8 +238,12 @@ def stored_event(
     :mod:`eve_cli.execution._event_form`; ``at`` as epoch seconds (a float), or, given the
     session's creation time (``since``: its run's meta ``created``), whole milliseconds
     since then (an int: 3-5 bytes, not 9)."""
-    when: float | int = round(at, 3) if since is None else round(at * 1000) - round(since * 1000)
-    return pack({"type": type, "at": when, **data})
+    return pack({"type": type, "at": stored_time(at, since), **data})
+
+
+def stored_time(at: float, since: float | None) -> float | int:
+    """An event's ``at`` as stored (see :func:`stored_event`)."""
+    return round(at, 3) if since is None else round(at * 1000) - round(since * 1000)
 
 
 def read_event(
@@ -250,14 +271,44 @@ def read_event(
     at = event.get("at")
     if isinstance(at, int) and not isinstance(at, bool):
         since = (meta() if meta is not None else {}).get("created") or 0.0
-        ms = round(float(since) * 1000) + at
-        moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
-        event["at"] = moment.isoformat(timespec="milliseconds")
+        event["at"] = iso_from_ms(round(float(since) * 1000) + at)
     elif isinstance(at, float):
-        event["at"] = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+        event["at"] = iso_ms(at)
     event["index"] = index
     event.setdefault("sessionId", session_id)
     return event
+
+
+_SECONDS: dict[int, str] = {}  # epoch second -> its ISO form up to the seconds (UTC)
+
+
+def iso_ms(at: float) -> str:
+    """``datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")``, without
+    building a datetime per event (a view reads every event of a turn)."""
+    if not 0 <= at < 253402300800:  # outside years 1970-9999: the slow way says what is wrong
+        return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    second = int(at)
+    micros = round((at - second) * 1e6)  # as fromtimestamp rounds: half to even
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    return f"{_second_iso(second)}.{micros // 1000:03d}+00:00"
+
+
+def iso_from_ms(ms: int) -> str:
+    """The ISO time (UTC, milliseconds) of ``ms`` milliseconds since the epoch."""
+    if not 0 <= ms < 253402300800000:
+        moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+        return moment.isoformat(timespec="milliseconds")
+    return f"{_second_iso(ms // 1000)}.{ms % 1000:03d}+00:00"
+
+
+def _second_iso(second: int) -> str:
+    prefix = _SECONDS.get(second)
+    if prefix is None:
+        if len(_SECONDS) > 4096:
+            _SECONDS.clear()
+        prefix = _SECONDS[second] = datetime.fromtimestamp(second, UTC).isoformat()[:19]
+    return prefix
 
 
 class EventReader:
@@ -277,11 +328,13 @@ class EventReader:
             self._known.append(self._meta() if self._meta is not None else {})
         return self._known[0]
 
-    def read(self, first: int, items: list[Any]) -> list[dict[str, Any]]:
-        """The events stored at ``first``, ``first + 1``, ... (as read from the stream)."""
-        texts = self.texts({i[REF] for i in items if isinstance(i, dict) and REF in i})
+    def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[dict[str, Any]]:
+        """The events stored at ``first``, ``first + 1``, ... (as read from the stream);
+        ``texts=False``: an event that refers to a history item gets ``text`` "" (no read)."""
+        refs = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
+        found = self.texts(refs)
         return [
-            read_event(self.session_id, first + i, item, texts, self.meta)
+            read_event(self.session_id, first + i, item, found, self.meta)
             for i, item in enumerate(items)
         ]
 

@@ -13,7 +13,7 @@ from typing import Any
 from eve_cli._session import SUMMARY_ROLE
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
-from eve_cli.models._tokens import _message_text, estimate_request, estimate_text
+from eve_cli.models._tokens import _message_text, estimate_text, estimate_with
 
 SUMMARY_SYSTEM = (
     "Summarise the conversation so far for your own later use: facts, decisions, open tasks, "
@@ -37,10 +37,10 @@ def threshold(host: StepHost) -> int:
 
 def needs_compaction(host: StepHost, system: str, tools: list[ToolSpec]) -> int | None:
     """The estimate when it exceeds the threshold (with the reserved overhead), else None."""
-    messages = host.read_history()
-    estimate = estimate_request(ModelRequest(system=system, messages=messages, tools=tools))
+    count, tokens = host.history_tokens()  # kept by the host: a step costs no history walk
+    estimate = estimate_with(system, tokens, tools)
     reserve = host.agent.config.compaction.reserve(host.model().context_window)
-    if messages and estimate + reserve > threshold(host):
+    if count and estimate + reserve > threshold(host):
         return estimate
     return None
 

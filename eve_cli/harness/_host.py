@@ -28,6 +28,11 @@ class StepHost(Protocol):
         """The model of this turn (built from the current definition and the -m override)."""
         ...
 
+    def solo(self) -> bool:
+        """Whether this is the only session its process drives now (holding the event loop
+        for a moment then stalls no other session)."""
+        ...
+
     async def action(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         """Run ``fn`` as a durable action: journaled once, replayed from the journal after."""
         ...
@@ -64,6 +69,11 @@ class StepHost(Protocol):
 
     def read_history(self) -> list[Message]:
         """The model's view: the summary (if any) then the messages since the window start."""
+        ...
+
+    def history_tokens(self) -> tuple[int, int]:
+        """How many messages :meth:`read_history` returns and the sum of their token
+        estimates (``models._tokens.message_tokens``), without building the list."""
         ...
 
     def summary_text(self) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from eve_cli._agent_api import ToolContext, bind_state, unbind_state
-from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
+from eve_cli._tools import ASK_QUESTION, QUICK_WAIT, InvalidArguments, Tool
 from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
@@ -322,7 +322,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
         record_result(host, index, call, f"Unknown tool {name!r}; available: {known}", True)
         return
     try:
-        tool.validate(call["arguments"])
+        checked = tool.validate(call["arguments"])
     except InvalidArguments as exc:
         record_result(host, index, call, f"Invalid arguments for tool {name!r}: {exc}", True)
         return
@@ -337,7 +337,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
         record_result(host, index, call, f"Approval policy failed: {exc}", True)
         return
     if decision == "approved":
-        await run_tool(host, index, call, tool)
+        await run_tool(host, index, call, tool, checked)
     elif decision == "denied":
         record_result(host, index, call, "The approval policy denied this call.", True, "rejected")
     else:
@@ -365,8 +365,15 @@ def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> No
     )
 
 
-async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool) -> None:
-    """Run one tool call as a durable action; its state changes are saved with its result."""
+async def run_tool(
+    host: StepHost,
+    index: int,
+    call: dict[str, Any],
+    tool: Tool,
+    checked: dict[str, Any] | None = None,
+) -> None:
+    """Run one tool call as a durable action; its state changes are saved with its result.
+    ``checked``: its arguments as :meth:`Tool.validate` returned them just now."""
     snap = host.snap
     key = f"{host.session_id}:{host.turn_id}:{call['id']}"
     ctx = ToolContext(
@@ -382,7 +389,9 @@ async def run_tool(host: StepHost, index: int, call: dict[str, Any], tool: Tool)
         token = bind_state(values)
         began = time.monotonic()
         try:
-            result = await tool.execute(call["arguments"], ctx)
+            result = await tool.execute(
+                call["arguments"], ctx, wait=QUICK_WAIT if host.solo() else 0.0, checked=checked
+            )
         finally:
             unbind_state(token)
         changed = values if values != before else None

@@ -76,9 +76,20 @@ def _messages_tokens(messages: list[Message]) -> int:
 
 def estimate_request(request: ModelRequest) -> int:
     """Estimated input tokens of ``request``: system prompt, history and tool schemas."""
-    total = estimate_text(request.system) + _PER_MESSAGE + _messages_tokens(request.messages)
-    total += sum(_tool_tokens(tool) for tool in request.tools)
+    return estimate_with(request.system, _messages_tokens(request.messages), request.tools)
+
+
+def estimate_with(system: str, messages_tokens: int, tools: Iterable[ToolSpec]) -> int:
+    """:func:`estimate_request` of a request whose messages estimate ``messages_tokens`` (the
+    sum of :func:`message_tokens` over them)."""
+    total = estimate_text(system) + _PER_MESSAGE + messages_tokens
+    total += sum(_tool_tokens(tool) for tool in tools)
     return total
+
+
+def message_tokens(message: Message) -> int:
+    """Estimated tokens of one message as :func:`estimate_request` counts it."""
+    return _message_tokens(message)
 
 
 # Tool schemas are estimated at every step; they change only when the agent is reloaded (a

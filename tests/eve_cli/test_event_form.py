@@ -6,6 +6,8 @@ from typing import Any
 
 import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eve_cli.execution._event_form import FIELDS, TYPES, pack, unpack
 
@@ -48,3 +50,24 @@ def test_the_full_form_of_earlier_versions_reads_as_is() -> None:
 
 def test_names_and_codes_are_distinct() -> None:
     assert len(set(FIELDS.values())) == len(FIELDS) and len(set(TYPES)) == len(TYPES)
+
+
+@given(st.floats(min_value=0, max_value=253402300799.999, allow_nan=False))
+def test_event_times_read_as_datetime_formats_them(at: float) -> None:
+    from datetime import UTC, datetime
+
+    from eve_cli.execution._streams import iso_ms
+
+    assert iso_ms(at) == datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    stored = round(at, 3)  # as events store it
+    assert iso_ms(stored) == datetime.fromtimestamp(stored, UTC).isoformat(timespec="milliseconds")
+
+
+@given(st.integers(min_value=-(10**12), max_value=253402300799999))
+def test_event_times_in_milliseconds_read_as_datetime_formats_them(ms: int) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from eve_cli.execution._streams import iso_from_ms
+
+    moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+    assert iso_from_ms(ms) == moment.isoformat(timespec="milliseconds")

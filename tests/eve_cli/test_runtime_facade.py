@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -144,10 +146,18 @@ def test_session_view_read_again_matches_a_fresh_fold_and_reports_damage(
         assert view["status"] == "waiting" and view["turns"] == fresh["turns"]
         assert view["events"] == fresh["events"] == len(rt.events(sid))
         await rt.deliver(sid, "again")
-        view = await rt.drive(sid)  # the first turn is now kept pickled
-        view["turns"][0]["steps"].clear()
+        view = await rt.drive(sid)  # the first turn is now kept frozen, shared read-only
+        with pytest.raises(TypeError, match="read-only"):
+            view["turns"][0]["steps"].clear()
+        with pytest.raises(TypeError, match="read-only"):
+            view["turns"][0]["status"] = "changed"
+        mine = copy.deepcopy(view)  # a caller that wants to change it copies it
+        mine["turns"][0]["steps"].clear()
+        view["turns"][-1]["id"] = "mine"  # the last turn is the caller's own copy
+        assert json.loads(json.dumps(rt.session(sid))) == rt.session(sid)
         assert rt.session(sid)["turns"] == fold(sid, rt.events(sid))["turns"]
         assert [t["status"] for t in view["turns"]] == ["completed", "completed"]
+        assert view["turns"][-1]["id"] == "mine" != rt.session(sid)["turns"][-1]["id"]
         data = isolated / ".workflow-data" / "streams" / f"events.{sid}.msgpack"
         raw = bytearray(data.read_bytes())
         raw[len(raw) // 3 : len(raw) // 3 + 16] = b"\xc1" * 16  # garbage in a folded event

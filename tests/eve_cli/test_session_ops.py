@@ -213,3 +213,43 @@ def test_cancel_cascades_to_a_waited_subagent(make_agent: AgentFactory) -> None:
         assert types(rt.events(child))[-2:] == ["turn.cancelled", "session.cancelled"]
 
     asyncio.run(main())
+
+
+def test_the_kept_history_estimate_equals_one_over_the_whole_history(
+    make_agent: AgentFactory, monkeypatch: Any
+) -> None:
+    from eve_cli.harness import _compaction, _step
+    from eve_cli.models import ModelRequest
+    from eve_cli.models._tokens import estimate_request
+
+    hosts: list[Any] = []
+    checked: list[tuple[int, int]] = []
+    real_estimate, real_needs = _compaction.estimate_with, _compaction.needs_compaction
+
+    def needs(host: Any, system: str, tools: Any) -> Any:
+        hosts.append(host)
+        return real_needs(host, system, tools)
+
+    def compare(system: str, tokens: int, tools: Any) -> int:
+        estimate = real_estimate(system, tokens, tools)
+        messages = hosts[-1].read_history()  # what the model is sent, estimated whole
+        whole = estimate_request(ModelRequest(system, messages, tools=tools))
+        checked.append((estimate, whole))
+        return estimate
+
+    monkeypatch.setattr(_step, "needs_compaction", needs)
+    monkeypatch.setattr(_compaction, "estimate_with", compare)
+    script = []
+    for i in range(5):  # steps with a tool call: the history grows between two estimates
+        script += [reply("", call("echo", text=f"{i} {LONG}")), reply(f"answer {i}")]
+    echo = "from eve_cli import tool\n\n@tool\ndef echo(text: str) -> str:\n    return text\n"
+    agent = make_agent(script=script, agent_args=SMALL, tools={"echo": echo})
+
+    async def main() -> None:
+        rt, sid = await start(agent)
+        for i in range(5):
+            assert (await say(rt, sid, f"message {i} {LONG}"))["status"] == "waiting"
+        assert of_type(rt, sid, "compaction.completed")  # the window was replaced meanwhile
+
+    asyncio.run(main())
+    assert len(checked) >= 10 and all(kept == whole for kept, whole in checked), checked

@@ -148,6 +148,50 @@ def test_example_data_in_the_earlier_stored_form_reads_unchanged(tmp_path: Path)
             assert event["at"] == item["at"]
 
 
+def test_a_parent_replayed_after_its_turn_reuses_the_turns_keys(
+    make_agent: AgentFactory, monkeypatch: Any
+) -> None:
+    from eve_cli.execution import _streams
+
+    loaded: list[int] = []
+    real_load = _streams.KeyedStream._load
+
+    def counting_load(self: _streams.KeyedStream) -> dict[str, int]:
+        keys = real_load(self)
+        loaded.append(len(keys))
+        return keys
+
+    monkeypatch.setattr(_streams.KeyedStream, "_load", counting_load)
+    script = [reply("", call("echo", text=str(i))) for i in range(30)] + [reply("done")]
+    rt = Runtime(agent_dir=make_agent(script=script, tools={"echo": ECHO}))
+    try:
+        converse(rt, ["go"])
+    finally:
+        rt.close()
+    # Without the reuse, the driver's replay after the turn reads back all ~200 keys the
+    # turn stored (events and history) just to find its own few.
+    assert loaded and max(loaded) < 5, loaded
+
+
+def test_a_kept_keyed_stream_is_dropped_when_another_writer_appended(tmp_path: Path) -> None:
+    from eve_cli.execution._executor import Executor
+
+    world = LocalWorld(tmp_path / "data")
+    try:
+        executor = Executor(world)
+        first = executor.keyed("events.s_x", 3)
+        first.append("a", {"y": 1})
+        assert executor.keyed("events.s_x", 3) is first
+        LocalWorld(tmp_path / "data").stream_append("events.s_x", {"y": 2, "_k": "3:b"})
+        again = executor.keyed("events.s_x", 3)
+        assert again is not first
+        assert not again.append("b", {"y": 2})  # the other writer's item is known
+        assert again.append("c", {"y": 3})
+        assert executor.keyed("events.s_x", 4) is not again
+    finally:
+        world.close()
+
+
 def test_a_message_delivery_is_stored_compact_and_read_whole() -> None:
     assert compact_message("hi", "steer") == {"m": "hi"}
     whole = {"kind": "message", "text": "hi", "policy": "queue"}

@@ -92,3 +92,32 @@ def test_missing_type_hint_is_a_definition_error() -> None:
 
     with pytest.raises(ToolDefinitionError, match=r"parameter 'a' has no type hint"):
         build_tool(tool(untyped))
+
+
+def test_sync_tools_run_on_tool_threads_and_a_brief_wait_holds_the_loop() -> None:
+    import contextvars
+    import threading
+    import time
+
+    from eve_cli._tools import run_sync
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+    def where(pause: float = 0.0) -> tuple[str, str]:
+        time.sleep(pause)
+        return threading.current_thread().name, var.get()
+
+    async def main() -> None:
+        var.set("caller's")
+        turned: list[bool] = []
+        asyncio.get_running_loop().call_soon(turned.append, True)
+        name, seen = await run_sync(where, {}, wait=5.0)
+        assert name.startswith("eve-tool") and seen == "caller's"
+        assert turned == []  # taken within the wait: the loop did not turn meanwhile
+        assert await run_sync(where, {}) == (name, "caller's")  # no wait: awaited on the loop
+        assert turned == [True]
+        asyncio.get_running_loop().call_soon(turned.append, True)
+        await run_sync(where, {"pause": 0.2}, wait=0.01)  # longer than the wait: awaited
+        assert turned == [True, True]
+
+    asyncio.run(main())

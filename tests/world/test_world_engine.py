@@ -527,6 +527,48 @@ def test_concurrent_operations_in_one_run_are_refused_clearly(world: World) -> N
     assert "sequential" in info.error["message"] and "'a'" in info.error["message"]
 
 
+def test_a_receive_and_a_child_start_wait_for_the_next_durable_record(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from world import LocalWorld
+
+    synced: list[list[str]] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        with open(f"/proc/self/fd/{fd}", "rb") as f:  # what the file holds when synced
+            data = f.read()
+        synced.append([t for t in ("recv", "start", "child", "step") if t.encode() in data])
+        real(fd)
+
+    async def child(ctx: WorkflowContext, _: None) -> str:
+        return str(await ctx.step("work", lambda: "done"))
+
+    async def flow(ctx: WorkflowContext, _: None) -> str:
+        got = await ctx.create_hook("t-group").receive()
+        return f"{got} {await ctx.run_child('child', None)}"
+
+    world = LocalWorld(tmp_path / "data")
+    engine = Engine(world, {"flow": flow, "child": child})
+
+    async def main() -> Any:
+        rid = await engine.start("flow")
+        await engine.run(rid)
+        await engine.resume_hook("t-group", "go")
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        info = await engine.run(rid)
+        monkeypatch.setattr(os, "fdatasync", real)
+        return info.result
+
+    assert run(main()) == "go done"
+    journal = [kinds for kinds in synced if "step" in kinds or "recv" in kinds]
+    # One fsync made the receive, the child's start and its step durable together.
+    assert journal and journal[0] == ["recv", "start", "child", "step"]
+    world.close()
+
+
 def test_children_read_the_family_meta_and_the_input_of_the_generation_that_started_them(
     world: World,
 ) -> None:

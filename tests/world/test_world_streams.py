@@ -81,6 +81,134 @@ def test_index_is_rebuilt_when_lost_or_short(tmp_path: Path) -> None:
     assert other.stream_read("s", -1) == ["x"]
 
 
+def test_reads_keep_offsets_while_the_file_is_unchanged_and_complete_them_as_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from world import _journal, _streams
+
+    world, writer = LocalWorld(tmp_path / "data"), LocalWorld(tmp_path / "data")
+    for i in range(50):
+        writer.stream_append("s", i)
+    assert world.stream_read("s", -1) == [49]
+    index_reads: list[int] = []
+    starts: list[int] = []
+    real_offsets, real_read_file = _streams._offsets, _journal.read_file
+
+    def offsets(data: bytes) -> Any:
+        index_reads.append(len(data))
+        return real_offsets(data)
+
+    def read_file(path: str, start: int = 0) -> Any:
+        starts.append(start)
+        return real_read_file(path, start)
+
+    monkeypatch.setattr(_streams, "_offsets", offsets)
+    monkeypatch.setattr(_journal, "read_file", read_file)
+    for _ in range(3):
+        assert world.stream_length("s") == 50 and world.stream_read("s", 10, 12) == [10, 11]
+    assert index_reads == [] and starts == []  # a stat each time, no index or tail read
+    writer.stream_append("s", 50)  # another writer: the file grew
+    assert world.stream_read("s", -2) == [49, 50]
+    assert index_reads == [] and len(starts) == 1 and starts[0] > 0  # only the new bytes
+    world.stream_append("s", 51)  # its own append keeps what it knows current
+    starts.clear()
+    assert world.stream_length("s") == 52 and world.stream_read("s", -1) == [51]
+    assert starts == []
+    data = tmp_path / "data" / "streams" / "s.msgpack"
+    idx = (tmp_path / "data" / "streams" / "s.idx").read_bytes()
+    data.write_bytes(data.read_bytes()[: int.from_bytes(idx[-8:], "little")])  # cut item 51
+    assert world.stream_length("s") == 51 and world.stream_read("s", -1) == [50]
+    world.close()
+    writer.close()
+
+
+def test_appends_on_a_loop_are_written_together_at_its_next_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from world import _streams
+
+    writes: list[int] = []
+    real_write = _streams.StreamStore._write
+
+    def counting_write(self: Any, name: str, writer: Any, frames: list[bytes]) -> int:
+        writes.append(len(frames))
+        return real_write(self, name, writer, frames)
+
+    monkeypatch.setattr(_streams.StreamStore, "_write", counting_write)
+    world = LocalWorld(tmp_path / "data")
+    reader = LocalWorld(tmp_path / "data")
+
+    async def main() -> None:
+        assert [world.stream_append("s", i) for i in range(5)] == [0, 1, 2, 3, 4]
+        assert reader.stream_length("s") == 0 and writes == []  # not written yet
+        await asyncio.sleep(0)
+        assert writes == [5] and reader.stream_read("s") == [0, 1, 2, 3, 4]
+        world.stream_append("s", 5)
+        assert world.stream_read("s", -1) == [5]  # its own reads write the batch first
+        world.stream_append("s", 6)
+        world.stream_drain()  # as a step does before its function runs
+        assert reader.stream_read("s", -2) == [5, 6] and writes == [5, 1, 1]
+
+    asyncio.run(main())
+    world.close()
+    reader.close()
+
+
+def test_a_batch_holds_the_stream_lock_so_other_writers_append_after_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    world, other = LocalWorld(data), LocalWorld(data)
+    code = (
+        "import sys; from world import LocalWorld; w = LocalWorld(sys.argv[1]);"
+        "print(w.stream_append('s', 'theirs'), flush=True)"
+    )
+
+    async def main() -> None:
+        world.stream_append("s", "a")
+        world.stream_append("s", "b")
+        proc = subprocess.Popen([sys.executable, "-c", code, str(data)], stdout=subprocess.PIPE)
+        time.sleep(1.0)  # the loop does not turn: the batch stays open, its lock held
+        assert proc.poll() is None
+        assert other.stream_append("s", "same process") == 2  # waits for no one: writes ours
+        await asyncio.sleep(0)
+        out, _ = proc.communicate(timeout=30)
+        assert out.decode().strip() == "3"
+
+    asyncio.run(main())
+    assert LocalWorld(data).stream_read("s") == ["a", "b", "same process", "theirs"]
+    world.close()
+    other.close()
+
+
+def test_a_batch_that_cannot_be_written_fails_the_next_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from world import StorageError
+
+    world = LocalWorld(tmp_path / "data")
+    world.stream_append("s", "kept")  # not on a loop: written at once
+    real_pwrite = os.pwrite
+
+    def full_disk(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    async def main() -> None:
+        world.stream_append("s", "lost")
+        monkeypatch.setattr(os, "pwrite", full_disk)
+        await asyncio.sleep(0)  # the batch is written now, and fails
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        with pytest.raises(
+            StorageError, match=r"stream 's': append failed: 1 item\(s\) not stored"
+        ):
+            world.stream_append("s", "next")
+        assert world.stream_append("s", "after") == 1  # the store goes on from what is stored
+
+    asyncio.run(main())
+    assert LocalWorld(tmp_path / "data").stream_read("s") == ["kept", "after"]
+    world.close()
+
+
 def _watch_threads() -> int:
     return sum(t.name.startswith("eve-watch") for t in threading.enumerate())
 
