@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import pack, unpack
-from eve_cli.execution._streams import KEY, EventKeys, stored_time, strip_key
+from eve_cli.execution._streams import KEY, EventKeys, HistoryKeys, stored_time, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from eve_cli.models._tokens import message_tokens
@@ -129,7 +129,7 @@ class SessionHost:
         # a sub-agent session's, a child run's, store epoch seconds).
         created = ctx.meta.get("created") if snap.id == ctx.run_id.split(".")[0] else None
         self._since = float(created) if isinstance(created, int | float) else None
-        self.history = executor.keyed(history_stream(snap.id), snap.gen)
+        self.history = executor.keyed(history_stream(snap.id), snap.gen, HistoryKeys())
         self._model: Model | None = None
         self.last_text = ""
         # The history window as last read (valid while the snapshot's window is unchanged).

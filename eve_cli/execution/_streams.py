@@ -192,6 +192,34 @@ class EventKeys:
         return None
 
 
+class HistoryKeys:
+    """The compact keys of a session's history (a :class:`KeyCodec`): a turn's first user
+    message stores ``[generation, turn]``, a step's first model answer ``[generation, turn,
+    step]``; any other item its key."""
+
+    def pack(self, item: dict[str, Any], key: str, gen: int) -> Any:
+        parts = key.split(":")
+        if len(parts) > 2 and parts[1][:1] == "t" and parts[1][1:].isdigit():
+            turn = int(parts[1][1:])
+            packed = [gen, turn] if parts[2:] == ["in", "u"] else [gen, turn, _int(parts[2])]
+            return packed if None not in packed else key
+        return key
+
+    def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
+        if not isinstance(stored, list) or not _ints(*stored):
+            return None
+        role = item.get("role")
+        if len(stored) == 2 and role == "user":
+            return f"{stored[0]}:t{stored[1]}:in:u"
+        if len(stored) == 3 and role == "assistant":
+            return f"{stored[0]}:t{stored[1]}:{stored[2]}:0:a"
+        return None
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
 def _ints(*values: Any) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
 

@@ -12,7 +12,13 @@ from typing import Any
 from rt_support import AgentFactory, call, reply
 
 from eve_cli.execution._event_form import unpack
-from eve_cli.execution._streams import EventKeys, EventReader, KeyedStream, stored_event
+from eve_cli.execution._streams import (
+    EventKeys,
+    EventReader,
+    HistoryKeys,
+    KeyedStream,
+    stored_event,
+)
 from eve_cli.harness._input import compact_message, expand_delivery
 from eve_cli.runtime import Runtime
 from world import LocalWorld, MemoryWorld
@@ -237,3 +243,22 @@ def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> 
         for k in e
         if k.startswith("_")
     ]
+
+
+def test_history_keys_of_a_turns_message_and_answer_are_stored_compact() -> None:
+    world, name = MemoryWorld(), "history.s_keys"
+    items = [
+        ("t4:in:u", {"role": "user", "content": "hi"}),
+        ("t4:0:0:a", {"role": "assistant", "content": "yo", "tool_calls": []}),
+        ("t4:call_1:r", {"role": "tool", "tool_call_id": "call_1", "content": "ok"}),
+        ("t4:p2:u", {"role": "user", "content": "steered"}),
+        ("t4:1:1:a", {"role": "assistant", "content": "second call", "tool_calls": []}),
+    ]
+    stream = KeyedStream(world, name, 3, HistoryKeys())
+    for key, item in items:
+        stream.put(key, item)
+    stored = [i["_k"] for i in world.stream_read(name)]
+    assert stored == [[3, 4], [3, 4, 0], "3:t4:call_1:r", "3:t4:p2:u", "3:t4:1:1:a"]
+    again = KeyedStream(world, name, 3, HistoryKeys())
+    assert [again.put(key, item) for key, item in items] == [0, 1, 2, 3, 4]  # found, not added
+    assert world.stream_length(name) == 5
