@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 from . import _journal
 from ._errors import CorruptJournalError, StorageError
-from ._watch import DirWatcher
+from ._watch import DirWatcher, touched
 from ._world import check_name
 
 _HEADER = _journal.frame(_journal.header("eve-world-stream"))
@@ -54,6 +54,7 @@ class _Writer:
         self.end = -1  # data size this process last saw (-1: not synced yet)
         self.count = 0
         self.ino = 0
+        self.watched = ""  # the data file as watchers name it
         self.batch: list[bytes] = []  # frames appended, not written yet (the flock is held)
         self.batch_at = 0  # where the batch begins in the data file
         self.batch_index = 0  # the index of its first item
@@ -101,6 +102,7 @@ class StreamStore:
         self._known: dict[str, _Known] = {}
         self._known_lock = threading.Lock()  # appends may run on I/O threads
         self._paths: dict[str, tuple[str, str]] = {}
+        self._resolved = str(path.resolve())  # as watchers name the folder
         self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
         self._batched: dict[str, _Writer] = {}
         self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
@@ -115,9 +117,9 @@ class StreamStore:
         if paths is None:
             stem = check_name(name, "stream name").replace(":", "%3A")
             base = os.path.join(self.path, stem)
-            paths = self._paths[name] = (base + ".msgpack", base + ".idx")
-            if len(self._paths) > _KNOWN_MAX:
+            if len(self._paths) >= _KNOWN_MAX:
                 self._paths.clear()
+            paths = self._paths[name] = (base + ".msgpack", base + ".idx")
         return paths
 
     # -- reading (no lock, no writes) ------------------------------------------------------------
@@ -295,6 +297,7 @@ class StreamStore:
         with self._dirty_lock:
             self._number += 1
             self._dirty[writer.data_fd] = self._number
+        touched(writer.watched)  # tails in this process wake at once
         return index
 
     def drain(self) -> None:
@@ -349,6 +352,7 @@ class StreamStore:
             data_fd = os.open(data_path, os.O_RDWR | os.O_CREAT, 0o644)
             idx_fd = os.open(idx_path, os.O_RDWR | os.O_CREAT, 0o644)
             writer = self._writers[name] = _Writer(data_fd, idx_fd)
+            writer.watched = os.path.join(self._resolved, os.path.basename(data_path))
         return writer
 
     def _sync(self, name: str, writer: _Writer) -> None:

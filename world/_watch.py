@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -68,6 +69,18 @@ class _Folder:
 
 
 _FOLDERS: dict[str, _Folder] = {}
+
+
+def touched(path: str) -> None:
+    """This process has just changed the file `path` (its folder resolved): its watchers here
+    wake now, not when the notify batch (up to its debounce) returns. Watchers re-check what
+    they wait on, so the later notify wake-up is harmless."""
+    folder = os.path.dirname(path)
+    with _LOCK:
+        shared = _FOLDERS.get(folder)
+        hit = [w for w in shared.watchers if path in w._targets] if shared is not None else []
+    for watcher in hit:
+        watcher._fire()
 
 
 class DirWatcher:

@@ -34,7 +34,7 @@ from ._errors import (
     WorldError,
 )
 from ._streams import StreamStore
-from ._watch import DirWatcher
+from ._watch import DirWatcher, touched
 from ._world import (
     FamilyLog,
     InboxItem,
@@ -245,6 +245,7 @@ class LocalWorld(World):
             finally:
                 writer.close()
             self._inbox_ends[root] = writer.end
+        touched(str(path.resolve()))  # a wait in this process wakes at once
         return offset + len(header)
 
     def _inbox_valid_end(self, root: str, path: str) -> int:

@@ -353,3 +353,38 @@ def test_digest_covers_a_prefix_and_changes_with_its_bytes(world: World) -> None
         raw[len(raw) // 3] ^= 0xFF  # inside the first items
         data.write_bytes(bytes(raw))
         assert world.stream_digest("dig", 2) != two
+
+
+def test_a_tail_wakes_at_an_append_of_its_own_process_without_the_notify_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from world import _watch
+
+    def deaf(self: Any) -> None:  # a notify thread that never reports anything
+        self.stop.wait()
+        self._notify.close()
+
+    monkeypatch.setattr(_watch._Folder, "_run", deaf)
+    world = LocalWorld(tmp_path / "data")
+    world.stream_append("own", "first")
+
+    async def main() -> list[Any]:
+        seen: list[Any] = []
+
+        async def follow() -> None:
+            async with contextlib.aclosing(world.stream_tail("own")) as items:
+                async for _, item in items:
+                    seen.append(item)
+                    if len(seen) == 3:
+                        return
+
+        task = asyncio.create_task(follow())
+        await asyncio.sleep(0.05)  # the tail has read what is stored and waits
+        world.stream_append("own", "second")  # on the loop: written at its next turn
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(world.stream_append, "own", "third")  # off the loop: at once
+        await asyncio.wait_for(task, 5)
+        return seen
+
+    assert asyncio.run(main()) == ["first", "second", "third"]
+    world.close()
