@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import filelock
 import pytest
 
 from world import Engine, LocalWorld, WorkflowContext, _journal, _verify, local
@@ -99,6 +100,8 @@ def test_compaction_keeps_what_is_not_worth_dropping_or_not_a_record_boundary(
     assert not world.compact_inbox(rid, ids[-1] + 10**6)  # beyond the end
     monkeypatch.setattr(local, "COMPACT_MIN", 1000)
     assert not world.compact_inbox(rid, ids[10])  # fewer dropped than kept
+    with filelock.FileLock(str(folder / "runs" / rid / "inbox.lock")):
+        assert not world.compact_inbox(rid, ids[20])  # busy: skipped, the drive goes on
     assert inbox.read_bytes() == before
     assert world.compact_inbox(rid, ids[20])
     assert world.compact_inbox(rid, ids[26])  # again, from a compacted file
