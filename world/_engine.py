@@ -198,6 +198,8 @@ class Engine:
                 finally:
                     self._driving -= 1
                     self._write_head(family)
+                if (floor := family.inbox_floor()) is not None:
+                    self.world.compact_inbox(root, floor)  # consumed deliveries leave
             if self.world.inbox_end(root) == family.inbox_mark:
                 break
         return self.info(run_id)

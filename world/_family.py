@@ -60,6 +60,7 @@ class Run:
     gen_at: float = 0.0
     gen_nc: int = 0
     gen_hooks: list[str] = field(default_factory=list)  # as the generation's record lists them
+    gen_w: int = -1  # the inbox watermark its generation's record carries (-1: none)
     next_child: int = 0
     records: list[dict[str, Any]] = field(default_factory=list)
     status: str = "running"  # running | parked | completed | failed
@@ -86,6 +87,8 @@ class Run:
         self.gen_at = rec.get("at", 0.0)
         self.gen_nc = self.next_child = rec.get("nc", 0)
         self.gen_hooks = list(rec.get("hooks", ()))
+        inbox = rec.get("inbox")
+        self.gen_w = inbox.get("w", -1) if isinstance(inbox, dict) else -1
         self.hooks |= set(rec.get("hooks", ()))
 
 
@@ -320,6 +323,15 @@ class Family:
         self.consumed.update(ids)
         taken = set(ids)
         self.pending = [i for i in self.pending if i.id not in taken]
+
+    def inbox_floor(self) -> int | None:
+        """The inbox id below which no delivery is read again: the lowest watermark of the
+        unfinished runs' current generations (a load reads the inbox from the watermark of
+        the record it starts at, the earliest of them; a delivery received later was
+        unconsumed when that record was written). None when no run is unfinished or one's
+        watermark is unknown."""
+        marks = [r.gen_w for r in self.runs.values() if not r.finished]
+        return min(marks) if marks and min(marks) >= 0 else None
 
     def scan_start(self) -> int:
         """Where a later load may begin: the earliest current generation still needed."""

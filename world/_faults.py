@@ -11,6 +11,8 @@ inbox records) or journal reads:
     enospc@N               the Nth write stores half its bytes, then fails with ENOSPC
     eio_write@N            the same with EIO
     eio_read@N             the Nth journal read fails with EIO
+    crash_compact_written@N  SIGKILL when the Nth inbox compaction has its new file fsync'd
+    crash_compact_renamed@N  SIGKILL right after the Nth compaction renamed it into place
 
 Example: `EVE_FAULTS=crash_mid_write@3,eio_read@2`.
 """
@@ -24,6 +26,7 @@ WRITE_FAULTS = frozenset(
     {"crash_before_write", "crash_mid_write", "crash_after_fsync", "enospc", "eio_write"}
 )
 READ_FAULTS = frozenset({"eio_read"})
+COMPACT_FAULTS = frozenset({"crash_compact_written", "crash_compact_renamed"})
 
 
 def parse(spec: str) -> dict[str, int]:
@@ -31,7 +34,7 @@ def parse(spec: str) -> dict[str, int]:
     faults: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         name, _, count = part.partition("@")
-        if name not in WRITE_FAULTS | READ_FAULTS:
+        if name not in WRITE_FAULTS | READ_FAULTS | COMPACT_FAULTS:
             raise ValueError(f"EVE_FAULTS: unknown fault {name!r} in {spec!r}")
         if count and not count.isdigit():
             raise ValueError(f"EVE_FAULTS: {part!r} needs a positive count after '@'")
@@ -41,7 +44,7 @@ def parse(spec: str) -> dict[str, int]:
 
 FAULTS = parse(os.environ.get("EVE_FAULTS", ""))
 ACTIVE = bool(FAULTS)
-_counts = {"write": 0, "read": 0}
+_counts = {"write": 0, "read": 0, "compact": 0}
 
 
 def next_write() -> str | None:
@@ -62,6 +65,15 @@ def next_read() -> str | None:
         if at == n and name in READ_FAULTS:
             return name
     return None
+
+
+def compact_point(stage: str) -> None:
+    """At compaction `stage` ("written", "renamed"; "written" counts one compaction), die if
+    `crash_compact_<stage>@N` names this compaction."""
+    if stage == "written":
+        _counts["compact"] += 1
+    if FAULTS.get(f"crash_compact_{stage}") == _counts["compact"]:
+        kill_self()
 
 
 def kill_self() -> None:

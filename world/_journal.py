@@ -33,8 +33,12 @@ JOURNAL_FORMAT = "eve-world-journal"
 # newer ones.
 JOURNAL_VERSION = 4
 INBOX_FORMAT = "eve-world-inbox"
-# 2: compact deliveries (`_world.inbox_record`); version-1 items still read.
-INBOX_VERSION = 2
+# 2: compact deliveries (`_world.inbox_record`); version-1 items still read. 3: the header of a
+# compacted inbox carries `base`, the id of the first byte after it: a delivery's id stays its
+# offset in the file as if never compacted (file position + `base` - header length). A header
+# without `base` (every older file): ids are file positions.
+INBOX_VERSION = 3
+HEADER_MAX = 256  # an inbox header frame is ~70 bytes
 _FRAME_START = b"\x93\x01"  # fixarray(3) then the frame version 1
 
 
@@ -123,19 +127,52 @@ def _valid_frame_after(data: bytes, start: int) -> bool:
 
 def read_file(path: str, start: int = 0) -> ReadResult:
     """Read a journal file from offset `start` (0 = from its header)."""
+    return _read(path, start, inbox=False)
+
+
+def inbox_layout(data: bytes) -> tuple[int, int]:
+    """`(shift, header end)` of an inbox whose file begins with `data`: a delivery's id is its
+    file position + shift (0 for a file never compacted, or one without a readable header)."""
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    try:
+        checked = _check_frame(unpacker.unpack())
+    except Exception:
+        return 0, 0
+    if checked is None or checked[0].get("t") != "header":
+        return 0, 0
+    end, base = unpacker.tell(), checked[0].get("base")
+    return (base - end if isinstance(base, int) and base >= end else 0), end
+
+
+def read_inbox_file(path: str, start: int = 0) -> ReadResult:
+    """Read an inbox from delivery id `start` (0 = from its header) through one open file (a
+    compaction may replace it meanwhile); positions and `end` in the result are ids."""
+    return _read(path, start, inbox=True)
+
+
+def _read(path: str, start: int, *, inbox: bool) -> ReadResult:
     if _faults.ACTIVE and _faults.next_read() == "eio_read":
         raise StorageError(f"{path}: cannot read: {os.strerror(errno.EIO)} (injected)")
+    shift = 0
     try:
         with open(path, "rb") as f:
-            f.seek(start)
+            begin = start
+            if inbox:
+                shift, header_end = inbox_layout(f.read(HEADER_MAX))
+                begin = start - shift if start - shift >= max(header_end, 1) else 0
+            f.seek(begin)
             data = f.read()
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
-    result = parse(data, start, path)
-    if start == 0 and result.records:
+    result = parse(data, begin, path)
+    if begin == 0 and result.records:
         check_header(path, result.records[0][1])
+    if shift:
+        result.records = [(pos + shift, rec) for pos, rec in result.records]
+        result.end += shift
     return result
 
 
@@ -181,7 +218,7 @@ class Writer:
                 os.pwrite(self._fd, data[: len(data) // 2], offset)
                 os.fdatasync(self._fd)
                 _faults.kill_self()
-            _write_all(self._fd, data, offset)
+            write_all(self._fd, data, offset)
             if sync:
                 os.fdatasync(self._fd)
         except OSError as exc:
@@ -209,7 +246,7 @@ class Writer:
             self._fd = -1
 
 
-def _write_all(fd: int, data: bytes, offset: int) -> None:
+def write_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
         n = os.pwrite(fd, view, offset)

@@ -1,10 +1,13 @@
 """Named append-only streams on disk: `streams/<name>.msgpack` plus a rebuildable `.idx`.
 
 The data file is a journal (header, then one checksummed frame `{"v": item}` per item); the
-index holds one little-endian 8-byte offset per item. Writers append under an exclusive
-`flock` on the data file, so several processes may append; the index is checked against the
-data on every append and rebuilt from the data when it is short or wrong. Appends are not
-fsync'd: `flush()` (called before each journal append of the process) makes them durable.
+index holds one little-endian offset per item: 4 bytes after the 8-byte mark `_NARROW` (index
+version 2, what a new stream gets), or 8 bytes with no mark (version 1, every older index; also
+a stream grown past 4 GiB, whose index is rewritten so once). Either form is read. Writers
+append under an exclusive `flock` on the data file, so several processes may append; the
+index is checked against the data on every append and rebuilt from the data (in the form it
+has) when it is short or wrong. Appends are not fsync'd: `flush()` (called before each journal
+append of the process) makes them durable.
 
 Appends made on a thread running an event loop are written in batches: the first takes the
 stream's `flock` and the items up to the loop's next turn are written with one write for the
@@ -40,12 +43,38 @@ from ._world import check_name
 _HEADER = _journal.frame(_journal.header("eve-world-stream"))
 
 
+_NARROW = b"eveidx4\n"  # opens an index of 4-byte offsets (a version-1 entry never looks so)
+_NARROW_LIMIT = 1 << 32  # an offset from here on needs the 8-byte form
+
+
+def index_form(data: bytes) -> tuple[int, int]:
+    """`(where entries begin, bytes an entry)` of an index beginning with `data` (an empty
+    one is a new stream's: 4-byte)."""
+    return (len(_NARROW), 4) if not data or data.startswith(_NARROW) else (0, 8)
+
+
 def _offsets(data: bytes) -> array[int]:
-    offsets = array("Q")
-    offsets.frombytes(data[: len(data) - len(data) % 8])
-    if offsets.itemsize != 8:  # pragma: no cover - every platform we run on has 8-byte Q
-        raise StorageError("unsupported platform: array('Q') is not 8 bytes")
-    return offsets
+    """The offsets an index (either form) holds; a partial entry at its end is left out."""
+    base, width = index_form(data)
+    offsets, stored = array("Q"), array("I" if width == 4 else "Q")
+    if offsets.itemsize != 8 or array("I").itemsize != 4:  # pragma: no cover - every platform
+        raise StorageError("unsupported platform: array('Q'/'I') is not 8/4 bytes")
+    body = data[base:]
+    stored.frombytes(body[: len(body) - len(body) % width])
+    return stored if width == 8 else array("Q", stored)
+
+
+def index_offsets(data: bytes) -> list[int]:
+    """The offsets an index file's bytes `data` hold (either form)."""
+    return list(_offsets(data))
+
+
+def encode_index(offsets: array[int] | list[int], width: int = 4) -> bytes:
+    """An index of `offsets`: 4-byte form (with its mark) unless one needs 8 bytes or
+    `width` is 8."""
+    if width == 4 and (not offsets or max(offsets) < _NARROW_LIMIT):
+        return _NARROW + array("I", offsets).tobytes()
+    return array("Q", offsets).tobytes()
 
 
 class _Writer:
@@ -58,6 +87,7 @@ class _Writer:
         self.batch: list[bytes] = []  # frames appended, not written yet (the flock is held)
         self.batch_at = 0  # where the batch begins in the data file
         self.batch_index = 0  # the index of its first item
+        self.width = 4  # bytes an index entry (see `index_form`), as of the last sync
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -291,7 +321,20 @@ class StreamStore:
             offsets.append(pos)
             pos += len(frame)
         os.pwrite(writer.data_fd, b"".join(frames), at)
-        os.pwrite(writer.idx_fd, offsets.tobytes(), 8 * index)
+        if writer.width == 8:
+            os.pwrite(writer.idx_fd, offsets.tobytes(), 8 * index)
+        elif offsets[-1] < _NARROW_LIMIT:
+            entries = array("I", offsets).tobytes()
+            if index == 0:
+                os.pwrite(writer.idx_fd, _NARROW + entries, 0)
+            else:
+                os.pwrite(writer.idx_fd, entries, len(_NARROW) + 4 * index)
+        else:  # past 4 GiB: the whole index in the 8-byte form, once
+            stored = _offsets(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
+            wide = array("Q", stored[:index]) + offsets
+            os.ftruncate(writer.idx_fd, 0)
+            os.pwrite(writer.idx_fd, wide.tobytes(), 0)
+            writer.width = 8
         writer.end, writer.count = pos, index + len(frames)
         self._appended(name, writer.ino, index, offsets, pos)
         with self._dirty_lock:
@@ -362,16 +405,21 @@ class StreamStore:
         if size == 0:
             os.pwrite(writer.data_fd, _HEADER, 0)
             os.ftruncate(writer.idx_fd, 0)
-            writer.end, writer.count = len(_HEADER), 0
+            writer.end, writer.count, writer.width = len(_HEADER), 0, 4
             return
-        stored = _offsets(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
-        offsets, end = self._complete(str(data_path), stored, size)
+        raw = os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0)
+        offsets, end = self._complete(str(data_path), _offsets(raw), size)
         if end != size:
             os.ftruncate(writer.data_fd, end)  # a torn tail from a crashed writer
-        if offsets.tobytes() != stored.tobytes():
+        # Rebuilt in the form it has (an older index stays 8-byte); never half one, half other.
+        fresh = encode_index(offsets, index_form(raw)[1])
+        if offsets and fresh != raw:
             os.ftruncate(writer.idx_fd, 0)
-            os.pwrite(writer.idx_fd, offsets.tobytes(), 0)
+            os.pwrite(writer.idx_fd, fresh, 0)
+        elif not offsets and raw:
+            os.ftruncate(writer.idx_fd, 0)
         writer.end, writer.count = end, len(offsets)
+        writer.width = index_form(fresh if offsets else b"")[1]
 
     def flush(self) -> None:
         """Make every append of this process durable (before a journal append proceeds)."""

@@ -29,6 +29,7 @@ import filelock
 
 from . import _codec, _journal
 from ._errors import CorruptJournalError, StorageError, WorldError
+from ._streams import encode_index, index_form, index_offsets
 
 QUARANTINE = "quarantine"
 # States that need no action; every other state is a problem `repair` may fix.
@@ -181,10 +182,12 @@ def _check_index(root: Path, data: Path) -> Finding:
     except (WorldError, OSError):
         return Finding(rel, "index", "stale", "stream unreadable; index not checked")
     expected = [pos for pos, _ in result.records[1:]]
-    stored = [int.from_bytes(raw[i : i + 8], "little") for i in range(0, len(raw) - 7, 8)]
-    if stored == expected and len(raw) % 8 == 0:
+    stored = index_offsets(raw)
+    base, width = index_form(raw)
+    whole = len(raw) >= base and (len(raw) - base) % width == 0
+    if stored == expected and whole:
         return Finding(rel, "index", "ok", f"{len(stored)} item(s)", size=len(raw))
-    if stored == expected[: len(stored)] and len(raw) % 8 == 0:
+    if stored == expected[: len(stored)] and whole:
         detail = f"{len(expected) - len(stored)} item(s) behind; completed on open"
         return Finding(rel, "index", "stale", detail, size=len(raw))
     return Finding(rel, "index", "stale", "does not match the stream; rebuilt on open")
@@ -341,7 +344,11 @@ def _write_index(data: Path) -> int:
     offsets = [pos for pos, _ in _journal.read_file(str(data)).records[1:]]
     idx = data.with_suffix(".idx")
     tmp = idx.with_name(idx.name + f".tmp{os.getpid()}")
-    tmp.write_bytes(b"".join(pos.to_bytes(8, "little") for pos in offsets))
+    try:  # in the form it has: a writer holding it open goes on in that form
+        width = index_form(idx.read_bytes()[:8])[1]
+    except FileNotFoundError:
+        width = 4
+    tmp.write_bytes(encode_index(offsets, width))
     os.replace(tmp, idx)
     return len(offsets)
 

@@ -162,6 +162,11 @@ class World(ABC):
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
         """Deliveries with id >= `start`, and the position to read on from next time."""
 
+    def compact_inbox(self, root: str, keep_from: int) -> bool:
+        """Drop deliveries below id `keep_from` (none of them is read again) if that saves
+        enough; ids of the rest do not change. True if it did; most worlds keep everything."""
+        return False
+
     @abstractmethod
     def inbox_end(self, root: str) -> int:
         """A cheap mark that grows with every delivery (compare to detect new ones)."""

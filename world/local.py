@@ -24,7 +24,7 @@ from typing import Any
 
 import filelock
 
-from . import _codec, _journal
+from . import _codec, _faults, _journal
 from ._errors import (
     CorruptJournalError,
     OwnershipError,
@@ -47,6 +47,8 @@ from ._world import (
 )
 
 FORMAT = {"format": "eve-world", "version": 1}
+# An inbox is compacted once its consumed deliveries take this much (and more than the rest).
+COMPACT_MIN = 16 * 1024
 
 
 def default_data_dir() -> Path:
@@ -103,6 +105,7 @@ class LocalWorld(World):
         self._leased: set[str] = set()
         self._inbox_ends: dict[str, int] = {}
         self._inbox_paths: dict[str, str] = {}
+        self._inbox_shifts: dict[str, tuple[tuple[int, int, int], int]] = {}
         self._streams = StreamStore(self.path / "streams")
         self._check_format()
 
@@ -237,31 +240,35 @@ class LocalWorld(World):
         path = folder / "inbox.msgpack"
         with _guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it
-            end = self._inbox_valid_end(root, str(path))
+            end, shift = self._inbox_valid_end(root, str(path))
             header = b"" if end else _journal.frame(_journal.header(_journal.INBOX_FORMAT))
             writer = _journal.Writer(str(path), end)  # drops a torn tail first
             try:
                 offset = writer.append(header + item)
             finally:
                 writer.close()
-            self._inbox_ends[root] = writer.end
+            self._inbox_ends[root] = writer.end + shift
         touched(str(path.resolve()))  # a wait in this process wakes at once
-        return offset + len(header)
+        return offset + len(header) + shift
 
-    def _inbox_valid_end(self, root: str, path: str) -> int:
-        """Where the next delivery goes: after the last complete record."""
-        if not os.path.exists(path):
-            return 0
+    def _inbox_valid_end(self, root: str, path: str) -> tuple[int, int]:
+        """Where the next delivery goes (the file position after the last complete record)
+        and the file's shift (id = position + shift); under `inbox.lock`."""
+        try:
+            with open(path, "rb") as f:
+                shift = _journal.inbox_layout(f.read(_journal.HEADER_MAX))[0]
+        except FileNotFoundError:
+            return 0, 0
         # Where a valid record ends: this process's last delivery, else the end of the last
         # delivery the owner read (the head), so a new process does not parse every delivery.
         known = self._inbox_ends.get(root) or (self.read_head(root) or {}).get("inbox_next", 0)
-        known = known if isinstance(known, int) else 0
+        known = known - shift if isinstance(known, int) else 0
         if 0 < known <= os.path.getsize(path):
             with contextlib.suppress(CorruptJournalError):
                 result = _journal.read_file(path, known)
                 if result.end > known or result.end == os.path.getsize(path):
-                    return result.end
-        return _journal.read_file(path).end
+                    return result.end, shift
+        return _journal.read_file(path).end, shift
 
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
         path = str(self._dir(root) / "inbox.msgpack")
@@ -270,15 +277,72 @@ class LocalWorld(World):
         result = None
         if start > 0:
             with contextlib.suppress(CorruptJournalError):
-                result = _journal.read_file(path, start)
+                result = _journal.read_inbox_file(path, start)
         if result is None:
-            result = _journal.read_file(path, 0)
+            result = _journal.read_inbox_file(path, 0)
         items = [
             item
             for (pos, rec), crc in zip(result.records, result.crcs, strict=True)
             if pos >= start and (item := inbox_item(pos, rec, crc)) is not None
         ]
         return items, max(result.end, start)
+
+    def compact_inbox(self, root: str, keep_from: int) -> bool:
+        """Rewrite the inbox without its deliveries below id `keep_from` once they are at
+        least `COMPACT_MIN` bytes and no fewer than the ones kept; True if it did. The new
+        file is written aside, fsync'd and renamed under `inbox.lock` (with the directory
+        fsync'd before the lock is released: a later delivery must not land in a file a
+        power loss could undo); either file, old or new, gives every kept delivery its id."""
+        folder = self._dir(root)
+        path = folder / "inbox.msgpack"
+        tmp = folder / f"inbox.msgpack.tmp{os.getpid()}"
+        try:
+            if os.path.getsize(path) < COMPACT_MIN:
+                return False  # not worth it yet (and no lock taken, no lock file made)
+        except FileNotFoundError:
+            return False
+        try:  # optional work: a busy lock (a delivery, `eve doctor`) or a removed run skips it
+            with self._lock(folder / "inbox.lock", 1.0, root):
+                done = self._compact(path, tmp, keep_from)
+        except (OwnershipError, RunNotFoundError, PermissionError):
+            return False
+        if done is not None:
+            self._inbox_ends[root] = done  # ids do not move: the end as it was
+        return done is not None
+
+    @staticmethod
+    def _compact(path: Path, tmp: Path, keep_from: int) -> int | None:
+        """Under `inbox.lock`: compact if worth it; the inbox's end (an id) if it did."""
+        try:
+            data = path.read_bytes()
+            shift, header_end = _journal.inbox_layout(data)
+            cut = keep_from - shift
+            if (
+                not header_end
+                or cut > len(data)
+                or cut - header_end < max(COMPACT_MIN, len(data) - cut)
+            ):
+                return None
+            if _journal.parse(data[cut:], cut, str(path)).torn:
+                return None  # a torn tail is the next delivery's to drop
+            header = {**_journal.header(_journal.INBOX_FORMAT), "base": keep_from}
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _journal.write_all(fd, _journal.frame(header) + data[cut:], 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if _faults.ACTIVE:
+                _faults.compact_point("written")
+            os.replace(tmp, path)
+            if _faults.ACTIVE:
+                _faults.compact_point("renamed")
+            _fsync_dir(path.parent)
+        except (CorruptJournalError, OSError):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return None  # the inbox stays as it was (or, renamed, holds the same ids)
+        return shift + len(data)
 
     def inbox_name(self, root: str) -> str:
         return str(self._dir(root) / "inbox.msgpack")
@@ -289,11 +353,25 @@ class LocalWorld(World):
             path = os.path.join(self.path, "runs", check_run_id(root), "inbox.msgpack")
             if len(self._inbox_paths) > 4096:
                 self._inbox_paths.clear()
+                self._inbox_shifts.clear()
             self._inbox_paths[root] = path
         try:
-            return os.stat(path).st_size
+            st = os.stat(path)
         except FileNotFoundError:
             return 0
+        # The end as an id: the size plus the file's shift, read again when the file changed
+        # (a delivery, or a compaction's rename).
+        known = self._inbox_shifts.get(root)
+        if known is not None and known[0] == (st.st_ino, st.st_size, st.st_mtime_ns):
+            return st.st_size + known[1]
+        try:
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                shift = _journal.inbox_layout(f.read(_journal.HEADER_MAX))[0]
+        except FileNotFoundError:
+            return 0
+        self._inbox_shifts[root] = ((st.st_ino, st.st_size, st.st_mtime_ns), shift)
+        return st.st_size + shift
 
     # -- hooks -------------------------------------------------------------------------------
     def _hook_path(self, token: str) -> Path:
