@@ -19,6 +19,7 @@ Records in memory are whole: `{run, g, at, t, ...}`. Journal version 2 stores th
 * `gen` leaves out its workflow (version 4), meta and created (they live in the `start`
   record and the head, which a load beginning at a `gen` record has) and stores hex hook
   tokens as bytes (version 4); defaults are left out (nc 0, meta {}, hooks [], n 1).
+* `start`/`gen` store the inbox state `{w, x}` as `w` alone when `x` is empty (version 5).
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ class Family:
         out.update(
             (k, v) for k, v in rec.items() if k not in _IMPLIED and defaults.get(k, _UNSET) != v
         )
+        if kind in START_TYPES and out.get("inbox", {}).get("x") == []:
+            out["inbox"] = out["inbox"]["w"]  # version 5: the watermark alone
         if kind == "recv":
             del out["token"], out["values"]
             out["c"] = [self.items[i].check for i in rec["ids"]]
@@ -208,6 +211,8 @@ class Family:
         for key, value in _DEFAULTS.get(kind, {}).items():
             rec.setdefault(key, value)
         if kind in START_TYPES:
+            if "inbox" in rec:
+                rec["inbox"] = _inbox_state(rec["inbox"])
             rec.setdefault("g", 0)
             rec["parent"] = run_id.rsplit(".", 1)[0] if rel is not None else None
             if kind == "gen":
@@ -351,7 +356,7 @@ def load_family(world: World, root: str, *, full: bool = False, log: bool = Fals
     if head and records.start:
         family.head_runs = dict(head.get("runs", {}))
     if records.start:
-        inbox = records.records[0][1]["inbox"]
+        inbox = _inbox_state(records.records[0][1]["inbox"])
         family.watermark = inbox["w"]
         family.consumed = set(inbox["x"])
     family.inbox_next = family.watermark
@@ -364,7 +369,12 @@ def load_family(world: World, root: str, *, full: bool = False, log: bool = Fals
 
 
 def _is_scan_start(rec: dict[str, Any]) -> bool:
-    return rec.get("t") in START_TYPES and isinstance(rec.get("inbox"), dict)
+    return rec.get("t") in START_TYPES and isinstance(rec.get("inbox"), dict | int)
+
+
+def _inbox_state(stored: Any) -> Any:
+    """A `start`/`gen` record's inbox state whole (version 5 stores `{w, x: []}` as `w`)."""
+    return {"w": stored, "x": []} if isinstance(stored, int) else stored
 
 
 def build_head(family: Family) -> dict[str, Any]:

@@ -29,9 +29,10 @@ JOURNAL_FORMAT = "eve-world-journal"
 # and `child_done` refer to the inbox and the child instead of copying). 3: no `child_done`,
 # a `child` link leaves its workflow to the child's `start`, `park` names a hook of its `gen`
 # by index. 4: `gen` leaves its workflow to the run's `start` (or the head) and stores a hex
-# hook token as its bytes. Older records are still read, also in a file that goes on with
+# hook token as its bytes. 5: `start`/`gen` store an inbox state with no extra consumed ids as
+# its watermark alone. Older records are still read, also in a file that goes on with
 # newer ones.
-JOURNAL_VERSION = 4
+JOURNAL_VERSION = 5
 INBOX_FORMAT = "eve-world-inbox"
 # 2: compact deliveries (`_world.inbox_record`); version-1 items still read. 3: the header of a
 # compacted inbox carries `base`, the id of the first byte after it: a delivery's id stays its

@@ -64,7 +64,7 @@ def test_journal_is_plain_msgpack_with_checksummed_records(tmp_path: Path) -> No
     with open(tmp_path / "runs" / "fixed" / "journal.msgpack", "rb") as f:
         records = [decode(body) for _, _, body in msgpack.Unpacker(f, raw=False)]
     assert [r["t"] for r in records] == ["header", "start", "step", "step", "step", "hook", "park"]
-    assert records[0]["version"] == _journal.JOURNAL_VERSION == 4
+    assert records[0]["version"] == _journal.JOURNAL_VERSION == 5
     # Since version 2: the root run's records name no run; only `start` has the absolute time,
     # the others whole milliseconds since it; a step that succeeded at once leaves out `n`.
     assert not any("run" in r or "seq" in r for r in records[1:])
@@ -390,17 +390,23 @@ async def _hex_loop(ctx: WorkflowContext, n: int) -> int:
     return -1
 
 
-def test_a_version_4_gen_leaves_its_workflow_to_the_start_and_stores_hex_hooks_as_bytes(
-    tmp_path: Path,
-) -> None:
+def _three_generations(tmp_path: Path, rid: str) -> tuple[LocalWorld, str, list[Any]]:
+    """A `_hex_loop` run through three deliveries (the last not yet read), its stored records."""
     world = LocalWorld(tmp_path)
     engine = Engine(world, {"loop": _hex_loop})
-    rid = asyncio.run(engine.start("loop", 0, run_id="hexloop"))
+    rid = asyncio.run(engine.start("loop", 0, run_id=rid))
     for _ in range(3):
         asyncio.run(engine.run(rid))
         asyncio.run(engine.resume_hook("0a1b2c3d", "more"))
     with open(tmp_path / "runs" / rid / "journal.msgpack", "rb") as f:
         stored = [decode(body) for _, _, body in msgpack.Unpacker(f, raw=False)]
+    return world, rid, stored
+
+
+def test_a_version_4_gen_leaves_its_workflow_to_the_start_and_stores_hex_hooks_as_bytes(
+    tmp_path: Path,
+) -> None:
+    world, rid, stored = _three_generations(tmp_path, "hexloop")
     gens = [r for r in stored if r["t"] == "gen"]
     assert gens and all("workflow" not in r for r in gens)
     assert all(r["hooks"] == [bytes.fromhex("0a1b2c3d")] for r in gens)
@@ -417,3 +423,26 @@ def test_a_version_4_gen_leaves_its_workflow_to_the_start_and_stores_hex_hooks_a
     v3 = {"t": "gen", "at": 1.0, "g": 1, "input": 0, "hooks": ["t-x"], "workflow": "w"}
     whole_v3 = {**v3, "run": "other", "parent": None, "nc": 0}
     assert Family("other").expand(v3) == whole_v3
+
+
+def test_a_version_5_start_or_gen_stores_an_inbox_state_with_nothing_extra_as_its_watermark(
+    tmp_path: Path,
+) -> None:
+    world, rid, stored = _three_generations(tmp_path, "marks")
+    marks = [r["inbox"] for r in stored if r["t"] in ("start", "gen")]
+    assert len(marks) == 3 and all(isinstance(w, int) for w in marks) and marks[-1] > 0
+    # A load beginning at the last `gen` (the head's scan) starts from its watermark.
+    family = load_family(world, rid)
+    assert family.watermark == marks[-1] and family.runs[rid].gen_w == marks[-1]
+    fresh = Engine(LocalWorld(tmp_path), {"loop": _hex_loop})
+    asyncio.run(fresh.resume_hook("0a1b2c3d", "stop"))
+    assert asyncio.run(fresh.run(rid)).result == 3
+    whole = [r["inbox"] for r in fresh.history(rid) if r["t"] in ("start", "gen")]
+    assert whole[:3] == [{"w": w, "x": []} for w in marks] and len(whole) == 4
+    # Version 4 (the state as a map, extra consumed ids or not) reads as it always did.
+    v4 = {"t": "gen", "at": 1.0, "g": 1, "input": 0, "inbox": {"w": 7, "x": [9]}}
+    assert Family("other").expand(v4)["inbox"] == {"w": 7, "x": [9]}
+    assert Family("other").pack({**Family("other").expand(v4), "at": 1.0}, 1.0)["inbox"] == {
+        "w": 7,
+        "x": [9],
+    }
