@@ -4,9 +4,6 @@ the model, and execution that turns invalid input and exceptions into tool-error
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import functools
 import inspect
 import json
@@ -18,26 +15,8 @@ from typing import Any
 import pydantic
 
 from eve_cli._agent_api import ApprovalPolicy, ToolContext, ToolFunction, never
+from eve_cli._tool_threads import run_sync
 from eve_cli.models import ToolSpec
-
-# Sync tools run on these threads (off the event loop). A caller that may hold the loop for a
-# moment waits for the result this long first: most tools finish within it, and a result
-# taken that way skips the loop's wake-up from the thread (half the cost of the hop).
-_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="eve-tool")
-QUICK_WAIT = 0.002
-
-
-async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any], wait: float = 0.0) -> Any:
-    """``fn(**kwargs)`` on a tool thread (with the caller's context variables), waited for up
-    to ``wait`` seconds holding the event loop, then awaited."""
-    context = contextvars.copy_context()
-    future = _THREADS.submit(context.run, functools.partial(fn, **kwargs))
-    if wait > 0:
-        try:
-            return future.result(timeout=wait)
-        except concurrent.futures.TimeoutError:
-            pass
-    return await asyncio.wrap_future(future)
 
 
 class ToolDefinitionError(Exception):

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from eve_cli._agent_api import ToolContext, bind_state, unbind_state
-from eve_cli._tools import ASK_QUESTION, QUICK_WAIT, InvalidArguments, Tool
+from eve_cli._tool_threads import QUICK_WAIT
+from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
 from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec

@@ -99,7 +99,7 @@ def test_sync_tools_run_on_tool_threads_and_a_brief_wait_holds_the_loop() -> Non
     import threading
     import time
 
-    from eve_cli._tools import run_sync
+    from eve_cli._tool_threads import run_sync
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
 
@@ -121,3 +121,29 @@ def test_sync_tools_run_on_tool_threads_and_a_brief_wait_holds_the_loop() -> Non
         assert turned == [True, True]
 
     asyncio.run(main())
+
+
+def test_tool_threads_end_when_idle_and_every_job_runs() -> None:
+    import threading
+    import time
+
+    from eve_cli._tool_threads import ToolThreads
+
+    def tool_threads() -> int:
+        return sum(t.name == "eve-tool" for t in threading.enumerate())
+
+    before = tool_threads()
+    pool = ToolThreads(idle=0.2)
+    futures = [pool.submit(lambda i=i: i * i) for i in range(50)]  # type: ignore[misc]
+    assert [f.result(timeout=5) for f in futures] == [i * i for i in range(50)]
+    slow = [pool.submit(lambda: time.sleep(0.3)) for _ in range(3)]  # at once: three threads
+    for future in slow:
+        future.result(timeout=5)
+    failing = pool.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=5)
+    deadline = time.monotonic() + 5
+    while tool_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tool_threads() == before  # no thread is left waiting (D5)
+    assert pool.submit(lambda: "again").result(timeout=5) == "again"
