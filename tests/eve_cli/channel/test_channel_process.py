@@ -230,3 +230,34 @@ def test_an_idle_connection_outlives_the_clients_keep_alive(
         again = _response(sock)
     assert again.startswith(b"HTTP/1.1 200"), again
     assert again.endswith(b'{"ok":true}')
+
+
+def test_the_served_socket_sends_small_writes_at_once() -> None:
+    import asyncio
+    import socket
+
+    from eve_cli.channel import bind_socket
+
+    # asyncio turns Nagle off (TCP_NODELAY) only for sockets whose proto says TCP; with it on,
+    # a response written as headers then body waited for the client's delayed ACK (~40 ms).
+    async def main() -> int:
+        listener = bind_socket("127.0.0.1", 0)
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+        try:
+            host, port = listener.getsockname()[:2]
+            _, writer = await asyncio.open_connection(host, port)
+            value = await asyncio.wait_for(accepted, 5)
+            writer.close()
+            return value
+        finally:
+            server.close()
+
+    assert asyncio.run(main()) == 1
