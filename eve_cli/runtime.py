@@ -203,6 +203,10 @@ class Runtime:
             "created": snap.created_at,
         }
         data = snap.to_data(session_base(meta))
+        # What this process kept of an earlier session of this id (removed by `eve gc`, made
+        # again from the same operationId) must not stand for the new one.
+        self._metas.pop(sid, None)
+        self.executor.forget(sid)
         await self.engine.start(SESSION_WORKFLOW, data, run_id=sid, meta=meta)
         # session.started is written now (the driver's own emit of it is then a no-op), so a
         # session is listed from its creation on.

@@ -258,7 +258,7 @@ class StreamStore:
             writer = self._writer(name)
             loop = _running_loop()
             if not writer.batch:
-                self._begin(name, writer, batch=loop is not None)
+                writer = self._begin(name, writer, batch=loop is not None)
                 if loop is None:
                     try:
                         index = self._write(name, writer, [frame])
@@ -276,12 +276,19 @@ class StreamStore:
                 loop.call_soon(self.drain)
             return self._add(writer, frame)
 
-    def _begin(self, name: str, writer: _Writer, *, batch: bool) -> None:
+    def _begin(self, name: str, writer: _Writer, *, batch: bool) -> _Writer:
         """Take the stream's flock and bring the writer up to date with the files; with
-        ``batch``, open a batch that keeps the lock until it is written."""
+        ``batch``, open a batch that keeps the lock until it is written. Returns the writer
+        to use: a new one when the file was removed since (`eve gc`; it may exist anew)."""
         self._lock_file(writer)
         try:
             st = os.fstat(writer.data_fd)
+            if st.st_nlink == 0:  # removed: appending to it would store nothing anyone reads
+                fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
+                os.close(writer.data_fd)
+                os.close(writer.idx_fd)
+                del self._writers[name]
+                return self._begin(name, self._writer(name), batch=batch)
             if st.st_size != writer.end:
                 self._sync(name, writer)
             writer.ino = st.st_ino
@@ -295,6 +302,7 @@ class StreamStore:
             writer.batch_at, writer.batch_index = writer.end, writer.count
             self._batched[name] = writer
             _OPEN_BATCHES.add(self)
+        return writer
 
     def _add(self, writer: _Writer, frame: bytes) -> int:
         index = writer.count

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
-from eve_cli._session import history_stream
+from eve_cli._session import events_stream, history_stream
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, WindowState
 from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
@@ -107,6 +107,14 @@ class Executor:
         while len(self._keyed) > _KEPT_STREAMS:
             self._keyed.popitem(last=False)
         return kept
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is kept of ``session_id`` (its streams, window and estimate)."""
+        names = {events_stream(session_id), history_stream(session_id)}
+        for key in [k for k in self._keyed if k[0] in names]:
+            del self._keyed[key]
+        self.windows.pop(session_id, None)
+        self._windows.pop(session_id, None)
 
     def keep_window(self, session_id: str, state: WindowState) -> None:
         self.windows[session_id] = state

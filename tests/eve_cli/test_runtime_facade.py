@@ -228,3 +228,33 @@ def test_history_window_kept_between_turns_is_checked_against_the_stream(
             window(sid, 1, 4)
 
     asyncio.run(main())
+
+
+def test_a_session_made_again_after_gc_is_not_read_from_what_was_kept(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    import time
+
+    from eve_cli.cli.gc import FINISHED, collect
+
+    agent = make_agent(script=[reply(f"answer {i}") for i in range(3)])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session(operation_id="op-1")
+        await rt.deliver(sid, "first")
+        assert (await rt.drive(sid))["status"] == "waiting"
+        assert rt.session(sid)["model"] != "demo"  # its meta is kept now
+        data = isolated / ".workflow-data"
+        removed = collect(data, time.time() + 60, {*FINISHED, "waiting"}, dry_run=False)
+        assert [e.id for e in removed if e.action == "removed"] == [sid]
+        again = await rt.create_session(model="demo", operation_id="op-1")
+        assert again == sid and rt.session(sid)["model"] == "demo"
+        await rt.deliver(sid, "second")
+        view = await rt.drive(sid)
+        assert [t["input"] for t in view["turns"]] == ["second"]
+        history = rt.history(sid)
+        assert len(history) == 2 and history[0]["content"] == "second"
+        rt.close()
+
+    asyncio.run(main())
