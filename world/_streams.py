@@ -98,7 +98,8 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 # Stores of this process holding a stream's flock for an open batch: one about to wait for a
-# flock writes theirs first (two stores on one folder in one thread would otherwise deadlock).
+# flock writes them all first, so no one waits holding one (two stores on one folder in one
+# thread, or two processes appending to the same two streams, would otherwise deadlock).
 _OPEN_BATCHES: weakref.WeakSet[StreamStore] = weakref.WeakSet()
 
 
@@ -316,9 +317,10 @@ class StreamStore:
         try:
             fcntl.flock(writer.data_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            # Wait holding no flock of an open batch (this store's included): another store
+            # of this thread, or another process, may be waiting for one of them.
             for store in list(_OPEN_BATCHES):
-                if store is not self:
-                    store.drain()
+                store.drain()
             fcntl.flock(writer.data_fd, fcntl.LOCK_EX)
 
     def _write(self, name: str, writer: _Writer, frames: list[bytes]) -> int:
