@@ -391,11 +391,8 @@ class StreamStore:
                 at,
             ):
                 return  # not known up to here: the next read checks the files
-            offsets = known.offsets
-            if len(offsets) != index:  # a reader completed a copy meanwhile: append to ours
-                offsets = offsets[:index]
-            offsets.extend(added)
-            self._known[name] = _Known(ino, end, offsets, index + len(added), end)
+            known.offsets.extend(added)  # every kept array holds exactly `items` entries
+            self._known[name] = _Known(ino, end, known.offsets, index + len(added), end)
 
     def _writer(self, name: str) -> _Writer:
         writer = self._writers.get(name)

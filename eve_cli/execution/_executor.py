@@ -61,7 +61,7 @@ class Executor:
         # session id -> (start, history items from start, their digest); see history_window
         self._windows: OrderedDict[str, tuple[int, list[dict[str, Any]], Any]] = OrderedDict()
         self._keyed: OrderedDict[tuple[str, int], KeyedStream] = OrderedDict()
-        self.windows: OrderedDict[str, WindowState] = OrderedDict()  # see extend_window
+        self._states: OrderedDict[str, WindowState] = OrderedDict()  # see extend_window
         self.engine = Engine(
             world,
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},
@@ -113,13 +113,17 @@ class Executor:
         names = {events_stream(session_id), history_stream(session_id)}
         for key in [k for k in self._keyed if k[0] in names]:
             del self._keyed[key]
-        self.windows.pop(session_id, None)
+        self._states.pop(session_id, None)
         self._windows.pop(session_id, None)
 
+    def window(self, session_id: str) -> WindowState | None:
+        """The window state last kept for ``session_id`` (taken: the caller keeps its own)."""
+        return self._states.pop(session_id, None)
+
     def keep_window(self, session_id: str, state: WindowState) -> None:
-        self.windows[session_id] = state
-        while len(self.windows) > _KEPT_WINDOWS:
-            self.windows.popitem(last=False)
+        self._states[session_id] = state
+        while len(self._states) > _KEPT_WINDOWS:
+            self._states.popitem(last=False)
 
     def history_window(self, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
         """Items ``start`` to ``end`` of the session's history stream, without their keys.

@@ -32,29 +32,26 @@ def read_window(world: World, snap: Snapshot) -> tuple[list[Message], list[int],
     """The snapshot's window of its history stream: the messages (summary items left out),
     their indexes in the stream, and the text of the current summary, if any."""
     items = world.stream_read(history_stream(snap.id), snap.history_start, snap.history_len)
-    return window_of(world, snap, items)
+    state = extend_window(world, snap, items, None)
+    return state.messages, state.indexes, state.summary
 
 
-def window_of(
-    world: World, snap: Snapshot, items: list[dict[str, Any]]
-) -> tuple[list[Message], list[int], str | None]:
-    """:func:`read_window` of the window's ``items`` as read (keys stripped or not)."""
-    name = history_stream(snap.id)
-    kept = [i for i, m in enumerate(items) if m.get("role") != SUMMARY_ROLE]
-    messages = [strip_key(items[i]) if KEY in items[i] else items[i] for i in kept]
-    text = snap.summary
-    if snap.summary_at is not None:
-        at = snap.summary_at - snap.history_start
-        found = items[at : at + 1] if at >= 0 else []
-        found = found or world.stream_read(name, snap.summary_at, snap.summary_at + 1)
-        text = str(found[0].get("content") or "") if found else None
-    return messages, [snap.history_start + i for i in kept], text
+def _summary_text(world: World, snap: Snapshot, items: list[dict[str, Any]]) -> str | None:
+    if snap.summary_at is None:
+        return snap.summary  # version 1 kept it inline
+    at = snap.summary_at - snap.history_start
+    found = items[at : at + 1] if at >= 0 else []
+    found = found or world.stream_read(
+        history_stream(snap.id), snap.summary_at, snap.summary_at + 1
+    )
+    return str(found[0].get("content") or "") if found else None
 
 
 @dataclass
 class WindowState:
-    """:func:`window_of` of a window's first ``count`` items (``last`` the last of them, as
-    the executor's kept window holds it), with the sum of their token estimates."""
+    """A window's first ``count`` items as the model sees them (``last`` the last of those
+    items, as read): messages (summary items left out), their indexes in the stream, the
+    current summary's text and the sum of the messages' token estimates."""
 
     key: tuple[int, int | None, str | None]  # history_start, summary_at, summary
     count: int
@@ -68,10 +65,11 @@ class WindowState:
 def extend_window(
     world: World, snap: Snapshot, items: list[dict[str, Any]], kept: WindowState | None
 ) -> WindowState:
-    """The window state of ``items``: ``kept`` extended by the items after it when it is of
-    the same window and its items are these very objects (the executor hands out the same
-    ones only while the stream's digest of them is unchanged), else built afresh. A turn
-    then costs the messages appended since the last, not the whole window."""
+    """The window state of ``items`` (read with their keys or without): ``kept`` extended by
+    the items after it when it is of the same window and its items are these very objects
+    (the executor hands out the same ones only while the stream's digest of them is
+    unchanged), else built afresh. A turn then costs the messages appended since the last,
+    not the whole window."""
     key = (snap.history_start, snap.summary_at, snap.summary)
     if (
         kept is not None
@@ -80,17 +78,17 @@ def extend_window(
         and items[kept.count - 1] is kept.last
     ):
         messages, indexes, tokens = kept.messages, kept.indexes, kept.tokens
-        for offset in range(kept.count, len(items)):
-            item = items[offset]
-            if item.get("role") != SUMMARY_ROLE:
-                message = strip_key(item) if KEY in item else item
-                messages.append(message)
-                indexes.append(snap.history_start + offset)
-                tokens += message_tokens(message)
-        summary = kept.summary
+        first, summary = kept.count, kept.summary
     else:
-        messages, indexes, summary = window_of(world, snap, items)
-        tokens = sum(message_tokens(m) for m in messages)
+        messages, indexes, tokens = [], [], 0
+        first, summary = 0, _summary_text(world, snap, items)
+    for offset in range(first, len(items)):
+        item = items[offset]
+        if item.get("role") != SUMMARY_ROLE:
+            message = strip_key(item) if KEY in item else item
+            messages.append(message)
+            indexes.append(snap.history_start + offset)
+            tokens += message_tokens(message)
     last = items[-1] if items else None
     return WindowState(key, len(items), last, messages, indexes, summary, tokens)
 
@@ -255,25 +253,25 @@ class SessionHost:
     def read_history(self) -> list[Message]:
         """The model's view of the history: the snapshot's window of the history stream
         (read once per host, then kept in step with appends), the summary first."""
+        return window_messages(self._current_window(), self._summary)
+
+    def history_tokens(self) -> tuple[int, int]:
+        window = self._current_window()
+        count, tokens = len(window), self._window_tokens
+        if self._summary:
+            count, tokens = count + 1, tokens + message_tokens(summary_message(self._summary))
+        return count, tokens
+
+    def _current_window(self) -> list[Message]:
         if self._window is None or self._window_at != self._window_key():
             snap = self.snap
             items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
-            kept = self.executor.windows.pop(snap.id, None)
-            state = extend_window(self.executor.world, snap, items, kept)
+            state = extend_window(self.executor.world, snap, items, self.executor.window(snap.id))
             self.executor.keep_window(snap.id, state)
             self._window, self._indexes = list(state.messages), list(state.indexes)
             self._summary, self._window_tokens = state.summary, state.tokens
             self._window_at = self._window_key()
-        return window_messages(self._window, self._summary)
-
-    def history_tokens(self) -> tuple[int, int]:
-        if self._window is None or self._window_at != self._window_key():
-            self.read_history()
-        assert self._window is not None
-        count, tokens = len(self._window), self._window_tokens
-        if self._summary:
-            count, tokens = count + 1, tokens + message_tokens(summary_message(self._summary))
-        return count, tokens
+        return self._window
 
     def now(self) -> float:
         return as_epoch(self.ctx.now())
