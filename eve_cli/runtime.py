@@ -286,7 +286,7 @@ class Runtime:
         end, chunk = self.world.stream_length(name), 16
         while end > 0:
             start = max(0, end - chunk)
-            tail[:0] = reader.read(start, self.world.stream_read(name, start, end))
+            tail[:0] = reader.read(start, self.world.stream_read(name, start, end), texts=False)
             for i in range(len(tail) - 1, -1, -1):
                 if tail[i].get("type") in _TURN_BOUNDARIES:
                     return str(fold(sid, tail[i:])["status"])

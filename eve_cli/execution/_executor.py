@@ -15,6 +15,7 @@ from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve
 from eve_cli._session import events_stream, history_stream
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, WindowState
+from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
 from eve_cli.execution._turn import turn_workflow
 from world import Engine, WorkflowContext, World
@@ -62,6 +63,8 @@ class Executor:
         self._windows: OrderedDict[str, tuple[int, list[dict[str, Any]], Any]] = OrderedDict()
         self._keyed: OrderedDict[tuple[str, int], KeyedStream] = OrderedDict()
         self._states: OrderedDict[str, WindowState] = OrderedDict()  # see extend_window
+        # session id -> {history index: text} of replies this process stored by reference
+        self._texts: OrderedDict[str, dict[int, str]] = OrderedDict()
         self.engine = Engine(
             world,
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},
@@ -115,6 +118,16 @@ class Executor:
             del self._keyed[key]
         self._states.pop(session_id, None)
         self._windows.pop(session_id, None)
+        self._texts.pop(session_id, None)
+
+    def remember_text(self, session_id: str, index: int, text: str) -> None:
+        """The text of reply ``index`` that this process stored as a reference to its
+        events: the next :meth:`history_window` takes it from here, not from the events."""
+        texts = self._texts.pop(session_id, None) or {}
+        texts[index] = text
+        self._texts[session_id] = texts
+        while len(self._texts) > _KEPT_WINDOWS:
+            self._texts.popitem(last=False)
 
     def window(self, session_id: str) -> WindowState | None:
         """The window state last kept for ``session_id`` (taken: the caller keeps its own)."""
@@ -138,8 +151,13 @@ class Executor:
             unchanged = self.world.stream_digest(name, start + len(kept[1])) == kept[2]
             items = list(kept[1]) if unchanged else []
         if start + len(items) < end:
-            fresh = self.world.stream_read(name, start + len(items), end)
-            items += [strip_key(m) for m in fresh]
+            first = start + len(items)
+            fresh = [strip_key(m) for m in self.world.stream_read(name, first, end)]
+            texts = self._texts.pop(session_id, None)
+            items += resolve(self.world, session_id, first, fresh, texts)
+            # Texts of items not read yet (appended past ``end``) stay.
+            if left := {i: t for i, t in (texts or {}).items() if i >= first + len(fresh)}:
+                self._texts[session_id] = left
         digest = self.world.stream_digest(name, start + len(items))
         if digest is not None:
             self._windows[session_id] = (start, items, digest)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import pack, unpack
+from eve_cli.execution._replies import referring, resolve
 from eve_cli.execution._streams import KEY, EventKeys, HistoryKeys, stored_time, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
@@ -31,7 +32,10 @@ TURN_WORKFLOW = "eve.turn"
 def read_window(world: World, snap: Snapshot) -> tuple[list[Message], list[int], str | None]:
     """The snapshot's window of its history stream: the messages (summary items left out),
     their indexes in the stream, and the text of the current summary, if any."""
-    items = world.stream_read(history_stream(snap.id), snap.history_start, snap.history_len)
+    start = snap.history_start
+    items = resolve(
+        world, snap.id, start, world.stream_read(history_stream(snap.id), start, snap.history_len)
+    )
     state = extend_window(world, snap, items, None)
     return state.messages, state.indexes, state.summary
 
@@ -199,19 +203,25 @@ class SessionHost:
         )
         return strip_key(unpack(items[0])) if items and isinstance(items[0], dict) else None
 
+    def emitted_index(self, key: str) -> int | None:
+        return self.events.index_of(key)
+
     def append_history(self, message: Message, key: str) -> int:
         """Append ``message`` (idempotent by ``key``) and take it into the window."""
         index = self.store_history(message, key)
         self.adopt_history(index)  # what this call stored is adopted without a read back
         return index
 
-    def store_history(self, message: Message, key: str) -> int:
+    def store_history(self, message: Message, key: str, events: list[int] | None = None) -> int:
         """Store ``message`` under ``key`` (or find what an earlier run stored there) without
-        moving the window: safe inside a step function, which a replay does not re-run."""
+        moving the window: safe inside a step function, which a replay does not re-run.
+        ``events``: the delta events holding its content exactly (the item refers to them)."""
         fresh = self.history.index_of(key) is None
-        index = self.history.put(key, message)
+        index = self.history.put(key, referring(message, events) if events else message)
         if fresh:  # stored by this very call: adopting it needs no read back
             self._stored[index] = message
+            if events:  # nor does the next turn's window (a new host) read the events back
+                self.executor.remember_text(self.snap.id, index, str(message.get("content")))
         return index
 
     def stored_history(self, key: str) -> int | None:
@@ -224,7 +234,10 @@ class SessionHost:
         stored = self._stored.pop(index, None)
         message = message if message is not None else stored
         if message is None:
-            items = self.executor.world.stream_read(history_stream(snap.id), index, index + 1)
+            world = self.executor.world
+            items = resolve(
+                world, snap.id, index, world.stream_read(history_stream(snap.id), index, index + 1)
+            )
             message = strip_key(items[0]) if items else {}
         cached = self._window is not None and self._window_at == self._window_key()
         snap.history_len = max(snap.history_len, index + 1)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from eve_cli._session import history_stream
 from eve_cli.execution._event_form import TYPES, pack, unpack
+from eve_cli.execution._replies import resolve
 from world import World
 
 KEY = "_k"
@@ -334,22 +335,27 @@ class EventReader:
         """The events stored at ``first``, ``first + 1``, ... (as read from the stream);
         ``texts=False``: an event that refers to a history item gets ``text`` "" (no read)."""
         refs = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
-        found = self.texts(refs)
+        # A reply's text may be in its delta events, which come just before the reference.
+        found = self.texts(refs, dict(enumerate(items, first)) if refs else None)
         return [
             read_event(self.session_id, first + i, item, found, self.meta)
             for i, item in enumerate(items)
         ]
 
-    def texts(self, refs: set[int]) -> dict[int, str]:
+    def texts(self, refs: set[int], events: dict[int, Any] | None = None) -> dict[int, str]:
         """The text (``content``) of the history items ``refs``: one read when they are close
-        together (a session's events refer to about every history item), else one each."""
+        together (a session's events refer to about every history item), else one each.
+        ``events``: stored events at hand, by index (a reply's text may be in them)."""
         if not refs:
             return {}
         low, high = min(refs), max(refs)
         spans = [(low, high + 1)] if high - low < 4 * len(refs) + 64 else [(r, r + 1) for r in refs]
         found: dict[int, str] = {}
         for start, end in spans:
-            for offset, item in enumerate(self.world.stream_read(self.history, start, end)):
-                if start + offset in refs and isinstance(item, dict):
+            items = self.world.stream_read(self.history, start, end)
+            items = [i if start + n in refs else None for n, i in enumerate(items)]
+            items = resolve(self.world, self.session_id, start, items, events=events)
+            for offset, item in enumerate(items):
+                if isinstance(item, dict):
                     found[start + offset] = str(item.get("content") or "")
         return found

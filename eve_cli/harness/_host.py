@@ -49,14 +49,19 @@ class StepHost(Protocol):
         """The event stored under ``key`` in this generation (full field names), if any."""
         ...
 
+    def emitted_index(self, key: str) -> int | None:
+        """The index of the event stored under ``key`` in this generation, if any."""
+        ...
+
     def append_history(self, message: Message, key: str) -> int:
         """Append a message to the session history (idempotent by ``key``); its index."""
         ...
 
-    def store_history(self, message: Message, key: str) -> int:
+    def store_history(self, message: Message, key: str, events: list[int] | None = None) -> int:
         """Store a history item under ``key`` (or find the one stored there) without taking it
         into the window: what a step function does (a replay then calls :meth:`adopt_history`
-        with the index the step returned)."""
+        with the index the step returned). ``events``: the delta events (indexes, in text
+        order) that hold the reply's ``content`` exactly; the item refers to them instead."""
         ...
 
     def stored_history(self, key: str) -> int | None:

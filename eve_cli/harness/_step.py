@@ -192,18 +192,20 @@ def _store_reply(
     """The history index of a model call's reply, stored under ``key`` unless it is there
     (None: its text is lost).
 
-    A result without ``text`` has ``ds``, the length of the text its delta events hold. The
-    text is needed when this process made the call (``said``), or on a replay after a crash
-    between the step's record and this append: then it is read back from those events."""
+    A result without ``text`` has ``ds``, the length of the text its delta events hold: the
+    history item then refers to those events instead of holding the text again. Their
+    indexes are known when this process made the call (``said``: the text too), or, on a
+    replay after a crash between the step's record and this append, read back with them."""
     if "text" in result:
         return host.store_history(assistant_message(result), key)
     index = host.stored_history(key)
     if index is not None:
         return index
-    text = said[0] if said else deltas.stored_text()
-    if text is None or len(text) != result.get("ds"):
+    stored = (said[0], deltas.indexes) if said else deltas.stored_text()
+    if stored is None or len(stored[0]) != result.get("ds") or not stored[1]:
         return None
-    return host.store_history(assistant_message({**result, "text": text}), key)
+    text, events = stored
+    return host.store_history(assistant_message({**result, "text": text}), key, events)
 
 
 def _call_extras(result: dict[str, Any]) -> dict[str, Any]:
@@ -228,10 +230,11 @@ def assistant_message(response: dict[str, Any]) -> Message:
 
 
 class DeltaBuffer:
-    """Coalesces streamed text into ``message.appended`` events: the first delta at once,
-    then whatever arrived within 0.2 s of the text held first, as one event (at most
-    :data:`DELTA_MAX` characters). A reader sees text at most 0.2 s after the model sent it,
-    and a fast stream stores a few events a second, not one per token.
+    """Coalesces streamed text into ``message.appended`` events: the first deltas at the
+    loop's next turn (whatever arrived together: a model that yields its whole text at once
+    stores one event), then whatever arrived within 0.2 s of the text held first, as one
+    event (at most :data:`DELTA_MAX` characters). A reader sees text at most 0.2 s after the
+    model sent it, and a fast stream stores a few events a second, not one per token.
 
     Keys carry the text offset (``<call>@<start>+<length>``): when an interrupted call runs
     again, the part of its text already streamed is not appended a second time.
@@ -242,18 +245,22 @@ class DeltaBuffer:
         self.held: list[str] = []
         self.size = 0  # characters held
         self.offset = 0  # characters flushed so far
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.Handle | None = None
         # Characters an earlier run of this call already stored.
         self.streamed = max((start + length for start, length, _ in self.spans()), default=0)
         self.sent: list[str] = []  # what this run appended
+        self.indexes: list[int] = []  # where (event indexes)
 
     async def add(self, text: str) -> None:
         self.held.append(text)
         self.size += len(text)
-        if self.offset == 0 or self.size >= DELTA_MAX:
+        if self.size >= DELTA_MAX:
             self.flush()
         elif self.timer is None:
-            self.timer = asyncio.get_running_loop().call_later(0.2, self.flush)
+            loop = asyncio.get_running_loop()
+            # The first text at once (the loop's next turn), later text within 0.2 s.
+            first = self.offset == 0
+            self.timer = loop.call_soon(self.flush) if first else loop.call_later(0.2, self.flush)
 
     def flush(self) -> None:
         if self.timer is not None:
@@ -270,6 +277,9 @@ class DeltaBuffer:
         key = f"{self.key}@{start}+{len(text)}"
         self.host.emit("message.appended", {"delta": text}, key, self.step)
         self.sent.append(text)
+        index = self.host.emitted_index(key)
+        if index is not None:
+            self.indexes.append(index)
 
     def spans(self) -> list[tuple[int, int, str]]:
         """``(start, length, key)`` of each delta event of this call stored so far."""
@@ -283,19 +293,26 @@ class DeltaBuffer:
     def holds(self, text: str) -> bool:
         """True when this run's events hold ``text`` whole (none came from an earlier run,
         whose text a non-deterministic model may not repeat)."""
-        return self.streamed == 0 and "".join(self.sent) == text
+        return (
+            self.streamed == 0
+            and len(self.indexes) == len(self.sent)
+            and "".join(self.sent) == text
+        )
 
-    def stored_text(self) -> str | None:
-        """The text of this call's stored delta events, in order; None when they are not one
-        unbroken run from the start."""
-        text = ""
+    def stored_text(self) -> tuple[str, list[int]] | None:
+        """The text of this call's stored delta events, in order, and their indexes; None
+        when they are not one unbroken run from the start."""
+        text, indexes = "", []
         for start, length, key in sorted(self.spans()):
             event = self.host.emitted_event(key) or {}
-            delta = event.get("delta")
+            delta, index = event.get("delta"), self.host.emitted_index(key)
             if start != len(text) or not isinstance(delta, str) or len(delta) != length:
                 return None
+            if index is None:
+                return None
             text += delta
-        return text
+            indexes.append(index)
+        return text, indexes
 
 
 def request_id(host: StepHost, call_id: str) -> str:

@@ -288,11 +288,64 @@ def test_kill_after_a_reply_journaled_by_length(
     proc.finish()
     assert proc.popen.returncode == -signal.SIGKILL
     last = run.rt.engine.history(f"{run.sid}.0")[-1]  # the turn's run
-    stored = [m.get("content") for m in run.rt.world.stream_read(f"history.{run.sid}")]
+    stored = [m["role"] for m in run.rt.world.stream_read(f"history.{run.sid}")]
     assert last["t"] == "step" and last["name"] == "model:1", last
     assert "text" not in last["ok"] and last["ok"]["ds"] == len("thinking about b"), last
-    assert "thinking about b" not in stored  # the kill came before the history append
+    # The kill came before the history append: the user's message, the first (empty) reply
+    # and its tool result are there, not the second reply.
+    assert stored == ["user", "assistant", "tool"]
     run.drive_to_question()
     run.answer_and_finish()
     assert run.transcript() == reference
     assert all(n == 1 for key, n in run.effects().items() if key.startswith("end "))
+    assert_reply_refers(run, 3, "thinking about b")
+
+
+def assert_reply_refers(run: Scenario, index: int, text: str) -> None:
+    """History item ``index`` stores no text: it refers to the delta events holding it, and
+    a new process (cold caches) reads it back from them in history, events and inspect."""
+    item = run.rt.world.stream_read(f"history.{run.sid}", index, index + 1)[0]
+    assert item["role"] == "assistant" and "content" not in item and item["n"] == len(text)
+    events = run.rt.world.stream_read(f"events.{run.sid}")
+    start, count = item["e"]
+    assert "".join(e["d"] for e in events[start : start + count]) == text
+    read = subprocess.run(
+        [sys.executable, "-c", READ_BACK, str(run.data), run.sid],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    history, completed, shown = read.stdout.splitlines()
+    assert text in history.split("|") and text in completed.split("|"), read.stdout
+    assert text in shown  # `eve inspect SESSION --json` shows the step's text
+
+
+READ_BACK = r"""
+import json, subprocess, sys
+from eve_cli.runtime import Runtime
+data, sid = sys.argv[1:3]
+rt = Runtime(data_dir=data, load_agent=False)
+print("|".join(str(m.get("content")) for m in rt.history(sid)))
+print("|".join(e["text"] for e in rt.events(sid) if e["type"] == "message.completed"))
+cli = [sys.executable, "-m", "eve_cli", "inspect", sid, "--json", "--data", data]
+print(json.dumps(subprocess.run(cli, capture_output=True, text=True, check=True).stdout))
+"""
+
+
+def test_kill_after_a_reply_referring_to_its_events_reached_history(
+    tmp_path: Path, make_agent: AgentFactory, reference: Any
+) -> None:
+    """Killed while writing the record after model call 1's (its tool call's checkpoint),
+    when the reply's history item, referring to its delta events, is already on disk: a new
+    process adopts that item, reading its text back from the events (only the tool the
+    record was cut from runs again)."""
+    run = Scenario(tmp_path / "run", make_agent)
+    proc = run.proc(env={"EVE_FAULTS": "crash_mid_write@8"})
+    proc.finish()
+    assert proc.popen.returncode == -signal.SIGKILL
+    stored = run.rt.world.stream_read(f"history.{run.sid}")
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert "content" not in stored[3] and "e" in stored[3]
+    run.drive_to_question()
+    run.answer_and_finish()
+    assert run.transcript() == reference
+    assert_reply_refers(run, 3, "thinking about b")
+    assert_reply_refers(run, 7, "finished")

@@ -205,6 +205,7 @@ def test_history_window_kept_between_turns_is_checked_against_the_stream(
     make_agent: AgentFactory, isolated: Path
 ) -> None:
     from eve_cli._session import history_stream
+    from eve_cli.execution._replies import resolve
     from eve_cli.execution._streams import strip_key
     from world import CorruptJournalError
 
@@ -216,7 +217,8 @@ def test_history_window_kept_between_turns_is_checked_against_the_stream(
         for text in ("a", "b"):
             await rt.deliver(sid, text)
             await rt.drive(sid)
-        stored = [strip_key(m) for m in rt.world.stream_read(history_stream(sid))]
+        raw_items = [strip_key(m) for m in rt.world.stream_read(history_stream(sid))]
+        stored = resolve(rt.world, sid, 0, raw_items)  # replies refer to their delta events
         assert [m["content"] for m in stored] == ["a", "one", "b", "two"]
         window = rt.executor.history_window
         assert window(sid, 0, 4) == stored and window(sid, 0, 2) == stored[:2]

@@ -12,6 +12,7 @@ from typing import Any
 from rt_support import AgentFactory, call, reply
 
 from eve_cli.execution._event_form import unpack
+from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import (
     EventKeys,
     EventReader,
@@ -58,7 +59,7 @@ def check_spec_shape(sid: str, events: list[dict[str, Any]]) -> None:
 def old_form(world: Any, sid: str, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The session's stored events as eve stored them before references: text inline, the
     continuation token in every ``session.waiting``, ``at`` in epoch seconds."""
-    history = world.stream_read(f"history.{sid}")
+    history = resolve(world, sid, 0, world.stream_read(f"history.{sid}"))
     out = []
     for item in map(unpack, world.stream_read(f"events.{sid}")):
         event = {}

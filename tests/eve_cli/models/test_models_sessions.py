@@ -54,8 +54,18 @@ OA_TOOL_TURN = Reply(
         DONE,
     ]
 )
+# The pause after the first text: it is stored as its own event at once (time to first text),
+# the rest, arriving later, as the next.
+FIRST_TEXT_PAUSE = 0.05
 OA_TEXT_TURN = Reply(
-    chunks=[oa_chunk("All "), oa_chunk("done."), oa_chunk(finish="stop"), USAGE, DONE]
+    chunks=[
+        oa_chunk("All "),
+        FIRST_TEXT_PAUSE,
+        oa_chunk("done."),
+        oa_chunk(finish="stop"),
+        USAGE,
+        DONE,
+    ]
 )
 
 
@@ -93,6 +103,7 @@ AN_TEXT_TURN = Reply(
         AN_START,
         an("content_block_start", index=0, content_block={"type": "text", "text": ""}),
         an("content_block_delta", index=0, delta={"type": "text_delta", "text": "All "}),
+        FIRST_TEXT_PAUSE,
         an("content_block_delta", index=0, delta={"type": "text_delta", "text": "done."}),
         an("content_block_stop", index=0),
         an("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3}),
@@ -267,7 +278,9 @@ def test_kill_mid_stream_then_resume_requests_the_call_once_more(
         oa_chunk(finish="stop"),
         DONE,
     ]
-    server.add(Reply(chunks=[*answer[:2], STALL]), Reply(chunks=answer))
+    # The pause: the first text is stored at once, the second 0.2 s later (two events).
+    stalled = [answer[0], FIRST_TEXT_PAUSE, answer[1], STALL]
+    server.add(Reply(chunks=stalled), Reply(chunks=answer))
     agent = make_agent(agent_args="model='openai:gpt-test'")
     data = isolated / ".workflow-data"
     rt = Runtime(data_dir=data, agent_dir=agent)
