@@ -224,6 +224,32 @@ class StreamStore:
             data = f.read(last - first)
         return [rec.get("v") for _, rec in _journal.parse(data, first, str(data_path)).records]
 
+    def read_spans(self, name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
+        """``read`` of each ``(start, end)`` of ``spans`` (ascending): one read of the bytes
+        they lie in, and only their items decoded (a reader picking a few items out of many)."""
+        offsets, n, data_end = self._index(name)
+        cut = [(max(start, 0), max(min(end, n), 0)) for start, end in spans]
+        cut = [(start, max(start, stop)) for start, stop in cut]
+        wanted = [(start, stop) for start, stop in cut if start < stop]
+        if not wanted:
+            return [[] for _ in spans]
+        first = offsets[wanted[0][0]]
+        last = offsets[wanted[-1][1]] if wanted[-1][1] < n else data_end
+        data_path, _ = self._files(name)
+        with open(data_path, "rb") as f:
+            f.seek(first)
+            data = f.read(last - first)
+        out: list[list[Any]] = []
+        for start, stop in cut:
+            if start >= stop:
+                out.append([])
+                continue
+            low = offsets[start] - first
+            high = (offsets[stop] if stop < n else data_end) - first
+            parsed = _journal.parse(data[low:high], first + low, str(data_path))
+            out.append([rec.get("v") for _, rec in parsed.records])
+        return out
+
     def digest(self, name: str, count: int) -> tuple[int, int] | None:
         """(bytes, crc32) of the data file up to the end of item `count` (None: fewer items)."""
         offsets, n, data_end = self._index(name)

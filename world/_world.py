@@ -216,6 +216,12 @@ class World(ABC):
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         """Items `start` up to `end` (exclusive); negative `start` counts from the tail."""
 
+    def stream_read_spans(self, name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
+        """Items ``start`` up to ``end`` for each ``(start, end)`` of ``spans`` (ascending, not
+        overlapping): what ``stream_read`` gives for each, read at once where the world can
+        (a local world reads the bytes once and decodes only these items)."""
+        return [self.stream_read(name, start, end) for start, end in spans]
+
     @abstractmethod
     def stream_length(self, name: str) -> int: ...
 

@@ -470,6 +470,9 @@ class LocalWorld(World):
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         return self._streams.read(name, start, end)
 
+    def stream_read_spans(self, name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
+        return self._streams.read_spans(name, spans)
+
     def stream_length(self, name: str) -> int:
         return self._streams.length(name)
 

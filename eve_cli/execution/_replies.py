@@ -21,23 +21,26 @@ from typing import Any
 
 from eve_cli._session import events_stream
 from eve_cli.execution._event_form import TYPES
-from world import World, WorldError
+from world import CorruptJournalError, World
 
 EVENTS = "e"  # form 2: the reply's delta events, as runs [start, count, ...]
 LENGTH = "n"  # form 2: the length of the text those events hold
 _APPENDED = TYPES.index("message.appended")
-_GAP = 64  # referred events fewer than this apart are read in one stream read
 
 
-class HistoryDamageError(WorldError):
-    """A history item's text cannot be read back: the events it refers to are damaged."""
+class HistoryDamageError(CorruptJournalError):
+    """A history item's text cannot be read back: the events it refers to are damaged.
+
+    Damage of stored data, as a bad record of the stream would be: the engine stops the drive
+    with it rather than failing the turn (``file`` names the events stream, ``offset`` the
+    history item)."""
 
     def __init__(self, session_id: str, index: int, why: str) -> None:
-        super().__init__(
-            f"session {session_id}: history item {index} (a model reply) refers to {why}; "
-            f"the reply's text is lost with the events stream {events_stream(session_id)} "
-            "(run `eve doctor` to check the stored files)"
+        what = (
+            f"history item {index} of session {session_id} (a model reply) refers to {why}, "
+            "so the reply's text cannot be read"
         )
+        super().__init__(events_stream(session_id), index, "reply events damaged", what)
         self.session_id = session_id
         self.index = index
 
@@ -126,17 +129,13 @@ def _read_events(
     if not needed:
         return events
     found = dict(events)
-    name = events_stream(session_id)
-    group = [needed[0]]
-    for index in [*needed[1:], None]:
-        if index is not None and index - group[-1] < _GAP:
-            group.append(index)
-            continue
-        start = group[0]
-        for offset, event in enumerate(world.stream_read(name, start, group[-1] + 1)):
+    spans = runs(needed)
+    pairs = [(start, start + count) for start, count in zip(spans[::2], spans[1::2], strict=True)]
+    for (start, _), read in zip(
+        pairs, world.stream_read_spans(events_stream(session_id), pairs), strict=True
+    ):
+        for offset, event in enumerate(read):
             found[start + offset] = event
-        if index is not None:
-            group = [index]
     return found
 
 

@@ -42,21 +42,19 @@ def converse(rt: Runtime, messages: list[str]) -> str:
     return asyncio.run(main())
 
 
-def built(root: Path, make_agent: AgentFactory) -> tuple[Path, str]:
-    agent = make_agent(
-        script=[reply(REPLIES[0], call("echo", text="hi")), reply(REPLIES[1]), reply(REPLIES[2])],
-        tools={"e": ECHO},
-    )
+def built(root: Path, make_agent: AgentFactory) -> tuple[Path, str, Path]:
+    first, *rest = [reply(REPLIES[0], call("echo", text="hi")), *map(reply, REPLIES[1:])]
+    agent = make_agent(script=[first, *rest, reply("later")], tools={"e": ECHO})
     rt = Runtime(data_dir=root, agent_dir=agent)
     sid = converse(rt, ["first", "second"])
     rt.close()
-    return root, sid
+    return root, sid, agent
 
 
 def test_replies_refer_to_one_delta_event_and_read_back_everywhere(
     tmp_path: Path, make_agent: AgentFactory
 ) -> None:
-    data, sid = built(tmp_path / "data", make_agent)
+    data, sid, _ = built(tmp_path / "data", make_agent)
     rt = Runtime(data_dir=data, load_agent=False)  # a fresh reader: nothing kept
     stored = rt.world.stream_read(f"history.{sid}")
     replies = [m for m in stored if m["role"] == "assistant"]
@@ -89,7 +87,7 @@ def test_old_inline_items_read_as_before() -> None:
     assert resolve(world, "s1", 0, world.stream_read("history.s1")) == [inline]
 
 
-def test_scattered_deltas_read_in_one_stream_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scattered_deltas_read_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     world = MemoryWorld()
     for i in range(40):  # deltas 0, 2, 4 of the first reply; 30 and 31 of the second
         key = [1, {0: 0, 2: 2, 4: 3, 30: 0, 31: 3}.get(i, -1)]
@@ -101,18 +99,18 @@ def test_scattered_deltas_read_in_one_stream_read(monkeypatch: pytest.MonkeyPatc
         {"role": "assistant", "e": runs([30, 31]), "n": 4, "tool_calls": [{"id": "c"}]},
     ]
     assert items[0]["e"] == [0, 1, 2, 1, 4, 1] and items[2]["e"] == [30, 2]
-    reads: list[tuple[str, int, int | None]] = []
-    original = world.stream_read
+    reads: list[tuple[str, list[tuple[int, int]]]] = []
+    original = world.stream_read_spans
 
-    def counted(name: str, start: int = 0, end: int | None = None) -> list[Any]:
-        reads.append((name, start, end))
-        return original(name, start, end)
+    def counted(name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
+        reads.append((name, spans))
+        return original(name, spans)
 
-    monkeypatch.setattr(world, "stream_read", counted)
+    monkeypatch.setattr(world, "stream_read_spans", counted)
     out = resolve(world, "s1", 7, items)
     assert [m.get("content") for m in out] == ["abcde", "hi", "xyz!"]
     assert out[0]["tool_calls"] == [] and out[2]["tool_calls"] == [{"id": "c"}]
-    assert reads == [("events.s1", 0, 32)]
+    assert reads == [("events.s1", [(0, 1), (2, 3), (4, 5), (30, 32)])]  # only the deltas
     # What this process already knows is not read at all.
     reads.clear()
     assert resolve(world, "s1", 7, items[:1], known={7: "abcde"})[0]["content"] == "abcde"
@@ -150,7 +148,7 @@ def damaged_copy(data: Path, sid: str, root: Path, change: Any) -> Path:
 def test_damaged_delta_events_are_reported_not_read_as_empty(
     tmp_path: Path, make_agent: AgentFactory, damage: str, why: str
 ) -> None:
-    data, sid = built(tmp_path / "data", make_agent)
+    data, sid, agent = built(tmp_path / "data", make_agent)
     world = LocalWorld(data)
     events = world.stream_read(f"events.{sid}")
     stored = world.stream_read(f"history.{sid}")
@@ -173,11 +171,20 @@ def test_damaged_delta_events_are_reported_not_read_as_empty(
     with pytest.raises(HistoryDamageError) as raised:
         rt.history(sid)
     message = str(raised.value)
-    assert f"session {sid}: history item 3" in message and why in message, message
+    assert f"history item 3 of session {sid}" in message and why in message, message
     if damage != "cut":  # cut: the message.completed event went with the rest
         with pytest.raises(HistoryDamageError):
             rt.events(sid)
     rt.close()
+    if damage == "shorter":  # a turn whose window holds the reply: the drive stops, the
+        # turn is not failed (damaged storage, as a bad record of the stream would be)
+        driver = Runtime(data_dir=copy, agent_dir=agent)
+        asyncio.run(driver.deliver(sid, "third"))
+        with pytest.raises(HistoryDamageError):
+            asyncio.run(driver.drive(sid))
+        types = [e["type"] for e in driver.events(sid, texts=False)]
+        assert types[-1] == "step.started" and "turn.failed" not in types, types[-4:]
+        driver.close()
     # The command line says it in one line, no traceback.
     shown = subprocess.run(
         [sys.executable, "-m", "eve_cli", "inspect", sid, "--events", "--data", str(copy)],
