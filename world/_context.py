@@ -85,6 +85,9 @@ def _describe(rec: dict[str, Any]) -> str:
     return str(kind)
 
 
+STEP_DRAIN_AGE = 0.02  # seconds stream items may wait at a step's start (see `step`)
+
+
 class WorkflowContext:
     """The durable API a workflow function receives as its first argument."""
 
@@ -220,7 +223,10 @@ class WorkflowContext:
             attempts = rec.get("n", attempts + 1)
         policy = retry or DEFAULT_RETRY
         world = self._engine.world
-        world.stream_drain()  # the step's effects come after what the workflow appended so far
+        # Items appended so far are written at the loop's next turn (a step that awaits, a
+        # slow tool) or here once they have waited STEP_DRAIN_AGE: a run of instant steps
+        # writes its items in a few batches, not two per step.
+        world.stream_drain(STEP_DRAIN_AGE)
         while True:
             attempts += 1
             mark = world.stream_appends()

@@ -137,7 +137,8 @@ async def call_model(
     said: list[str] = []  # the reply's text, when this process made the call
 
     async def generate() -> dict[str, Any]:
-        full = ModelRequest(**{**request.__dict__, "messages": host.read_history()})
+        messages, (_, tokens) = host.read_history(), host.history_tokens()
+        full = ModelRequest(**{**request.__dict__, "messages": messages, "messages_tokens": tokens})
         try:
             try:
                 response = await model.generate(full, deltas.add)

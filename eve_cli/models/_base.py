@@ -37,6 +37,9 @@ class ModelRequest:
     ``call_index`` counts the session's earlier real model calls from its durable history, so a
     re-run of an interrupted call carries the same index (the scripted model relies on it).
     ``purpose`` is ``"summary"`` for a compaction summary, which does not count as a call.
+    ``messages_tokens``, when the caller knows it, is the sum of the token estimates of
+    ``messages`` (``models._tokens.message_tokens``): a model that estimates its usage uses it
+    instead of walking the history again.
     """
 
     system: str
@@ -46,6 +49,7 @@ class ModelRequest:
     purpose: Literal["turn", "summary"] = "turn"
     max_tokens: int | None = None
     session_id: str | None = None
+    messages_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,9 @@ def _messages_tokens(messages: list[Message]) -> int:
 
 def estimate_request(request: ModelRequest) -> int:
     """Estimated input tokens of ``request``: system prompt, history and tool schemas."""
-    return estimate_with(request.system, _messages_tokens(request.messages), request.tools)
+    known = request.messages_tokens
+    messages = known if known is not None else _messages_tokens(request.messages)
+    return estimate_with(request.system, messages, request.tools)
 
 
 def estimate_with(system: str, messages_tokens: int, tools: Iterable[ToolSpec]) -> int:

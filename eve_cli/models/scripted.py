@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,15 @@ class ScriptedModel(Model):
 
     def __init__(self, path: Path | str, *, context_window: int | None = None) -> None:
         self.path = Path(path)
+        self._file = str(self.path)  # os.stat on a str: a Path costs more than the call
         self.name = f"scripted:{path}"
         self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
 
     def _load(self) -> tuple[list[Any], str | None]:
         try:
-            stat = self.path.stat()
+            stat = os.stat(self._file)
             key = (stat.st_mtime_ns, stat.st_size)
-            cached = _PARSED.get(str(self.path))
+            cached = _PARSED.get(self._file)
             if cached is not None and cached[0] == key:
                 return cached[1]  # unchanged since the last call: parse once, not per turn
             data = json.loads(self.path.read_text(encoding="utf-8"))
@@ -61,7 +63,7 @@ class ScriptedModel(Model):
             raise ModelError("scripted", f"script {self.path} must be a JSON list of responses")
         if len(_PARSED) >= 64:
             _PARSED.clear()
-        _PARSED[str(self.path)] = (key, (data, summary_error))
+        _PARSED[self._file] = (key, (data, summary_error))
         return data, summary_error
 
     async def generate(

@@ -123,6 +123,51 @@ def test_sync_tools_run_on_tool_threads_and_a_brief_wait_holds_the_loop() -> Non
     asyncio.run(main())
 
 
+def test_an_instant_sync_tool_runs_on_the_callers_thread_until_it_holds_the_loop() -> None:
+    import contextvars
+    import threading
+    import time
+
+    from eve_cli._tool_threads import INLINE_AFTER, run_sync
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    pause = [0.0]
+
+    def where() -> tuple[str, str, bool]:
+        time.sleep(pause[0])
+        try:
+            asyncio.get_running_loop()
+            seen_loop = True
+        except RuntimeError:
+            seen_loop = False
+        return threading.current_thread().name, var.get(), seen_loop
+
+    def nested() -> int:
+        async def inner() -> int:
+            return 7
+
+        return asyncio.run(inner())  # works on a thread, so it must work inline too
+
+    async def main() -> None:
+        var.set("caller's")
+        me = threading.current_thread().name
+        names = [(await run_sync(where, {}, wait=1.0))[0] for _ in range(INLINE_AFTER)]
+        assert all(n.startswith("eve-tool") for n in names)  # proven on threads first
+        assert await run_sync(where, {}, wait=1.0) == (me, "caller's", False)
+        assert (await run_sync(where, {}))[0] != me  # a caller that cannot wait: a thread
+        for _ in range(INLINE_AFTER):
+            await run_sync(nested, {}, wait=1.0)
+        assert await run_sync(nested, {}, wait=1.0) == 7
+        asyncio.get_running_loop()  # the caller's loop is visible again
+        pause[0] = 0.05  # longer than the wait below: it held the loop once
+        assert (await run_sync(where, {}, wait=0.01))[0] == me
+        pause[0] = 0.0
+        for _ in range(INLINE_AFTER + 2):  # quick again, but no longer trusted
+            assert (await run_sync(where, {}, wait=1.0))[0] != me
+
+    asyncio.run(main())
+
+
 def test_tool_threads_end_when_idle_and_every_job_runs() -> None:
     import threading
     import time

@@ -146,10 +146,50 @@ def test_appends_on_a_loop_are_written_together_at_its_next_turn(
         world.stream_append("s", 5)
         assert world.stream_read("s", -1) == [5]  # its own reads write the batch first
         world.stream_append("s", 6)
-        world.stream_drain()  # as a step does before its function runs
+        world.stream_drain()
         assert reader.stream_read("s", -2) == [5, 6] and writes == [5, 1, 1]
+        world.stream_append("s", 7)
+        world.stream_drain(older_than=60.0)  # as a step does: a fresh batch waits
+        assert reader.stream_length("s") == 7 and writes == [5, 1, 1]
+        time.sleep(0.03)
+        world.stream_drain(older_than=0.02)  # one that has waited is written
+        assert reader.stream_read("s", -1) == [7] and writes == [5, 1, 1, 1]
 
     asyncio.run(main())
+    world.close()
+    reader.close()
+
+
+def test_a_run_of_instant_steps_writes_its_items_in_batches_yet_soon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from world import _context
+
+    monkeypatch.setattr(_context, "STEP_DRAIN_AGE", 0.5)  # well above 20 fsyncs under load
+    world = LocalWorld(tmp_path / "data")
+    reader = LocalWorld(tmp_path / "data")
+    seen: list[int] = []
+
+    async def flow(ctx: WorkflowContext, _: Any) -> int:
+        for i in range(40):
+            world.stream_append("s", i)
+            seen.append(reader.stream_length("s"))  # what another process sees now
+            await ctx.step(f"s{i}", lambda: None)  # instant: the loop never turns
+            if i == 19:
+                time.sleep(_context.STEP_DRAIN_AGE * 1.5)
+        return 0
+
+    engine = Engine(world, {"flow": flow})
+
+    async def main() -> None:
+        run_id = await engine.start("flow")
+        await engine.run(run_id)
+
+    asyncio.run(main())
+    # Not one write per step: the first 20 items wait together; after the pause they are
+    # written at the next step's start, so a reader never waits longer than the age.
+    assert seen[:20] == [0] * 20 and seen[21] == 21
+    assert reader.stream_length("s") == 40
     world.close()
     reader.close()
 
