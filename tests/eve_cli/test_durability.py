@@ -333,19 +333,22 @@ print(json.dumps(subprocess.run(cli, capture_output=True, text=True, check=True)
 def test_kill_after_a_reply_referring_to_its_events_reached_history(
     tmp_path: Path, make_agent: AgentFactory, reference: Any
 ) -> None:
-    """Killed while writing the record after model call 1's (its tool call's checkpoint),
-    when the reply's history item, referring to its delta events, is already on disk: a new
-    process adopts that item, reading its text back from the events (only the tool the
-    record was cut from runs again)."""
+    """Killed while writing the record after model call 2's, when model call 1's history
+    item, referring to its delta events, is on disk: a new process replays the turn and
+    adopts that item, reading its text back from the events (nothing runs again)."""
     run = Scenario(tmp_path / "run", make_agent)
-    proc = run.proc(env={"EVE_FAULTS": "crash_mid_write@8"})
+    proc = run.proc(env={"EVE_FAULTS": "crash_mid_write@10"})
     proc.finish()
     assert proc.popen.returncode == -signal.SIGKILL
+    records = run.rt.engine.history(f"{run.sid}.0")
+    assert [r.get("name") for r in records[-2:]] == ["tool:call_1_0", "model:2"], records[-2:]
     stored = run.rt.world.stream_read(f"history.{run.sid}")
-    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
+    roles = ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in stored] == roles
     assert "content" not in stored[3] and "e" in stored[3]
     run.drive_to_question()
     run.answer_and_finish()
     assert run.transcript() == reference
+    assert set(run.effects().values()) == {1}
     assert_reply_refers(run, 3, "thinking about b")
     assert_reply_refers(run, 7, "finished")
