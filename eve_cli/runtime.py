@@ -446,8 +446,8 @@ class Runtime:
 
     def _agent_name(self, sid: str) -> str | None:
         try:
-            name = self.engine.info(sid).meta.get("agent")
-        except WorldError:
+            name = self._meta(sid).get("agent")  # kept: no head read (the head is being written)
+        except (WorldError, SessionNotFoundError):
             return None
         return str(name) if name else None
 

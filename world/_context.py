@@ -85,9 +85,6 @@ def _describe(rec: dict[str, Any]) -> str:
     return str(kind)
 
 
-STEP_DRAIN_AGE = 0.02  # seconds stream items may wait at a step's start (see `step`)
-
-
 class WorkflowContext:
     """The durable API a workflow function receives as its first argument."""
 
@@ -209,9 +206,15 @@ class WorkflowContext:
         fn: Callable[..., T | Awaitable[T]],
         *args: Any,
         retry: RetryPolicy | None = None,
+        ordered: bool = True,
         **kwargs: Any,
     ) -> T:
-        """Run `fn` once, durably: replay returns (or raises) the recorded outcome."""
+        """Run `fn` once, durably: replay returns (or raises) the recorded outcome.
+
+        The stream items appended before it are written before `fn` runs, so whoever sees
+        its effects can read them; ``ordered=False`` (for a function no one observes, such as
+        a request to a model) leaves them to the loop's next turn or the next ordered step.
+        """
         actual = f"step {name!r}"
         attempts = 0
         while (rec := self._peek({"step", "attempt"}, actual)) is not None:
@@ -223,10 +226,8 @@ class WorkflowContext:
             attempts = rec.get("n", attempts + 1)
         policy = retry or DEFAULT_RETRY
         world = self._engine.world
-        # Items appended so far are written at the loop's next turn (a step that awaits, a
-        # slow tool) or here once they have waited STEP_DRAIN_AGE: a run of instant steps
-        # writes its items in a few batches, not two per step.
-        world.stream_drain(STEP_DRAIN_AGE)
+        if ordered:  # whoever sees the step's effects can read what came before it
+            world.stream_drain()
         while True:
             attempts += 1
             mark = world.stream_appends()

@@ -28,7 +28,6 @@ import asyncio
 import fcntl
 import os
 import threading
-import time
 import weakref
 import zlib
 from array import array
@@ -137,7 +136,6 @@ class StreamStore:
         self._resolved = str(path.resolve())  # as watchers name the folder
         self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
         self._batched: dict[str, _Writer] = {}
-        self._opened = 0.0  # time.monotonic() when the oldest open batch was opened
         self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
         self._failure: StorageError | None = None
 
@@ -329,8 +327,6 @@ class StreamStore:
             raise
         if batch:
             writer.batch_at, writer.batch_index = writer.end, writer.count
-            if not self._batched:
-                self._opened = time.monotonic()
             self._batched[name] = writer
             _OPEN_BATCHES.add(self)
         return writer
@@ -383,12 +379,9 @@ class StreamStore:
         touched(writer.watched)  # tails in this process wake at once
         return index
 
-    def drain(self, older_than: float = 0.0) -> None:
-        """Write every open batch now (then their flocks are released); with ``older_than``,
-        only when the oldest was opened at least that many seconds ago."""
+    def drain(self) -> None:
+        """Write every open batch now (then their flocks are released)."""
         if not self._batched and self._drain_loop is None:
-            return
-        if older_than > 0 and time.monotonic() - self._opened < older_than:
             return
         with self._lock:
             self._drain_loop = None

@@ -202,12 +202,11 @@ class World(ABC):
         """Append an item (durable before the next journal append of this process that does
         not pass `streams=False`); its index."""
 
-    def stream_drain(self, older_than: float = 0.0) -> None:  # noqa: B027 - most worlds write every append at once
+    def stream_drain(self) -> None:  # noqa: B027 - most worlds write every append at once
         """Write the stream items this process appended and has not written yet (a world may
-        write appends made on an event loop in batches, at the loop's next turn); with
-        ``older_than``, only when some have waited that many seconds. A step calls it before
-        its function runs, so readers see the items before it at most that late even when
-        steps never let the loop turn."""
+        write appends made on an event loop in batches, at the loop's next turn). A step calls
+        it before its function runs (unless the step is not ``ordered``): whoever sees what
+        the step does can read the items before it."""
 
     def stream_appends(self) -> int:
         """Stream items appended by this world object so far (a counter: the engine compares

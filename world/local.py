@@ -461,8 +461,8 @@ class LocalWorld(World):
             with _guard(self._streams.path, "appending to a stream"):
                 raise
 
-    def stream_drain(self, older_than: float = 0.0) -> None:
-        self._streams.drain(older_than)
+    def stream_drain(self) -> None:
+        self._streams.drain()
 
     def stream_appends(self) -> int:
         return self._streams.appends

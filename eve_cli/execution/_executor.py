@@ -106,6 +106,11 @@ class Executor:
         kept = self._keyed.pop((name, gen), None)
         if kept is None or not kept.current():
             kept = KeyedStream(self.world, name, gen, codec)
+            # The previous generation's object saw the whole stream: nothing of this one is
+            # stored yet, so a turn need not read the tail to learn that.
+            before = self._keyed.get((name, gen - 1))
+            if before is not None and before.current():
+                kept.start_empty(before.length)
         self._keyed[(name, gen)] = kept
         while len(self._keyed) > _KEPT_STREAMS:
             self._keyed.popitem(last=False)

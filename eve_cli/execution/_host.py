@@ -178,8 +178,10 @@ class SessionHost:
     def solo(self) -> bool:
         return self.executor.engine.driving <= 1
 
-    async def action(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        return await self.ctx.step(name, fn)
+    async def action(
+        self, name: str, fn: Callable[[], Awaitable[Any]], *, ordered: bool = True
+    ) -> Any:
+        return await self.ctx.step(name, fn, ordered=ordered)
 
     def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
         # stored_event(type, now, {scope..., **data}, since) built as one dict (several a step)

@@ -90,6 +90,11 @@ class KeyedStream:
         process may use this object instead of reading the keys again."""
         return self._keys is not None and self.world.stream_length(self.name) == self.length
 
+    def start_empty(self, length: int) -> None:
+        """Known to hold nothing of this generation yet in a stream of ``length`` items (the
+        previous generation's object was current at that length)."""
+        self._keys, self._by_head, self.length = {}, {}, length
+
     def _index(self, key: str) -> None:
         head, at, _ = key.partition("@")
         if at:

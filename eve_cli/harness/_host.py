@@ -33,8 +33,12 @@ class StepHost(Protocol):
         for a moment then stalls no other session)."""
         ...
 
-    async def action(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        """Run ``fn`` as a durable action: journaled once, replayed from the journal after."""
+    async def action(
+        self, name: str, fn: Callable[[], Awaitable[Any]], *, ordered: bool = True
+    ) -> Any:
+        """Run ``fn`` as a durable action: journaled once, replayed from the journal after.
+        Events and history appended before it are readable by the time ``fn`` runs, unless
+        not ``ordered`` (a model call, which nobody can observe while it runs)."""
         ...
 
     def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:

@@ -170,7 +170,9 @@ async def call_model(
             out["ds"] = len(out.pop("text"))
         return out
 
-    result: dict[str, Any] = await host.action(f"model:{n}", generate)
+    # Nobody sees a model's request: what came before it is written at the loop's next turn
+    # or before the next tool (a step of instant tools writes its items once, not twice).
+    result: dict[str, Any] = await host.action(f"model:{n}", generate, ordered=False)
     snap.model_calls += 1
     if "error" in result:
         return result

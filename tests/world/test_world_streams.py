@@ -146,50 +146,36 @@ def test_appends_on_a_loop_are_written_together_at_its_next_turn(
         world.stream_append("s", 5)
         assert world.stream_read("s", -1) == [5]  # its own reads write the batch first
         world.stream_append("s", 6)
-        world.stream_drain()
+        world.stream_drain()  # as a step does before its function runs
         assert reader.stream_read("s", -2) == [5, 6] and writes == [5, 1, 1]
-        world.stream_append("s", 7)
-        world.stream_drain(older_than=60.0)  # as a step does: a fresh batch waits
-        assert reader.stream_length("s") == 7 and writes == [5, 1, 1]
-        time.sleep(0.03)
-        world.stream_drain(older_than=0.02)  # one that has waited is written
-        assert reader.stream_read("s", -1) == [7] and writes == [5, 1, 1, 1]
 
     asyncio.run(main())
     world.close()
     reader.close()
 
 
-def test_a_run_of_instant_steps_writes_its_items_in_batches_yet_soon(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from world import _context
-
-    monkeypatch.setattr(_context, "STEP_DRAIN_AGE", 0.5)  # well above 20 fsyncs under load
+def test_a_step_writes_the_items_before_it_first_unless_it_is_not_ordered(tmp_path: Path) -> None:
     world = LocalWorld(tmp_path / "data")
     reader = LocalWorld(tmp_path / "data")
-    seen: list[int] = []
+    seen: dict[str, int] = {}
 
     async def flow(ctx: WorkflowContext, _: Any) -> int:
-        for i in range(40):
-            world.stream_append("s", i)
-            seen.append(reader.stream_length("s"))  # what another process sees now
-            await ctx.step(f"s{i}", lambda: None)  # instant: the loop never turns
-            if i == 19:
-                time.sleep(_context.STEP_DRAIN_AGE * 1.5)
+        world.stream_append("s", 0)
+
+        def look(name: str) -> None:
+            seen[name] = reader.stream_length("s")  # what another process sees meanwhile
+
+        await ctx.step("quiet", look, "quiet", ordered=False)  # e.g. a model call
+        await ctx.step("tool", look, "tool")  # an effect someone may see: items first
         return 0
 
     engine = Engine(world, {"flow": flow})
 
     async def main() -> None:
-        run_id = await engine.start("flow")
-        await engine.run(run_id)
+        await engine.run(await engine.start("flow"))
 
     asyncio.run(main())
-    # Not one write per step: the first 20 items wait together; after the pause they are
-    # written at the next step's start, so a reader never waits longer than the age.
-    assert seen[:20] == [0] * 20 and seen[21] == 21
-    assert reader.stream_length("s") == 40
+    assert seen == {"quiet": 0, "tool": 1}
     world.close()
     reader.close()
 
