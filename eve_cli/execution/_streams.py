@@ -227,7 +227,11 @@ def _int(text: str) -> int | None:
 
 
 def _ints(*values: Any) -> bool:
-    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    """Whether every value is an int (not a bool: stored keys hold exact ints)."""
+    for v in values:  # a loop, not all(...): this runs for every event a stream stores
+        if type(v) is not int and not (isinstance(v, int) and not isinstance(v, bool)):
+            return False
+    return True
 
 
 def strip_key(item: dict[str, Any]) -> dict[str, Any]:

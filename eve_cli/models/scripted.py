@@ -106,7 +106,8 @@ def _tool_call(raw: dict[str, Any], n: int, i: int) -> ToolCall:
     call_id = str(raw.get("id") or f"call_{n}_{i}")
     arguments = raw.get("arguments", {})
     if isinstance(arguments, dict):  # a copy: the parsed script is shared between turns
-        return ToolCall(call_id, str(raw.get("name")), copy.deepcopy(arguments))
+        copied = copy.deepcopy(arguments) if arguments else {}
+        return ToolCall(call_id, str(raw.get("name")), copied)
     return ToolCall(
         call_id,
         str(raw.get("name")),
