@@ -250,18 +250,30 @@ class StreamStore:
             out.append([rec.get("v") for _, rec in parsed.records])
         return out
 
-    def digest(self, name: str, count: int) -> tuple[int, int] | None:
-        """(bytes, crc32) of the data file up to the end of item `count` (None: fewer items)."""
+    def digest(
+        self, name: str, count: int, after: tuple[int, Any] | None = None
+    ) -> tuple[int, int] | None:
+        """(bytes, crc32) of the data file up to the end of item `count` (None: fewer items);
+        given `after`, a digest just checked for fewer items, only the bytes after them are
+        read (the crc continues from theirs)."""
         offsets, n, data_end = self._index(name)
         if count > n:
             return None
         stop = offsets[count] if count < n else data_end
         if stop == 0:
             return 0, 0
+        start, crc = 0, 0
+        if after is not None and 0 <= after[0] <= count and isinstance(after[1], tuple):
+            known = offsets[after[0]] if after[0] < n else data_end
+            if after[1][0] == known:  # its bytes end where that item does: continue from it
+                start, crc = known, after[1][1]
         data_path, _ = self._files(name)
         with open(data_path, "rb") as f:
-            data = f.read(stop)
-        return len(data), zlib.crc32(data)
+            f.seek(start)
+            data = f.read(stop - start)
+        if len(data) != stop - start:
+            return None  # shorter than its index says: read it all again next time
+        return stop, zlib.crc32(data, crc)
 
     async def tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
         if start < 0:

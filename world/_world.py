@@ -226,10 +226,13 @@ class World(ABC):
     @abstractmethod
     def stream_length(self, name: str) -> int: ...
 
-    def stream_digest(self, name: str, count: int) -> Any:
+    def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
         """A checksum of the stored form of the first `count` items (None: this world cannot
         tell cheaply). Equal digests mean those items are unchanged, so a reader may keep
-        what it derived from them instead of reading them again; damage changes it."""
+        what it derived from them instead of reading them again; damage changes it.
+
+        `after=(count0, digest0)`: the caller has just seen `digest0` be the digest of the
+        first `count0` items; a world may then checksum only the items after them."""
         return None
 
     @abstractmethod

@@ -476,8 +476,8 @@ class LocalWorld(World):
     def stream_length(self, name: str) -> int:
         return self._streams.length(name)
 
-    def stream_digest(self, name: str, count: int) -> Any:
-        return self._streams.digest(name, count)
+    def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
+        return self._streams.digest(name, count, after)
 
     def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
         return self._streams.tail(name, start)

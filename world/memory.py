@@ -220,13 +220,21 @@ class MemoryWorld(World):
         parsed = _journal.parse(b"".join(chosen), 0, f"memory:stream:{name}")
         return [rec["v"] for _, rec in parsed.records]
 
-    def stream_digest(self, name: str, count: int) -> Any:
+    def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
         check_name(name, "stream name")
         with self._lock:
             frames = self._streams.get(name, [])
             if count > len(frames):
                 return None
-            return count, zlib.crc32(b"".join(frames[:count]))
+            first, crc = 0, 0
+            if (
+                after is not None
+                and isinstance(after[1], tuple)
+                and after[1][0] == after[0]
+                and 0 <= after[0] <= count
+            ):
+                first, crc = after[0], after[1][1]
+            return count, zlib.crc32(b"".join(frames[first:count]), crc)
 
     def stream_length(self, name: str) -> int:
         check_name(name, "stream name")

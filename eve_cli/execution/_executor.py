@@ -152,9 +152,11 @@ class Executor:
         name = history_stream(session_id)
         kept = self._windows.pop(session_id, None)
         items: list[dict[str, Any]] = []
+        checked = None  # (count, digest) seen unchanged just now
         if kept is not None and kept[0] == start and start + len(kept[1]) <= end:
             unchanged = self.world.stream_digest(name, start + len(kept[1])) == kept[2]
             items = list(kept[1]) if unchanged else []
+            checked = (start + len(items), kept[2]) if unchanged else None
         if start + len(items) < end:
             first = start + len(items)
             fresh = [strip_key(m) for m in self.world.stream_read(name, first, end)]
@@ -163,7 +165,7 @@ class Executor:
             # Texts of items not read yet (appended past ``end``) stay.
             if left := {i: t for i, t in (texts or {}).items() if i >= first + len(fresh)}:
                 self._texts[session_id] = left
-        digest = self.world.stream_digest(name, start + len(items))
+        digest = self.world.stream_digest(name, start + len(items), checked)
         if digest is not None:
             self._windows[session_id] = (start, items, digest)
             while len(self._windows) > _KEPT_WINDOWS:

@@ -178,8 +178,10 @@ class ViewCache:
         folded, frozen = (
             (cached[0], cached[2]) if cached is not None else (ViewFold(session_id), [])
         )
+        checked = (folded.view["events"], cached[1]) if cached is not None else None
         folded.feed(read(folded.view["events"]))
-        digest = self.world.stream_digest(stream, folded.view["events"])
+        # What was checked just now is not read again: only the events fed since.
+        digest = self.world.stream_digest(stream, folded.view["events"], checked)
         if digest is not None:
             self._folds[session_id] = (folded, digest, frozen)
             while len(self._folds) > self.size:

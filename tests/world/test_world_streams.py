@@ -381,6 +381,25 @@ def test_digest_covers_a_prefix_and_changes_with_its_bytes(world: World) -> None
         assert world.stream_digest("dig", 2) != two
 
 
+def test_a_digest_continued_from_a_checked_prefix_equals_the_whole_digest(world: World) -> None:
+    for i in range(5):
+        world.stream_append("cont", {"i": i, "pad": "x" * i})
+    two = world.stream_digest("cont", 2)
+    assert two is not None
+    for count in (2, 3, 5):  # continued from the first two items: the same as read whole
+        assert world.stream_digest("cont", count, (2, two)) == world.stream_digest("cont", count)
+    assert world.stream_digest("cont", 6, (2, two)) is None  # more items than stored
+    assert world.stream_digest("cont", 5, (2, "not a digest")) == world.stream_digest("cont", 5)
+    if isinstance(world, LocalWorld):  # a digest that does not end where item 2 does: ignored
+        whole = world.stream_digest("cont", 5)
+        assert world.stream_digest("cont", 5, (2, (1, 0))) == whole
+        data = world.path / "streams" / "cont.msgpack"
+        raw = bytearray(data.read_bytes())
+        raw[-3] ^= 0xFF  # inside the last item: a continued digest still sees it
+        data.write_bytes(bytes(raw))
+        assert world.stream_digest("cont", 5, (2, two)) != whole
+
+
 def test_a_tail_wakes_at_an_append_of_its_own_process_without_the_notify_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
