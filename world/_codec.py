@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import sys
+import threading
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, cast
@@ -61,7 +62,18 @@ def _default(obj: Any) -> Any:
 
 
 def _pack(value: Any) -> bytes:
+    # A fresh packer: `_default` calls this while a thread's packer (`encode`) is mid-pack.
     return msgpack.packb(value, default=_default, use_bin_type=True, strict_types=True)  # type: ignore[no-any-return]
+
+
+class _Packers(threading.local):
+    """One packer per thread: making one costs as much as packing a small record."""
+
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(default=_default, use_bin_type=True, strict_types=True)
+
+
+_PACKERS = _Packers()
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
@@ -107,7 +119,7 @@ def _find_model(name: str) -> Any:
 def encode(value: Any, what: str = "value") -> bytes:
     """Encode `value`; on failure raise `SerializationError` naming the path (from `what`)."""
     try:
-        return _pack(value)
+        return _PACKERS.packer.pack(value)  # type: ignore[no-any-return]
     except (TypeError, ValueError, OverflowError) as exc:
         path, reason = find_unserializable(value, what)
         raise SerializationError(f"cannot serialize {path}: {reason or exc}", path) from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,8 +58,16 @@ def frame(record: dict[str, Any], what: str = "record") -> bytes:
     return frame_body(body)
 
 
+class _FramePackers(threading.local):
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(use_bin_type=True)  # one per thread: see _codec._Packers
+
+
+_FRAMES = _FramePackers()
+
+
 def frame_body(body: bytes) -> bytes:
-    out: bytes = msgpack.packb([FRAME_VERSION, zlib.crc32(body), body], use_bin_type=True)
+    out: bytes = _FRAMES.packer.pack([FRAME_VERSION, zlib.crc32(body), body])
     return out
 
 

@@ -91,3 +91,25 @@ def test_unknown_extension_types_survive_a_round_trip() -> None:
 
 def test_uuid_is_compact() -> None:
     assert len(encode(UUID(int=1))) <= 18
+
+
+def test_the_kept_packer_is_not_spoiled_by_a_failed_or_nested_encoding() -> None:
+    import threading
+
+    from world import _codec
+
+    nested = {"t": (1, (2, {3, 4}), frozenset({5})), "when": dt.timedelta(seconds=3)}
+    first = _codec.encode(nested)
+    with pytest.raises(SerializationError):
+        _codec.encode({"ok": 1, "bad": [object()]})  # fails halfway through packing
+    assert _codec.encode(nested) == first  # nothing of the failed one is left in the packer
+    assert _codec.decode(first) == nested
+    assert _codec.encode({"b": 1}) == msgpack.packb({"b": 1})
+    seen: list[bytes] = []
+    threads = [threading.Thread(target=lambda: seen.append(_codec.encode(nested)))
+               for _ in range(4)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [first] * 4
