@@ -100,8 +100,10 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
     host.snap.tokens += response["usage"]["input"] + response["usage"]["output"]
     calls = response["tool_calls"]
     # The reply is an item of the history stream (stored by the call's step); the event refers
-    # to it (``_h``) and readers see its text.
-    host.emit("message.completed", {"role": "assistant", "_h": response["h"]}, prefix, index)
+    # to it (``_h``) and readers see its text. An empty text is stored as it is: a reader then
+    # has nothing to look up (most steps of a tool loop say nothing).
+    said = {"_h": response["h"]} if response["text"] else {"text": ""}
+    host.emit("message.completed", {"role": "assistant", **said}, prefix, index)
     if not calls:
         return StepResult("done")
     host.emit(

@@ -77,7 +77,12 @@ def test_stored_events_refer_to_history_and_read_as_spec(
     tmp_path: Path, make_agent: AgentFactory
 ) -> None:
     agent = make_agent(
-        script=[reply("Let me check.", call("echo", text="hi")), reply("All done."), reply("Bye")],
+        script=[
+            reply("Let me check.", call("echo", text="hi")),
+            reply("", call("echo", text="again")),  # a step that says nothing
+            reply("All done."),
+            reply("Bye"),
+        ],
         tools={"e": ECHO},
     )
     rt = Runtime(data_dir=tmp_path / "data", agent_dir=agent)
@@ -87,12 +92,15 @@ def test_stored_events_refer_to_history_and_read_as_spec(
     received = [(e["turnId"], e["text"]) for e in events if e["type"] == "message.received"]
     assert received == [("t1", "first question"), ("t2", "second")]
     completed = [e["text"] for e in events if e["type"] == "message.completed"]
-    assert completed == ["Let me check.", "All done.", "Bye"]
+    assert completed == ["Let me check.", "", "All done.", "Bye"]
 
-    # Stored: the texts are not copied into the event stream, only referenced.
+    # Stored: the texts are not copied into the event stream, only referenced; an empty one
+    # is stored as it is (nothing to look up).
     stored = [unpack(i) for i in rt.world.stream_read(f"events.{sid}")]
     messages = [i for i in stored if i["type"] in ("message.received", "message.completed")]
-    assert len(messages) == 5 and all("text" not in i and "_h" in i for i in messages)
+    said = [i for i in messages if i.get("text") != ""]
+    assert len(messages) == 6 and len(said) == 5
+    assert all("text" not in i and "_h" in i for i in said)
     # Nor the session's continuation token (the run's meta has it): readers see it again;
     # times count whole milliseconds from the session's creation (also in the meta).
     meta = rt.engine.info(sid).meta
