@@ -10,7 +10,9 @@ its last :data:`INLINE_AFTER` runs each took under :data:`INLINE_LIMIT`. The hop
 then costs more than the tool (~0.08 ms a step on these machines). It runs with the caller's
 context variables and with no running event loop visible, as on a thread (so a tool that calls
 ``asyncio.run`` works either way). A tool that once holds the loop longer than the caller's
-wait runs on threads for the rest of the process.
+wait runs on threads for the rest of the process. A tool that waits for the caller's loop
+(``run_coroutine_threadsafe``) never qualifies: while the caller holds the loop, such a run
+takes at least the wait, so it cannot deadlock by running on the loop's own thread.
 """
 
 from __future__ import annotations

@@ -168,6 +168,31 @@ def test_an_instant_sync_tool_runs_on_the_callers_thread_until_it_holds_the_loop
     asyncio.run(main())
 
 
+def test_a_sync_tool_that_waits_on_the_loop_never_runs_inline() -> None:
+    import threading
+
+    from eve_cli._tool_threads import INLINE_AFTER, run_sync
+
+    loop_box: list[asyncio.AbstractEventLoop] = []
+
+    def bridged() -> str:
+        async def answer() -> str:
+            return "from the loop"
+
+        # Waits for the caller's loop: held by the caller, this takes at least the wait, so
+        # the tool is never proven instant (inline, it would wait for itself forever).
+        value = asyncio.run_coroutine_threadsafe(answer(), loop_box[0]).result(timeout=5)
+        return f"{value} on {threading.current_thread().name}"
+
+    async def main() -> None:
+        loop_box.append(asyncio.get_running_loop())
+        for _ in range(INLINE_AFTER + 3):
+            result = await run_sync(bridged, {}, wait=0.002)
+            assert result.startswith("from the loop on eve-tool")
+
+    asyncio.run(main())
+
+
 def test_tool_threads_end_when_idle_and_every_job_runs() -> None:
     import threading
     import time
