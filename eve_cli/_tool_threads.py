@@ -29,6 +29,7 @@ from typing import Any
 
 QUICK_WAIT = 0.002
 IDLE_SECONDS = 5.0  # a tool thread waits this long for more work, then ends
+MAX_THREADS = 64  # sync tool calls running at once in a process; more wait for a thread
 INLINE_AFTER = 8  # quick runs in a row before a tool may run on the caller's thread
 INLINE_LIMIT = 0.0005  # seconds: a run this short counts as quick
 
@@ -36,12 +37,16 @@ _Job = tuple["concurrent.futures.Future[Any]", Callable[[], Any]]
 
 
 class ToolThreads:
-    """Runs callables on daemon threads that end when idle (at most one per call in flight)."""
+    """Runs callables on daemon threads that end when idle: one per call in flight, up to
+    ``most`` at once (later calls wait for a thread to finish one, as in a pool)."""
 
-    def __init__(self, idle: float = IDLE_SECONDS) -> None:
+    def __init__(self, idle: float = IDLE_SECONDS, most: int = MAX_THREADS) -> None:
         self._idle_seconds = idle
+        self._most = most
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._idle = 0  # threads waiting for a job and not yet promised one
+        self._threads = 0  # threads alive
+        self._waiting = 0  # jobs queued with no thread promised (all `most` busy)
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
@@ -51,6 +56,10 @@ class ToolThreads:
             if self._idle > 0:
                 self._idle -= 1  # a waiting thread takes it
                 return future
+            if self._threads >= self._most:
+                self._waiting += 1  # the next thread to finish a job takes it
+                return future
+            self._threads += 1
         threading.Thread(target=self._work, name="eve-tool", daemon=True).start()
         return future
 
@@ -62,6 +71,7 @@ class ToolThreads:
                 with self._lock:
                     if self._jobs.empty():  # nothing was promised to this thread: it ends
                         self._idle -= 1
+                        self._threads -= 1
                         return
                 continue
             if future.set_running_or_notify_cancel():
@@ -71,7 +81,10 @@ class ToolThreads:
                     future.set_exception(exc)
             del future, fn
             with self._lock:
-                self._idle += 1
+                if self._waiting > 0:
+                    self._waiting -= 1  # this thread takes a queued job next
+                else:
+                    self._idle += 1
 
 
 _THREADS = ToolThreads()

@@ -123,6 +123,32 @@ def test_sync_tools_run_on_tool_threads_and_a_brief_wait_holds_the_loop() -> Non
     asyncio.run(main())
 
 
+def test_tool_threads_are_capped_and_calls_beyond_the_cap_wait_their_turn() -> None:
+    import threading
+    import time
+
+    from eve_cli._tool_threads import ToolThreads
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def job(i: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return i
+
+    pool = ToolThreads(idle=0.2, most=3)
+    futures = [pool.submit(lambda i=i: job(i)) for i in range(10)]  # type: ignore[misc]
+    assert [f.result(timeout=10) for f in futures] == list(range(10))
+    assert most[0] == 3  # never more than the cap at once (10 unbounded), and it was used
+    again = [pool.submit(lambda i=i: i) for i in range(5)]  # type: ignore[misc]
+    assert [f.result(timeout=10) for f in again] == list(range(5))
+
+
 def test_an_instant_sync_tool_runs_on_the_callers_thread_until_it_holds_the_loop() -> None:
     import contextvars
     import threading
