@@ -6,13 +6,15 @@ waits for a quick result first: most tools finish within :data:`QUICK_WAIT`, and
 taken that way skips the loop's wake-up from the thread (about half the cost of the hop).
 
 Such a caller runs a tool on its own thread instead once the tool has shown it is instant:
-its last :data:`INLINE_AFTER` runs each took under :data:`INLINE_LIMIT`. The hop to a thread
+its last :data:`INLINE_AFTER` runs made while a caller held the loop each took under
+:data:`INLINE_LIMIT`. The hop to a thread
 then costs more than the tool (~0.08 ms a step on these machines). It runs with the caller's
 context variables and with no running event loop visible, as on a thread (so a tool that calls
 ``asyncio.run`` works either way). A tool that once holds the loop longer than the caller's
 wait runs on threads for the rest of the process. A tool that waits for the caller's loop
 (``run_coroutine_threadsafe``) never qualifies: while the caller holds the loop, such a run
-takes at least the wait, so it cannot deadlock by running on the loop's own thread.
+takes at least the wait (and quick runs with the loop free do not count), so it cannot
+deadlock by running on the loop's own thread.
 """
 
 from __future__ import annotations
@@ -112,7 +114,9 @@ async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any], wait: float =
                 pass
         return await asyncio.wrap_future(future)
     finally:
-        if quick != _NEVER and took:
+        # Only a run made while the caller held the loop proves a tool instant: one that
+        # needs the loop (a bridge back to it) is quick only when the loop is free.
+        if quick != _NEVER and took and (wait > 0 or took[0] >= INLINE_LIMIT):
             _remember(fn, quick + 1 if took[0] < INLINE_LIMIT else 0)
 
 
