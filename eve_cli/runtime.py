@@ -447,7 +447,7 @@ class Runtime:
     def _agent_name(self, sid: str) -> str | None:
         try:
             name = self._meta(sid).get("agent")  # kept: no head read (the head is being written)
-        except (WorldError, SessionNotFoundError):
+        except (WorldError, RuntimeErrorBase):  # not (or no longer) a session: no name
             return None
         return str(name) if name else None
 

@@ -71,6 +71,7 @@ class _Packers(threading.local):
 
     def __init__(self) -> None:
         self.packer = msgpack.Packer(default=_default, use_bin_type=True, strict_types=True)
+        self.busy = False  # mid-pack: an encode from within it (a hook's code) packs afresh
 
 
 _PACKERS = _Packers()
@@ -118,8 +119,15 @@ def _find_model(name: str) -> Any:
 
 def encode(value: Any, what: str = "value") -> bytes:
     """Encode `value`; on failure raise `SerializationError` naming the path (from `what`)."""
+    packers = _PACKERS
     try:
-        return _PACKERS.packer.pack(value)  # type: ignore[no-any-return]
+        if packers.busy:  # re-entered (user code run by `_default`): the kept one is in use
+            return _pack(value)
+        packers.busy = True
+        try:
+            return packers.packer.pack(value)  # type: ignore[no-any-return]
+        finally:
+            packers.busy = False
     except (TypeError, ValueError, OverflowError) as exc:
         path, reason = find_unserializable(value, what)
         raise SerializationError(f"cannot serialize {path}: {reason or exc}", path) from None

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, model_serializer
 
 from world import SerializationError, decode, encode
 
@@ -113,3 +113,22 @@ def test_the_kept_packer_is_not_spoiled_by_a_failed_or_nested_encoding() -> None
     for t in threads:
         t.join()
     assert seen == [first] * 4
+
+
+class Reentrant(BaseModel):
+    """A model whose dump encodes something itself (user code run mid-encode)."""
+
+    x: int
+
+    @model_serializer
+    def _dump(self) -> dict[str, Any]:
+        return {"x": self.x, "inner": encode({"nested": [self.x, (1, 2)]})}
+
+
+def test_an_encode_from_within_an_encode_gets_its_own_packer() -> None:
+    value = {"a": Reentrant(x=3), "b": [1, 2, 3], "c": "after the model"}
+    first = encode(value)
+    assert decode(first)["c"] == "after the model"  # nothing of the inner pack leaked out
+    assert decode(first)["b"] == [1, 2, 3]
+    assert decode(decode(first)["a"].model_dump()["inner"]) == {"nested": [3, (1, 2)]}
+    assert encode(value) == first
