@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import sys
 import threading
 import weakref
 import zlib
@@ -211,18 +212,9 @@ class StreamStore:
         return self._index(name)[1]
 
     def read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
-        offsets, n, data_end = self._index(name)
         if start < 0:
-            start = max(n + start, 0)
-        stop = n if end is None else max(min(end, n), 0)
-        if start >= stop:
-            return []
-        first, last = offsets[start], offsets[stop] if stop < n else data_end
-        data_path, _ = self._files(name)
-        with open(data_path, "rb") as f:
-            f.seek(first)
-            data = f.read(last - first)
-        return [rec.get("v") for _, rec in _journal.parse(data, first, str(data_path)).records]
+            start = max(self.length(name) + start, 0)
+        return self.read_spans(name, [(start, sys.maxsize if end is None else end)])[0]
 
     def read_spans(self, name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
         """``read`` of each ``(start, end)`` of ``spans`` (ascending): one read of the bytes

@@ -22,7 +22,7 @@ TYPES = (
     "input.requested", "input.resolved", "compaction.requested", "compaction.completed",
     "context.cleared", "task.started", "task.settled",
 )  # fmt: skip
-_TYPE_CODES = {name: code for code, name in enumerate(TYPES)}
+TYPE_CODES = {name: code for code, name in enumerate(TYPES)}  # a type's stored number
 FIELDS = {
     "type": "y", "at": "a", "turnId": "u", "stepIndex": "s", "delta": "d", "usage": "g",
     "continuationToken": "c", "turns": "n", "steps": "m", "disposition": "p", "role": "r",
@@ -39,7 +39,7 @@ def pack(event: dict[str, Any]) -> dict[str, Any]:
     stored: dict[str, Any] = {}
     for key, value in event.items():
         if key == "type":
-            value = _TYPE_CODES.get(value, value)
+            value = TYPE_CODES.get(value, value)
         elif key == "turnId" and isinstance(value, str):
             value = _turn_number(value)
         elif key == "usage" and isinstance(value, dict) and tuple(value) == _USAGE:
@@ -77,3 +77,19 @@ def unpack(stored: dict[str, Any]) -> dict[str, Any]:
             value = dict(zip(_USAGE, value, strict=True))
         event[key] = value
     return event
+
+
+def exact_ints(*values: Any) -> bool:
+    """Whether every value is an int and not a bool (stored keys and spans hold exact ints)."""
+    for v in values:  # a loop, not all(...): this runs for every event a stream stores
+        if type(v) is not int and not (isinstance(v, int) and not isinstance(v, bool)):
+            return False
+    return True
+
+
+def delta_start(key: str) -> int | None:
+    """The text offset a delta event's key names (``<call>@<start>+<length>``), if any."""
+    if "@" not in key:
+        return None
+    start = key.rpartition("@")[2].partition("+")[0]
+    return int(start) if start.isdigit() else None

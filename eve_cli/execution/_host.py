@@ -244,7 +244,7 @@ class SessionHost:
         cached = self._window is not None and self._window_at == self._window_key()
         snap.history_len = max(snap.history_len, index + 1)
         if cached and self._window is not None and message.get("role") != SUMMARY_ROLE:
-            kept = strip_key(dict(message))
+            kept = strip_key(message)  # a copy already
             self._window.append(kept)
             self._window_tokens += message_tokens(kept)
             self._indexes.append(index)

@@ -20,12 +20,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from eve_cli._session import events_stream
-from eve_cli.execution._event_form import TYPES
+from eve_cli.execution._event_form import TYPE_CODES, delta_start, exact_ints
 from world import CorruptJournalError, World
 
 EVENTS = "e"  # form 2: the reply's delta events, as runs [start, count, ...]
 LENGTH = "n"  # form 2: the length of the text those events hold
-_APPENDED = TYPES.index("message.appended")
+_APPENDED = TYPE_CODES["message.appended"]
 
 
 class HistoryDamageError(CorruptJournalError):
@@ -75,7 +75,7 @@ def refers(item: Any) -> bool:
 def event_indexes(item: Mapping[str, Any]) -> list[int]:
     """The events a form-2 item refers to, in text order ([] when ``e`` is malformed)."""
     spans = item.get(EVENTS)
-    if not isinstance(spans, list) or len(spans) % 2 or not _ints(spans):
+    if not isinstance(spans, list) or len(spans) % 2 or not exact_ints(*spans):
         return []
     return [i for start, count in zip(spans[::2], spans[1::2], strict=True)
             for i in range(start, start + count)]  # fmt: skip
@@ -182,13 +182,6 @@ def _delta(event: Any) -> str | None:
 
 def _start(key: Any) -> int | None:
     """The text offset a delta's stored key names (``[gen, start]`` or ``...@start+len``)."""
-    if isinstance(key, list) and len(key) == 2 and _ints(key):
+    if isinstance(key, list) and len(key) == 2 and exact_ints(*key):
         return int(key[1])
-    if isinstance(key, str) and "@" in key:
-        start = key.rpartition("@")[2].partition("+")[0]
-        return int(start) if start.isdigit() else None
-    return None
-
-
-def _ints(values: list[Any]) -> bool:
-    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return delta_start(key) if isinstance(key, str) else None

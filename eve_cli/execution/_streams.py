@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from eve_cli._session import history_stream
-from eve_cli.execution._event_form import TYPES, pack, unpack
+from eve_cli.execution._event_form import TYPE_CODES, delta_start, exact_ints, pack, unpack
 from eve_cli.execution._replies import resolve
 from world import World
 
@@ -148,16 +148,15 @@ class KeyedStream:
         return index
 
 
-_CODES = {name: code for code, name in enumerate(TYPES)}
-_WAITING = _CODES["session.waiting"]
-_TURN_KEYS = {_CODES[f"turn.{end}"]: "end" for end in ("completed", "failed", "cancelled")}
-_TURN_KEYS[_CODES["turn.started"]] = "start"
-_STEP_KEYS = {_CODES["step.started"]: "start", _CODES["step.completed"]: "done",
-              _CODES["step.failed"]: "fail", _CODES["message.completed"]: "0"}  # fmt: skip
-_RECEIVED = _CODES["message.received"]
+_WAITING = TYPE_CODES["session.waiting"]
+_TURN_KEYS = {TYPE_CODES[f"turn.{end}"]: "end" for end in ("completed", "failed", "cancelled")}
+_TURN_KEYS[TYPE_CODES["turn.started"]] = "start"
+_STEP_KEYS = {TYPE_CODES["step.started"]: "start", TYPE_CODES["step.completed"]: "done",
+              TYPE_CODES["step.failed"]: "fail", TYPE_CODES["message.completed"]: "0"}  # fmt: skip
+_RECEIVED = TYPE_CODES["message.received"]
 
 
-_APPENDED = _CODES["message.appended"]
+_APPENDED = TYPE_CODES["message.appended"]
 
 
 class EventKeys:
@@ -171,29 +170,29 @@ class EventKeys:
     def pack(self, item: dict[str, Any], key: str, gen: int) -> Any:
         if self.unpack(item, gen) == key:
             return gen
-        start = key.rpartition("@")[2].partition("+")[0]
-        return [gen, int(start)] if item.get("y") == _APPENDED and start.isdigit() else key
+        start = delta_start(key)
+        return [gen, start] if item.get("y") == _APPENDED and start is not None else key
 
     def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
         code, turn, step = item.get("y"), item.get("u"), item.get("s")
         if isinstance(stored, list) and len(stored) == 2 and code == _APPENDED:
             gen, start = stored
             delta = item.get("d")
-            if _ints(gen, start, turn, step) and isinstance(delta, str):
+            if exact_ints(gen, start, turn, step) and isinstance(delta, str):
                 return f"{gen}:t{turn}:{step}:0:d@{start}+{len(delta)}"
             return None
-        if not _ints(stored):
+        if not exact_ints(stored):
             return None
         gen = stored
         if code == _WAITING and "u" not in item:
             return f"{gen}:g{gen}:wait"
-        if not _ints(turn):
+        if not exact_ints(turn):
             return None
         if code in _TURN_KEYS and "s" not in item:
             return f"{gen}:t{turn}:{_TURN_KEYS[code]}"
         if code == _RECEIVED and item.get("p") == "started" and "s" not in item:
             return f"{gen}:t{turn}:in:m"
-        if code in _STEP_KEYS and _ints(step):
+        if code in _STEP_KEYS and exact_ints(step):
             return f"{gen}:t{turn}:{step}:{_STEP_KEYS[code]}"
         return None
 
@@ -212,7 +211,7 @@ class HistoryKeys:
         return key
 
     def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
-        if not isinstance(stored, list) or not _ints(*stored):
+        if not isinstance(stored, list) or not exact_ints(*stored):
             return None
         role = item.get("role")
         if len(stored) == 2 and role == "user":
@@ -224,14 +223,6 @@ class HistoryKeys:
 
 def _int(text: str) -> int | None:
     return int(text) if text.isdigit() else None
-
-
-def _ints(*values: Any) -> bool:
-    """Whether every value is an int (not a bool: stored keys hold exact ints)."""
-    for v in values:  # a loop, not all(...): this runs for every event a stream stores
-        if type(v) is not int and not (isinstance(v, int) and not isinstance(v, bool)):
-            return False
-    return True
 
 
 def strip_key(item: dict[str, Any]) -> dict[str, Any]:
