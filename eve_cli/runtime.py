@@ -30,7 +30,7 @@ from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._streams import EventReader, KeyedStream, stored_event
-from eve_cli.execution._view import TAIL, ViewCache, fold, summary
+from eve_cli.execution._view import TAIL, fold, summary
 from eve_cli.harness._input import compact_message
 from world import (
     Engine,
@@ -124,7 +124,7 @@ class Runtime:
         self._world_is_memory = world is not None and type(world).__name__ == "MemoryWorld"
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
-        self._views = ViewCache(self.world)
+        self._views = self.executor.views
         self._metas: dict[str, dict[str, Any]] = {}  # a session's meta never changes
         self.engine.head_note = self._head_note
         self._agent: AgentDefinition | None = None
@@ -360,7 +360,11 @@ class Runtime:
             world.OwnershipError: another process drives this session.
         """
         self._meta(sid)
-        await self.engine.run(sid, wait=wait)
+        try:
+            await self.engine.run(sid, wait=wait)
+        except BaseException:
+            self._views.forget(sid)  # it may have taken events that were not stored
+            raise
         if not view:
             return {"id": sid, "status": self._status(sid)}
         return self.session(sid)

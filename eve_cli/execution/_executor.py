@@ -18,6 +18,7 @@ from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, WindowState
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
 from eve_cli.execution._turn import turn_workflow
+from eve_cli.execution._view import ViewCache
 from world import Engine, WorkflowContext, World
 
 _KEPT_WINDOWS = 32
@@ -65,6 +66,7 @@ class Executor:
         self._states: OrderedDict[str, WindowState] = OrderedDict()  # see extend_window
         # session id -> {history index: text} of replies this process stored by reference
         self._texts: OrderedDict[str, dict[int, str]] = OrderedDict()
+        self.views = ViewCache(world)  # session views; fed by the hosts as they emit
         self.engine = Engine(
             world,
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},

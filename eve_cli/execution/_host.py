@@ -16,7 +16,14 @@ from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import pack, unpack
 from eve_cli.execution._replies import referring, resolve
-from eve_cli.execution._streams import KEY, EventKeys, HistoryKeys, stored_time, strip_key
+from eve_cli.execution._streams import (
+    KEY,
+    REF,
+    EventKeys,
+    HistoryKeys,
+    stored_time,
+    strip_key,
+)
 from eve_cli.harness._compaction import summary_message
 from eve_cli.models import Message, Model, resolve_model
 from eve_cli.models._tokens import message_tokens
@@ -183,7 +190,15 @@ class SessionHost:
     ) -> Any:
         return await self.ctx.step(name, fn, ordered=ordered)
 
-    def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
+    def emit(
+        self,
+        type: str,
+        data: dict[str, Any],
+        key: str,
+        step: int | None = None,
+        *,
+        text: str | None = None,
+    ) -> None:
         # stored_event(type, now, {scope..., **data}, since) built as one dict (several a step)
         event: dict[str, Any] = {"type": type, "at": stored_time(time.time(), self._since)}
         if self.turn_id is not None:
@@ -191,7 +206,16 @@ class SessionHost:
         if step is not None:
             event["stepIndex"] = step
         event.update(data)
-        self.events.append(key, pack(event))
+        index = self.events.append(key, pack(event))
+        if index is None or self._since is None or (REF in data and text is None):
+            return
+        # The session's kept view takes the event as written: a view after the turn reads
+        # none of the turn's events back.
+        fold = self.executor.views.awaiting(self.snap.id, index)
+        if fold is not None:
+            if REF in data:
+                event["text"] = text
+            fold.take(event, round(self._since * 1000))
 
     def emitted_keys(self, prefix: str) -> list[str]:
         return self.events.keys_starting(prefix)

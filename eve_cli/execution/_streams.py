@@ -108,15 +108,15 @@ class KeyedStream:
             return [k[len(self.prefix) :] for k in self._by_head.get(full, [])]
         return [k[len(self.prefix) :] for k in keys if k.startswith(full)]
 
-    def append(self, key: str, item: dict[str, Any]) -> bool:
-        """Append ``item`` under ``key`` unless it is already there; True when written.
-        ``item`` becomes the stream's: the caller does not use it again."""
+    def append(self, key: str, item: dict[str, Any]) -> int | None:
+        """Append ``item`` under ``key`` unless it is already there; its index when written
+        now, None when it was there. ``item`` becomes the stream's: the caller does not use
+        it again."""
         keys = self._loaded()
         full = self.prefix + key
         if full in keys:
-            return False
-        self._store(keys, full, item)
-        return True
+            return None
+        return self._store(keys, full, item)
 
     def index_of(self, key: str) -> int | None:
         """Where the item stored under ``key`` is; None when there is none."""

@@ -13,7 +13,25 @@ from collections.abc import Callable
 from typing import Any
 
 from eve_cli.execution._frozen import freeze
-from world import World
+from eve_cli.execution._streams import iso_from_ms
+from world import World, decode, encode
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))  # read back as they were stored
+
+
+def as_read(value: Any) -> Any:
+    """A copy of ``value`` as reading it back gives it: lists and str-keyed dicts of plain
+    values copied as they are, anything else encoded and decoded."""
+    if type(value) is dict:
+        copied = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                return decode(encode(value))
+            copied[k] = v if type(v) in _PLAIN else as_read(v)
+        return copied
+    if type(value) is list:
+        return [v if type(v) in _PLAIN else as_read(v) for v in value]
+    return decode(encode(value))
 
 
 class ViewFold:
@@ -38,12 +56,31 @@ class ViewFold:
         }
         self.turn: dict[str, Any] | None = None
         self.step: dict[str, Any] | None = None
+        self._created_ms = 0  # the base of the times :meth:`take` was given
 
     def feed(self, events: list[dict[str, Any]]) -> ViewFold:
         for event in events:
             self._apply(event)
         self.view["events"] += len(events)
         return self
+
+    def take(self, event: dict[str, Any], created_ms: int) -> None:
+        """Fold one event as its writer has it, not read back: full field names, ``text``
+        for the text its ``_h`` refers to, ``at`` as stored (ms since the session's
+        creation, ``created_ms`` since the epoch). The event becomes the fold's; its values
+        are copied as a read would give them, so nothing the writer keeps is shared."""
+        for key, value in event.items():
+            if type(value) not in _PLAIN:
+                event[key] = as_read(value)
+        self._apply(event)
+        self.view["events"] += 1
+        self._created_ms = created_ms
+
+    def times(self) -> None:
+        """Times taken as stored (see :meth:`take`) in their ISO form, as events have them."""
+        for field in ("createdAt", "updatedAt"):
+            if type(self.view[field]) is int:
+                self.view[field] = iso_from_ms(self._created_ms + self.view[field])
 
     def _apply(self, event: dict[str, Any]) -> None:
         view, turn, step = self.view, self.turn, self.step
@@ -147,43 +184,67 @@ class ViewFold:
             view["compactions"] += 1
 
 
+class _Kept:
+    """A session's fold as kept: the digest of the first ``count`` events (what was checked
+    against the stream, at most what the fold took) and its finished turns frozen."""
+
+    __slots__ = ("count", "digest", "fold", "frozen")
+
+    def __init__(self, fold: ViewFold, count: int, digest: Any, frozen: list[Any]) -> None:
+        self.fold, self.count, self.digest, self.frozen = fold, count, digest, frozen
+
+
 class ViewCache:
     """Session views folded so far, each fed only the events appended since.
 
     A fold is reused only while the world's digest of the events it folded is unchanged, so
     damage to stored events is reported on the next read just as a fresh fold reports it. A
-    world without digests folds afresh every time. Callers get a copy of the view; its turns
-    before the last (which events no longer change) are read-only and shared by every copy
-    handed out since (see :mod:`eve_cli.execution._frozen`): copying them anew for each call
-    cost what the session's age does.
+    world without digests folds afresh every time. The process that writes a session's
+    events feeds them to its kept fold as it writes them (:meth:`awaiting`), so a view after
+    a turn reads none of them back; the digest then takes their stored bytes in. Callers get
+    a copy of the view; its turns before the last (which events no longer change) are
+    read-only and shared by every copy handed out since (see
+    :mod:`eve_cli.execution._frozen`): copying them anew for each call cost what the
+    session's age does.
     """
 
     def __init__(self, world: World, size: int = 32) -> None:
         self.world = world
         self.size = size
-        # session id -> (fold, digest of the events it folded, its finished turns frozen)
-        self._folds: OrderedDict[str, tuple[ViewFold, Any, list[Any]]] = OrderedDict()
+        self._folds: OrderedDict[str, _Kept] = OrderedDict()
+
+    def awaiting(self, session_id: str, index: int) -> ViewFold | None:
+        """The kept fold of ``session_id`` if event ``index`` is the next it takes (the
+        writer of that event feeds it then); None otherwise."""
+        kept = self._folds.get(session_id)
+        return kept.fold if kept is not None and kept.fold.view["events"] == index else None
+
+    def forget(self, session_id: str) -> None:
+        """Drop the kept fold (what it was fed may not have been stored)."""
+        self._folds.pop(session_id, None)
 
     def view(
         self, session_id: str, stream: str, read: Callable[[int], list[dict[str, Any]]]
     ) -> dict[str, Any]:
         """The view of ``session_id`` whose events are ``stream``; ``read(start)`` returns
         the stored events from ``start`` (as readers see them)."""
-        cached = self._folds.pop(session_id, None)
-        if (
-            cached is not None
-            and self.world.stream_digest(stream, cached[0].view["events"]) != cached[1]
-        ):
-            cached = None  # rewritten or damaged since: read it all again
-        folded, frozen = (
-            (cached[0], cached[2]) if cached is not None else (ViewFold(session_id), [])
-        )
-        checked = (folded.view["events"], cached[1]) if cached is not None else None
+        kept = self._folds.pop(session_id, None)
+        if kept is not None and self.world.stream_digest(stream, kept.count) != kept.digest:
+            kept = None  # rewritten or damaged since: read it all again
+        checked = (kept.count, kept.digest) if kept is not None else None
+        folded = kept.fold if kept is not None else ViewFold(session_id)
         folded.feed(read(folded.view["events"]))
         # What was checked just now is not read again: only the events fed since.
         digest = self.world.stream_digest(stream, folded.view["events"], checked)
+        if digest is None and kept is not None and checked is not None:
+            # Fed more than is stored (a write failed after the fold took it): fold afresh.
+            folded, kept = ViewFold(session_id), None
+            folded.feed(read(0))
+            digest = self.world.stream_digest(stream, folded.view["events"])
+        frozen = kept.frozen if kept is not None else []
+        folded.times()
         if digest is not None:
-            self._folds[session_id] = (folded, digest, frozen)
+            self._folds[session_id] = _Kept(folded, folded.view["events"], digest, frozen)
             while len(self._folds) > self.size:
                 self._folds.popitem(last=False)
         return _copy(folded.view, frozen)

@@ -41,8 +41,17 @@ class StepHost(Protocol):
         not ``ordered`` (a model call, which nobody can observe while it runs)."""
         ...
 
-    def emit(self, type: str, data: dict[str, Any], key: str, step: int | None = None) -> None:
-        """Append an event (idempotent by ``key``)."""
+    def emit(
+        self,
+        type: str,
+        data: dict[str, Any],
+        key: str,
+        step: int | None = None,
+        *,
+        text: str | None = None,
+    ) -> None:
+        """Append an event (idempotent by ``key``). ``text``: the text of the history item
+        an ``_h`` in ``data`` refers to (what readers see; the writer need not read it)."""
         ...
 
     def emitted_keys(self, prefix: str) -> list[str]:

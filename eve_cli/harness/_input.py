@@ -44,9 +44,16 @@ def fold_message(
     """
     if index is None:
         index = host.append_history({"role": "user", "content": text}, f"{key}:u")
+        held = text
     else:
-        host.adopt_history(index)
-    host.emit("message.received", {"_h": index, "disposition": disposition}, f"{key}:m", step)
+        held = str(host.adopt_history(index).get("content") or "")
+    host.emit(
+        "message.received",
+        {"_h": index, "disposition": disposition},
+        f"{key}:m",
+        step,
+        text=held,
+    )
 
 
 def apply_delivery(

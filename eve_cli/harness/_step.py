@@ -103,7 +103,9 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
     # to it (``_h``) and readers see its text. An empty text is stored as it is: a reader then
     # has nothing to look up (most steps of a tool loop say nothing).
     said = {"_h": response["h"]} if response["text"] else {"text": ""}
-    host.emit("message.completed", {"role": "assistant", **said}, prefix, index)
+    host.emit(
+        "message.completed", {"role": "assistant", **said}, prefix, index, text=response["text"]
+    )
     if not calls:
         return StepResult("done")
     host.emit(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_support import AgentFactory, call, reply
+from rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
 
 from eve_cli._loader import AgentLoadError
 from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
@@ -165,6 +165,104 @@ def test_session_view_read_again_matches_a_fresh_fold_and_reports_damage(
         data.write_bytes(bytes(raw))
         with pytest.raises(CorruptJournalError):
             rt.session(sid)
+
+    asyncio.run(main())
+
+
+def test_a_view_fed_as_events_are_written_equals_one_read_back(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    """The writer's kept view takes each event as it is written; after every kind of turn
+    it is what a fresh fold of the stored events gives (and another process's view), and
+    what a tool does to values it returned later changes nothing in it."""
+    from eve_cli.execution._view import fold
+
+    keep = tool_file(
+        """
+        from typing import Any
+
+        KEPT = []
+
+        @tool
+        def keep(items: Any, tag: Any) -> dict:
+            \"\"\"Returns what it got, and changes what it returned before.\"\"\"
+            for old in KEPT:
+                old["items"].append(-1)
+                old["tag"]["changed"] = 1
+            KEPT.append({"items": items, "tag": tag, "when": (1, 2)})
+            return KEPT[-1]
+
+        @tool
+        def broken() -> str:
+            \"\"\"Fails.\"\"\"
+            raise ValueError("no")
+        """
+    )
+    agent = make_agent(
+        script=[
+            reply("hello there"),
+            reply("", call("keep", items=[1, 2], tag={"a": 1}), call("broken")),
+            reply("", call("keep", items=[3], tag={"b": 2})),
+            reply("kept"),
+            reply("", call("danger", x=1)),
+            reply("", call("ask_question", question="colour?")),
+            reply("", call("researcher", task="find x")),
+            reply("all done"),
+            reply("after the summary"),
+        ],
+        tools={"keep": keep, "danger": DANGER_TOOL},
+        subagents={"researcher": {"script": [reply("x is 42")], "instructions": "Research."}},
+    )
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        views = [await rt.drive(sid)]
+
+        async def check() -> dict[str, Any]:
+            view = rt.session(sid)
+            other = Runtime(agent_dir=agent, load_agent=False)
+            try:
+                assert view == other.session(sid)
+            finally:
+                other.close()
+            fresh = fold(sid, rt.events(sid))
+            assert {k: view[k] for k in fresh if k not in ("agent", "mode", "model")} == {
+                k: v for k, v in fresh.items() if k not in ("agent", "mode", "model")
+            }
+            views.append(view)
+            return view
+
+        await rt.deliver(sid, "hi")
+        await rt.drive(sid)
+        assert (await check())["turns"][-1]["steps"][0]["text"] == "hello there"
+        await rt.deliver(sid, "keep")
+        await rt.drive(sid)
+        view = await check()
+        first, _, second = [a for s in view["turns"][-1]["steps"] for a in s["actions"]][:3]
+        # The second call changed what the first got and returned; the view kept them as sent.
+        assert first["arguments"] == {"items": [1, 2], "tag": {"a": 1}}
+        assert json.loads(first["output"]) == {"items": [1, 2], "tag": {"a": 1}, "when": [1, 2]}
+        assert second["arguments"] == {"items": [3], "tag": {"b": 2}}
+        await rt.deliver(sid, "danger")
+        view = await rt.drive(sid)
+        assert view["parkedOn"] == "approval" and view == await check()
+        [req] = view["pending"]
+        await rt.respond(sid, [{"requestId": req["requestId"], "approved": True}])
+        view = await rt.drive(sid)
+        assert view["parkedOn"] == "question" and view == await check()
+        [req] = view["pending"]
+        await rt.respond(sid, [{"requestId": req["requestId"], "answer": "blue"}])
+        view = await rt.drive(sid)
+        assert view["status"] == "waiting" and view == await check()
+        await rt.compact(sid)
+        await rt.drive(sid)
+        await rt.deliver(sid, "more")
+        await rt.drive(sid)
+        view = await check()
+        assert view["compactions"] == 1
+        assert view["turns"][-1]["steps"][-1]["text"] == "after the summary"
+        rt.close()
 
     asyncio.run(main())
 

@@ -194,8 +194,8 @@ def test_a_kept_keyed_stream_is_dropped_when_another_writer_appended(tmp_path: P
         LocalWorld(tmp_path / "data").stream_append("events.s_x", {"y": 2, "_k": "3:b"})
         again = executor.keyed("events.s_x", 3)
         assert again is not first
-        assert not again.append("b", {"y": 2})  # the other writer's item is known
-        assert again.append("c", {"y": 3})
+        assert again.append("b", {"y": 2}) is None  # the other writer's item is known
+        assert again.append("c", {"y": 3}) == 2  # its index
         assert executor.keyed("events.s_x", 4) is not again
     finally:
         world.close()
@@ -231,14 +231,14 @@ def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> 
         ("t3:0:0:d@9+1", "message.appended", {**step, "delta": "too long"}),
     ]
     stream = KeyedStream(world, name, 2, EventKeys())
-    for key, kind, data in implied + whole:
-        assert stream.append(key, stored_event(kind, 1.0, data))
+    for n, (key, kind, data) in enumerate(implied + whole):
+        assert stream.append(key, stored_event(kind, 1.0, data)) == n
     stored = [item["_k"] for item in world.stream_read(name)]
     assert stored == [2, 2, 2, 2, [2, 0], [2, 6], 2, 2, 2] + [f"2:{k}" for k, _, _ in whole]
     # A new process derives the same keys: nothing is appended twice.
     again = KeyedStream(world, name, 2, EventKeys())
     for key, kind, data in implied + whole:
-        assert not again.append(key, stored_event(kind, 1.0, data))
+        assert again.append(key, stored_event(kind, 1.0, data)) is None
     assert sorted(again.keys_starting("t3:0:0:d@")) == [
         "t3:0:0:d@0+6",
         "t3:0:0:d@6+3",
