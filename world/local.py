@@ -195,7 +195,8 @@ class LocalWorld(World):
             old = self._writers.pop(root, None)
             if old is not None:
                 old.close()
-            self._writers[root] = _journal.Writer(path, result.end)  # drops a torn tail
+            # Drops a torn tail (and space a killed owner reserved) first.
+            self._writers[root] = _journal.Writer(path, result.end, reserve=True)
         records = result.records[1:] if start == 0 else result.records
         return FamilyLog(records=records, start=start)
 
@@ -205,7 +206,8 @@ class LocalWorld(World):
         writer = self._writers.get(root)
         if writer is None:
             path = str(self._journal_path(root))
-            writer = self._writers[root] = _journal.Writer(path, _journal.read_file(path).end)
+            end = _journal.read_file(path).end
+            writer = self._writers[root] = _journal.Writer(path, end, reserve=True)
         if streams:
             self._streams.flush()  # stream items the replay would not re-append: durable first
         data = b"".join(frames)

@@ -141,3 +141,93 @@ def test_a_run_whose_creation_fails_leaves_nothing_behind(
         asyncio.run(engine.start("flow", run_id="doomed"))
     assert not (tmp_path / "runs" / "doomed").exists()
     assert asyncio.run(engine.start("flow", run_id="doomed")) == "doomed"
+
+
+def test_reserved_space_ends_the_records_and_is_given_back(tmp_path: Path) -> None:
+    path = tmp_path / "journal.msgpack"
+    writer = _journal.Writer(str(path), 0, reserve=True)
+    offsets = [writer.append(_journal.frame(r)) for r in [_journal.header(), {"t": "a"}]]
+    end = writer.end
+    # Reserved at the first append, past what it wrote: allocated ahead, inside the file.
+    assert path.stat().st_size == offsets[1] + _journal.RESERVE > end
+    result = _journal.read_file(str(path))
+    assert [pos for pos, _ in result.records] == offsets
+    assert (result.end, result.torn) == (end, False)  # zeros are where the records stop
+    with open(path, "rb") as f:  # still plain msgpack: each zero byte reads as the integer 0
+        frames = list(msgpack.Unpacker(f, raw=False))
+    assert len(frames) == 2 + offsets[1] + _journal.RESERVE - end and set(frames[2:]) == {0}
+    data = path.read_bytes()
+    path.write_bytes(data[:end] + b"\x93\x01" + data[end + 2 :])  # a record begun, then zeros
+    torn = _journal.read_file(str(path))
+    assert (torn.end, torn.torn) == (end, True)
+    path.write_bytes(data)
+    offsets.append(writer.append(_journal.frame({"t": "b"})))
+    for _ in range(_journal.RESERVE // 100):  # past the reserved space: more is reserved
+        writer.append(_journal.frame({"t": "c", "pad": "x" * 100}))
+    assert path.stat().st_size > writer.end > _journal.RESERVE
+    assert _journal.read_file(str(path)).end == writer.end
+    writer.close()
+    assert path.stat().st_size == writer.end  # given back
+    again = _journal.Writer(str(path), offsets[-1])  # a killed writer's space is dropped
+    again.close()
+    assert path.stat().st_size == offsets[-1]
+
+
+def test_a_killed_owners_reserved_space_is_harmless(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    from world import verify
+
+    data = tmp_path / "data"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        from world import Engine, LocalWorld
+
+        async def job(ctx, n):
+            for i in range(n):
+                await ctx.step(f"s{{i}}", lambda i=i: i)
+            await ctx.step("hang", lambda: print("ready", flush=True) or asyncio.sleep(60))
+            return "done"
+
+        async def main():
+            engine = Engine(LocalWorld({str(data)!r}), {{"job": job}})
+            if "start" in sys.argv:
+                await engine.start("job", 20, run_id="job")
+            await engine.run("job")
+
+        asyncio.run(main())
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, "start"], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    journal = data / "runs" / "job" / "journal.msgpack"
+    end = _journal.read_file(str(journal)).end
+    assert journal.stat().st_size > end  # the owner died holding reserved space
+    assert [f.state for f in verify(data) if f.path.endswith("journal.msgpack")] == ["ok"]
+    records = [rec for _, rec in _journal.read_file(str(journal)).records]
+    assert [r.get("name") for r in records if r.get("t") == "step"] == [f"s{i}" for i in range(20)]
+
+    async def finish() -> None:
+        async def job(ctx: WorkflowContext, n: int) -> str:
+            for i in range(n):
+                await ctx.step(f"s{i}", lambda i=i: i)
+            await ctx.step("hang", lambda: None)
+            return "done"
+
+        world = LocalWorld(data)
+        try:
+            info = await Engine(world, {"job": job}).run("job")
+            assert (info.status, info.result) == ("completed", "done")
+        finally:
+            world.close()
+
+    asyncio.run(finish())
+    assert journal.stat().st_size == _journal.read_file(str(journal)).end
