@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 
 from . import BENCHMARKS
@@ -19,17 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
-    for name in args.names or list(BENCHMARKS):
-        module = importlib.import_module(BENCHMARKS[name])
-        for line in module.run(args.quick):
-            print(json.dumps(line), flush=True)
-            if not args.json:
-                extra = (
-                    f" (baseline {line['baseline']}, ratio {line['ratio']})"
-                    if "baseline" in line
-                    else ""
-                )
-                print(f"# {line['name']}: {line['value']} {line['unit']}{extra}", file=sys.stderr)
+    try:
+        for name in args.names or list(BENCHMARKS):
+            module = importlib.import_module(BENCHMARKS[name])
+            for line in module.run(args.quick):
+                print(json.dumps(line), flush=True)
+                if not args.json:
+                    print(_summary(line), file=sys.stderr)
+    except BrokenPipeError:  # the reader stopped (`| head -1`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

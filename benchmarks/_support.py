@@ -96,6 +96,7 @@ def scratch(prefix: str) -> Iterator[Path]:
     """A scratch directory on the disk eve would use (``$EVE_BENCH_DIR`` or the working
     directory; /tmp may be a tmpfs where fsync costs nothing)."""
     where = os.environ.get("EVE_BENCH_DIR") or os.getcwd()
+    os.makedirs(where, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"eve-bench-{prefix}-", dir=where) as tmp:
         yield Path(tmp)
 
@@ -152,15 +153,20 @@ def no_fsync() -> Iterator[None]:
         os.fsync, os.fdatasync = real_fsync, real_fdatasync
 
 
-def append_floor(folder: Path, sizes: list[int]) -> float:
+def append_floor(folder: Path, sizes: list[int], *, reserved: bool = False) -> float:
     """Seconds to append chunks of ``sizes`` bytes to a fresh file, each write followed by
-    ``fdatasync``: the physical floor of durable appends on this disk."""
-    fd = os.open(folder / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    ``fdatasync``: the physical floor of durable appends on this disk. ``reserved``: into
+    space allocated beforehand (``posix_fallocate``), as eve's journals write."""
+    fd = os.open(folder / "floor.bin", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        started = time.perf_counter()
-        for size in sizes:
-            os.write(fd, b"x" * size)
+        if reserved:
+            os.posix_fallocate(fd, 0, sum(sizes))
             os.fdatasync(fd)
+        started, at = time.perf_counter(), 0
+        for size in sizes:
+            os.pwrite(fd, b"x" * size, at)
+            os.fdatasync(fd)
+            at += size
         return time.perf_counter() - started
     finally:
         os.close(fd)

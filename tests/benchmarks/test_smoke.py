@@ -18,7 +18,12 @@ import pytest
 from benchmarks import BENCHMARKS
 
 EXPECTED = {
-    "step_overhead": {"step_overhead.step", "step_overhead.fsyncs", "step_overhead.bytes"},
+    "step_overhead": {
+        "step_overhead.step",
+        "step_overhead.reserved",
+        "step_overhead.fsyncs",
+        "step_overhead.bytes",
+    },
     "storage_growth": {
         "storage_growth.bytes",
         "storage_growth.files",
@@ -77,3 +82,21 @@ def test_command_line_json(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line["name"] for line in lines][:1] == ["cli_startup.version"]
     assert done.stderr == ""
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    scratch = tmp_path / "not" / "there" / "yet"  # made when missing
+    shell = (
+        f"EVE_BENCH_DIR={scratch} {sys.executable} -m benchmarks step_overhead --quick --json"
+        " | head -1"
+    )
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", shell],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["name"] == "step_overhead.step"
+    assert scratch.is_dir() and list(scratch.iterdir()) == []
