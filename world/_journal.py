@@ -130,6 +130,26 @@ def parse(data: bytes, base: int, file: str) -> ReadResult:
     return result
 
 
+def head_from(data: bytes) -> dict[str, Any] | None:
+    """The head a head file's bytes hold: a frame (what is written now, in place: a read may
+    meet a write, so only its first object counts, and a damaged one is None) or a plain map
+    (heads written before)."""
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    try:
+        first = unpacker.unpack()
+    except Exception:
+        return None
+    if isinstance(first, dict):
+        try:
+            head = _codec.decode(data)  # an older head: one plain map, rich values decoded
+        except Exception:
+            return None
+        return head if isinstance(head, dict) else None
+    checked = _check_frame(first)
+    return checked[0] if checked is not None else None
+
+
 def _valid_frame_after(data: bytes, start: int) -> bool:
     # Only on the error path: is there any complete, checksummed frame after `start`?
     i = data.find(_FRAME_START, start)

@@ -227,7 +227,7 @@ class StreamStore:
             return [[] for _ in spans]
         first = offsets[wanted[0][0]]
         last = offsets[wanted[-1][1]] if wanted[-1][1] < n else data_end
-        data_path, _ = self._files(name)
+        data_path, _ = self._strings(name)
         with open(data_path, "rb") as f:
             f.seek(first)
             data = f.read(last - first)
@@ -238,7 +238,7 @@ class StreamStore:
                 continue
             low = offsets[start] - first
             high = (offsets[stop] if stop < n else data_end) - first
-            parsed = _journal.parse(data[low:high], first + low, str(data_path))
+            parsed = _journal.parse(data[low:high], first + low, data_path)
             out.append([rec.get("v") for _, rec in parsed.records])
         return out
 
@@ -259,7 +259,7 @@ class StreamStore:
             known = offsets[after[0]] if after[0] < n else data_end
             if after[1][0] == known:  # its bytes end where that item does: continue from it
                 start, crc = known, after[1][1]
-        data_path, _ = self._files(name)
+        data_path, _ = self._strings(name)
         with open(data_path, "rb") as f:
             f.seek(start)
             data = f.read(stop - start)

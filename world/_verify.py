@@ -27,7 +27,7 @@ from typing import Any
 
 import filelock
 
-from . import _codec, _journal
+from . import _journal
 from ._errors import CorruptJournalError, StorageError, WorldError
 from ._streams import encode_index, index_form, index_offsets
 
@@ -197,10 +197,10 @@ def _check_head(root: Path, file: Path) -> Finding:
     rel = _rel(root, file)
     rebuilt = "unreadable; a status cache, rebuilt from the journal on open"
     try:
-        head = _codec.decode(file.read_bytes())
+        head = _journal.head_from(file.read_bytes())
     except Exception:  # any damage: the head is a cache rebuilt from the journal
         return Finding(rel, "head", "stale", rebuilt, size=_size(file))
-    if not isinstance(head, dict):
+    if head is None:
         return Finding(rel, "head", "stale", rebuilt, size=_size(file))
     return Finding(rel, "head", "ok", f"{len(head.get('runs', {}))} run(s)", size=_size(file))
 
