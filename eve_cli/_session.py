@@ -78,8 +78,7 @@ class Snapshot:
         ``base``: what :meth:`to_data` was given (versions 1 and 2 had none)."""
         version = data.get("v", 1)
         data = migrate({k: _copied(v) for k, v in data.items()})  # never alias recorded input
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in data.items() if k in _KNOWN}
         if base is not None and isinstance(version, int) and version >= 3:
             kept = {k: v for k, v in base._values(copy=True).items() if k != "id"}
             values = {**kept, **values}
@@ -94,7 +93,13 @@ class Snapshot:
         return {name: _copied(getattr(self, name)) for name in _FIELD_NAMES}
 
     def copy(self) -> Snapshot:
-        return Snapshot.from_data(self.to_data(), self.id)
+        """A copy sharing nothing changeable (an empty list or dict included)."""
+        return Snapshot(
+            **{
+                name: copy.deepcopy(v) if type(v) in (dict, list) else v
+                for name, v in self._values(copy=False).items()
+            }
+        )
 
     def changes_since(self, before: Snapshot) -> dict[str, Any]:
         """The fields that differ from ``before`` (what a turn returns instead of the whole
@@ -123,6 +128,7 @@ NAMES = {code: name for name, code in CODES.items()}
 
 _MISSING = object()
 _FIELD_NAMES = tuple(f.name for f in fields(Snapshot))
+_KNOWN = frozenset(_FIELD_NAMES)
 
 
 def _copied(value: Any) -> Any:

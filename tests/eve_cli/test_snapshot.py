@@ -76,3 +76,14 @@ def test_version_2_reads_the_same_whatever_the_base() -> None:
         snap = Snapshot.from_data(v2, "s_1", given)
         assert (snap.token, snap.agent_dir, snap.created_at) == ("tok", "/agents/a", 5.0)
         assert (snap.model, snap.mode, snap.turns, snap.history_len) == (None, "conversation", 2, 4)
+
+
+def test_a_copy_shares_nothing_changeable() -> None:
+    snap = Snapshot(id="s", state={"a": [1]}, pending=[], queued=[{"k": 1}])
+    copied = snap.copy()
+    assert copied == snap
+    copied.pending.append({"x": 1})
+    copied.state["a"].append(2)
+    copied.queued[0]["k"] = 2
+    copied.approved_tools.append("t")
+    assert snap == Snapshot(id="s", state={"a": [1]}, pending=[], queued=[{"k": 1}])
