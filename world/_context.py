@@ -182,15 +182,27 @@ class WorkflowContext:
         self._empty_polls = 0
 
     async def _record(
-        self, rec: dict[str, Any], *, label: str = "", streams: bool = False, durable: bool = True
+        self,
+        rec: dict[str, Any],
+        *,
+        label: str = "",
+        since: int | None = None,
+        durable: bool = True,
     ) -> dict[str, Any]:
         """Journal a command durably. Stream items appended by workflow code before it are
         appended again by the replay of this generation (callers deduplicate), so they need
-        no fsync of their own here (``streams=False``); only items appended inside a step
-        function, which a replay does not re-run, are flushed before that step's record. The
-        engine flushes all of them before a run parks, finishes or continues as new."""
+        no fsync of their own here; only the streams a step function appended to (after the
+        ``since``-th item of ``stream_appends``), which a replay does not re-run, are flushed
+        before that step's record. The engine flushes all of them before a run parks,
+        finishes or continues as new."""
         stored = await self._engine.append(
-            self._family, self._run, rec, label=label, streams=streams, durable=durable
+            self._family,
+            self._run,
+            rec,
+            label=label,
+            streams=since is not None,
+            since=since,
+            durable=durable,
         )
         self._advance(stored)
         return stored
@@ -240,12 +252,12 @@ class WorkflowContext:
                 self._busy = ""
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 fatal = isinstance(exc, FatalError)
-                own = world.stream_appends() != mark  # the step appended stream items
+                own = mark if world.stream_appends() != mark else None  # the step appended
                 if fatal or attempts >= max(policy.max_attempts, 1):
                     done = {"t": "step", "name": name, "err": error, "n": attempts, "fatal": fatal}
-                    return self._outcome(await self._record(done, streams=own))  # type: ignore[no-any-return]
+                    return self._outcome(await self._record(done, since=own))  # type: ignore[no-any-return]
                 await self._record(
-                    {"t": "attempt", "name": name, "n": attempts, "err": error}, streams=own
+                    {"t": "attempt", "name": name, "n": attempts, "err": error}, since=own
                 )
                 self._busy = name
                 await asyncio.sleep(policy.delay(attempts))
@@ -256,8 +268,8 @@ class WorkflowContext:
                 raise
             self._busy = ""
             rec = {"t": "step", "name": name, "ok": value, "n": attempts}
-            own = world.stream_appends() != mark
-            stored = await self._record(rec, label=f"step {name!r}", streams=own)
+            own = mark if world.stream_appends() != mark else None
+            stored = await self._record(rec, label=f"step {name!r}", since=own)
             return stored["ok"]  # type: ignore[no-any-return]
 
     def _outcome(self, rec: dict[str, Any]) -> Any:

@@ -398,12 +398,19 @@ class Engine:
         key: str = "",
         durable: bool = True,
         streams: bool = True,
+        since: int | None = None,
     ) -> dict[str, Any]:
-        """Journal one record of `run` durably; return it as a replay will read it."""
+        """Journal one record of `run` durably; return it as a replay will read it
+        (`streams`, `since`: see `World.append`)."""
         body, frames = self._frames(family, run, rec, label, key)
         if durable or streams:  # an fsync to wait for
             [pos] = await self._io(
-                self.world.append, family.root, frames, durable=durable, streams=streams
+                self.world.append,
+                family.root,
+                frames,
+                durable=durable,
+                streams=streams,
+                since=since,
             )
         else:
             [pos] = self.world.append(family.root, frames, durable=False, streams=False)

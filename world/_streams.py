@@ -131,6 +131,7 @@ class StreamStore:
         self._dirty_lock = threading.Lock()
         self._number = 0
         self.appends = 0  # items appended by this store (see World.stream_appends)
+        self._touched: dict[int, int] = {}  # data fd -> `appends` at its latest append
         self._known: dict[str, _Known] = {}
         self._known_lock = threading.Lock()  # appends may run on I/O threads
         self._paths: dict[str, tuple[str, str]] = {}
@@ -301,6 +302,7 @@ class StreamStore:
                     finally:
                         fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
                     self.appends += 1
+                    self._touched[writer.data_fd] = self.appends
                     return index
             if loop is not None and self._drain_loop is not loop:
                 self._drain_loop = loop
@@ -341,6 +343,7 @@ class StreamStore:
         writer.end += len(frame)
         writer.count += 1
         self.appends += 1
+        self._touched[writer.data_fd] = self.appends
         return index
 
     def _lock_file(self, writer: _Writer) -> None:
@@ -458,14 +461,18 @@ class StreamStore:
         writer.end, writer.count = end, len(offsets)
         writer.width = index_form(fresh if offsets else b"")[1]
 
-    def flush(self) -> None:
-        """Make every append of this process durable (before a journal append proceeds)."""
+    def flush(self, since: int | None = None) -> None:
+        """Make every append of this process durable (before a journal append proceeds);
+        `since`: only those to the streams appended to after the `since`-th item (`appends`);
+        the others stay for a later flush."""
         if self._batched:
             self.drain()
         self._raise_failure()
         with self._dirty_lock:
             pending = list(self._dirty.items())
         for fd, number in pending:
+            if since is not None and self._touched.get(fd, 0) <= since:
+                continue
             os.fdatasync(fd)
             with self._dirty_lock:
                 if self._dirty.get(fd) == number:

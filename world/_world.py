@@ -135,14 +135,22 @@ class World(ABC):
 
     @abstractmethod
     def append(
-        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+        self,
+        root: str,
+        frames: list[bytes],
+        *,
+        durable: bool = True,
+        streams: bool = True,
+        since: int | None = None,
     ) -> list[int]:
         """Append frames (the caller holds the lease); return their positions.
 
         `durable=False` may skip the flush for records whose loss is harmless (a `park`:
         replay re-parks); the next durable append flushes them too. `streams=False`: stream
         items appended so far need not be made durable first (the engine passes it for records
-        after which replay still re-runs the code that appended them).
+        after which replay still re-runs the code that appended them). `since`: only the
+        streams appended to after the `since`-th item (`stream_appends`) need be (a step's
+        record: what its function appended, which replay does not append again).
         """
 
     @abstractmethod

@@ -218,15 +218,21 @@ class LocalWorld(World):
         return FamilyLog(records=records, start=start)
 
     def append(
-        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+        self,
+        root: str,
+        frames: list[bytes],
+        *,
+        durable: bool = True,
+        streams: bool = True,
+        since: int | None = None,
     ) -> list[int]:
         writer = self._writers.get(root)
         if writer is None:
             path = self._journal_path(root)
             end = _journal.read_file(path).end
             writer = self._writers[root] = _journal.Writer(path, end, reserve=True)
-        if streams:
-            self._streams.flush()  # stream items the replay would not re-append: durable first
+        if streams:  # stream items the replay would not re-append: durable first
+            self._streams.flush(since)
         data = b"".join(frames)
         offset = writer.append(data, sync=durable)
         positions = []

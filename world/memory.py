@@ -103,7 +103,13 @@ class MemoryWorld(World):
         return FamilyLog(records=records, start=first if first > 1 else 0)
 
     def append(
-        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+        self,
+        root: str,
+        frames: list[bytes],
+        *,
+        durable: bool = True,
+        streams: bool = True,
+        since: int | None = None,
     ) -> list[int]:
         with self._lock:
             family = self._family(root)

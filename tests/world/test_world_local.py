@@ -329,13 +329,19 @@ class _HeldWorld(LocalWorld):
         self.entered = threading.Event()  # a held append has begun
 
     def append(
-        self, root: str, frames: list[bytes], *, durable: bool = True, streams: bool = True
+        self,
+        root: str,
+        frames: list[bytes],
+        *,
+        durable: bool = True,
+        streams: bool = True,
+        since: int | None = None,
     ) -> list[int]:
         if root == self.held and durable:
             self.entered.set()
             # Bounded: on the loop's thread this blocks every family until it gives up.
             assert self.gate.wait(3), "held append released by nobody"
-        return super().append(root, frames, durable=durable, streams=streams)
+        return super().append(root, frames, durable=durable, streams=streams, since=since)
 
 
 async def _value(i: int) -> int:

@@ -319,6 +319,32 @@ def test_stream_appends_are_made_durable_before_the_next_journal_record(
     assert synced[:2] == ["events.s1.msgpack", "journal.msgpack"]
 
 
+def test_a_steps_record_waits_only_for_the_streams_its_function_appended_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = LocalWorld(tmp_path / "data")
+    synced: list[str] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real(fd)
+
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        world.stream_append("history.s1", {"h": 1})  # workflow code: a replay appends it again
+        await ctx.step("emit", lambda: world.stream_append("events.s1", {"e": 1}))
+        await ctx.step("quiet", lambda: None)
+
+    engine = Engine(world, {"flow": flow})
+    rid = asyncio.run(engine.start("flow"))
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    asyncio.run(engine.run(rid))
+    # The first record waits for the stream its step appended to, not for the other; the
+    # second for none; the run's end for what is left.
+    assert synced[:3] == ["events.s1.msgpack", "journal.msgpack", "journal.msgpack"]
+    assert synced[3:] == ["history.s1.msgpack", "journal.msgpack"]
+
+
 def test_a_tail_polls_when_the_system_has_no_watcher_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
