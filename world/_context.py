@@ -224,8 +224,11 @@ class WorkflowContext:
         """Run `fn` once, durably: replay returns (or raises) the recorded outcome.
 
         The stream items appended before it are written before `fn` runs, so whoever sees
-        its effects can read them; ``ordered=False`` (for a function no one observes, such as
-        a request to a model) leaves them to the loop's next turn or the next ordered step.
+        its effects can read them, and every record before it is durable; ``ordered=False``
+        (for a function no one observes, such as a request to a model) leaves the items to
+        the loop's next turn or the next ordered step, and may begin `fn` while the records
+        before it are being made durable: they are durable from its first wait on (see
+        `World.settle`).
         """
         actual = f"step {name!r}"
         attempts = 0
@@ -243,6 +246,10 @@ class WorkflowContext:
         while True:
             attempts += 1
             mark = world.stream_appends()
+            # Its effects come after every record before them is durable. A function no one
+            # observes may begin first: the records are made durable as soon as it waits for
+            # anything, and one that does not wait shares their fsync with its own record.
+            world.settle(soon=not ordered)
             self._busy = name
             try:
                 value = fn(*args, **kwargs)

@@ -411,6 +411,9 @@ class Engine:
                 durable=durable,
                 streams=streams,
                 since=since,
+                # Driving one family: its record's write overlaps the code up to the next
+                # effect, before which the context settles it (several: each on its thread).
+                defer=durable and self._driving < 2,
             )
         else:
             [pos] = self.world.append(family.root, frames, durable=False, streams=False)

@@ -32,7 +32,7 @@ import threading
 import weakref
 import zlib
 from array import array
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -132,6 +132,9 @@ class StreamStore:
         self._number = 0
         self.appends = 0  # items appended by this store (see World.stream_appends)
         self._touched: dict[int, int] = {}  # data fd -> `appends` at its latest append
+        # Called before any item is written (the owner's journal records it may derive from
+        # must be durable first, see LocalWorld.settle).
+        self.before_write: Callable[[], None] | None = None
         self._known: dict[str, _Known] = {}
         self._known_lock = threading.Lock()  # appends may run on I/O threads
         self._paths: dict[str, tuple[str, str]] = {}
@@ -358,6 +361,8 @@ class StreamStore:
 
     def _write(self, name: str, writer: _Writer, frames: list[bytes]) -> int:
         """Write ``frames`` at the writer's end (the flock held); the first one's index."""
+        if self.before_write is not None:
+            self.before_write()
         index, at = writer.count, writer.end
         offsets, pos = array("Q"), at
         for frame in frames:

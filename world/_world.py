@@ -142,6 +142,7 @@ class World(ABC):
         durable: bool = True,
         streams: bool = True,
         since: int | None = None,
+        defer: bool = False,
     ) -> list[int]:
         """Append frames (the caller holds the lease); return their positions.
 
@@ -150,8 +151,17 @@ class World(ABC):
         items appended so far need not be made durable first (the engine passes it for records
         after which replay still re-runs the code that appended them). `since`: only the
         streams appended to after the `since`-th item (`stream_appends`) need be (a step's
-        record: what its function appended, which replay does not append again).
+        record: what its function appended, which replay does not append again). `defer`:
+        the append may return before the record is durable, which `settle` then waits for.
         """
+
+    def settle(self, *, soon: bool = False) -> None:  # noqa: B027 - nothing to wait for
+        """Wait until every record appended with `defer` is durable. The engine calls it
+        before a step function runs; a world calls it before it writes anything a reader
+        could see (stream items, heads, deliveries, hooks), so nothing that follows from a
+        record is seen before the record is durable. `soon` (on an event loop): at the
+        loop's next turn instead, that is, as soon as the caller waits for anything; a
+        failure then is raised by the next `append` or `settle`."""
 
     @abstractmethod
     def read_head(self, root: str) -> dict[str, Any] | None:

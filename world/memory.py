@@ -110,6 +110,7 @@ class MemoryWorld(World):
         durable: bool = True,
         streams: bool = True,
         since: int | None = None,
+        defer: bool = False,
     ) -> list[int]:
         with self._lock:
             family = self._family(root)

@@ -231,3 +231,117 @@ def test_a_killed_owners_reserved_space_is_harmless(tmp_path: Path) -> None:
 
     asyncio.run(finish())
     assert journal.stat().st_size == _journal.read_file(str(journal)).end
+
+
+def _io_log(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(call, file name) of every pwrite and fdatasync from now on."""
+    import os
+
+    log: list[tuple[str, str]] = []
+    real_pwrite, real_sync = os.pwrite, os.fdatasync
+
+    def name(fd: int) -> str:
+        return Path(os.readlink(f"/proc/self/fd/{fd}")).name
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        log.append(("write", name(fd)))
+        return real_pwrite(fd, data, offset)
+
+    def fdatasync(fd: int) -> None:
+        log.append(("sync", name(fd)))
+        real_sync(fd)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return log
+
+
+def test_a_deferred_record_is_durable_before_anything_that_follows_it_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _journal.can_defer():
+        pytest.skip("this system cannot start a write without waiting for it")
+    world = LocalWorld(tmp_path / "data")
+    seen: dict[str, list[tuple[str, str]]] = {}
+    log: list[tuple[str, str]] = []  # every pwrite and fdatasync once the run begins
+
+    def effect(name: str) -> int:
+        seen[name] = list(log)
+        return 1
+
+    async def quiet(name: str) -> int:
+        seen[name] = list(log)
+        await asyncio.sleep(0)  # its first wait: the records before it are durable by then
+        seen[name + " waited"] = list(log)
+        return 2
+
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        await ctx.step("a", effect, "a")
+        world.stream_append("events.s1", {"after": "a"})  # derived from a's result
+        await ctx.step("b", effect, "b")
+        await ctx.step("q", quiet, "q", ordered=False)
+        await ctx.step("c", effect, "c")
+
+    engine = Engine(world, {"flow": flow})
+    rid = asyncio.run(engine.start("flow"))
+    log = _io_log(monkeypatch)
+    asyncio.run(engine.run(rid))
+    world.close()
+
+    def synced_after_last_write(events: list[tuple[str, str]]) -> bool:
+        writes = [i for i, e in enumerate(events) if e == ("write", "journal.msgpack")]
+        syncs = [i for i, e in enumerate(events) if e == ("sync", "journal.msgpack")]
+        return bool(writes) and bool(syncs) and syncs[-1] > writes[-1]
+
+    # An ordered step's function runs only once every record before it is durable ...
+    assert synced_after_last_write(seen["b"]) and synced_after_last_write(seen["c"])
+    # ... and the stream item that follows a's record is written only after it is durable.
+    # (The stream file's header is written when its first item is appended; the item itself
+    # is the file's last write.)
+    item = max(i for i, e in enumerate(log) if e == ("write", "events.s1.msgpack"))
+    assert synced_after_last_write(log[:item])
+    # An unordered step may begin first; its first wait finds the records durable.
+    assert synced_after_last_write(seen["q waited"])
+    # One fsync for b's record and a's item's stream is the whole cost of the overlap.
+    assert log.count(("sync", "journal.msgpack")) < log.count(("write", "journal.msgpack"))
+
+
+def test_a_deferred_record_the_disk_refuses_fails_the_run_and_is_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    if not _journal.can_defer():
+        pytest.skip("this system cannot start a write without waiting for it")
+    world = LocalWorld(tmp_path / "data")
+    ran: list[str] = []
+
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        await ctx.step("a", ran.append, "a")
+        await ctx.step("b", ran.append, "b")
+
+    engine = Engine(world, {"flow": flow})
+    rid = asyncio.run(engine.start("flow"))
+    journal = tmp_path / "data" / "runs" / rid / "journal.msgpack"
+    before = _journal.read_file(str(journal)).end
+    real = os.fdatasync
+    calls = {"n": 0}
+
+    def failing(fd: int) -> None:
+        if Path(os.readlink(f"/proc/self/fd/{fd}")).name == "journal.msgpack":
+            calls["n"] += 1
+            if calls["n"] == 1:  # the settle of a's record, before b runs
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    with pytest.raises(StorageError, match="write failed"):
+        asyncio.run(engine.run(rid))
+    monkeypatch.setattr(os, "fdatasync", real)
+    assert ran == ["a"]  # b never ran on a record that is not durable
+    world.close()
+    assert _journal.read_file(str(journal)).end == before  # a's record rolled back
+    again = LocalWorld(tmp_path / "data")
+    info = asyncio.run(Engine(again, {"flow": flow}).run(rid))
+    assert info.status == "completed" and ran == ["a", "a", "b"]
+    again.close()

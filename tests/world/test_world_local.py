@@ -336,12 +336,15 @@ class _HeldWorld(LocalWorld):
         durable: bool = True,
         streams: bool = True,
         since: int | None = None,
+        defer: bool = False,
     ) -> list[int]:
         if root == self.held and durable:
             self.entered.set()
             # Bounded: on the loop's thread this blocks every family until it gives up.
             assert self.gate.wait(3), "held append released by nobody"
-        return super().append(root, frames, durable=durable, streams=streams, since=since)
+        return super().append(
+            root, frames, durable=durable, streams=streams, since=since, defer=defer
+        )
 
 
 async def _value(i: int) -> int:
