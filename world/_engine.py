@@ -122,6 +122,7 @@ class Engine:
         return self._driving
 
     def _write_head(self, family: Family) -> None:
+        self.world.trim(family.root)  # sizes in the note are the data's, not reserved space
         head = build_head(family)
         if self.head_note is not None:
             head["note"] = self.head_note(family.root)

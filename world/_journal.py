@@ -9,7 +9,8 @@ mid-write) is a torn tail and is discarded; a damaged record with a valid record
 `CorruptJournalError(file, offset)`. Writers append with one `write` and `fdatasync`; when the
 disk refuses (ENOSPC, EIO) they truncate back so the file stays valid.
 
-A journal's writer may reserve the space ahead of its end (`Writer(reserve=True)`): the file
+A journal's writer may reserve the space ahead of its end (`Writer(reserve=True)`, from its
+ninth append on): the file
 then ends in zero bytes, each of which `msgpack.Unpacker` reads as the integer 0, and a reader
 stops at the first zero byte where a record would begin. An `fdatasync` after writing into
 space already allocated, inside the file's size, commits less than one after an append that
@@ -230,6 +231,9 @@ def check_header(path: str, record: dict[str, Any]) -> None:
 
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of the range, do not wait
 RESERVE = 256 << 10  # space a reserving writer allocates ahead of its end at a time
+# Appends a writer makes before it reserves: allocating and giving back cost ~0.2 ms, which a
+# short drive (a one-step turn: three records) would not win back.
+RESERVE_AFTER = 8
 
 _WRITEBACK: list[Any] = []  # [sync_file_range] once looked up ([None]: not on this system)
 
@@ -277,7 +281,17 @@ class Writer:
             raise StorageError(f"{path}: cannot open for writing: {exc.strerror}") from None
         self._size = end  # the file's size: what it holds up to here is allocated
         self.unsettled: int | None = None  # where deferred appends not yet durable begin
+        self._appends = 0
         self._settling = threading.Lock()
+
+    def give_back(self) -> None:
+        """Give the reserved space back (its size is not the journal's): settle, then cut
+        the file at its end. The next append reserves again."""
+        self.settle()
+        if self._size > self.end:
+            with contextlib.suppress(OSError):  # no fsync: readers stop at zeros anyway
+                os.ftruncate(self._fd, self.end)
+            self._size = self.end
 
     def _extend(self, need: int) -> None:
         try:
@@ -295,7 +309,8 @@ class Writer:
         offset = self.end
         if self._dirty:
             self._roll_back()
-        if self._reserve and offset + len(data) > self._size:
+        self._appends += 1
+        if self._reserve and offset + len(data) > self._size and self._appends > RESERVE_AFTER:
             self._extend(offset + len(data))
         fault = _faults.next_write() if _faults.ACTIVE else None
         if fault is not None:
@@ -364,10 +379,7 @@ class Writer:
 
     def close(self) -> None:
         if self._fd >= 0:
-            self.settle()
-            if self._size > self.end:  # the reserved space back (no fsync: readers stop at it)
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self._fd, self.end)
+            self.give_back()
             os.close(self._fd)
             self._fd = -1
 

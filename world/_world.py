@@ -155,6 +155,11 @@ class World(ABC):
         the append may return before the record is durable, which `settle` then waits for.
         """
 
+    def trim(self, root: str) -> None:  # noqa: B027 - a world that reserves nothing
+        """Give back the space reserved ahead of the family's journal (see
+        `_journal.Writer`): the engine calls it before it writes the family's head, so the
+        sizes a head note reports are the data's."""
+
     def settle(self, *, soon: bool = False) -> None:  # noqa: B027 - nothing to wait for
         """Wait until every record appended with `defer` is durable. The engine calls it
         before a step function runs; a world calls it before it writes anything a reader

@@ -519,6 +519,11 @@ class LocalWorld(World):
             with _guard(self._streams.path, "appending to a stream"):
                 raise
 
+    def trim(self, root: str) -> None:
+        writer = self._writers.get(root)
+        if writer is not None:
+            writer.give_back()
+
     def settle(self, *, soon: bool = False) -> None:
         if soon:
             if self._unsettled:

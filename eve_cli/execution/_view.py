@@ -57,6 +57,7 @@ class ViewFold:
         self.turn: dict[str, Any] | None = None
         self.step: dict[str, Any] | None = None
         self._created_ms = 0  # the base of the times :meth:`take` was given
+        self.counts = [0, 0]  # turns, steps: see :meth:`row`
 
     def feed(self, events: list[dict[str, Any]]) -> ViewFold:
         for event in events:
@@ -76,6 +77,21 @@ class ViewFold:
         self.view["events"] += 1
         self._created_ms = created_ms
 
+    def row(self) -> dict[str, Any]:
+        """The ``sessions()`` row of what was folded: status, and the counts the latest event
+        carrying them gives, plus the turns and steps started since."""
+        self.times()
+        view = self.view
+        return {
+            "id": view["id"],
+            "status": view["status"],
+            "parkedOn": view["parkedOn"],
+            "agent": view["agent"],
+            "turns": self.counts[0],
+            "steps": self.counts[1],
+            "updatedAt": view["updatedAt"],
+        }
+
     def times(self) -> None:
         """Times taken as stored (see :meth:`take`) in their ISO form, as events have them."""
         for field in ("createdAt", "updatedAt"):
@@ -86,6 +102,12 @@ class ViewFold:
         view, turn, step = self.view, self.turn, self.step
         kind = event.get("type", "")
         view["updatedAt"] = event.get("at", view["updatedAt"])
+        if "turns" in event:
+            self.counts = [event["turns"], event.get("steps", self.counts[1])]
+        elif kind == "turn.started":
+            self.counts[0] += 1
+        elif kind == "step.started":
+            self.counts[1] += 1
         if kind == "session.started":
             view["createdAt"] = event.get("at")
             for field in ("agent", "mode", "model"):
@@ -219,6 +241,22 @@ class ViewCache:
         kept = self._folds.get(session_id)
         return kept.fold if kept is not None and kept.fold.view["events"] == index else None
 
+    def status(self, session_id: str, length: int) -> str | None:
+        """The kept fold's status if it has taken exactly the ``length`` events stored (its
+        writer fed it, or a view read them); None otherwise."""
+        kept = self._folds.get(session_id)
+        if kept is None or kept.fold.view["events"] != length:
+            return None
+        return str(kept.fold.view["status"])
+
+    def row(self, session_id: str, length: int) -> dict[str, Any] | None:
+        """:meth:`ViewFold.row` of the kept fold if it has taken exactly the ``length``
+        events stored; None otherwise."""
+        kept = self._folds.get(session_id)
+        if kept is None or kept.fold.view["events"] != length:
+            return None
+        return kept.fold.row()
+
     def forget(self, session_id: str) -> None:
         """Drop the kept fold (what it was fed may not have been stored)."""
         self._folds.pop(session_id, None)
@@ -289,21 +327,4 @@ TAIL = 16
 def summary(session_id: str, tail: list[dict[str, Any]]) -> dict[str, Any]:
     """The row of ``sessions()`` from the last :data:`TAIL` events only (cheap for many
     sessions): status from the fold, counts from the latest event that carries them."""
-    view = fold(session_id, tail)
-    turns = steps = 0
-    for event in tail:
-        if "turns" in event:
-            turns, steps = event["turns"], event.get("steps", steps)
-        elif event.get("type") == "turn.started":
-            turns += 1
-        elif event.get("type") == "step.started":
-            steps += 1
-    return {
-        "id": session_id,
-        "status": view["status"],
-        "parkedOn": view["parkedOn"],
-        "agent": view["agent"],
-        "turns": turns,
-        "steps": steps,
-        "updatedAt": view["updatedAt"],
-    }
+    return ViewFold(session_id).feed(tail).row()

@@ -146,16 +146,20 @@ def test_a_run_whose_creation_fails_leaves_nothing_behind(
 def test_reserved_space_ends_the_records_and_is_given_back(tmp_path: Path) -> None:
     path = tmp_path / "journal.msgpack"
     writer = _journal.Writer(str(path), 0, reserve=True)
-    offsets = [writer.append(_journal.frame(r)) for r in [_journal.header(), {"t": "a"}]]
+    early = [_journal.header()] + [{"t": "e"}] * (_journal.RESERVE_AFTER - 1)
+    offsets = [writer.append(_journal.frame(r)) for r in early]
+    assert path.stat().st_size == writer.end  # a short-lived writer reserves nothing
+    offsets.append(writer.append(_journal.frame({"t": "a"})))
     end = writer.end
-    # Reserved at the first append, past what it wrote: allocated ahead, inside the file.
-    assert path.stat().st_size == offsets[1] + _journal.RESERVE > end
+    # Reserved from the next append on, past what it wrote: allocated ahead, in the file.
+    assert path.stat().st_size == end + _journal.RESERVE
     result = _journal.read_file(str(path))
     assert [pos for pos, _ in result.records] == offsets
     assert (result.end, result.torn) == (end, False)  # zeros are where the records stop
     with open(path, "rb") as f:  # still plain msgpack: each zero byte reads as the integer 0
         frames = list(msgpack.Unpacker(f, raw=False))
-    assert len(frames) == 2 + offsets[1] + _journal.RESERVE - end and set(frames[2:]) == {0}
+    records = len(offsets)
+    assert len(frames) == records + _journal.RESERVE and set(frames[records:]) == {0}
     data = path.read_bytes()
     path.write_bytes(data[:end] + b"\x93\x01" + data[end + 2 :])  # a record begun, then zeros
     torn = _journal.read_file(str(path))
@@ -345,3 +349,22 @@ def test_a_deferred_record_the_disk_refuses_fails_the_run_and_is_rolled_back(
     info = asyncio.run(Engine(again, {"flow": flow}).run(rid))
     assert info.status == "completed" and ran == ["a", "a", "b"]
     again.close()
+
+
+def test_a_head_note_sees_the_journal_without_its_reserved_space(tmp_path: Path) -> None:
+    import os
+
+    async def many(ctx: WorkflowContext, n: int) -> int:
+        for i in range(n):
+            await ctx.step(f"s{i}", lambda i=i: i)
+        return n
+
+    world = LocalWorld(tmp_path / "data")
+    engine = Engine(world, {"many": many})
+    rid = asyncio.run(engine.start("many", 3 * _journal.RESERVE_AFTER, run_id="many"))
+    journal = tmp_path / "data" / "runs" / rid / "journal.msgpack"
+    sizes: list[int] = []
+    engine.head_note = lambda root: sizes.append(os.stat(journal).st_size) or None
+    assert asyncio.run(engine.run(rid)).status == "completed"
+    world.close()
+    assert sizes and sizes[-1] == _journal.read_file(str(journal)).end == journal.stat().st_size
