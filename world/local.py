@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import time
@@ -108,6 +109,7 @@ class LocalWorld(World):
         self._create = create
         self._writers: dict[str, _journal.Writer] = {}
         self._run_files: dict[str, tuple[str, str, str]] = {}
+        self._runs_resolved = os.path.join(os.path.realpath(self.path), "runs")  # as watched
         self._unsettled: set[str] = set()  # families with a deferred record not yet durable
         self._settle_failure: StorageError | None = None  # from a settle run by the loop
         self._leased: set[str] = set()
@@ -301,7 +303,7 @@ class LocalWorld(World):
             finally:
                 writer.close()
             self._inbox_ends[root] = writer.end + shift
-        touched(str(path.resolve()))  # a wait in this process wakes at once
+        touched(os.path.join(self._runs_resolved, root, "inbox.msgpack"))  # wakes waits here
         return offset + len(header) + shift
 
     def _inbox_valid_end(self, root: str, path: str) -> tuple[int, int]:
@@ -469,11 +471,32 @@ class LocalWorld(World):
     # -- ownership and wake-ups --------------------------------------------------------------
     @contextlib.contextmanager
     def _lock(self, path: Path, wait: float, root: str) -> Iterator[None]:
-        lease = self._take(path, wait, root)
+        """`inbox.lock`, held while a delivery or a compaction writes the inbox: a plain
+        `flock` (as a stream's), ~5 us a use against ~0.2 ms for a `filelock` object; the
+        same lock as the `filelock` that `eve doctor` takes on it (flock on the same file)."""
         try:
-            yield
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the run's folder was removed (`eve gc`)
+            raise RunNotFoundError(f"no run family {root!r} in {self.path}") from None
+        try:
+            deadline, pause = time.monotonic() + wait, 0.001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise OwnershipError(
+                            f"run family {root}: {path} is held by another process; retry"
+                        ) from None
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            lease.release()
+            os.close(fd)
 
     def _take(self, path: Path, wait: float, root: str) -> filelock.BaseFileLock:
         lock = filelock.FileLock(str(path), timeout=wait, preserve_lock_file=True)

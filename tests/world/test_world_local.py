@@ -502,3 +502,25 @@ def test_a_version_5_start_or_gen_stores_an_inbox_state_with_nothing_extra_as_it
         "w": 7,
         "x": [9],
     }
+
+
+def test_the_inbox_lock_excludes_a_filelock_on_it_and_the_other_way(tmp_path: Path) -> None:
+    import filelock
+
+    world = LocalWorld(tmp_path)
+    world.create_family("f", [_journal.frame_body(_codec_body({"t": "start"}))])
+    path = tmp_path / "runs" / "f" / "inbox.lock"
+    other = filelock.FileLock(str(path), timeout=0, preserve_lock_file=True)  # as eve doctor
+    busy = pytest.raises(OwnershipError, match=r"inbox\.lock")
+    with other, busy, world._lock(path, 0.05, "f"):
+        pass
+    with world._lock(path, 0.05, "f"):
+        with pytest.raises(filelock.Timeout):
+            other.acquire()
+        held = threading.Thread(target=lambda: world.deliver("f", "tok", 1))
+        held.start()  # a delivery waits for the lock ...
+        held.join(0.2)
+        assert held.is_alive()
+    held.join(5)  # ... and goes in once it is free
+    assert not held.is_alive() and [i.payload for i in world.read_inbox("f")[0]] == [1]
+    world.close()
