@@ -121,12 +121,13 @@ class Engine:
         """How many run families this engine is driving now."""
         return self._driving
 
-    def _write_head(self, family: Family) -> None:
+    def _write_head(self, family: Family) -> dict[str, Any]:
         self.world.trim(family.root)  # sizes in the note are the data's, not reserved space
         head = build_head(family)
         if self.head_note is not None:
             head["note"] = self.head_note(family.root)
         self.world.write_head(family.root, head)
+        return head
 
     async def _io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Make a durable storage call; the caller goes on only once it has returned.
@@ -181,13 +182,14 @@ class Engine:
         root = root_of(check_run_id(run_id))
         if not self.world.family_exists(root):
             raise RunNotFoundError(f"no run {run_id!r}")
-        first = True
+        first, head = True, None
         while True:
             try:
                 lease = self.world.acquire(root, wait)
             except OwnershipError:
                 if first:
                     raise
+                head = None  # another owner has gone on: ask the stored head
                 break  # the new owner will see the late delivery
             first = False
             with lease:
@@ -198,12 +200,13 @@ class Engine:
                     await self._drive_family(family)
                 finally:
                     self._driving -= 1
-                    self._write_head(family)
+                    head = self._write_head(family)
                 if (floor := family.inbox_floor()) is not None:
                     self.world.compact_inbox(root, floor)  # consumed deliveries leave
             if self.world.inbox_end(root) == family.inbox_mark:
                 break
-        return self.info(run_id)
+        entry = head["runs"].get(run_id) if head is not None else None
+        return _info(run_id, entry) if entry is not None else self.info(run_id)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Deliver `payload` durably to the run owning `token`; return that run's id."""

@@ -89,6 +89,12 @@ class _Writer:
         self.batch_at = 0  # where the batch begins in the data file
         self.batch_index = 0  # the index of its first item
         self.width = 4  # bytes an index entry (see `index_form`), as of the last sync
+        self.seen: tuple[int, int, int, int] = (0, 0, 0, 0)  # `_identity` before its write
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes whenever a file's bytes do: inode, size, modification and change times."""
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -132,6 +138,10 @@ class StreamStore:
         self._number = 0
         self.appends = 0  # items appended by this store (see World.stream_appends)
         self._touched: dict[int, int] = {}  # data fd -> `appends` at its latest append
+        # name -> (the data file's identity, stop, crc32 of its first `stop` bytes): a digest
+        # continues from it while the file is as it was then, or as this store's own writes
+        # left it (`_write` moves the identity on), so a prefix is read once, not per digest.
+        self._crcs: dict[str, tuple[tuple[int, int, int, int], int, int]] = {}
         # Called before any item is written (the owner's journal records it may derive from
         # must be durable first, see LocalWorld.settle).
         self.before_write: Callable[[], None] | None = None
@@ -259,17 +269,27 @@ class StreamStore:
         if stop == 0:
             return 0, 0
         start, crc = 0, 0
+        data_path, _ = self._strings(name)
+        try:
+            now = _identity(os.stat(data_path))
+        except FileNotFoundError:
+            return None
+        kept = self._crcs.get(name)
+        if kept is not None and kept[0] == now and kept[1] <= stop:
+            start, crc = kept[1], kept[2]  # the file is as this store last saw it
         if after is not None and 0 <= after[0] <= count and isinstance(after[1], tuple):
             known = offsets[after[0]] if after[0] < n else data_end
-            if after[1][0] == known:  # its bytes end where that item does: continue from it
+            if after[1][0] == known and known > start:  # continue from the checked prefix
                 start, crc = known, after[1][1]
-        data_path, _ = self._strings(name)
         with open(data_path, "rb") as f:
             f.seek(start)
             data = f.read(stop - start)
         if len(data) != stop - start:
             return None  # shorter than its index says: read it all again next time
-        return stop, zlib.crc32(data, crc)
+        crc = zlib.crc32(data, crc)
+        if kept is None or kept[0] != now or kept[1] <= stop:
+            self._crcs[name] = (now, stop, crc)
+        return stop, crc
 
     async def tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
         if start < 0:
@@ -327,7 +347,9 @@ class StreamStore:
                 return self._begin(name, self._writer(name), batch=batch)
             if st.st_size != writer.end:
                 self._sync(name, writer)
+                st = os.fstat(writer.data_fd)
             writer.ino = st.st_ino
+            writer.seen = _identity(st)
         except BaseException as exc:
             fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
             writer.end = -1
@@ -385,6 +407,10 @@ class StreamStore:
             writer.width = 8
         writer.end, writer.count = pos, index + len(frames)
         self._appended(name, writer.ino, index, offsets, pos)
+        kept = self._crcs.get(name)
+        seen, writer.seen = writer.seen, _identity(os.fstat(writer.data_fd))
+        if kept is not None and kept[0] == seen:  # nobody else changed it: still that prefix
+            self._crcs[name] = (writer.seen, kept[1], kept[2])
         with self._dirty_lock:
             self._number += 1
             self._dirty[writer.data_fd] = self._number

@@ -407,6 +407,39 @@ def test_digest_covers_a_prefix_and_changes_with_its_bytes(world: World) -> None
         assert world.stream_digest("dig", 2) != two
 
 
+def test_a_digest_reads_only_what_was_appended_since_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zlib
+
+    from world import _streams
+
+    world = LocalWorld(tmp_path / "data")
+    summed: list[int] = []
+    real = zlib.crc32
+    monkeypatch.setattr(
+        _streams.zlib, "crc32", lambda data, crc=0: summed.append(len(data)) or real(data, crc)
+    )
+    for i in range(50):
+        world.stream_append("dig", {"i": i, "pad": "x" * 100})
+    first = world.stream_digest("dig", 50)
+    whole = summed.pop()
+    for i in range(50, 52):
+        world.stream_append("dig", {"i": i, "pad": "x" * 100})
+    assert world.stream_digest("dig", 50) == first and summed.pop() == 0  # nothing read again
+    grown = world.stream_digest("dig", 52)
+    assert summed.pop() < whole / 10  # only the two new items
+    fresh = LocalWorld(tmp_path / "data")  # a store that saw none of it reads it all
+    assert fresh.stream_digest("dig", 52) == grown and summed.pop() > whole
+    data = tmp_path / "data" / "streams" / "dig.msgpack"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # changed by someone else, same size
+    data.write_bytes(bytes(raw))
+    assert world.stream_digest("dig", 52) != grown  # seen: the file is not as it was
+    fresh.close()
+    world.close()
+
+
 def test_a_digest_continued_from_a_checked_prefix_equals_the_whole_digest(world: World) -> None:
     for i in range(5):
         world.stream_append("cont", {"i": i, "pad": "x" * i})
