@@ -11,6 +11,10 @@ to a fresh file in as many writes as the turn had durable actions, each write fo
 * ``step_overhead.reserved``: the same steps against the floor written into space allocated
   beforehand, as eve's journals are (each ``fdatasync`` then commits less): what the step
   costs beyond its fsyncs, whichever way they are made.
+* ``step_overhead.waiting``: the same steps with a scripted model that waits once a call (a
+  timer of 1 µs, as a network model waits for its first bytes), in its own session, turns
+  alternated with the others: nothing then lets the model's record share the fsync of the
+  tool result before it (``fsyncs`` says how many a step made).
 * ``step_overhead.fsyncs``: fsync/fdatasync calls per step (``baseline``: durable actions per
   step, the floor's count).
 * ``step_overhead.bytes``: bytes written to the data directory per step.
@@ -31,12 +35,27 @@ CHUNK = 50
 ACTIONS_PER_STEP = 2  # the model call and the tool call
 
 
-def _script(turns: int, steps: int) -> list[dict[str, Any]]:
+WAIT = 1e-6  # the waiting model's pause per call: one timer, as a network model's first read
+
+
+def _script(turns: int, steps: int, delay: float = 0.0) -> list[dict[str, Any]]:
+    extra = {"delay": delay} if delay else {}
     entries: list[dict[str, Any]] = []
     for _ in range(turns):
-        entries += [{"text": "", "tool_calls": [call("noop")]} for _ in range(steps - 1)]
-        entries.append({"text": "done", "tool_calls": []})
+        entries += [{"text": "", "tool_calls": [call("noop")], **extra} for _ in range(steps - 1)]
+        entries.append({"text": "done", "tool_calls": [], **extra})
     return entries
+
+
+class _Series:
+    """One session's turns and the floors measured after each."""
+
+    def __init__(self) -> None:
+        self.per_step: list[float] = []
+        self.floor: list[float] = []
+        self.reserved: list[float] = []
+        self.fsyncs: list[float] = []
+        self.written: list[float] = []
 
 
 def measure(root: Path, steps: int) -> Iterator[dict[str, Any]]:
@@ -44,46 +63,62 @@ def measure(root: Path, steps: int) -> Iterator[dict[str, Any]]:
 
     chunk = min(CHUNK, steps)
     rounds = max(steps // chunk, 1)
-    agent = write_agent(root / "agent", _script(rounds, chunk))
     data = root / "data"
-    rt = Runtime(data_dir=data, agent_dir=agent)
+    # The same steps twice, turns alternated: the scripted model as it is (it answers at
+    # once), and one that waits once a call, as every network model does.
+    runtimes = {
+        kind: Runtime(data_dir=data, agent_dir=write_agent(root / kind, _script(rounds, chunk, d)))
+        for kind, d in (("instant", 0.0), ("waiting", WAIT))
+    }
+    series = {kind: _Series() for kind in runtimes}
     counter = FsyncCounter()
-    per_step, floor, reserved, fsyncs, written = [], [], [], [], []
+
+    async def turn(rt: Runtime, sid: str, out: _Series) -> None:
+        await rt.deliver(sid, "go")
+        before, _ = disk_usage(data)
+        counter.count = 0
+        with counter.active():
+            started = time.perf_counter()
+            view = await rt.drive(sid)
+            elapsed = time.perf_counter() - started
+        if view["status"] != "waiting" or view["turns"][-1]["status"] != "completed":
+            raise RuntimeError(f"benchmark turn did not complete: {view['turns'][-1]}")
+        after, _ = disk_usage(data)
+        size = max(after - before, 1)
+        writes = chunk * ACTIONS_PER_STEP
+        sizes = [size // writes] * writes
+        out.floor.append(append_floor(root, sizes) / chunk)
+        out.reserved.append(append_floor(root, sizes, reserved=True) / chunk)
+        out.per_step.append(elapsed / chunk)
+        out.fsyncs.append(counter.count / chunk)
+        out.written.append(size / chunk)
 
     async def main() -> None:
-        sid = await rt.create_session()
-        await rt.drive(sid)  # the session starts and waits for its first message
+        sids = {}
+        for kind, rt in runtimes.items():
+            sids[kind] = await rt.create_session()
+            await rt.drive(sids[kind])  # the session starts and waits for its first message
         for _ in range(rounds):
-            await rt.deliver(sid, "go")
-            before, _ = disk_usage(data)
-            counter.count = 0
-            with counter.active():
-                started = time.perf_counter()
-                view = await rt.drive(sid)
-                elapsed = time.perf_counter() - started
-            if view["status"] != "waiting" or view["turns"][-1]["status"] != "completed":
-                raise RuntimeError(f"benchmark turn did not complete: {view['turns'][-1]}")
-            after, _ = disk_usage(data)
-            size = max(after - before, 1)
-            writes = chunk * ACTIONS_PER_STEP
-            sizes = [size // writes] * writes
-            floor.append(append_floor(root, sizes) / chunk)
-            reserved.append(append_floor(root, sizes, reserved=True) / chunk)
-            per_step.append(elapsed / chunk)
-            fsyncs.append(counter.count / chunk)
-            written.append(size / chunk)
+            for kind, rt in runtimes.items():
+                await turn(rt, sids[kind], series[kind])
 
     try:
         asyncio.run(main())
     finally:
-        rt.close()
-    value, baseline = median(per_step), median(floor)
+        for rt in runtimes.values():
+            rt.close()
+    instant, waiting = series["instant"], series["waiting"]
+    value, baseline = median(instant.per_step), median(instant.floor)
     yield measurement("step_overhead.step", value, "s/step", baseline=baseline, steps=steps)
-    yield measurement("step_overhead.reserved", value, "s/step", baseline=median(reserved))
+    yield measurement("step_overhead.reserved", value, "s/step", baseline=median(instant.reserved))
     yield measurement(
-        "step_overhead.fsyncs", median(fsyncs), "fsyncs/step", baseline=ACTIONS_PER_STEP
+        "step_overhead.fsyncs", median(instant.fsyncs), "fsyncs/step", baseline=ACTIONS_PER_STEP
     )
-    yield measurement("step_overhead.bytes", median(written), "bytes/step")
+    yield measurement("step_overhead.bytes", median(instant.written), "bytes/step")
+    yield measurement(
+        "step_overhead.waiting", median(waiting.per_step), "s/step",
+        baseline=median(waiting.floor), fsyncs=median(waiting.fsyncs), steps=steps,
+    )  # fmt: skip
 
 
 def run(quick: bool) -> Iterator[dict[str, Any]]:

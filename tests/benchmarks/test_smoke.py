@@ -21,6 +21,7 @@ EXPECTED = {
     "step_overhead": {
         "step_overhead.step",
         "step_overhead.reserved",
+        "step_overhead.waiting",
         "step_overhead.fsyncs",
         "step_overhead.bytes",
     },
