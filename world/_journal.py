@@ -136,18 +136,14 @@ def head_from(data: bytes) -> dict[str, Any] | None:
     """The head a head file's bytes hold: a frame (what is written now, in place: a read may
     meet a write, so only its first object counts, and a damaged one is None) or a plain map
     (heads written before)."""
-    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
-    unpacker.feed(data)
     try:
-        first = unpacker.unpack()
+        first = _codec.decode(data)  # the usual case, one object: a frame, or an older map
+    except msgpack.ExtraData as extra:
+        first = extra.unpacked  # a frame, then what a longer head left until it is cut
     except Exception:
         return None
     if isinstance(first, dict):
-        try:
-            head = _codec.decode(data)  # an older head: one plain map, rich values decoded
-        except Exception:
-            return None
-        return head if isinstance(head, dict) else None
+        return first  # an older head: one plain map (rich values decoded)
     checked = _check_frame(first)
     return checked[0] if checked is not None else None
 
