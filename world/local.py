@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -85,9 +86,11 @@ class _FileLease(Lease):
     def release(self) -> None:
         self._world._leased.discard(self._root)
         writer = self._world._writers.pop(self._root, None)
-        if writer is not None:
-            writer.close()
-        self._lock.release()
+        try:
+            if writer is not None:
+                writer.close()  # settles: may raise what the disk refused
+        finally:
+            self._lock.release()
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop:
@@ -111,6 +114,7 @@ class LocalWorld(World):
         self._run_files: dict[str, tuple[str, str, str]] = {}
         self._runs_resolved = os.path.join(os.path.realpath(self.path), "runs")  # as watched
         self._unsettled: set[str] = set()  # families with a deferred record not yet durable
+        self._unsettled_lock = threading.Lock()
         self._settle_failure: StorageError | None = None  # from a settle run by the loop
         self._leased: set[str] = set()
         self._inbox_ends: dict[str, int] = {}
@@ -250,7 +254,8 @@ class LocalWorld(World):
         data = b"".join(frames)
         offset = writer.append(data, sync=durable, defer=defer)
         if writer.unsettled is not None:
-            self._unsettled.add(root)
+            with self._unsettled_lock:
+                self._unsettled.add(root)
         positions = []
         for frame in frames:
             positions.append(offset)
@@ -343,12 +348,12 @@ class LocalWorld(World):
         return items, max(result.end, start)
 
     def compact_inbox(self, root: str, keep_from: int) -> bool:
-        self.settle()
         """Rewrite the inbox without its deliveries below id `keep_from` once they are at
         least `COMPACT_MIN` bytes and no fewer than the ones kept; True if it did. The new
         file is written aside, fsync'd and renamed under `inbox.lock` (with the directory
         fsync'd before the lock is released: a later delivery must not land in a file a
         power loss could undo); either file, old or new, gives every kept delivery its id."""
+        self.settle()
         folder = self._dir(root)
         path = folder / "inbox.msgpack"
         tmp = folder / f"inbox.msgpack.tmp{os.getpid()}"
@@ -556,12 +561,17 @@ class LocalWorld(World):
         if failure is not None:
             raise failure
         # A family leaves the set only once settled: a caller finding it there waits for the
-        # one settling it (the writer's lock), never returns before the record is durable.
-        for root in list(self._unsettled):
+        # one settling it (the writer's lock), never returns before the record is durable; and
+        # one whose writer took a new deferred record meanwhile stays.
+        with self._unsettled_lock:
+            roots = list(self._unsettled)
+        for root in roots:
             writer = self._writers.get(root)
             if writer is not None:
                 writer.settle()
-            self._unsettled.discard(root)
+            with self._unsettled_lock:
+                if writer is None or writer.unsettled is None:
+                    self._unsettled.discard(root)
 
     def _settle_later(self) -> None:
         try:
@@ -591,7 +601,13 @@ class LocalWorld(World):
         return self._streams.tail(name, start)
 
     def close(self) -> None:
-        for writer in self._writers.values():
-            writer.close()
-        self._writers.clear()
+        writers, self._writers = list(self._writers.values()), {}
+        failure: StorageError | None = None
+        for writer in writers:  # every writer closed; the first refusal raised after
+            try:
+                writer.close()
+            except StorageError as exc:
+                failure = failure or exc
         self._streams.close()
+        if failure is not None:
+            raise failure
