@@ -159,7 +159,7 @@ def append_floor(folder: Path, sizes: list[int], *, reserved: bool = False) -> f
     space allocated beforehand (``posix_fallocate``), as eve's journals write."""
     fd = os.open(folder / "floor.bin", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        if reserved:
+        if reserved and hasattr(os, "posix_fallocate"):  # Linux (where eve reserves)
             os.posix_fallocate(fd, 0, sum(sizes))
             os.fdatasync(fd)
         started, at = time.perf_counter(), 0

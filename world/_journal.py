@@ -290,8 +290,12 @@ class Writer:
             self._size = self.end
 
     def _extend(self, need: int) -> None:
+        allocate = getattr(os, "posix_fallocate", None)  # not on every system (macOS)
+        if allocate is None:
+            self._reserve = False
+            return
         try:
-            os.posix_fallocate(self._fd, self._size, need + RESERVE - self._size)
+            allocate(self._fd, self._size, need + RESERVE - self._size)
             self._size = need + RESERVE
         except OSError:  # no space for more, or a file system without it: plain appends
             self._reserve = False
