@@ -282,9 +282,9 @@ class Runtime:
         and a delivery to an old session costs what it costs to a new one."""
         name = events_stream(sid)
         end = self.world.stream_length(name)
-        kept = self._views.status(sid, end)  # a fold of every stored event, kept: no read
+        kept = self._views.fold_at(sid, end)  # a fold of every stored event, kept: no read
         if kept is not None:
-            return kept
+            return str(kept.view["status"])
         reader = self._reader(sid)
         tail: list[dict[str, Any]] = []
         chunk = 16
@@ -435,7 +435,8 @@ class Runtime:
         creation): the listing row, valid while the event stream keeps that length."""
         count = self._event_count(root)  # before reading: an append in between shows as stale
         # The kept view's fold, when it has every stored event: the tail needs no reading.
-        row = self._views.row(root, self.world.stream_length(events_stream(root)))
+        kept = self._views.fold_at(root, self.world.stream_length(events_stream(root)))
+        row = kept.row() if kept is not None else None
         if row is not None:
             row["agent"] = row["agent"] or self._agent_name(root)
             row["bytes"] = self._bytes(root)

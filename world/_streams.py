@@ -89,7 +89,7 @@ class _Writer:
         self.batch_at = 0  # where the batch begins in the data file
         self.batch_index = 0  # the index of its first item
         self.width = 4  # bytes an index entry (see `index_form`), as of the last sync
-        self.seen: tuple[int, int, int, int] = (0, 0, 0, 0)  # `_identity` before its write
+        self.seen: tuple[int, int, int, int] = (0, 0, 0, 0)  # `_identity` as its batch began
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -408,9 +408,8 @@ class StreamStore:
         writer.end, writer.count = pos, index + len(frames)
         self._appended(name, writer.ino, index, offsets, pos)
         kept = self._crcs.get(name)
-        seen, writer.seen = writer.seen, _identity(os.fstat(writer.data_fd))
-        if kept is not None and kept[0] == seen:  # nobody else changed it: still that prefix
-            self._crcs[name] = (writer.seen, kept[1], kept[2])
+        if kept is not None and kept[0] == writer.seen:  # as kept up to this write: still so
+            self._crcs[name] = (_identity(os.fstat(writer.data_fd)), kept[1], kept[2])
         with self._dirty_lock:
             self._number += 1
             self._dirty[writer.data_fd] = self._number

@@ -211,7 +211,7 @@ class SessionHost:
             return
         # The session's kept view takes the event as written: a view after the turn reads
         # none of the turn's events back.
-        fold = self.executor.views.awaiting(self.snap.id, index)
+        fold = self.executor.views.fold_at(self.snap.id, index)
         if fold is not None:
             if REF in data:
                 event["text"] = text

@@ -222,7 +222,7 @@ class ViewCache:
     A fold is reused only while the world's digest of the events it folded is unchanged, so
     damage to stored events is reported on the next read just as a fresh fold reports it. A
     world without digests folds afresh every time. The process that writes a session's
-    events feeds them to its kept fold as it writes them (:meth:`awaiting`), so a view after
+    events feeds them to its kept fold as it writes them (:meth:`fold_at`), so a view after
     a turn reads none of them back; the digest then takes their stored bytes in. Callers get
     a copy of the view; its turns before the last (which events no longer change) are
     read-only and shared by every copy handed out since (see
@@ -235,27 +235,12 @@ class ViewCache:
         self.size = size
         self._folds: OrderedDict[str, _Kept] = OrderedDict()
 
-    def awaiting(self, session_id: str, index: int) -> ViewFold | None:
-        """The kept fold of ``session_id`` if event ``index`` is the next it takes (the
-        writer of that event feeds it then); None otherwise."""
+    def fold_at(self, session_id: str, count: int) -> ViewFold | None:
+        """The kept fold of ``session_id`` if it has taken exactly ``count`` events, else
+        None: the writer of event ``count`` feeds it then, and with ``count`` the stream's
+        length its status and row are the stored events' (no read)."""
         kept = self._folds.get(session_id)
-        return kept.fold if kept is not None and kept.fold.view["events"] == index else None
-
-    def status(self, session_id: str, length: int) -> str | None:
-        """The kept fold's status if it has taken exactly the ``length`` events stored (its
-        writer fed it, or a view read them); None otherwise."""
-        kept = self._folds.get(session_id)
-        if kept is None or kept.fold.view["events"] != length:
-            return None
-        return str(kept.fold.view["status"])
-
-    def row(self, session_id: str, length: int) -> dict[str, Any] | None:
-        """:meth:`ViewFold.row` of the kept fold if it has taken exactly the ``length``
-        events stored; None otherwise."""
-        kept = self._folds.get(session_id)
-        if kept is None or kept.fold.view["events"] != length:
-            return None
-        return kept.fold.row()
+        return kept.fold if kept is not None and kept.fold.view["events"] == count else None
 
     def forget(self, session_id: str) -> None:
         """Drop the kept fold (what it was fed may not have been stored)."""

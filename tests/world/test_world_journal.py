@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from io_spy import io_log
 
 from world import (
     CorruptJournalError,
@@ -237,29 +238,6 @@ def test_a_killed_owners_reserved_space_is_harmless(tmp_path: Path) -> None:
     assert journal.stat().st_size == _journal.read_file(str(journal)).end
 
 
-def _io_log(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """(call, file name) of every pwrite and fdatasync from now on."""
-    import os
-
-    log: list[tuple[str, str]] = []
-    real_pwrite, real_sync = os.pwrite, os.fdatasync
-
-    def name(fd: int) -> str:
-        return Path(os.readlink(f"/proc/self/fd/{fd}")).name
-
-    def pwrite(fd: int, data: bytes, offset: int) -> int:
-        log.append(("write", name(fd)))
-        return real_pwrite(fd, data, offset)
-
-    def fdatasync(fd: int) -> None:
-        log.append(("sync", name(fd)))
-        real_sync(fd)
-
-    monkeypatch.setattr(os, "pwrite", pwrite)
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
-    return log
-
-
 def test_a_deferred_record_is_durable_before_anything_that_follows_it_is_seen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -288,7 +266,7 @@ def test_a_deferred_record_is_durable_before_anything_that_follows_it_is_seen(
 
     engine = Engine(world, {"flow": flow})
     rid = asyncio.run(engine.start("flow"))
-    log = _io_log(monkeypatch)
+    log = io_log(monkeypatch)
     asyncio.run(engine.run(rid))
     world.close()
 

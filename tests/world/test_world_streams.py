@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from io_spy import io_log, synced
 
 from world import Engine, InvalidNameError, LocalWorld, WorkflowContext, World
 
@@ -302,33 +303,22 @@ def test_stream_appends_are_made_durable_before_the_next_journal_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world = LocalWorld(tmp_path / "data")
-    synced: list[str] = []
-    real = os.fdatasync
-
-    def fdatasync(fd: int) -> None:
-        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
-        real(fd)
 
     async def flow(ctx: WorkflowContext, _: None) -> None:
         await ctx.step("emit", lambda: world.stream_append("events.s1", {"e": 1}))
 
     engine = Engine(world, {"flow": flow})
     rid = asyncio.run(engine.start("flow"))
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    log = io_log(monkeypatch)
     asyncio.run(engine.run(rid))
-    assert synced[:2] == ["events.s1.msgpack", "journal.msgpack"]
+    files = synced(log)
+    assert files[:2] == ["events.s1.msgpack", "journal.msgpack"]
 
 
 def test_a_steps_record_waits_only_for_the_streams_its_function_appended_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world = LocalWorld(tmp_path / "data")
-    synced: list[str] = []
-    real = os.fdatasync
-
-    def fdatasync(fd: int) -> None:
-        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
-        real(fd)
 
     async def flow(ctx: WorkflowContext, _: None) -> None:
         world.stream_append("history.s1", {"h": 1})  # workflow code: a replay appends it again
@@ -337,12 +327,13 @@ def test_a_steps_record_waits_only_for_the_streams_its_function_appended_to(
 
     engine = Engine(world, {"flow": flow})
     rid = asyncio.run(engine.start("flow"))
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    log = io_log(monkeypatch)
     asyncio.run(engine.run(rid))
+    files = synced(log)
     # The first record waits for the stream its step appended to, not for the other (made
     # durable before the next step runs); the run's end for what is left.
-    assert synced[:2] == ["events.s1.msgpack", "journal.msgpack"]
-    assert "history.s1.msgpack" in synced[2:] and synced[-1] == "journal.msgpack"
+    assert files[:2] == ["events.s1.msgpack", "journal.msgpack"]
+    assert "history.s1.msgpack" in files[2:] and files[-1] == "journal.msgpack"
 
 
 def test_a_tail_polls_when_the_system_has_no_watcher_left(
