@@ -3,11 +3,15 @@
 `world` knows nothing about agents or models and imports nothing from `eve_cli`. Storage
 backends sit behind one interface (`World`): `LocalWorld` (files under `.workflow-data/`) is the
 default, `MemoryWorld` serves tests. Modules: `_codec` (values ↔ msgpack), `_journal`
-(checksummed record files), `_world` (the storage interface), `local` / `memory` (backends),
-`_streams` (stream files), `_family` / `_engine` / `_context` (replay and driving), `_errors`,
+(checksummed record files), `_world` (the storage interface), `local` / `memory` / `postgres`
+(backends; `PostgresWorld` is imported on first use, so psycopg loads only then), `_pg_schema`
+(its migrations), `_select` (a world from a URL or a directory), `_streams` (stream files),
+`_family` / `_engine` / `_context` (replay and driving), `_errors`,
 `_faults` (fault injection for crash tests, `EVE_FAULTS`), `_verify` (checking and safely
 repairing a data directory: what `eve doctor` runs).
 """
+
+from typing import TYPE_CHECKING
 
 from ._codec import decode, encode
 from ._context import ChildHandle, HookHandle, RetryPolicy, WorkflowContext
@@ -29,10 +33,14 @@ from ._errors import (
     WorkflowNotFoundError,
     WorldError,
 )
+from ._select import is_database_url, open_world
 from ._verify import Finding, repair, verify
 from ._world import InboxItem, Lease, World
 from .local import LocalWorld, default_data_dir
 from .memory import MemoryWorld
+
+if TYPE_CHECKING:
+    from .postgres import PostgresWorld
 
 __all__ = [
     "ChildFailedError",
@@ -51,6 +59,7 @@ __all__ = [
     "MemoryWorld",
     "NoActiveRunError",
     "OwnershipError",
+    "PostgresWorld",
     "RetryPolicy",
     "RunExistsError",
     "RunInfo",
@@ -66,6 +75,16 @@ __all__ = [
     "decode",
     "default_data_dir",
     "encode",
+    "is_database_url",
+    "open_world",
     "repair",
     "verify",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "PostgresWorld":  # imported on first use: psycopg costs startup time
+        from .postgres import PostgresWorld
+
+        return PostgresWorld
+    raise AttributeError(f"module 'world' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""Helper process for the ownership and wake-up tests: `python owner_job.py MODE DATA`.
+"""Helper process for the ownership and wake-up tests: `python owner_job.py MODE WORLD` (a
+data directory or a PostgreSQL URL).
 
 MODE `hold`: drive run `held`, whose first step blocks forever (the test SIGKILLs us).
 MODE `serve`: start run `served`, drive it until it parks on hook `t-served`, then wait (no
@@ -14,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from world import Engine, LocalWorld, RunExistsError, WorkflowContext
+from world import Engine, RunExistsError, WorkflowContext, open_world
 
 
 def block() -> None:
@@ -32,7 +33,7 @@ async def served(ctx: WorkflowContext, _: Any) -> Any:
 
 
 async def main(mode: str, data: str) -> None:
-    engine = Engine(LocalWorld(data), {"held": held, "served": served})
+    engine = Engine(open_world(data), {"held": held, "served": served})
     if mode == "hold":
         await engine.run("held")
         return

@@ -1,5 +1,6 @@
 """One owner per family across processes; a dead owner frees the family at once; a parked
-run in one process is woken by a delivery from another; readers need no lock."""
+run in one process is woken by a delivery from another; readers need no lock. On the local
+and the PostgreSQL world (`world_spec`)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from world import Engine, LocalWorld, OwnershipError, WorkflowContext
+from world import Engine, OwnershipError, WorkflowContext, open_world
 
 HELPER = str(Path(__file__).with_name("owner_job.py"))
 
 
-def _helper(mode: str, data: Path) -> subprocess.Popen[str]:
+def _helper(mode: str, data: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, HELPER, mode, str(data)], stdout=subprocess.PIPE, text=True
     )
@@ -29,9 +30,9 @@ async def held(ctx: WorkflowContext, _: Any) -> str:
     return "taken over"
 
 
-def test_a_killed_owner_frees_the_family_at_once(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    engine = Engine(LocalWorld(data), {"held": held})
+def test_a_killed_owner_frees_the_family_at_once(world_spec: str) -> None:
+    data = world_spec
+    engine = Engine(open_world(data), {"held": held})
     asyncio.run(engine.start("held", run_id="held"))
     owner = _helper("hold", data)
     try:
@@ -50,13 +51,13 @@ def test_a_killed_owner_frees_the_family_at_once(tmp_path: Path) -> None:
     assert time.monotonic() - started < 2.0  # no lease timeout to sit out
 
 
-def test_a_parked_run_is_woken_by_a_delivery_from_another_process(tmp_path: Path) -> None:
-    data = tmp_path / "data"
+def test_a_parked_run_is_woken_by_a_delivery_from_another_process(world_spec: str) -> None:
+    data = world_spec
     server = _helper("serve", data)
     try:
         assert server.stdout is not None
         assert server.stdout.readline().strip() == "parked"
-        engine = Engine(LocalWorld(data), {})
+        engine = Engine(open_world(data), {})
         assert asyncio.run(engine.resume_hook("t-served", {"hello": "from afar"})) == "served"
         out, _ = server.communicate(timeout=30)
     finally:

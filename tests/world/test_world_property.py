@@ -138,3 +138,20 @@ def test_local_world(tmp_path: Path, schedule: Schedule) -> None:
         _check(world, schedule)
     finally:
         world.close()
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(schedules)
+def test_postgres_world(schedule: Schedule) -> None:
+    from pg_support import fresh_schema
+
+    from world.postgres import PostgresWorld
+
+    with fresh_schema() as url:
+        world = PostgresWorld(url)
+        try:
+            _check(world, schedule)
+        finally:
+            world.close()

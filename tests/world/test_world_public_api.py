@@ -8,10 +8,11 @@ def test_exported_names_are_pinned() -> None:
         "ChildFailedError", "ChildHandle", "CorruptJournalError", "DivergenceError", "Engine",
         "FatalError", "Finding", "HookConflictError", "HookHandle", "InboxItem",
         "InvalidNameError", "Lease", "LocalWorld", "MemoryWorld", "NoActiveRunError",
-        "OwnershipError", "RetryPolicy",
+        "OwnershipError", "PostgresWorld", "RetryPolicy",
         "RunExistsError", "RunInfo", "RunNotFoundError", "SerializationError", "StepFailedError",
         "StorageError", "Workflow", "WorkflowContext", "WorkflowNotFoundError", "World",
-        "WorldError", "decode", "default_data_dir", "encode", "repair", "verify",
+        "WorldError", "decode", "default_data_dir", "encode", "is_database_url",
+        "open_world", "repair", "verify",
     ]  # fmt: skip
     for name in world.__all__:
         assert getattr(world, name) is not None

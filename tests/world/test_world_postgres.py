@@ -1,0 +1,198 @@
+"""What only the PostgreSQL world has: its schema's versions, its connection budget, its
+fencing, and how it meets an unreachable or restarting database. (Everything every world
+does is the conformance suite's, which runs on it too.)"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from pg_support import fresh_schema, require_server, with_params
+
+from world import (
+    Engine,
+    OwnershipError,
+    StorageError,
+    WorkflowContext,
+    WorldError,
+)
+from world._pg_schema import VERSION
+from world.postgres import PostgresWorld, redact
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with fresh_schema() as found:
+        yield found
+
+
+def _schema(url: str) -> str:
+    return url.rsplit("schema=", 1)[1].split("&")[0]
+
+
+def _sql(query: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(require_server(), autocommit=True) as conn:
+        cur = conn.execute(query, params or None)
+        return cur.fetchall() if cur.description else []
+
+
+def test_import_world_does_not_load_the_driver() -> None:
+    code = "import sys, world; print('psycopg' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_schema_newer_than_this_eve_is_refused_clearly(url: str) -> None:
+    PostgresWorld(url).close()
+    schema = _schema(url)
+    _sql(f'INSERT INTO "{schema}".schema_version (version) VALUES (%s)', VERSION + 1)
+    with pytest.raises(WorldError) as err:
+        PostgresWorld(url)
+    message = str(err.value)
+    assert f"version {VERSION + 1}" in message and "newer eve" in message
+    assert "upgrade eve" in message and "\n" not in message
+
+
+def test_workers_starting_together_migrate_once(url: str) -> None:
+    worlds: list[PostgresWorld] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            worlds.append(PostgresWorld(url))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w in worlds:
+        w.close()
+    assert errors == [] and len(worlds) == 4
+    rows = _sql(f'SELECT version FROM "{_schema(url)}".schema_version ORDER BY version')
+    assert rows == [(v,) for v in range(1, VERSION + 1)]
+
+
+def test_a_reader_creates_nothing_and_sees_an_empty_world() -> None:
+    with fresh_schema() as url:
+        reader = PostgresWorld(url, create=False)
+        assert reader.families() == [] and reader.read_head("nothing") is None
+        assert _sql("SELECT 1 FROM pg_namespace WHERE nspname = %s", _schema(url)) == []
+        reader.close()
+
+
+def test_an_unreachable_database_is_one_line_naming_the_host_never_the_password() -> None:
+    with pytest.raises(StorageError) as err:
+        PostgresWorld("postgresql://eve:hunter2@127.0.0.1:9/eve?schema=x")
+    message = str(err.value)
+    assert "127.0.0.1:9/eve" in message and "server is running" in message
+    assert "hunter2" not in message and "\n" not in message
+
+
+def test_the_password_is_never_shown(url: str) -> None:
+    secret = url.replace("postgresql://postgres@", "postgresql://postgres:hunter2@")
+    assert redact(secret).count("hunter2") == 0 and "***" in redact(secret)
+    world = PostgresWorld(secret)  # trust auth: the password is not even asked for
+    try:
+        assert "hunter2" not in repr(world) + world.where + world.url
+    finally:
+        world.close()
+
+
+async def _steps(ctx: WorkflowContext, n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await ctx.step(f"s{i}", lambda i=i: i)
+    return total
+
+
+def test_connections_stay_within_the_pool_however_many_families_are_driven(url: str) -> None:
+    tag = f"eve-budget-{_schema(url)}"
+    world = PostgresWorld(with_params(url, pool="2", application_name=tag))
+    engine = Engine(world, {"steps": _steps})
+    seen: list[int] = []
+
+    async def main() -> list[int]:
+        ids = [await engine.start("steps", 5) for _ in range(12)]
+
+        async def count() -> None:
+            while len(seen) < 50:
+                query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                rows = _sql(query, tag)
+                seen.append(rows[0][0])
+                await asyncio.sleep(0.005)
+
+        counter = asyncio.create_task(count())
+        infos = await asyncio.gather(*(engine.run(i) for i in ids))
+        counter.cancel()
+        return [info.result for info in infos]
+
+    try:
+        assert asyncio.run(main()) == [10] * 12
+    finally:
+        world.close()
+    assert max(seen) <= 3  # the pool's two and the listener's one
+
+
+def test_a_worker_that_lost_its_lease_can_write_nothing(url: str) -> None:
+    first, second = PostgresWorld(url), PostgresWorld(url)
+    try:
+        engine = Engine(first, {"steps": _steps})
+        rid = asyncio.run(engine.start("steps", 1))
+        stale = first.acquire(rid)
+        journal = len(first.load(rid).records)
+        with pytest.raises(OwnershipError):
+            second.acquire(rid)  # alive and within its lease: refused
+        assert first._listener is not None
+        first._listener.halt(first._wake_listener)  # its liveness lock goes: seen as dead
+        taken = second.acquire(rid, wait=5)
+        for write in (
+            lambda: first.append(rid, [b"\x93\x01\x00\xc4\x00"]),
+            lambda: first.write_head(rid, {"runs": {}}),
+            lambda: first.stream_append(f"events.{rid}", {"late": True}),
+        ):
+            with pytest.raises(OwnershipError, match="taken over"):
+                write()
+        assert len(second.load(rid).records) == journal
+        assert second.stream_length(f"events.{rid}") == 0
+        stale.release()  # a no-op: it is not its lease any more
+        with pytest.raises(OwnershipError):
+            PostgresWorld(url).acquire(rid)
+        taken.release()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_run_goes_on_when_its_connections_are_cut_between_steps(url: str) -> None:
+    tag = f"eve-cut-{_schema(url)}"
+    world = PostgresWorld(with_params(url, application_name=tag))
+    ran: list[int] = []
+
+    def cut() -> None:
+        _sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            tag,
+        )
+
+    async def flow(ctx: WorkflowContext, _: None) -> list[int]:
+        for i in range(4):
+            await ctx.step(f"s{i}", lambda i=i: ran.append(i) or i)
+            await ctx.step(f"cut{i}", cut)
+        return ran
+
+    engine = Engine(world, {"flow": flow})
+    try:
+        rid = asyncio.run(engine.start("flow"))
+        assert asyncio.run(engine.run(rid)).result == [0, 1, 2, 3]
+        assert ran == [0, 1, 2, 3]  # every step once: nothing re-run, nothing lost
+    finally:
+        world.close()

@@ -1,0 +1,859 @@
+"""`PostgresWorld`: the world in a PostgreSQL database, shared by any number of processes.
+
+One schema (`eve` unless the URL says `?schema=NAME`) holds one world, created and migrated by
+`_pg_schema`. Every durable call is one statement in its own transaction (autocommit), so a
+call either happened whole or not at all; a call whose connection broke is retried on a fresh
+connection, and a retried write first checks whether its first try committed (a create, an
+append and a delivery carry what identifies them), so nothing is written twice.
+
+Ordering without fsync schedules: a journal append commits synchronously; a stream item commits
+asynchronously (`synchronous_commit = off`: visible at once, its WAL flushed by the next
+synchronous commit of any session), which is exactly "a stream item is durable before the
+next journal append"; `defer`, `settle` and `stream_drain` have nothing to do.
+
+Leases: the family row holds an epoch, the owner, and the lease's expiry. `acquire` takes a
+free, expired or dead owner's lease and increments the epoch; every write of the owner (append,
+head, stream item of its family) names the epoch it holds and is refused once another worker
+took the lease (fencing: a worker that lost a lease can never write to that family again).
+An owner is alive while its listener connection holds its advisory lock (free the moment its
+process dies); a frozen one loses its leases when they expire (`?lease=SECONDS`, 10 s by
+default), renewed by the listener thread while it runs.
+
+Wake-ups: deliveries and stream items `pg_notify` in their own transaction; one listener
+connection per world object turns them into wake-ups of the waiting coroutines (after a lost
+connection every waiter is woken to look again).
+
+Connections: a `psycopg_pool` pool of at most `?pool=N` (8 by default), plus the listener's
+one, however many families are driven or parked. The URL's password is never printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import psycopg_pool
+
+from . import _codec, _journal, _pg_schema
+from ._errors import (
+    CorruptJournalError,
+    OwnershipError,
+    RunExistsError,
+    RunNotFoundError,
+    StorageError,
+    WorldError,
+)
+from ._world import (
+    FamilyLog,
+    InboxItem,
+    Lease,
+    World,
+    check_name,
+    check_run_id,
+    inbox_item,
+    inbox_record,
+    root_of,
+)
+
+T = TypeVar("T")
+
+DEFAULT_SCHEMA = "eve"
+DEFAULT_LEASE = 10.0  # seconds a lease lasts unrenewed (a frozen owner's sessions wait this)
+DEFAULT_POOL = 8
+RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restarting)
+_OWN_PARAMS = ("schema", "lease", "pool")
+
+
+def redact(url: str) -> str:
+    """`url` with its password replaced by `***` (for messages and `eve inspect`)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+@dataclass(frozen=True)
+class _Target:
+    conninfo: str  # the URL as libpq takes it (eve's own parameters removed)
+    schema: str
+    lease: float
+    pool: int
+    where: str  # for messages: host:port/database, no credentials
+
+
+def _target(url: str) -> _Target:
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {k: v for k, v in query if k in _OWN_PARAMS}
+    rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
+    try:
+        lease = float(own.get("lease", DEFAULT_LEASE))
+        pool = int(own.get("pool", DEFAULT_POOL))
+        host = parts.hostname or "localhost"
+        port = parts.port or 5432
+    except ValueError as exc:
+        raise WorldError(f"{redact(url)}: {exc}; use ?lease=SECONDS&pool=N") from None
+    if lease <= 0 or pool < 1:
+        raise WorldError(f"{redact(url)}: lease must be > 0 seconds and pool >= 1 connection")
+    database = parts.path.lstrip("/") or parts.username or "postgres"
+    return _Target(
+        conninfo=urlunsplit(parts._replace(query=urlencode(rest))),
+        schema=_pg_schema.check_schema(own.get("schema", DEFAULT_SCHEMA)),
+        lease=lease,
+        pool=pool,
+        where=f"{host}:{port}/{database}",
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a driver error, which names no password."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class _Signals:
+    """Wakes coroutines (in any thread's loop) waiting on a key; `fire_all` wakes them all."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._lock = threading.Lock()
+
+    def event(self, key: str) -> asyncio.Event:
+        event = asyncio.Event()
+        with self._lock:
+            self._waiters.setdefault(key, []).append((asyncio.get_running_loop(), event))
+        return event
+
+    def drop(self, key: str, event: asyncio.Event) -> None:
+        with self._lock:
+            waiters = self._waiters.get(key, [])
+            waiters[:] = [(loop, e) for loop, e in waiters if e is not event]
+            if not waiters:
+                self._waiters.pop(key, None)
+
+    def fire(self, key: str | None) -> None:
+        with self._lock:
+            if key is None:
+                waiters = [w for ws in self._waiters.values() for w in ws]
+            else:
+                waiters = list(self._waiters.get(key, []))
+        for loop, event in waiters:
+            if not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                    loop.call_soon_threadsafe(event.set)
+
+
+class _PgLease(Lease):
+    def __init__(self, world: PostgresWorld, root: str, epoch: int, holder: str, nxt: int) -> None:
+        self.world, self.root, self.epoch, self.holder = world, root, epoch, holder
+        self.next_pos = nxt  # where this owner's next record goes
+        self.lost = False
+
+    def release(self) -> None:
+        self.world._release(self)
+
+
+class _Listener(threading.Thread):
+    """The world's own connection: LISTEN for wake-ups, hold the liveness lock, renew leases."""
+
+    def __init__(self, world: PostgresWorld) -> None:
+        super().__init__(name="eve-pg-listener", daemon=True)
+        self.world = world
+        self.ready = threading.Event()
+        self.stop = threading.Event()
+        self.failure = ""
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def run(self) -> None:
+        pause = 0.05
+        while not self.stop.is_set():
+            try:
+                with psycopg.connect(
+                    self.world._target.conninfo, autocommit=True, connect_timeout=5
+                ) as conn:
+                    self._conn = conn
+                    conn.execute(f'LISTEN "{self.world._channel}"')
+                    conn.execute("SELECT pg_advisory_lock(%s)", [self.world._alive_key])
+                    self.failure, pause = "", 0.05
+                    self.ready.set()
+                    self.world._signals.fire(None)  # whatever was missed while away
+                    self._serve(conn)
+            except psycopg.Error as exc:
+                self.failure = _reason(exc)
+            finally:
+                self.ready.clear()
+                self._conn = None
+            if not self.stop.is_set():
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+    def _serve(self, conn: psycopg.Connection[Any]) -> None:
+        world = self.world
+        beat = min(world._target.lease / 3, 1.0)
+        renewed = time.monotonic()
+        while not self.stop.is_set():
+            for note in conn.notifies(timeout=beat):
+                if self.stop.is_set():
+                    return
+                world._signals.fire(note.payload)
+            if time.monotonic() - renewed >= world._target.lease / 3:
+                world._renew(conn)
+                renewed = time.monotonic()
+
+    def halt(self, wake: Callable[[], None]) -> None:
+        """Stop; `wake` sends it a notification so it sees that at once."""
+        self.stop.set()
+        if self.ready.is_set():
+            with contextlib.suppress(Exception):
+                wake()
+        self.join(timeout=5)
+
+
+class PostgresWorld(World):
+    """Durable storage in PostgreSQL; many processes may share one world."""
+
+    blocking = True  # every call waits for the network: see World.blocking
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        """Open (creating or migrating it unless `create` is False) the world at `url`,
+        `postgresql://[user[:password]@]host[:port]/database[?schema=S&lease=SECONDS&pool=N]`.
+
+        Raises:
+            StorageError: the database cannot be reached (one line: where, what to check).
+            WorldError: the schema was written by a newer eve, or the URL is invalid.
+        """
+        self._target = _target(url)
+        self.url = redact(url)
+        s = f'"{self._target.schema}"'
+        self._sql = {name: text.format(s=s) for name, text in _SQL.items()}
+        self._channel = f"eve_{self._target.schema}"[:63]
+        self._me = secrets.token_hex(8)  # this world object, as a lease owner
+        self._alive_key = secrets.randbits(62)  # its advisory lock while its listener runs
+        self._signals = _Signals()
+        self._leases: dict[str, _PgLease] = {}
+        self._lock = threading.Lock()
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._listener: _Listener | None = None
+        try:
+            with psycopg.connect(self._target.conninfo, autocommit=True, connect_timeout=5) as c:
+                self._exists = _pg_schema.migrate(c, self._target.schema, create=create)
+        except psycopg.Error as exc:
+            raise StorageError(self._unreachable(exc)) from None
+
+    def __repr__(self) -> str:
+        return f"PostgresWorld({self.url!r})"
+
+    @property
+    def where(self) -> str:
+        """Where this world is, for messages: `postgresql://host:port/db (schema S)`."""
+        return f"postgresql://{self._target.where} (schema {self._target.schema})"
+
+    def _unreachable(self, exc: BaseException) -> str:
+        return (
+            f"cannot use PostgreSQL at {self._target.where}: {_reason(exc)}; check that the "
+            "server is running and reachable and that --world / EVE_WORLD names it "
+            "(postgresql://user@host:port/database)"
+        )
+
+    # -- connections ---------------------------------------------------------------------------
+    def _pool_now(self) -> psycopg_pool.ConnectionPool[Any]:
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = psycopg_pool.ConnectionPool(
+                        self._target.conninfo,
+                        min_size=1,
+                        max_size=self._target.pool,
+                        kwargs={"autocommit": True},
+                        open=False,
+                        name="eve",
+                        timeout=RETRY_FOR,
+                    )
+                    self._pool.open(wait=False)
+                pool = self._pool
+        return pool
+
+    def _call(self, fn: Callable[[psycopg.Connection[Any], int], T]) -> T:
+        """Run `fn(conn, attempt)` on a pooled connection, again on a fresh one while the
+        connection breaks (for up to `RETRY_FOR` seconds: a database restarting). `attempt`
+        > 0 tells a write to look first whether its previous try committed."""
+        deadline = time.monotonic() + RETRY_FOR
+        pause, attempt = 0.02, 0
+        while True:
+            try:
+                with self._pool_now().connection() as conn:
+                    return fn(conn, attempt)
+            except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+                if time.monotonic() + pause >= deadline:
+                    raise StorageError(self._unreachable(exc)) from None
+            except psycopg.Error as exc:
+                raise StorageError(f"PostgreSQL at {self._target.where}: {_reason(exc)}") from None
+            attempt += 1
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    def _one(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """One row of a read-only statement (retried freely)."""
+        if not self._exists:
+            return None
+        return self._call(lambda conn, _: conn.execute(self._sql[name], params).fetchone())
+
+    def _all(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        if not self._exists:
+            return []
+        return self._call(lambda conn, _: conn.execute(self._sql[name], params).fetchall())
+
+    def _writable(self) -> None:
+        if not self._exists:
+            raise WorldError(f"{self.where}: no eve world here (opened for reading only)")
+
+    # -- families ----------------------------------------------------------------------------
+    def create_family(self, root: str, frames: list[bytes]) -> list[int]:
+        check_run_id(root)
+        self._writable()
+        token = secrets.token_hex(8)
+        params = {"root": root, "frames": frames, "next": len(frames) + 1, "token": token}
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> bool:
+            row = conn.execute(self._sql["create"], params).fetchone()
+            if row and row[0]:
+                return True
+            if attempt:  # the first try may have committed: then the family is ours
+                mine = conn.execute(self._sql["created_by"], params).fetchone()
+                return bool(mine and mine[0] == token)
+            return False
+
+        if not self._call(go):
+            raise RunExistsError(f"run {root!r} already exists")
+        return list(range(1, len(frames) + 1))
+
+    def families(self) -> list[str]:
+        return [row[0] for row in self._all("families", {})]
+
+    def family_exists(self, root: str) -> bool:
+        return self._one("family", {"root": root}) is not None
+
+    def load(self, root: str, start: int = 0) -> FamilyLog:
+        rows = self._all("load", {"root": root, "start": max(start, 1)}) if start > 0 else []
+        if not rows or rows[0][0] != start:
+            start = 0
+            rows = self._all("load", {"root": root, "start": 1})
+            if not rows and not self.family_exists(root):
+                raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+        records = self._parse(rows, f"{self.where}: journal of run family {root}")
+        return FamilyLog(records=records, start=start)
+
+    @staticmethod
+    def _parse(rows: list[tuple[Any, ...]], what: str) -> list[tuple[int, dict[str, Any]]]:
+        """Each row's `(position, frame)` as `(position, record)`; a damaged frame is
+        `CorruptJournalError` naming its position (nothing here is a torn tail)."""
+        data = b"".join(bytes(row[1]) for row in rows)
+        parsed = _journal.parse(data, 0, what) if data else _journal.ReadResult()
+        if len(parsed.records) == len(rows):
+            return [(row[0], rec) for row, (_, rec) in zip(rows, parsed.records, strict=True)]
+        for row in rows:
+            one = _journal.parse(bytes(row[1]), 0, what)
+            if len(one.records) != 1:
+                raise CorruptJournalError(what, row[0], what=f"damaged record at position {row[0]}")
+        raise CorruptJournalError(what, 0, what="records do not parse one by one")
+
+    def append(
+        self,
+        root: str,
+        frames: list[bytes],
+        *,
+        durable: bool = True,
+        streams: bool = True,
+        since: int | None = None,
+        defer: bool = False,
+    ) -> list[int]:
+        lease = self._held(root)
+        first = lease.next_pos
+        params = {"root": root, "frames": frames, "n": len(frames), "first": first,
+                  "epoch": lease.epoch}  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> None:
+            if attempt and self._stored(conn, root, first, frames):
+                return  # the first try committed; its answer was lost
+            cur = conn.execute(self._sql["append" if durable else "append_lazy"], params)
+            if cur.rowcount != len(frames):
+                self._refused(conn, lease, "append to its journal")
+
+        self._call(go)
+        lease.next_pos += len(frames)
+        return list(range(first, first + len(frames)))
+
+    def _held(self, root: str) -> _PgLease:
+        lease = self._leases.get(root)
+        if lease is None:
+            raise OwnershipError(
+                f"run family {root}: this worker does not hold its lease; acquire it first"
+            )
+        if lease.lost:
+            raise OwnershipError(self._lost_message(root))
+        return lease
+
+    def _lost_message(self, root: str) -> str:
+        return (
+            f"run family {root}: this worker's lease was taken over by another worker "
+            "(it was frozen or cut off past its lease); nothing more is written for it here"
+        )
+
+    def _stored(
+        self, conn: psycopg.Connection[Any], root: str, first: int, frames: list[bytes]
+    ) -> bool:
+        rows = conn.execute(
+            self._sql["load_range"], {"root": root, "start": first, "end": first + len(frames)}
+        ).fetchall()
+        return [bytes(r[1]) for r in rows] == frames
+
+    def _refused(self, conn: psycopg.Connection[Any], lease: _PgLease, doing: str) -> None:
+        """Raise why a fenced write of `lease`'s owner changed nothing."""
+        row = conn.execute(self._sql["lease_state"], {"root": lease.root}).fetchone()
+        if row is None:
+            raise RunNotFoundError(f"no run family {lease.root!r} in {self.where}")
+        if row[0] != lease.epoch:
+            lease.lost = True
+            raise OwnershipError(self._lost_message(lease.root))
+        raise StorageError(
+            f"run family {lease.root}: could not {doing} in {self.where} (its journal ends at "
+            f"{row[1]}, this owner expected {lease.next_pos}); resume the session to reload it"
+        )
+
+    def read_head(self, root: str) -> dict[str, Any] | None:
+        row = self._one("read_head", {"root": root})
+        if row is None or row[0] is None:
+            return None
+        try:
+            head = _codec.decode(bytes(row[0]))
+        except Exception:
+            return None  # unreadable: rebuilt from the journal
+        return head if isinstance(head, dict) else None
+
+    def write_head(self, root: str, head: dict[str, Any]) -> None:
+        data = _codec.encode(head, "head")
+        lease = self._leases.get(root)
+        if lease is not None:
+            if lease.lost:
+                raise OwnershipError(self._lost_message(root))
+            params = {"root": root, "head": data, "epoch": lease.epoch}
+
+            def owned(conn: psycopg.Connection[Any], _: int) -> None:
+                if conn.execute(self._sql["write_head"], params).rowcount != 1:
+                    self._refused(conn, lease, "write its head")
+
+            self._call(owned)
+            return
+
+        def unowned(conn: psycopg.Connection[Any], _: int) -> None:
+            if conn.execute(self._sql["write_head_free"], {"root": root, "head": data}).rowcount:
+                return
+            if conn.execute(self._sql["family"], {"root": root}).fetchone() is None:
+                raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+            raise OwnershipError(f"run family {root!r} is owned by another worker")
+
+        self._writable()
+        self._call(unowned)
+
+    # -- inbox -------------------------------------------------------------------------------
+    def deliver(self, root: str, token: str, payload: Any) -> int:
+        self._writable()
+        frame = _journal.frame(inbox_record(token, payload, time.time()), "payload")
+        params = {"root": root, "frame": frame, "key": uuid.uuid4(), "chan": self._channel,
+                  "note": "i" + root}  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> int | None:
+            if attempt:
+                row = conn.execute(self._sql["delivered"], params).fetchone()
+                if row is not None:
+                    return int(row[0])
+            row = conn.execute(self._sql["deliver"], params).fetchone()
+            return None if row is None else int(row[0])
+
+        item_id = self._call(go)
+        if item_id is None:
+            raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+        return item_id
+
+    def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
+        start = max(start, 0)
+        rows = self._all("read_inbox", {"root": root, "start": start})
+        if not rows:
+            raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+        end = int(rows[0][0])
+        stored = [(row[1], row[2]) for row in rows if row[1] is not None]
+        if not stored:
+            return [], max(end, start)
+        data = b"".join(bytes(frame) for _, frame in stored)
+        parsed = _journal.parse(data, 0, f"{self.where}: inbox of run family {root}")
+        if len(parsed.records) != len(stored):
+            raise CorruptJournalError(f"{self.where}: inbox of run family {root}", start,
+                                      what="a damaged delivery")  # fmt: skip
+        items = [
+            item
+            for (item_id, _), (_, rec), crc in zip(stored, parsed.records, parsed.crcs, strict=True)
+            if (item := inbox_item(int(item_id), rec, crc)) is not None
+        ]
+        return items, max(end, start)
+
+    def compact_inbox(self, root: str, keep_from: int) -> bool:
+        if not self._exists:
+            return False
+        return bool(
+            self._call(
+                lambda conn, _: (
+                    conn.execute(
+                        self._sql["compact_inbox"], {"root": root, "keep": keep_from}
+                    ).rowcount
+                )
+            )
+        )
+
+    def inbox_end(self, root: str) -> int:
+        row = self._one("inbox_end", {"root": root})
+        return 0 if row is None else int(row[0])
+
+    def inbox_name(self, root: str) -> str:
+        return f"inbox of run family {root} in {self.where}"
+
+    # -- hooks -------------------------------------------------------------------------------
+    def claim_hook(self, token: str, run_id: str) -> str:
+        check_name(token, "hook token")
+        self._writable()
+        params = {"token": token, "run": run_id, "root": root_of(run_id)}
+
+        def go(conn: psycopg.Connection[Any], _: int) -> str:
+            row = conn.execute(self._sql["claim_hook"], params).fetchone()
+            if row is None:  # taken by a claim that committed after this statement began
+                row = conn.execute(self._sql["hook_owner"], params).fetchone()
+            return str(row[0]) if row is not None else run_id
+
+        return self._call(go)
+
+    def hook_owner(self, token: str) -> str | None:
+        check_name(token, "hook token")
+        row = self._one("hook_owner", {"token": token})
+        return None if row is None else str(row[0])
+
+    def release_hook(self, token: str, run_id: str) -> None:
+        if self._exists:
+            self._call(
+                lambda conn, _: conn.execute(
+                    self._sql["release_hook"], {"token": token, "run": run_id}
+                )
+            )
+
+    # -- ownership and wake-ups --------------------------------------------------------------
+    def _listening(self) -> None:
+        """Start the listener (LISTEN, liveness lock) if needed and wait until it is up."""
+        listener = self._listener
+        if listener is None or not listener.is_alive():
+            with self._lock:
+                if self._listener is None or not self._listener.is_alive():
+                    self._listener = _Listener(self)
+                    self._listener.start()
+                listener = self._listener
+        if not listener.ready.wait(RETRY_FOR):
+            raise StorageError(self._unreachable(StorageError(listener.failure or "no answer")))
+
+    def acquire(self, root: str, wait: float | None = None) -> Lease:
+        check_run_id(root)
+        self._writable()
+        self._listening()  # alive before owning: else another worker may take it as dead
+        holder = secrets.token_hex(8)
+        params = {"root": root, "me": self._me, "key": self._alive_key, "holder": holder,
+                  "ttl": self._target.lease}  # fmt: skip
+        deadline, pause = time.monotonic() + (wait or 0.0), 0.005
+        while True:
+            row = self._call(lambda conn, _: conn.execute(self._sql["acquire"], params).fetchone())
+            if row is not None:
+                lease = _PgLease(self, root, int(row[0]), holder, int(row[1]))
+                with self._lock:
+                    self._leases[root] = lease
+                return lease
+            if not self.family_exists(root):
+                raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+            if time.monotonic() >= deadline:
+                raise OwnershipError(
+                    f"run family {root} is owned by another worker or process; wait until it "
+                    "parks or finishes"
+                )
+            time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+            pause = min(pause * 2, 0.1)
+
+    def _release(self, lease: _PgLease) -> None:
+        with self._lock:
+            if self._leases.get(lease.root) is lease:
+                del self._leases[lease.root]
+        if not lease.lost:
+            params = {"root": lease.root, "epoch": lease.epoch}
+            self._call(lambda conn, _: conn.execute(self._sql["release"], params))
+
+    def _renew(self, conn: psycopg.Connection[Any]) -> None:
+        """Extend every lease this world holds (on the listener's connection); mark lost
+        the ones another worker took."""
+        with self._lock:
+            leases = [lease for lease in self._leases.values() if not lease.lost]
+        if not leases:
+            return
+        params = {
+            "roots": [lease.root for lease in leases],
+            "epochs": [lease.epoch for lease in leases],
+            "ttl": self._target.lease,
+        }
+        kept = {row[0] for row in conn.execute(self._sql["renew"], params).fetchall()}
+        for lease in leases:
+            if lease.root not in kept:
+                lease.lost = True
+
+    async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:
+        await asyncio.to_thread(self._listening)
+        key, deadline = "i" + root, time.monotonic() + timeout
+        while True:
+            event = self._signals.event(key)
+            try:
+                if await asyncio.to_thread(self.inbox_end, root) != mark:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), left)
+            finally:
+                self._signals.drop(key, event)
+
+    # -- streams -----------------------------------------------------------------------------
+    def stream_append(self, name: str, item: Any) -> int:
+        check_name(name, "stream name")
+        self._writable()
+        frame = _journal.frame({"v": item}, "stream item")
+        root = _stream_root(name)
+        lease = self._leases.get(root) if root is not None else None
+        if lease is not None and lease.lost:
+            raise OwnershipError(self._lost_message(lease.root))
+        params = {"name": name, "frame": frame, "root": root, "chan": self._channel,
+                  "note": "s" + name, "epoch": None if lease is None else lease.epoch}  # fmt: skip
+        statement = "stream_append" if lease is None else "stream_append_owned"
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> int:
+            if attempt:  # the first try may have committed
+                for idx, stored in conn.execute(self._sql["stream_last"], params).fetchall():
+                    if bytes(stored) == frame:
+                        return int(idx)
+            row = conn.execute(self._sql[statement], params).fetchone()
+            if row is None:
+                assert lease is not None  # only an owner's append can be refused
+                self._refused(conn, lease, f"append to stream {name}")
+            assert row is not None
+            return int(row[0])
+
+        return self._call(go)
+
+    def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
+        check_name(name, "stream name")
+        if start < 0:
+            start = max(self.stream_length(name) + start, 0)
+        rows = self._all("stream_read", {"name": name, "start": start, "end": end})
+        return [rec["v"] for _, rec in self._parse(rows, f"{self.where}: stream {name}")]
+
+    def stream_length(self, name: str) -> int:
+        check_name(name, "stream name")
+        row = self._one("stream_length", {"name": name})
+        return 0 if row is None else int(row[0])
+
+    def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
+        check_name(name, "stream name")
+        first, crc = 0, 0
+        if (
+            after is not None
+            and isinstance(after[1], tuple)
+            and after[1][0] == after[0]
+            and 0 <= after[0] <= count
+        ):
+            first, crc = after[0], after[1][1]
+        row = self._one("stream_length", {"name": name})
+        if count > (0 if row is None else int(row[0])):
+            return None
+        rows = self._all("stream_read", {"name": name, "start": first, "end": count})
+        for _, frame in rows:
+            crc = zlib.crc32(bytes(frame), crc)
+        return count, crc
+
+    async def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
+        check_name(name, "stream name")
+        await asyncio.to_thread(self._listening)
+        if start < 0:
+            start = max(await asyncio.to_thread(self.stream_length, name) + start, 0)
+        key = "s" + name
+        while True:
+            event = self._signals.event(key)
+            try:
+                items = await asyncio.to_thread(self.stream_read, name, start)
+                if not items:
+                    await event.wait()
+            finally:
+                self._signals.drop(key, event)
+            for item in items:
+                yield start, item
+                start += 1
+
+    def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.halt(self._wake_listener)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def _wake_listener(self) -> None:
+        params = {"chan": self._channel}
+        self._call(lambda conn, _: conn.execute("SELECT pg_notify(%(chan)s, '')", params))
+
+
+def _stream_root(name: str) -> str | None:
+    """The family a stream belongs to: a stream `<kind>.<run id>[.<n>...]` is its run's."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        return None
+    try:
+        return root_of(check_run_id(parts[1]))
+    except WorldError:
+        return None
+
+
+# Statements, `{s}` the quoted schema. Each is one transaction (autocommit).
+_ALIVE = """EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+    AND l.classid = (f.owner_key >> 32)::oid AND l.objid = (f.owner_key & 4294967295)::oid
+    AND l.objsubid = 1)"""
+_SQL: dict[str, str] = {
+    "create": """
+        WITH f AS (
+            INSERT INTO {s}.families (root, next_pos, created_by)
+            VALUES (%(root)s, %(next)s, %(token)s) ON CONFLICT (root) DO NOTHING RETURNING root
+        ), r AS (
+            INSERT INTO {s}.records (root, pos, frame)
+            SELECT f.root, u.i, u.frame
+            FROM f, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)
+        )
+        SELECT count(*) FROM f""",
+    "created_by": "SELECT created_by FROM {s}.families WHERE root = %(root)s",
+    "families": 'SELECT root FROM {s}.families ORDER BY root COLLATE "C"',
+    "family": "SELECT 1 FROM {s}.families WHERE root = %(root)s",
+    "load": "SELECT pos, frame FROM {s}.records WHERE root = %(root)s AND pos >= %(start)s "
+    "ORDER BY pos",
+    "load_range": "SELECT pos, frame FROM {s}.records WHERE root = %(root)s "
+    "AND pos >= %(start)s AND pos < %(end)s ORDER BY pos",
+    "append": """
+        WITH f AS (
+            UPDATE {s}.families SET next_pos = next_pos + %(n)s
+            WHERE root = %(root)s AND epoch = %(epoch)s AND next_pos = %(first)s
+            RETURNING next_pos - %(n)s AS first
+        )
+        INSERT INTO {s}.records (root, pos, frame)
+        SELECT %(root)s, f.first + u.i - 1, u.frame
+        FROM f, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)""",
+    # A record whose loss is harmless commits without waiting for its WAL to be flushed.
+    "append_lazy": """
+        WITH c AS (SELECT set_config('synchronous_commit', 'off', true)), f AS (
+            UPDATE {s}.families SET next_pos = next_pos + %(n)s
+            WHERE root = %(root)s AND epoch = %(epoch)s AND next_pos = %(first)s
+            RETURNING next_pos - %(n)s AS first
+        )
+        INSERT INTO {s}.records (root, pos, frame)
+        SELECT %(root)s, f.first + u.i - 1, u.frame
+        FROM f, c, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)""",
+    "lease_state": "SELECT epoch, next_pos FROM {s}.families WHERE root = %(root)s",
+    "read_head": "SELECT head FROM {s}.heads WHERE root = %(root)s",
+    "write_head": """
+        INSERT INTO {s}.heads (root, head)
+        SELECT root, %(head)s FROM {s}.families WHERE root = %(root)s AND epoch = %(epoch)s
+        ON CONFLICT (root) DO UPDATE SET head = excluded.head, updated = now()""",
+    "write_head_free": f"""
+        INSERT INTO {{s}}.heads (root, head)
+        SELECT root, %(head)s FROM {{s}}.families f WHERE root = %(root)s
+            AND (owner IS NULL OR lease_until < now() OR NOT {_ALIVE})
+        ON CONFLICT (root) DO UPDATE SET head = excluded.head, updated = now()""",
+    "deliver": """
+        WITH f AS (
+            UPDATE {s}.families SET inbox_next = inbox_next + 1 WHERE root = %(root)s
+            RETURNING inbox_next - 1 AS id
+        ), i AS (
+            INSERT INTO {s}.inbox (root, id, frame, key)
+            SELECT %(root)s, f.id, %(frame)s, %(key)s FROM f RETURNING id
+        )
+        SELECT id, pg_notify(%(chan)s, %(note)s) FROM i""",
+    "delivered": "SELECT id FROM {s}.inbox WHERE root = %(root)s AND key = %(key)s",
+    "read_inbox": """
+        SELECT f.inbox_next, i.id, i.frame FROM {s}.families f
+        LEFT JOIN {s}.inbox i ON i.root = f.root AND i.id >= %(start)s
+        WHERE f.root = %(root)s ORDER BY i.id""",
+    "compact_inbox": "DELETE FROM {s}.inbox WHERE root = %(root)s AND id < %(keep)s",
+    "inbox_end": "SELECT inbox_next FROM {s}.families WHERE root = %(root)s",
+    "claim_hook": """
+        WITH i AS (
+            INSERT INTO {s}.hooks (token, run_id, root) VALUES (%(token)s, %(run)s, %(root)s)
+            ON CONFLICT (token) DO NOTHING RETURNING run_id
+        )
+        SELECT run_id FROM i UNION ALL SELECT run_id FROM {s}.hooks WHERE token = %(token)s
+        LIMIT 1""",
+    "hook_owner": "SELECT run_id FROM {s}.hooks WHERE token = %(token)s",
+    "release_hook": "DELETE FROM {s}.hooks WHERE token = %(token)s AND run_id = %(run)s",
+    "acquire": f"""
+        UPDATE {{s}}.families f SET epoch = epoch + 1, owner = %(me)s, owner_key = %(key)s,
+            holder = %(holder)s, lease_until = now() + %(ttl)s * interval '1 second'
+        WHERE root = %(root)s AND (owner IS NULL OR holder = %(holder)s
+            OR lease_until < now() OR NOT {_ALIVE})
+        RETURNING epoch, next_pos""",
+    "release": """
+        UPDATE {s}.families SET owner = NULL, holder = NULL, lease_until = NULL
+        WHERE root = %(root)s AND epoch = %(epoch)s""",
+    "renew": """
+        UPDATE {s}.families f SET lease_until = now() + %(ttl)s * interval '1 second'
+        FROM unnest(%(roots)s::text[], %(epochs)s::bigint[]) AS u(root, epoch)
+        WHERE f.root = u.root AND f.epoch = u.epoch
+        RETURNING f.root""",
+    # Stream items commit without waiting for their WAL: the next synchronous commit (the
+    # journal append after them) flushes it, so they are durable before that record.
+    "stream_append": """
+        WITH c AS (SELECT set_config('synchronous_commit', 'off', true)), s AS (
+            INSERT INTO {s}.streams (name, length, root) VALUES (%(name)s, 1, %(root)s)
+            ON CONFLICT (name) DO UPDATE SET length = {s}.streams.length + 1
+            RETURNING length - 1 AS idx
+        ), i AS (
+            INSERT INTO {s}.stream_items (name, idx, frame)
+            SELECT %(name)s, s.idx, %(frame)s FROM s, c RETURNING idx
+        )
+        SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
+    # The same for the family's owner, fenced: the row lock makes a takeover wait for it.
+    "stream_append_owned": """
+        WITH c AS (SELECT set_config('synchronous_commit', 'off', true)), f AS (
+            SELECT 1 FROM {s}.families WHERE root = %(root)s AND epoch = %(epoch)s FOR SHARE
+        ), s AS (
+            INSERT INTO {s}.streams (name, length, root)
+            SELECT %(name)s, 1, %(root)s FROM f
+            ON CONFLICT (name) DO UPDATE SET length = {s}.streams.length + 1
+            RETURNING length - 1 AS idx
+        ), i AS (
+            INSERT INTO {s}.stream_items (name, idx, frame)
+            SELECT %(name)s, s.idx, %(frame)s FROM s, c RETURNING idx
+        )
+        SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
+    "stream_last": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "
+    "ORDER BY idx DESC LIMIT 8",
+    "stream_read": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "
+    "AND idx >= %(start)s AND (%(end)s::bigint IS NULL OR idx < %(end)s) ORDER BY idx",
+    "stream_length": "SELECT length FROM {s}.streams WHERE name = %(name)s",
+}
