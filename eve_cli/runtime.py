@@ -338,8 +338,13 @@ class Runtime:
         )
 
     async def cancel(self, sid: str) -> DeliveryReceipt:
-        """Cancel the running turn (it ends with ``turn.cancelled``)."""
-        return await self._operation(sid, "cancel")
+        """Cancel the running turn (it ends with ``turn.cancelled``): durably, at the next
+        action boundary of whichever process drives the session; a model call this process
+        is streaming for it stops now."""
+        receipt = await self._operation(sid, "cancel")
+        if receipt.disposition == "accepted":
+            self.executor.cancels.fire(sid)
+        return receipt
 
     async def clear(self, sid: str) -> DeliveryReceipt:
         """Wipe the model history; identity and state stay."""

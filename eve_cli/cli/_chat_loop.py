@@ -2,8 +2,10 @@
 
 The loop owns one asyncio event loop for the whole chat and runs it only while the session
 works; between turns nothing runs (reading input is plain blocking I/O). Ctrl-C while a turn
-runs asks the runtime to cancel the turn (durable); a second Ctrl-C stops at once (the session
-stays resumable).
+runs cancels the turn: durably (a resume honours it), and at once (a streaming model reply
+stops, no tool call starts after it; one in flight finishes). A second Ctrl-C stops the
+program at once, after the cancel is stored. Ctrl-C at an approval or a question prompt
+cancels the turn, not the program.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from eve_cli.cli._events import ERROR_TYPES, describe_request, one_line, request
 from eve_cli.cli._render import Renderer, is_rich
 
 T = TypeVar("T")
+
+
+class _CancelTurn(Exception):
+    """Ctrl-C at an approval or question prompt: cancel the turn, keep the chat."""
 
 
 @dataclass
@@ -55,8 +61,13 @@ class ChatLoop:
         """Drive until the session waits for a new message; answers or reports pending input."""
         view = self.run(self._drive())
         while view.get("status") == "parked" and view.get("pending"):
-            responses = [self._answer(req) for req in view["pending"]]
-            self.run(self.backend.respond(self.sid, responses))
+            try:
+                responses = [self._answer(req) for req in view["pending"]]
+            except _CancelTurn:
+                self.renderer.notice("cancelling the turn…")
+                self.run(self.backend.cancel(self.sid))
+            else:
+                self.run(self.backend.respond(self.sid, responses))
             view = self.run(self._drive())
         return view
 
@@ -100,7 +111,8 @@ class ChatLoop:
 
         drive = asyncio.ensure_future(self.backend.drive(self.sid, wait=self.options.wait))
         follow = asyncio.ensure_future(self._follow())
-        with self._ctrl_c_cancels(drive):
+        cancelling: set[asyncio.Future[Any]] = set()
+        with self._ctrl_c_cancels(drive, cancelling):
             try:
                 view = await drive
             except OwnershipError:
@@ -110,6 +122,7 @@ class ChatLoop:
                     "it is done, or pass --wait SECONDS"
                 ) from None
             except asyncio.CancelledError:
+                await self._stored(cancelling)
                 raise Interrupted(
                     f"interrupted; session {self.sid} resumes with: eve chat -s {self.sid}"
                 ) from None
@@ -146,10 +159,18 @@ class ChatLoop:
             self.failed = True
         self.renderer.event(event)
 
+    @staticmethod
+    async def _stored(cancelling: set[asyncio.Future[Any]]) -> None:
+        """Wait (bounded) for the cancel deliveries in flight: a resume must find them."""
+        if cancelling:
+            with contextlib.suppress(Exception):
+                await asyncio.wait(cancelling, timeout=10)
+
     @contextlib.contextmanager
-    def _ctrl_c_cancels(self, drive: asyncio.Future[Any]) -> Iterator[None]:
+    def _ctrl_c_cancels(
+        self, drive: asyncio.Future[Any], pending: set[asyncio.Future[Any]]
+    ) -> Iterator[None]:
         presses = 0
-        pending: set[asyncio.Future[Any]] = set()
 
         def on_sigint() -> None:
             nonlocal presses
@@ -180,7 +201,9 @@ class ChatLoop:
                 raise WaitingForInput(self.waiting_message(request))
             try:
                 return {"requestId": rid, "answer": self.renderer.ask_question(request)}
-            except (KeyboardInterrupt, EOFError):
+            except KeyboardInterrupt:
+                raise _CancelTurn from None
+            except EOFError:
                 raise Interrupted(self._parked_hint()) from None
         if self.options.approve == "all":
             self.renderer.notice(f"--approve all: {describe_request(request)}: approved")
@@ -192,7 +215,9 @@ class ChatLoop:
             raise WaitingForInput(self.waiting_message(request))
         try:
             choice = self.renderer.ask_approval(request)
-        except (KeyboardInterrupt, EOFError):
+        except KeyboardInterrupt:
+            raise _CancelTurn from None
+        except EOFError:
             raise Interrupted(self._parked_hint()) from None
         return {"requestId": rid, "approved": choice != "n", "always": choice == "a"}
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
 from eve_cli._session import events_stream, history_stream
+from eve_cli.execution._cancel import CancelSignals
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, WindowState
 from eve_cli.execution._replies import resolve
@@ -67,6 +68,7 @@ class Executor:
         # session id -> {history index: text} of replies this process stored by reference
         self._texts: OrderedDict[str, dict[int, str]] = OrderedDict()
         self.views = ViewCache(world)  # session views; fed by the hosts as they emit
+        self.cancels = CancelSignals()  # cancels asked of this process (see _cancel)
         self.engine = Engine(
             world,
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},

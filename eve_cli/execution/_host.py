@@ -25,9 +25,10 @@ from eve_cli.execution._streams import (
     strip_key,
 )
 from eve_cli.harness._compaction import summary_message
+from eve_cli.harness._input import expand_delivery
 from eve_cli.models import Message, Model, resolve_model
 from eve_cli.models._tokens import message_tokens
-from world import WorkflowContext, World
+from world import HookHandle, WorkflowContext, World
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
@@ -150,6 +151,8 @@ class SessionHost:
         self._window_at: tuple[int, int, int | None] = (-1, -1, None)
         self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
         self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
+        self.cancelled = False  # a cancel was taken or signalled during this turn's step
+        self._watch: HookHandle | None = None  # the hook cancel_requested polls
 
     @property
     def agent(self) -> AgentDefinition:
@@ -314,6 +317,27 @@ class SessionHost:
 
     def now(self) -> float:
         return as_epoch(self.ctx.now())
+
+    async def cancel_requested(self) -> bool:
+        if self.cancelled:
+            return True
+        if self.turn_id is None:  # a driver-level operation: no turn to cancel
+            return False
+        # The hook the turn watches: its session's, or a sub-agent's root session's.
+        token = self.snap.token or self.snap.cancel_token
+        if token:
+            # An empty poll records nothing; one that takes deliveries is journaled, so a
+            # replay takes the same ones here. The turn applies them after the step.
+            if self._watch is None:
+                self._watch = self.ctx.hook(token)
+            taken = [expand_delivery(p) for p in await self._watch.poll()]
+            self.deferred.extend(taken)
+        # A sub-agent that ended cancelled handed its cancel back with its result.
+        self.cancelled = any(p.get("kind") == "cancel" for p in self.deferred)
+        return self.cancelled
+
+    async def cancel_signalled(self) -> None:
+        await self.executor.cancels.wait(self.snap.id)
 
     async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> dict[str, Any]:
         sub = self.agent.subagents[name]

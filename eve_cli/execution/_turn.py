@@ -42,6 +42,8 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         host.emit("turn.started", {}, f"{turn_id}:start")
         return _finish(host, "failed", str(exc))
     host = SessionHost(executor, ctx, snap, agent, turn_id, before)
+    if not ctx.is_replaying:  # a cancel signalled before this turn began is not for it
+        executor.cancels.clear(snap.id)
     host.emit("turn.started", {}, f"{turn_id}:start")
     start = data["start"]
     # The driver stored the message in history ("h"); an earlier eve passed its text.
@@ -57,6 +59,9 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         taken = host.take_deferred()
         taken += [expand_delivery(p) for p in await watch.poll()] if watch is not None else []
         for payload in taken:
+            if hook is not None and _answers_later(host, payload):
+                host.deferred.append(payload)
+                continue
             deliveries += 1
             if hook is None and payload.get("kind") != "cancel":
                 host.handed_back.append(payload)
@@ -74,6 +79,8 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
             if effect == "cancel":
                 return await _cancel(host, index)
             fresh = fresh or effect == "steered"
+        if host.cancelled:  # the last step stopped its model call on a cancel signal
+            return await _cancel(host, index)
         if unresolved(host):
             if snap.mode == "task" or hook is None:
                 return _finish(host, "failed", TASK_WAIT_ERROR)
@@ -97,6 +104,10 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         index += 1
         if result.outcome == "failed":
             return _finish(host, "failed", result.error)
+        if result.outcome == "cancelled":
+            # The cancel a step took is among the deliveries the loop applies next.
+            host.cancelled = True
+            continue
         fresh = result.outcome != "done"
 
 
@@ -110,16 +121,29 @@ def turn_input(ctx: WorkflowContext, data: dict[str, Any]) -> Snapshot:
     return Snapshot.from_data(data, session, Snapshot.from_data(ctx.parent_input(), session, base))
 
 
+def _answers_later(host: SessionHost, payload: dict[str, Any]) -> bool:
+    """Whether ``payload`` answers only requests that are not open yet. A poll inside a step
+    (an action boundary) may take, on a replay, an answer to a request that a later step of
+    this very replay makes again (requests are not journaled): it is kept for then."""
+    if payload.get("kind") != "responses":
+        return False
+    ids = {r.get("requestId") for r in payload.get("responses") or [] if isinstance(r, dict)}
+    return bool(ids) and not ids & {r["requestId"] for r in host.snap.pending}
+
+
 async def _cancel(host: SessionHost, index: int) -> dict[str, Any]:
     """End the turn as cancelled; open calls get a 'cancelled' result so history stays valid."""
     cancel_pending(host)
     await admit_resolved(host, index)
+    host.executor.cancels.clear(host.snap.id)
     return _finish(host, "cancelled", None)
 
 
 def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any]:
     if host.snap.token:  # a session turn: messages a sub-agent handed back wait for next turn
-        host.snap.queued.extend(p for p in host.take_deferred() if p.get("kind") != "cancel")
+        # (an answer kept for a request that never came again has nothing left to answer)
+        kept = host.take_deferred()
+        host.snap.queued.extend(p for p in kept if p.get("kind") not in ("cancel", "responses"))
     data: dict[str, Any] = {}
     if error:
         data["error"] = error

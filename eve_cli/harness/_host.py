@@ -107,6 +107,17 @@ class StepHost(Protocol):
         """Deterministic current time, seconds since the epoch."""
         ...
 
+    async def cancel_requested(self) -> bool:
+        """At an action boundary: whether a cancel was delivered to the turn (durably: a replay
+        answers the same). Other deliveries taken while looking are kept for the turn to
+        apply after the step."""
+        ...
+
+    async def cancel_signalled(self) -> None:
+        """Return once a cancel of this session is asked of this process (for racing a
+        model call against it); never returns otherwise."""
+        ...
+
     async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> dict[str, Any]:
         """Run a sub-agent as a child session; returns ``{"content", "isError"}``."""
         ...

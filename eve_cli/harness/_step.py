@@ -8,9 +8,11 @@ step repeats only the action that was in flight (D2).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from eve_cli._agent_api import ToolContext, bind_state, unbind_state
 from eve_cli._tool_threads import QUICK_WAIT
@@ -19,8 +21,10 @@ from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
 
-Outcome = Literal["continue", "done", "park", "failed"]
+Outcome = Literal["continue", "done", "park", "failed", "cancelled"]
 DELTA_MAX = 2000  # characters of one message.appended event at most
+CANCELLED_CALL = "The turn was cancelled."  # the result of a call that never ran
+T = TypeVar("T")
 
 
 @dataclass
@@ -92,9 +96,16 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
     estimate = needs_compaction(host, system, specs)
     if estimate is not None:
         await compact(host, prefix, index, estimate=estimate)
+    if await host.cancel_requested():  # an action boundary: no model call after a cancel
+        return StepResult("cancelled")
     response = await call_model(host, index, m, system, specs)
     if "error" in response:
         return StepResult("failed", response["error"])
+    if response.get("cancelled"):
+        if response.get("partial"):  # what was shown live stays in the transcript
+            data = {"role": "assistant", "text": response["partial"], "cancelled": True}
+            host.emit("message.completed", data, prefix, index)
+        return StepResult("cancelled")
     usage["inputTokens"] += response["usage"]["input"]
     usage["outputTokens"] += response["usage"]["output"]
     host.snap.tokens += response["usage"]["input"] + response["usage"]["output"]
@@ -118,8 +129,17 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
         f"{prefix}:req",
         index,
     )
+    cancelled = False
     for call in calls:
-        await dispatch_call(host, index, call)
+        # Each call is an action boundary: once a cancel was delivered no call starts; those
+        # left get a result, so the history stays valid for the next turn.
+        cancelled = cancelled or await host.cancel_requested()
+        if cancelled:
+            record_result(host, index, call, CANCELLED_CALL, True, "rejected")
+        else:
+            await dispatch_call(host, index, call)
+    if cancelled:
+        return StepResult("cancelled")
     return StepResult("park" if host.snap.pending else "continue")
 
 
@@ -145,13 +165,15 @@ async def call_model(
         full = ModelRequest(**{**request.__dict__, "messages": messages, "messages_tokens": tokens})
         try:
             try:
-                response = await model.generate(full, deltas.add)
+                response = await unless_cancelled(host, model.generate(full, deltas.add))
             finally:
                 deltas.flush()
         except ModelError as exc:
             return {"error": str(exc)}
         except Exception as exc:
             return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
+        if response is None:  # cancelled: the stream is closed, the turn ends
+            return {"cancelled": True, "partial": "".join(deltas.sent)}
         # The reply is journaled with the step (its one fsync); history gets it from workflow
         # code below, which a replay repeats (keyed: stored once). Appending it here, inside
         # the step, would make two streams to fsync before the step's record.
@@ -178,7 +200,7 @@ async def call_model(
     # or before the next tool (a step of instant tools writes its items once, not twice).
     result: dict[str, Any] = await host.action(f"model:{n}", generate, ordered=False)
     snap.model_calls += 1
-    if "error" in result:
+    if "error" in result or result.get("cancelled"):
         return result
     if "h" not in result:
         reply = _store_reply(host, result, said, deltas, reply_key)
@@ -191,6 +213,22 @@ async def call_model(
     extra = _call_extras(result)
     calls = [{**c, **extra.get(c.get("id"), {})} for c in message.get("tool_calls") or []]
     return {**result, "text": message.get("content") or "", "tool_calls": calls}
+
+
+async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:
+    """``call``'s result, or None when a cancel is asked of this process first: ``call`` is
+    then cancelled at once (a streaming HTTP response is closed, the server sees it)."""
+    work = asyncio.ensure_future(call)
+    signal = asyncio.ensure_future(host.cancel_signalled())
+    try:
+        await asyncio.wait((work, signal), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signal.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+    return work.result() if not work.cancelled() else None
 
 
 def _store_reply(
@@ -501,7 +539,7 @@ async def admit_resolved(host: StepHost, index: int) -> str | None:
         if request["kind"] == "question":
             record_result(host, index, call, str(resolution.get("answer", "")), False)
         elif request["kind"] == "cancelled":
-            record_result(host, index, call, "The turn was cancelled.", True, "rejected")
+            record_result(host, index, call, CANCELLED_CALL, True, "rejected")
         elif resolution.get("approved"):
             tool = host.agent.tools.get(call["name"])
             if tool is None:

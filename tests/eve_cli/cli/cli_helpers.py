@@ -112,3 +112,57 @@ def chat_in_slow_tool(agent: Path) -> Iterator[str]:
         proc.kill()
         proc.wait(timeout=10)
         proc.stdout.close()
+
+
+class Terminal:
+    """`eve` in a real pseudo-terminal that is its controlling terminal (so a typed Ctrl-C
+    is a SIGINT, as for a person); `out` reads the screen, `type` writes keys."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        import fcntl
+        import pty
+        import struct
+        import termios
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        environ = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40",
+                   "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8", **(env or {})}  # fmt: skip
+
+        def own_terminal() -> None:  # in the child, after setsid: the pty becomes its tty
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "eve_cli", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=environ,
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=own_terminal,
+        )
+        os.close(slave)
+        self.fd = master
+        self.out = Reader(master)
+
+    def type(self, keys: str | bytes) -> None:
+        os.write(self.fd, keys.encode() if isinstance(keys, str) else keys)
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        os.close(self.fd)
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    """Wait (bounded) until `check()` is true: a condition, not a guessed sleep."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import Eve, EveProc
+from cli_helpers import Eve, EveProc, Terminal
 from typer.testing import CliRunner, Result
 
 from eve_cli.cli.app import app
@@ -60,3 +60,17 @@ def make_agent(tmp_path: Path) -> Callable[..., Path]:
         return folder
 
     return make
+
+
+@pytest.fixture
+def terminal() -> Iterator[Callable[..., Terminal]]:
+    """`terminal(*args, env=...)`: `eve ARGS` in a real pseudo-terminal, killed at the end."""
+    started: list[Terminal] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Terminal:
+        started.append(Terminal(*args, env=env))
+        return started[-1]
+
+    yield start
+    for term in started:
+        term.close()

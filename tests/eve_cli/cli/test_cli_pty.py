@@ -84,8 +84,9 @@ def test_ctrl_c_during_a_turn_cancels_it_durably(
     terminal: Callable[..., tuple[subprocess.Popen[bytes], Reader, int]],
     make_agent: Callable[..., Path],
 ) -> None:
-    # The first model call sends one character, waits, then asks for a tool; the runtime sees
-    # the cancel at the next action boundary, so the second answer is never produced.
+    # The first model call sends one character, then waits 30 s before asking for a tool: the
+    # cancel stops it at once (a turn that ended by itself would take 30 s), so neither the
+    # tool nor the second answer is ever produced.
     echo = (
         "from eve_cli import tool\n\n\n@tool\ndef echo(text: str) -> str:\n"
         '    """Echo the text."""\n    return text\n'
@@ -94,7 +95,7 @@ def test_ctrl_c_during_a_turn_cancels_it_durably(
         [
             {
                 "text": "Zzz",
-                "delay": 2,
+                "delay": 30,
                 "tool_calls": [{"name": "echo", "arguments": {"text": "x"}}],
             },
             {"text": "never shown"},
@@ -109,6 +110,7 @@ def test_ctrl_c_during_a_turn_cancels_it_durably(
     proc.send_signal(signal.SIGINT)
     out.expect("cancelling the turn")
     out.expect("turn cancelled", timeout=20)
+    assert "✓ echo" not in out.text
     out.expect("› ")
     proc.send_signal(signal.SIGINT)  # Ctrl-C at the prompt exits
     assert proc.wait(timeout=30) == 130

@@ -1,0 +1,54 @@
+"""In-process cancel signals: a cancel asked of this process reaches the model call in flight.
+
+The durable cancel is the delivery in the session's inbox, honoured at the next action
+boundary by whichever process drives the session. A signal only makes the process that drives
+the session *and* took the cancel (Ctrl-C in `eve chat`, ``POST …/cancel`` to `eve start`)
+stop a streaming model call now instead of at its end. It is fired after the delivery is
+stored, so a turn that acts on it always has the durable cancel to find.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+def _root(session_id: str) -> str:
+    # A sub-agent's session (<root>.<n>) is cancelled with its root session.
+    return session_id.split(".", 1)[0]
+
+
+class CancelSignals:
+    """Fired cancels by root session id, until the turn that honours them clears them."""
+
+    def __init__(self) -> None:
+        self._fired: set[str] = set()
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+
+    def fire(self, session_id: str) -> None:
+        root = _root(session_id)
+        self._fired.add(root)
+        for waiter in self._waiters.pop(root, set()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def fired(self, session_id: str) -> bool:
+        return _root(session_id) in self._fired
+
+    def clear(self, session_id: str) -> None:
+        self._fired.discard(_root(session_id))
+
+    async def wait(self, session_id: str) -> None:
+        """Return once a cancel of ``session_id`` (or its root) is fired."""
+        root = _root(session_id)
+        if root in self._fired:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(root, set()).add(waiter)
+        try:
+            await waiter
+        finally:
+            waiting = self._waiters.get(root)
+            if waiting is not None:
+                waiting.discard(waiter)
+                if not waiting:
+                    del self._waiters[root]
