@@ -56,9 +56,13 @@ TurnPolicy = Literal["steer", "queue"]
 _ENDED = ("completed", "failed", "cancelled")
 # Events after which a session's status depends on nothing earlier.
 _TURN_BOUNDARIES = ("turn.started", "session.started")
-# A session's files in its run folder (the size column of ``sessions()``): named, not listed,
-# so a listing of many sessions does not scan directories.
-_RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")
+
+
+def _same(stored: Any, version: Any) -> bool:
+    """A change token kept in a head (msgpack may give a list for a tuple) equals `version`."""
+    if isinstance(stored, list) and isinstance(version, tuple):
+        stored = tuple(stored)
+    return version is not None and bool(stored == version)
 
 
 class RuntimeErrorBase(Exception):
@@ -88,10 +92,12 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("EVE_DATA_DIR") or Path.cwd() / ".workflow-data")
 
 
-def open_world(data_dir: Path) -> World:
+def open_world(data_dir: Path, *, create: bool = True, check: bool = True) -> World:
+    """The world stored under ``data_dir`` (``create=False``: a missing one reads as empty;
+    ``check=False``: one whose format file is damaged opens too, for ``verify`` and ``repair``)."""
     from world import LocalWorld
 
-    return LocalWorld(data_dir)
+    return LocalWorld(data_dir, create=create, check=check)
 
 
 class Runtime:
@@ -121,7 +127,6 @@ class Runtime:
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.agent_dir = resolve_agent_dir(agent_dir)
         self.model = model
-        self._world_is_memory = world is not None and type(world).__name__ == "MemoryWorld"
         self.world = world if world is not None else open_world(self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
         self._views = self.executor.views
@@ -408,11 +413,13 @@ class Runtime:
     def sessions(self) -> list[dict[str, Any]]:
         """One row per session, most recently active first (reads only each stream's tail)."""
         rows = []
-        for sid in self.world.families():
-            head = self.world.read_head(sid)
+        heads = self.world.heads()  # one call for every session, and one for their streams
+        versions = self.world.stream_versions([events_stream(h.root) for h in heads])
+        for family, version in zip(heads, versions, strict=True):
+            sid, head = family.root, family.head
             note = head.get("note") if head else None
             row: dict[str, Any] | None
-            if isinstance(note, dict) and note.get("events") == self._event_count(sid):
+            if isinstance(note, dict) and _same(note.get("events"), version):
                 row = dict(note["row"])  # nothing appended since the head was written
                 row["bytes"] = note.get("bytes")
             else:
@@ -453,16 +460,9 @@ class Runtime:
         return {"row": row, "events": count, "bytes": bytes_}
 
     def _event_count(self, sid: str) -> Any:
-        """What identifies the stored events of ``sid``: on the local world the size and
-        modification time of its event file (one stat; any append or rewrite changes it)."""
-        if self._world_is_memory:
-            return self.world.stream_length(events_stream(sid))
-        path = os.path.join(self.data_dir, "streams", f"{events_stream(sid)}.msgpack")
-        try:
-            stat = os.stat(path)
-        except OSError:
-            return -1
-        return [stat.st_size, stat.st_mtime_ns]
+        """What identifies the stored events of ``sid`` (`World.stream_versions`: any append
+        or rewrite changes it)."""
+        return self.world.stream_versions([events_stream(sid)])[0]
 
     def _agent_name(self, sid: str) -> str | None:
         try:
@@ -488,22 +488,10 @@ class Runtime:
         messages, _, summary_text = read_window(self.world, snap)
         return window_messages(messages, summary_text)
 
-    def _bytes(self, sid: str) -> int | None:
-        """Bytes on disk of a session (journal, inbox, streams); None off the local world."""
-        if self._world_is_memory:
-            return None
-        total = 0
-        run_dir = self.data_dir / "runs" / sid
-        streams = self.data_dir / "streams"
-        paths = [run_dir / name for name in _RUN_FILES]
-        for stream in (events_stream(sid), history_stream(sid)):
-            paths += [streams / f"{stream}.msgpack", streams / f"{stream}.idx"]
-        for path in paths:
-            try:
-                total += os.stat(path).st_size
-            except OSError:
-                continue
-        return total
+    def _bytes(self, sid: str) -> int:
+        """Bytes a session stores (journal, inbox, head, its event and history streams)."""
+        streams = (events_stream(sid), history_stream(sid))
+        return self.world.family_usage(sid, streams=streams).bytes
 
     def events(self, sid: str, start: int = 0, *, texts: bool = True) -> list[dict[str, Any]]:
         """Stored events from ``start`` (negative counts back from the tail), with indexes

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from worlds import WORLDS, WorldOpener, world_kinds
+
+from world import World
 
 # Property tests check behaviour, not speed: a shared, loaded machine must not fail them on
 # hypothesis's per-example deadline (speed is measured by benchmarks/).
@@ -58,3 +61,39 @@ def pytest_configure(config: pytest.Config) -> None:
     if sys.dont_write_bytecode:
         for package in ("world", "eve_cli"):
             compileall.compile_dir(REPO_ROOT / package, quiet=1)
+
+
+@pytest.fixture(params=world_kinds())
+def world_kind(request: pytest.FixtureRequest) -> str:
+    """The name of the backend this test runs on (tests/worlds.py): one run per backend."""
+    return str(request.param)
+
+
+@pytest.fixture
+def open_world(world_kind: str, isolated: Path) -> Iterator[WorldOpener]:
+    """Opens this test's world of kind `world_kind`: each call another opener of the same
+    storage (as another process would be); every world opened is closed at the end."""
+    backend, opened = WORLDS[world_kind], []
+    with backend.place(isolated) as where:
+
+        def opener() -> World:
+            opened.append(backend.open(where))
+            return opened[-1]
+
+        yield opener
+        for world in opened:
+            world.close()
+
+
+@pytest.fixture
+def world(open_world: WorldOpener) -> World:
+    """A fresh world of every kind (the conformance parameter)."""
+    return open_world()
+
+
+@pytest.fixture(params=world_kinds(shared=True))
+def world_spec(request: pytest.FixtureRequest, isolated: Path) -> Iterator[str]:
+    """Where a world other processes can open is (a data directory, a PostgreSQL URL): for
+    tests that open it from several processes."""
+    with WORLDS[str(request.param)].place(isolated) as where:
+        yield where

@@ -35,7 +35,18 @@ from ._errors import (
 )
 from ._select import is_database_url, open_world
 from ._verify import Finding, repair, verify
-from ._world import InboxItem, Lease, World
+from ._world import (
+    FamilyHead,
+    FamilyLog,
+    FamilyUsage,
+    InboxItem,
+    Lease,
+    World,
+    check_name,
+    check_run_id,
+    root_of,
+    stream_family,
+)
 from .local import LocalWorld, default_data_dir
 from .memory import MemoryWorld
 
@@ -48,6 +59,9 @@ __all__ = [
     "CorruptJournalError",
     "DivergenceError",
     "Engine",
+    "FamilyHead",
+    "FamilyLog",
+    "FamilyUsage",
     "FatalError",
     "Finding",
     "HookConflictError",
@@ -72,12 +86,16 @@ __all__ = [
     "WorkflowNotFoundError",
     "World",
     "WorldError",
+    "check_name",
+    "check_run_id",
     "decode",
     "default_data_dir",
     "encode",
     "is_database_url",
     "open_world",
     "repair",
+    "root_of",
+    "stream_family",
     "verify",
 ]
 

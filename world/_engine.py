@@ -247,20 +247,21 @@ class Engine:
     def runs(self) -> list[RunInfo]:
         """Every run of every family, from the heads (no lock taken)."""
         out: list[RunInfo] = []
-        for root in self.world.families():
-            head = self.world.read_head(root) or build_head(load_family(self.world, root))
+        for family in self.world.heads():
+            root = family.root
+            head = family.head or build_head(load_family(self.world, root))
             out.extend(_info(rid, entry) for rid, entry in head.get("runs", {}).items())
         return out
 
     def runnable(self) -> list[str]:
         """Runs that can progress now: interrupted, due timers, pending deliveries."""
         now, found = time.time(), []
-        for root in self.world.families():
-            head = self.world.read_head(root)
+        for family in self.world.heads():  # one call, however many families are parked
+            head = family.head
             if head is None:
-                found.append(root)
+                found.append(family.root)
                 continue
-            fresh = self.world.inbox_end(root) != head.get("inbox_mark")
+            fresh = family.inbox_end != head.get("inbox_mark")
             for rid, entry in head.get("runs", {}).items():
                 status, waiting = entry.get("status"), entry.get("waiting") or {}
                 if (

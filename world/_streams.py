@@ -158,6 +158,10 @@ class StreamStore:
         data, idx = self._strings(name)
         return Path(data), Path(idx)
 
+    def paths(self, name: str) -> tuple[str, str]:
+        """The stream's data and index files."""
+        return self._strings(name)
+
     def _strings(self, name: str) -> tuple[str, str]:
         paths = self._paths.get(name)
         if paths is None:
@@ -507,6 +511,23 @@ class StreamStore:
             with self._dirty_lock:
                 if self._dirty.get(fd) == number:
                     del self._dirty[fd]
+
+    def forget(self, names: list[str]) -> None:
+        """Drop what this store holds of the streams `names` (their files are being removed):
+        open batches written first, then their files closed."""
+        self.drain()
+        with self._lock:
+            for name in names:
+                writer = self._writers.pop(name, None)
+                if writer is not None:
+                    with self._dirty_lock:
+                        self._dirty.pop(writer.data_fd, None)
+                    self._touched.pop(writer.data_fd, None)
+                    os.close(writer.data_fd)
+                    os.close(writer.idx_fd)
+                with self._known_lock:
+                    self._known.pop(name, None)
+                self._crcs.pop(name, None)
 
     def close(self) -> None:
         self.drain()

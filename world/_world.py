@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import InvalidNameError
+
+if TYPE_CHECKING:
+    from ._verify import Finding
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 _NAME = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,199}")
@@ -44,6 +47,34 @@ def check_name(name: str, what: str = "name") -> str:
 def root_of(run_id: str) -> str:
     """The family (root run id) a run belongs to: its id before the first '.'."""
     return run_id.split(".", 1)[0]
+
+
+def stream_family(name: str) -> str | None:
+    """The family a stream belongs to: a stream named ``<kind>.<run id>`` (``events.s_1``,
+    ``history.s_1.2``) is its run's family's; a name with no such part belongs to none.
+    `World.family_streams` and `World.remove_family` go by this rule."""
+    parts = name.split(".", 2)
+    if len(parts) < 2 or not _RUN_ID.fullmatch(parts[1]):
+        return None
+    return parts[1]
+
+
+@dataclass(frozen=True)
+class FamilyHead:
+    """A family's head (None: missing or unreadable) and its inbox mark (`World.inbox_end`)."""
+
+    root: str
+    head: dict[str, Any] | None
+    inbox_end: int
+
+
+@dataclass(frozen=True)
+class FamilyUsage:
+    """What a family stores: `bytes` (journal, inbox, head, its streams and hooks) and
+    `last_write`, the unix time of its latest stored change (0.0: nothing stored)."""
+
+    bytes: int
+    last_write: float
 
 
 @dataclass
@@ -128,6 +159,51 @@ class World(ABC):
 
     @abstractmethod
     def family_exists(self, root: str) -> bool: ...
+
+    def heads(self) -> list[FamilyHead]:
+        """The head and inbox mark of every family, in root order: one call, however many
+        families there are (a network world answers it with one query)."""
+        return [FamilyHead(r, self.read_head(r), self.inbox_end(r)) for r in self.families()]
+
+    @abstractmethod
+    def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
+        """What the family stores (journal, inbox, head and its streams) and when it last
+        changed; `FamilyUsage(0, 0.0)` for one that stores nothing. `streams`: the family's
+        streams, when the caller knows them (None: all of `family_streams`, which may cost a
+        listing of every stream)."""
+
+    def family_streams(self, root: str) -> list[str]:
+        """Names of the streams of the family (`stream_family`), sorted."""
+        return sorted(n for n in self.stream_names() if stream_family(n) == root)
+
+    @abstractmethod
+    def stream_names(self) -> list[str]:
+        """Every stored stream's name."""
+
+    @abstractmethod
+    def remnants(self) -> list[str]:
+        """Roots that have something stored (streams, hooks, part of a family) but no family:
+        what a creation or a `remove_family` left when its process died. Sorted."""
+
+    @abstractmethod
+    def remove_family(self, root: str, *, inbox_mark: int | None = None) -> bool:
+        """Remove the family: the hooks its runs own, its streams, then the family itself; True
+        if it did. The caller holds the family's lease (a remnant has none to hold).
+
+        Deliveries are excluded while it decides and removes: with `inbox_mark`, a family whose
+        `inbox_end` is no longer the mark (a delivery came after the caller decided) is left
+        as it is (False). A `deliver` or `acquire` that comes after finds no family
+        (`RunNotFoundError`). A removal interrupted by a crash leaves a remnant (or a family
+        still listed), which the next call removes."""
+
+    def verify(self) -> list[Finding]:
+        """Check everything stored without changing it: one `Finding` per stored object."""
+        return []
+
+    def repair(self) -> list[Finding]:
+        """Fix what can be fixed without losing anything (torn tails cut, damaged data set
+        aside, never deleted); what it did, one `Finding` each."""
+        return []
 
     @abstractmethod
     def load(self, root: str, start: int = 0) -> FamilyLog:
@@ -248,6 +324,11 @@ class World(ABC):
 
     @abstractmethod
     def stream_length(self, name: str) -> int: ...
+
+    @abstractmethod
+    def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
+        """A cheap change token for each named stream (None: no such stream): equal tokens
+        mean nothing was appended, rewritten or repaired in between. One call for many."""
 
     def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
         """A checksum of the stored form of the first `count` items (None: this world cannot

@@ -19,11 +19,12 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filelock
 
@@ -40,6 +41,7 @@ from ._streams import StreamStore
 from ._watch import DirWatcher, touched
 from ._world import (
     FamilyLog,
+    FamilyUsage,
     InboxItem,
     Lease,
     World,
@@ -47,11 +49,19 @@ from ._world import (
     check_run_id,
     inbox_item,
     inbox_record,
+    root_of,
+    stream_family,
 )
+
+if TYPE_CHECKING:
+    from ._verify import Finding
 
 FORMAT = {"format": "eve-world", "version": 1}
 # An inbox is compacted once its consumed deliveries take this much (and more than the rest).
 COMPACT_MIN = 16 * 1024
+REMOVE_WAIT = 5.0  # seconds `remove_family` waits for a delivery in progress to finish
+_RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")  # a family's data files
+_LOCKS = ("owner.lock", "inbox.lock")  # removed last: a waiter on them then finds no journal
 
 
 def default_data_dir() -> Path:
@@ -71,12 +81,80 @@ def _guard(path: Path | str, doing: str) -> Iterator[None]:
         ) from None
 
 
+def _listdir(folder: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _delete(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class _Listing:
+    """A directory's entries grouped by family, listed again only when the directory changed
+    (its inode or mtime): `remove_family` and `family_usage` ask once per family, and a
+    listing of every stream for each would be quadratic."""
+
+    def __init__(self, folder: Path, group: Callable[[Path, str], str | None]) -> None:
+        self._folder, self._group = folder, group
+        self._stamp: tuple[int, int] | None = None
+        self._by_root: dict[str, list[str]] = {}
+
+    def stamp(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self._folder)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    def get(self) -> dict[str, list[str]]:
+        stamp = self.stamp()
+        if stamp is None:
+            return {}
+        if stamp != self._stamp:
+            by_root: dict[str, list[str]] = {}
+            for name in sorted(os.listdir(self._folder)):
+                root = self._group(self._folder, name)
+                if root is not None:
+                    by_root.setdefault(root, []).append(name)
+            self._stamp, self._by_root = stamp, by_root
+        return self._by_root
+
+    def dropped(self, root: str, before: tuple[int, int] | None) -> None:
+        """This process removed `root`'s entries: keep the listing if nothing else changed
+        the directory since it was made (`before`: its stamp just before the removal)."""
+        if before is not None and before == self._stamp:
+            self._by_root.pop(root, None)
+            self._stamp = self.stamp()
+
+
+def _stream_root(folder: Path, name: str) -> str | None:
+    stem, dot, ext = name.rpartition(".")
+    if not dot or ext not in ("msgpack", "idx"):
+        return None
+    return stream_family(stem.replace("%3A", ":"))
+
+
+def _hook_root(folder: Path, name: str) -> str | None:
+    try:
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            owner = f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None  # `eve doctor` reports it
+    return root_of(owner) if owner else None
 
 
 class _FileLease(Lease):
@@ -102,11 +180,19 @@ class LocalWorld(World):
 
     blocking = True  # fsync: see World.blocking
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = True,
+        check: bool = True,
+    ) -> None:
         """Open the data directory `path` (default: `default_data_dir()`).
 
         Opening an existing directory writes nothing; a missing one is created unless
         `create` is False, in which case it reads as empty (for read-only tools).
+        `check=False` (with `create=False`) opens even a directory whose FORMAT file is bad,
+        for `verify` and `repair`, which report it.
         """
         self.path = Path(path) if path is not None else default_data_dir()
         self._create = create
@@ -122,7 +208,10 @@ class LocalWorld(World):
         self._inbox_shifts: dict[str, tuple[tuple[int, int, int], int]] = {}
         self._streams = StreamStore(self.path / "streams")
         self._streams.before_write = self.settle  # readers see no item before its record
-        self._check_format()
+        self._stream_files = _Listing(self.path / "streams", _stream_root)
+        self._hook_files = _Listing(self.path / "hooks", _hook_root)
+        if check or create:
+            self._check_format()
 
     def _check_format(self) -> None:
         fmt = self.path / "FORMAT"
@@ -211,6 +300,101 @@ class LocalWorld(World):
 
     def family_exists(self, root: str) -> bool:
         return os.path.exists(self._files(root)[1])
+
+    def stream_names(self) -> list[str]:
+        names = {n.rpartition(".")[0] for n in _listdir(self.path / "streams")}
+        return sorted(n.replace("%3A", ":") for n in names if n)
+
+    def family_streams(self, root: str) -> list[str]:
+        files = self._stream_files.get().get(check_run_id(root), [])
+        return sorted({f.rpartition(".")[0].replace("%3A", ":") for f in files})
+
+    def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
+        folder = self._files(root)[0]
+        self.trim(root)  # the data's size, not the space a writer holds ahead of it
+        paths = [os.path.join(folder, name) for name in _listdir(Path(folder))]
+        if streams is None:
+            streams = self.family_streams(root)
+        for name in streams:
+            paths.extend(self._streams.paths(name))
+        size, last = 0, 0.0
+        for path in paths:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if path.endswith(".lock"):
+                continue  # a lock's mtime is its taking, not a write
+            size += st.st_size
+            last = max(last, st.st_mtime)
+        return FamilyUsage(size, last)
+
+    def remnants(self) -> list[str]:
+        roots = set(_listdir(self.path / "runs"))
+        roots |= set(self._stream_files.get()) | set(self._hook_files.get())
+        return sorted(r for r in roots if not self.family_exists(r))
+
+    def remove_family(self, root: str, *, inbox_mark: int | None = None) -> bool:
+        folder = self._dir(root)
+        if not (folder / "journal.msgpack").exists():
+            self._unlink_family(root)  # a remnant: nothing can deliver to it
+            return True
+        with (
+            _guard(folder, "removing a run family"),
+            self._lock(folder / "inbox.lock", REMOVE_WAIT, root),
+        ):
+            if inbox_mark is not None and self.inbox_end(root) != inbox_mark:
+                return False  # delivered to since the caller decided
+            self._unlink_family(root)
+        return True
+
+    def _unlink_family(self, root: str) -> None:
+        """Hooks, streams, the run folder's data, its journal, its lock files, the folder:
+        a crash at any point leaves a family still listed, or a remnant."""
+        folder = self._dir(root)
+        writer = self._writers.pop(root, None)
+        if writer is not None:
+            writer.close()
+        try:
+            hooks, streams = self._hook_files, self._stream_files
+            before = hooks.stamp()
+            for name in hooks.get().get(root, []):
+                (self.path / "hooks" / name).unlink(missing_ok=True)
+            hooks.dropped(root, before)
+            before = streams.stamp()
+            names = self.family_streams(root)
+            self._streams.forget(names)
+            for name in names:
+                for path in self._streams.paths(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+            streams.dropped(root, before)
+            last = ["journal.msgpack", *_LOCKS]
+            for name in _listdir(folder):
+                if name not in last:
+                    _delete(folder / name)
+            for name in last:
+                (folder / name).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                folder.rmdir()
+        except OSError as exc:
+            raise StorageError(
+                f"{folder}: removing run family {root} failed: {exc.strerror or exc}; "
+                "the next removal finishes it"
+            ) from None
+        finally:
+            for cache in (self._run_files, self._inbox_ends, self._inbox_paths, self._inbox_shifts):
+                cache.pop(root, None)
+
+    def verify(self) -> list[Finding]:
+        from ._verify import verify
+
+        return verify(self.path)
+
+    def repair(self) -> list[Finding]:
+        from ._verify import repair
+
+        return repair(self.path)
 
     def load(self, root: str, start: int = 0) -> FamilyLog:
         path = self._journal_path(root)
@@ -593,6 +777,19 @@ class LocalWorld(World):
 
     def stream_length(self, name: str) -> int:
         return self._streams.length(name)
+
+    def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
+        # The data file's identity: any append (or a rewrite, a repair) changes its size or
+        # mtime; one stat each.
+        out: list[Hashable] = []
+        for name in names:
+            try:
+                st = os.stat(self._streams.paths(name)[0])
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return out
 
     def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
         return self._streams.digest(name, count, after)

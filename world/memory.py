@@ -10,13 +10,25 @@ import asyncio
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _codec, _journal
 from ._errors import OwnershipError, RunExistsError, RunNotFoundError
-from ._world import FamilyLog, InboxItem, Lease, World, check_name, inbox_item, inbox_record
+from ._world import (
+    FamilyLog,
+    FamilyUsage,
+    InboxItem,
+    Lease,
+    World,
+    check_name,
+    check_run_id,
+    inbox_item,
+    inbox_record,
+    root_of,
+    stream_family,
+)
 
 
 @dataclass
@@ -25,6 +37,7 @@ class _Family:
     head: bytes | None = None
     inbox: list[bytes] = field(default_factory=list)
     owner: object | None = None
+    written: float = field(default_factory=time.time)
 
 
 class _MemoryLease(Lease):
@@ -68,6 +81,7 @@ class MemoryWorld(World):
         self._families: dict[str, _Family] = {}
         self._hooks: dict[str, str] = {}
         self._streams: dict[str, list[bytes]] = {}
+        self._stream_written: dict[str, float] = {}
         self._lock = threading.RLock()
         self._signals = _Signals()
 
@@ -93,6 +107,47 @@ class MemoryWorld(World):
     def family_exists(self, root: str) -> bool:
         return root in self._families
 
+    def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
+        check_run_id(root)
+        wanted = set(streams) if streams is not None else None
+        with self._lock:
+            family = self._families.get(root)
+            size, last = 0, 0.0
+            if family is not None:
+                size = sum(map(len, family.frames)) + len(family.head or b"")
+                size += sum(map(len, family.inbox))
+                last = family.written
+            for name, frames in self._streams.items():
+                if (name in wanted) if wanted is not None else stream_family(name) == root:
+                    size += sum(map(len, frames))
+                    last = max(last, self._stream_written.get(name, 0.0))
+        return FamilyUsage(size, last)
+
+    def stream_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._streams)
+
+    def remnants(self) -> list[str]:
+        with self._lock:
+            roots = {stream_family(name) for name in self._streams}
+            roots |= {root_of(owner) for owner in self._hooks.values()}
+            return sorted(r for r in roots if r is not None and r not in self._families)
+
+    def remove_family(self, root: str, *, inbox_mark: int | None = None) -> bool:
+        check_run_id(root)
+        with self._lock:
+            family = self._families.get(root)
+            if family is not None and inbox_mark is not None and len(family.inbox) != inbox_mark:
+                return False
+            for token in [t for t, owner in self._hooks.items() if root_of(owner) == root]:
+                del self._hooks[token]
+            for name in [n for n in self._streams if stream_family(n) == root]:
+                del self._streams[name]
+                self._stream_written.pop(name, None)
+            self._families.pop(root, None)
+        self._signals.fire(f"inbox:{root}")  # a waiter on it wakes and finds no family
+        return True
+
     def load(self, root: str, start: int = 0) -> FamilyLog:
         with self._lock:
             frames = list(self._family(root).frames)
@@ -116,6 +171,7 @@ class MemoryWorld(World):
             family = self._family(root)
             first = len(family.frames)
             family.frames.extend(frames)
+            family.written = time.time()
             return list(range(first, first + len(frames)))
 
     def read_head(self, root: str) -> dict[str, Any] | None:
@@ -129,14 +185,17 @@ class MemoryWorld(World):
     def write_head(self, root: str, head: dict[str, Any]) -> None:
         data = _codec.encode(head, "head")
         with self._lock:
-            self._family(root).head = data
+            family = self._family(root)
+            family.head, family.written = data, time.time()
 
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:
         frame = _journal.frame(inbox_record(token, payload, time.time()), "payload")
         with self._lock:
-            inbox = self._family(root).inbox
+            family = self._family(root)
+            inbox = family.inbox
             inbox.append(frame)
+            family.written = time.time()
             item_id = len(inbox) - 1
         self._signals.fire(f"inbox:{root}")
         return item_id
@@ -213,6 +272,7 @@ class MemoryWorld(World):
         with self._lock:
             items = self._streams.setdefault(name, [])
             items.append(frame)
+            self._stream_written[name] = time.time()
             index = len(items) - 1
         self._signals.fire(f"stream:{name}")
         return index
@@ -247,6 +307,15 @@ class MemoryWorld(World):
         check_name(name, "stream name")
         with self._lock:
             return len(self._streams.get(name, []))
+
+    def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
+        # Items are never rewritten here: the length is the token (after a removal a stream
+        # made again has another start time).
+        with self._lock:
+            return [
+                (len(self._streams[n]), self._stream_written.get(n)) if n in self._streams else None
+                for n in names
+            ]
 
     async def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
         check_name(name, "stream name")

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from world import Finding, WorldError, repair, verify
+from eve_cli.runtime import open_world
+from world import Finding, WorldError
 
 from ._context import DataOption, data_path
 from ._errors import EXIT_ERROR, EXIT_OK, CliError
@@ -42,8 +43,12 @@ def doctor(
     """Verify every journal, stream, head and lock of the data directory; optionally repair."""
     path = data_path(data)
     try:
-        done = repair(path) if fix else []
-        findings = verify(path)
+        world = open_world(path, create=False, check=False)
+        try:
+            done = world.repair() if fix else []
+            findings = world.verify()
+        finally:
+            world.close()
     except WorldError as exc:
         raise CliError(f"{exc}; pass --data DIR with an eve data directory") from None
     damaged = [f for f in findings if f.error]

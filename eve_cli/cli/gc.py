@@ -1,36 +1,28 @@
 """`eve gc --older-than DURATION [--dry-run] [--waiting] [--force] [--json]`: retention.
 
-Removes the data of sessions that ended (completed, failed, cancelled) and whose files were
-last written longer ago than DURATION: the run folder (the session and its sub-agent runs),
-its streams (`<kind>.<session>[.<n>]`) and the hook files naming it. `--waiting` also removes
-idle sessions waiting for their next message; `--force` also parked ones (waiting for an
-approval or an answer) and interrupted ones (a turn was running when its process died).
-Leftovers of an interrupted removal or creation (streams or hooks of a session that no longer
-exists, a run folder without a journal) are swept too. Reports the bytes freed.
+Removes the data of sessions that ended (completed, failed, cancelled) and that nothing was
+stored to for longer than DURATION (`World.family_usage`): the session and its sub-agent runs,
+its streams and its hooks (`World.remove_family`). `--waiting` also removes idle sessions
+waiting for their next message; `--force` also parked ones (waiting for an approval or an
+answer) and interrupted ones (a turn was running when its process died). Leftovers of an
+interrupted removal or creation (`World.remnants`) are swept too. Reports the bytes freed.
 
-No flag removes a session a live process owns: ownership is an flock on `owner.lock`, free the
-moment its owner dies, so "nobody owns it" is proven by taking it. gc holds the session's lease
-and its inbox lock while it removes, and decides again under them (a message delivered or a
-turn run since the listing keeps the session), so no process runs or delivers to a session
-half removed: one that waited for the lease, or delivers after, finds no session.
-
-Removal order makes a crash at any point harmless: hooks, then streams, then the run folder
-(its journal, then its lock files), so a half-removed session is still listed and the next gc
-finishes it.
+No flag removes a session a live process owns: "nobody owns it" is proven by taking its lease.
+gc holds the lease while it removes and decides again under it (a turn run since the listing
+keeps the session); the world removes it only if nothing was delivered since gc decided, and
+a process that delivers or takes the lease after finds no session. It works on any world,
+through the `World` interface only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
-import filelock
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -45,9 +37,6 @@ from ._tables import human_bytes, when
 
 FINISHED = ("completed", "failed", "cancelled")
 FORCED = ("parked", "interrupted")  # removed only with --force
-_LOCKS = ("owner.lock", "inbox.lock")  # removed last: a waiter on them then finds no journal
-INBOX_WAIT = 5.0  # seconds gc waits for a delivery in progress to finish
-_STREAM_KINDS = ("events", "history")  # eve_cli._session: events_stream, history_stream
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
@@ -72,7 +61,6 @@ class Entry:
     status: str
     last_write: float
     bytes: int
-    files: list[str] = field(default_factory=list)  # relative to the data directory
     action: str = ""  # removed | would remove | skipped: <why>
 
 
@@ -103,7 +91,7 @@ def gc(
     """
     age = parse_duration(older_than)
     path = data_path(data)
-    if not (path / "runs").is_dir():
+    if not path.is_dir():
         raise CliError(f"{path}: no eve data directory there; pass --data DIR")
     allowed = set(FINISHED) | ({"waiting"} if waiting else set())
     if force:
@@ -132,61 +120,32 @@ def collect(root: Path, cutoff: float, allowed: set[str], dry_run: bool) -> list
     except WorldError as exc:
         raise CliError(f"{exc}; run `eve doctor`") from None
     try:
-        files = _files_by_family(root)
+        world = rt.world
+        remnants = set(world.remnants())
         entries = []
-        for sid in sorted(files):
-            entry = _consider(rt, root, sid, files[sid], cutoff, allowed)
+        for sid in sorted(set(world.families()) | remnants):
+            entry = _consider(rt, sid, sid in remnants, cutoff, allowed)
             if entry is None:
                 continue
             if not entry.action:
-                entry.action = (
-                    "would remove" if dry_run else _remove(rt, root, entry, cutoff, allowed)
-                )
+                entry.action = "would remove" if dry_run else _remove(rt, entry, cutoff, allowed)
             entries.append(entry)
         return entries
     finally:
         rt.close()
 
 
-def _files_by_family(root: Path) -> dict[str, list[Path]]:
-    """Every file of the layout grouped by the run family (session) it belongs to."""
-    out: dict[str, list[Path]] = {}
-    for folder in _list(root / "runs"):
-        out.setdefault(folder.name, [])
-    for hook in _list(root / "hooks"):
-        try:
-            owner = hook.read_text().strip()
-        except (OSError, UnicodeDecodeError):
-            continue  # `eve doctor` reports it
-        if owner:
-            out.setdefault(owner.split(".", 1)[0], []).append(hook)
-    for stream in _list(root / "streams"):
-        # eve names a session's streams `<kind>.<session>[.<child>]` (see eve_cli._session).
-        parts = stream.name.split(".")
-        if len(parts) >= 3 and parts[0] in _STREAM_KINDS and parts[-1] in ("msgpack", "idx"):
-            out.setdefault(parts[1], []).append(stream)
-    return out
-
-
-def _list(folder: Path) -> list[Path]:
-    try:
-        return sorted(folder.iterdir())
-    except FileNotFoundError:
-        return []
-
-
 def _consider(
-    rt: Runtime, root: Path, sid: str, extra: list[Path], cutoff: float, allowed: set[str]
+    rt: Runtime, sid: str, remnant: bool, cutoff: float, allowed: set[str]
 ) -> Entry | None:
-    folder = root / "runs" / sid
-    files = [*extra, *sorted(p for p in _list(folder) if p.is_file())]
-    stats = [s for s in (_stat(p) for p in files) if s is not None]
-    last = max((s.st_mtime for s in stats), default=0.0)
-    if last > cutoff:
+    try:
+        usage = rt.world.family_usage(sid)
+    except WorldError as exc:
+        return Entry(sid, "damaged", 0.0, 0, action=f"skipped: {exc}")
+    if usage.last_write > cutoff:
         return None
-    entry = Entry(sid, "", last, sum(s.st_size for s in stats),
-                  [str(p.relative_to(root)) for p in files])  # fmt: skip
-    if not (folder / "journal.msgpack").exists():
+    entry = Entry(sid, "", usage.last_write, usage.bytes)
+    if remnant:
         entry.status = "leftover"  # an interrupted removal or creation
         return entry
     try:
@@ -220,76 +179,36 @@ def _status(rt: Runtime, sid: str) -> str:
     return "interrupted"
 
 
-def _stat(path: Path) -> os.stat_result | None:
+def _remove(rt: Runtime, entry: Entry, cutoff: float, allowed: set[str]) -> str:
+    """Remove one session under its lease, if it still qualifies there; the world removes it
+    only if nothing was delivered since gc decided (`World.remove_family`'s mark)."""
+    world = rt.world
     try:
-        return path.stat()
-    except OSError:
-        return None
-
-
-def _remove(rt: Runtime, root: Path, entry: Entry, cutoff: float, allowed: set[str]) -> str:
-    """Remove one session under its lease and inbox lock, if it still qualifies there."""
-    folder = root / "runs" / entry.id
-    if entry.status == "leftover":
-        return _unlink_all(root, folder, entry)
-    try:
-        lease = rt.world.acquire(entry.id)
+        if entry.status == "leftover":
+            world.remove_family(entry.id)
+            return "removed"
+        lease = world.acquire(entry.id)
     except OwnershipError:
         return _OWNED
     except WorldError as exc:
         return f"skipped: {exc}"
-    inbox = filelock.FileLock(str(folder / "inbox.lock"), timeout=INBOX_WAIT,
-                              preserve_lock_file=True)  # fmt: skip
     try:
-        inbox.acquire()
-    except (filelock.Timeout, OSError):
-        lease.release()
-        return "skipped: a delivery is in progress"
-    try:
-        # Listed before the locks were taken: a delivery or a turn since then keeps it.
+        # Listed before the lease was taken: a delivery or a turn since then keeps it.
+        mark = world.inbox_end(entry.id)
         status = str(rt.session(entry.id)["status"])
         status = "interrupted" if status == "running" else status  # the lease is ours
-        written = max((s.st_mtime for s in map(_stat, _paths(root, entry)) if s), default=0.0)
+        written = world.family_usage(entry.id).last_write
         if status not in allowed or written > cutoff:
             return f"skipped: changed while gc ran (now {status})"
-        return _unlink_all(root, folder, entry)
-    except (WorldError, OSError, RuntimeErrorBase) as exc:
+        if not world.remove_family(entry.id, inbox_mark=mark):
+            return f"skipped: changed while gc ran (now {status})"
+        return "removed"
+    except OwnershipError:
+        return "skipped: a delivery is in progress"
+    except (WorldError, RuntimeErrorBase) as exc:
         return f"skipped: {exc}"
     finally:
-        inbox.release()
         lease.release()
-
-
-def _paths(root: Path, entry: Entry) -> list[Path]:
-    return [root / rel for rel in entry.files] + _list(root / "runs" / entry.id)
-
-
-def _unlink_all(root: Path, folder: Path, entry: Entry) -> str:
-    """Hooks and streams, the run folder's data, its journal, its lock files, the folder."""
-    try:
-        for rel in entry.files:
-            path = root / rel
-            if path.parent != folder:
-                path.unlink(missing_ok=True)
-        journal = folder / "journal.msgpack"
-        last = [journal, *(folder / name for name in _LOCKS)]
-        for path in _list(folder):
-            if path not in last:
-                _delete(path)
-        for path in last:
-            path.unlink(missing_ok=True)
-        if folder.exists():
-            folder.rmdir()
-    except OSError as exc:
-        return f"skipped: {exc.strerror or exc} (the next gc finishes it)"
-    return "removed"
-
-
-def _delete(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
 
 
 def _print(entries: list[Entry], freed: int, dry_run: bool) -> None:

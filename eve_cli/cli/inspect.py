@@ -4,9 +4,6 @@ a session and on damaged data (the damage is shown, not a traceback)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -59,7 +56,7 @@ def inspect(
         return
     with open_reader(data_dir) as reader:
         if session is None:
-            rows = with_sizes(list_sessions(reader), data_dir)
+            rows = with_sizes(list_sessions(reader), reader)
             _emit_sessions(rows, json_, data_dir)
             return
         view = reader.session(session)
@@ -106,40 +103,18 @@ def list_sessions(reader: Runtime) -> list[dict[str, Any]]:
     return rows
 
 
-def with_sizes(rows: Sequence[Mapping[str, Any]], data_dir: Path) -> list[dict[str, Any]]:
-    """Rows with `bytes`: the session's files on disk (its run folder and its streams)."""
+def with_sizes(rows: Sequence[Mapping[str, Any]], reader: Runtime) -> list[dict[str, Any]]:
+    """Rows with `bytes`: what the session stores (`World.family_usage`)."""
+    from world import WorldError
+
     wanted = [dict(row) for row in rows]
-    if all("bytes" in row for row in wanted):
-        return wanted
-    ids = {str(row.get("id")) for row in wanted}
-    streams: dict[str, int] = {}
-    with contextlib.suppress(OSError), os.scandir(data_dir / "streams") as entries:
-        for entry in entries:
-            # Stream files are named after their stream (e.g. `events.<sid>.msgpack`).
-            for part in re.split(r"[.:]", entry.name):
-                if part in ids:
-                    streams[part] = streams.get(part, 0) + _size(entry.path)
-                    break
     for row in wanted:
         if "bytes" not in row:
-            sid = str(row.get("id"))
-            row["bytes"] = _tree_size(data_dir / "runs" / sid) + streams.get(sid, 0)
+            try:
+                row["bytes"] = reader.world.family_usage(str(row.get("id"))).bytes
+            except WorldError:
+                row["bytes"] = None
     return wanted
-
-
-def _size(path: str | Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
-def _tree_size(folder: Path) -> int:
-    total = 0
-    with contextlib.suppress(OSError), os.scandir(folder) as entries:
-        for entry in entries:
-            total += _tree_size(Path(entry.path)) if entry.is_dir() else _size(entry.path)
-    return total
 
 
 def _emit_sessions(rows: Sequence[Mapping[str, Any]], json_: bool, data_dir: Path) -> None:

@@ -1,4 +1,4 @@
-"""The facade's contract (ARCHITECTURE §3) on the default LocalWorld."""
+"""The facade's contract (ARCHITECTURE §3): on every world, and on the default LocalWorld."""
 
 from __future__ import annotations
 
@@ -13,14 +13,24 @@ from rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
 
 from eve_cli._loader import AgentLoadError
 from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
+from worlds import WorldOpener
 
 
-def test_sessions_list_status_counts_and_size(make_agent: AgentFactory, isolated: Path) -> None:
+def test_the_default_world_is_local_under_the_data_directory(isolated: Path) -> None:
+    rt = Runtime()
+    assert rt.data_dir == isolated / ".workflow-data"
+    asyncio.run(rt.create_session())
+    assert (rt.data_dir / "FORMAT").exists()
+    rt.close()
+
+
+def test_sessions_list_status_counts_and_size(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(script=[reply("hi"), reply("", call("ask_question", question="?"))])
 
     async def main() -> None:
-        rt = Runtime(agent_dir=agent)
-        assert rt.data_dir == isolated / ".workflow-data"
+        rt = Runtime(agent_dir=agent, world=open_world())
         idle = await rt.create_session()
         assert [r["id"] for r in rt.sessions()] == [idle]  # listed from creation on
         assert (await rt.deliver(idle, "hello")).disposition == "started"
@@ -43,13 +53,16 @@ def test_sessions_list_status_counts_and_size(make_agent: AgentFactory, isolated
         assert all(r["bytes"] > 0 for r in rows.values())
         view = rt.session(busy)
         assert view["pending"][0]["question"] == "?" and view["agent"] == agent.name
+        # Another opener lists the same rows from the heads' notes.
+        again = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
+        assert again.sessions() == list(rows.values())
 
     asyncio.run(main())
 
 
-def test_ids_unknown_and_malformed() -> None:
+def test_ids_unknown_and_malformed(open_world: WorldOpener) -> None:
     async def main() -> None:
-        rt = Runtime()
+        rt = Runtime(world=open_world())
         with pytest.raises(SessionNotFoundError):
             rt.session("s_000000000000000000000000")
         with pytest.raises(InvalidSessionIdError):
@@ -60,9 +73,9 @@ def test_ids_unknown_and_malformed() -> None:
     asyncio.run(main())
 
 
-def test_operation_id_makes_create_idempotent() -> None:
+def test_operation_id_makes_create_idempotent(open_world: WorldOpener) -> None:
     async def main() -> None:
-        rt = Runtime()
+        rt = Runtime(world=open_world())
         first = await rt.create_session(operation_id="op-1")
         assert await rt.create_session(operation_id="op-1") == first
         assert await rt.create_session(operation_id="op-2") != first
@@ -70,9 +83,9 @@ def test_operation_id_makes_create_idempotent() -> None:
     asyncio.run(main())
 
 
-def test_demo_agent_works_out_of_the_box() -> None:
+def test_demo_agent_works_out_of_the_box(open_world: WorldOpener) -> None:
     async def main() -> None:
-        rt = Runtime()
+        rt = Runtime(world=open_world())
         sid = await rt.create_session()
         await rt.deliver(sid, "what time is it?")
         view = await rt.drive(sid)
@@ -106,13 +119,13 @@ def test_broken_edit_keeps_last_good_definition(make_agent: AgentFactory) -> Non
     asyncio.run(main())
 
 
-def test_wait_wakes_on_a_delivery_from_another_runtime() -> None:
+def test_wait_wakes_on_a_delivery_from_another_runtime(open_world: WorldOpener) -> None:
     async def main() -> None:
-        rt = Runtime()
+        rt = Runtime(world=open_world())
         sid = await rt.create_session()
         await rt.drive(sid)
         assert await rt.wait(sid, 0.05) is False
-        other = Runtime()  # another opener of the same data directory
+        other = Runtime(world=open_world())  # another opener of the same world
         waiting = asyncio.create_task(rt.wait(sid, 10))
         await asyncio.sleep(0.05)
         await other.deliver(sid, "hello")

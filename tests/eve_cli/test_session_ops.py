@@ -1,4 +1,4 @@
-"""Compaction, clear, limits and sub-agents (MemoryWorld)."""
+"""Compaction, clear, limits and sub-agents, on every world."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from rt_support import AgentFactory, call, reply, types
+from worlds import WorldOpener
 
 from eve_cli.runtime import Runtime
-from world import MemoryWorld
 
 SMALL = "context_window=300, compaction=Compaction(threshold_percent=0.9, reserved_tokens=0)"
 LONG = "x" * 400  # about 100 tokens
 
 
-async def start(agent: Path, **kw: Any) -> tuple[Runtime, str]:
-    rt = Runtime(agent_dir=agent, world=MemoryWorld())
+async def start(open_world: WorldOpener, agent: Path, **kw: Any) -> tuple[Runtime, str]:
+    rt = Runtime(agent_dir=agent, world=open_world())
     return rt, await rt.create_session(**kw)
 
 
@@ -29,11 +29,13 @@ def of_type(rt: Runtime, sid: str, kind: str) -> list[dict[str, Any]]:
     return [e for e in rt.events(sid) if e["type"] == kind]
 
 
-def test_compaction_before_the_model_call_keeps_recent_tail(make_agent: AgentFactory) -> None:
+def test_compaction_before_the_model_call_keeps_recent_tail(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(script=[reply(f"answer {i}") for i in range(4)], agent_args=SMALL)
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         for i in range(4):
             view = await say(rt, sid, f"message {i} {LONG}")
             assert view["status"] == "waiting"
@@ -56,12 +58,14 @@ def test_compaction_before_the_model_call_keeps_recent_tail(make_agent: AgentFac
     asyncio.run(main())
 
 
-def test_failed_compaction_keeps_history_and_is_reported(make_agent: AgentFactory) -> None:
+def test_failed_compaction_keeps_history_and_is_reported(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     script = {"responses": [reply(f"answer {i}") for i in range(3)], "summary_error": "nope"}
     agent = make_agent(script=script, agent_args=SMALL)
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         for i in range(3):
             view = await say(rt, sid, f"message {i} {LONG}")
         failed = of_type(rt, sid, "compaction.completed")
@@ -73,11 +77,13 @@ def test_failed_compaction_keeps_history_and_is_reported(make_agent: AgentFactor
     asyncio.run(main())
 
 
-def test_compact_and_clear_operations_call_no_model(make_agent: AgentFactory) -> None:
+def test_compact_and_clear_operations_call_no_model(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(script=[reply("one"), reply("two"), reply("three")])
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         await say(rt, sid, "first")
         await say(rt, sid, "second")
         await rt.compact(sid)
@@ -99,14 +105,16 @@ def test_compact_and_clear_operations_call_no_model(make_agent: AgentFactory) ->
     asyncio.run(main())
 
 
-def test_token_limit_asks_to_go_on_in_conversation(make_agent: AgentFactory) -> None:
+def test_token_limit_asks_to_go_on_in_conversation(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[reply("", call("ask_question", question="q")), reply("done")],
         agent_args="limits=Limits(tokens_per_session=1)",
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "go")
         [question] = view["pending"]
         await rt.respond(sid, [{"requestId": question["requestId"], "answer": "a"}])
@@ -122,14 +130,14 @@ def test_token_limit_asks_to_go_on_in_conversation(make_agent: AgentFactory) -> 
     asyncio.run(main())
 
 
-def test_limits_fail_a_task_clearly(make_agent: AgentFactory) -> None:
+def test_limits_fail_a_task_clearly(make_agent: AgentFactory, open_world: WorldOpener) -> None:
     agent = make_agent(
         script=[reply("", call("ask_question", question="q"))],
         agent_args="limits=Limits(session_timeout=0.000001)",
     )
 
     async def main() -> None:
-        rt, sid = await start(agent, mode="task")
+        rt, sid = await start(open_world, agent, mode="task")
         view = await say(rt, sid, "go")
         assert view["status"] == "failed"
         assert "limit reached: session timeout" in view["turns"][0]["error"]
@@ -137,14 +145,14 @@ def test_limits_fail_a_task_clearly(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_subagent_runs_as_child_session(make_agent: AgentFactory) -> None:
+def test_subagent_runs_as_child_session(make_agent: AgentFactory, open_world: WorldOpener) -> None:
     agent = make_agent(
         script=[reply("", call("researcher", task="find x")), reply("parent done")],
         subagents={"researcher": {"script": [reply("x is 42")], "instructions": "Research."}},
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "go")
         assert view["status"] == "waiting"
         [started] = of_type(rt, sid, "task.started")
@@ -163,7 +171,9 @@ def test_subagent_runs_as_child_session(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_failing_subagent_is_a_tool_error(make_agent: AgentFactory) -> None:
+def test_failing_subagent_is_a_tool_error(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[reply("", call("helper", task="ask")), reply("coped")],
         subagents={
@@ -175,7 +185,7 @@ def test_failing_subagent_is_a_tool_error(make_agent: AgentFactory) -> None:
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "go")
         [result] = of_type(rt, sid, "action.result")
         assert result["isError"] and "a task cannot wait for input" in result["output"]
@@ -184,7 +194,9 @@ def test_failing_subagent_is_a_tool_error(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_cancel_cascades_to_a_waited_subagent(make_agent: AgentFactory) -> None:
+def test_cancel_cascades_to_a_waited_subagent(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[reply("", call("helper", task="slow work")), reply("never used")],
         subagents={
@@ -196,7 +208,7 @@ def test_cancel_cascades_to_a_waited_subagent(make_agent: AgentFactory) -> None:
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         await rt.deliver(sid, "go")
         driving = asyncio.create_task(rt.drive(sid))
         async for event in rt.tail(sid):
@@ -216,7 +228,7 @@ def test_cancel_cascades_to_a_waited_subagent(make_agent: AgentFactory) -> None:
 
 
 def test_the_kept_history_estimate_equals_one_over_the_whole_history(
-    make_agent: AgentFactory, monkeypatch: Any
+    make_agent: AgentFactory, monkeypatch: Any, open_world: WorldOpener
 ) -> None:
     from eve_cli.harness import _compaction, _step
     from eve_cli.models import ModelRequest
@@ -246,7 +258,7 @@ def test_the_kept_history_estimate_equals_one_over_the_whole_history(
     agent = make_agent(script=script, agent_args=SMALL, tools={"echo": echo})
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         for i in range(5):
             assert (await say(rt, sid, f"message {i} {LONG}"))["status"] == "waiting"
         assert of_type(rt, sid, "compaction.completed")  # the window was replaced meanwhile

@@ -1,4 +1,4 @@
-"""Sessions on MemoryWorld: turns, steps, tools, approvals, questions, operations."""
+"""Sessions on every world: turns, steps, tools, approvals, questions, operations."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from rt_support import AgentFactory, call, reply, tool_file, types
+from worlds import WorldOpener
 
 from eve_cli.runtime import Runtime
-from world import MemoryWorld
 
 RECORD = tool_file('''
     counter = define_state("count", 0)
@@ -38,8 +38,8 @@ RECORD = tool_file('''
 ''')
 
 
-async def start(agent: Path, world: MemoryWorld | None = None, **kw: Any) -> tuple[Runtime, str]:
-    rt = Runtime(agent_dir=agent, world=world or MemoryWorld())
+async def start(open_world: WorldOpener, agent: Path, **kw: Any) -> tuple[Runtime, str]:
+    rt = Runtime(agent_dir=agent, world=open_world())
     return rt, await rt.create_session(**kw)
 
 
@@ -61,13 +61,15 @@ def texts(rt: Runtime, sid: str) -> list[str]:
     return [e["text"] for e in rt.events(sid) if e["type"] == "message.completed"]
 
 
-def test_tool_call_turn_has_two_steps_and_no_extra_model_call(make_agent: AgentFactory) -> None:
+def test_tool_call_turn_has_two_steps_and_no_extra_model_call(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[reply("", call("record", text="a")), reply("all done")], tools={"t": RECORD}
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "go")
         assert view["status"] == "waiting"
         assert types(rt.events(sid)) == [
@@ -98,7 +100,9 @@ def test_tool_call_turn_has_two_steps_and_no_extra_model_call(make_agent: AgentF
     asyncio.run(main())
 
 
-def test_invalid_input_and_raising_tool_are_tool_errors(make_agent: AgentFactory) -> None:
+def test_invalid_input_and_raising_tool_are_tool_errors(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[
             reply("", call("record", text=5), call("explode", reason="boom"), call("nope", x=1)),
@@ -108,7 +112,7 @@ def test_invalid_input_and_raising_tool_are_tool_errors(make_agent: AgentFactory
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "go")
         [(n1, o1, e1), (n2, o2, e2), (n3, o3, e3)] = results(rt, sid)
         assert (n1, e1) == ("record", True) and "text: Input should be a valid string" in o1
@@ -120,7 +124,9 @@ def test_invalid_input_and_raising_tool_are_tool_errors(make_agent: AgentFactory
     asyncio.run(main())
 
 
-def test_approval_approve_deny_and_always(make_agent: AgentFactory) -> None:
+def test_approval_approve_deny_and_always(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[
             reply("", call("launch", target="moon")),
@@ -136,7 +142,7 @@ def test_approval_approve_deny_and_always(make_agent: AgentFactory) -> None:
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
 
         async def answer(**response: Any) -> dict[str, Any]:
             view = rt.session(sid)
@@ -166,7 +172,7 @@ def test_approval_approve_deny_and_always(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_once_asks_only_the_first_time(make_agent: AgentFactory) -> None:
+def test_once_asks_only_the_first_time(make_agent: AgentFactory, open_world: WorldOpener) -> None:
     agent = make_agent(
         script=[
             reply("", call("deploy", env="a")),
@@ -178,7 +184,7 @@ def test_once_asks_only_the_first_time(make_agent: AgentFactory) -> None:
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "first")
         assert view["status"] == "parked"
         await rt.respond(sid, [{"requestId": view["pending"][0]["requestId"], "approved": True}])
@@ -190,7 +196,9 @@ def test_once_asks_only_the_first_time(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_ask_question_parks_until_answered(make_agent: AgentFactory) -> None:
+def test_ask_question_parks_until_answered(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[
             reply("", call("ask_question", question="Colour?", options=["red", "blue"])),
@@ -199,7 +207,7 @@ def test_ask_question_parks_until_answered(make_agent: AgentFactory) -> None:
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "pick")
         assert (view["status"], view["parkedOn"]) == ("parked", "question")
         [request] = view["pending"]
@@ -213,7 +221,9 @@ def test_ask_question_parks_until_answered(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_state_survives_turns_and_reset_clears_it(make_agent: AgentFactory) -> None:
+def test_state_survives_turns_and_reset_clears_it(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[
             reply("", call("record", text="a")),
@@ -227,7 +237,7 @@ def test_state_survives_turns_and_reset_clears_it(make_agent: AgentFactory) -> N
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         await say(rt, sid, "x")
         await say(rt, sid, "y")
         await rt.reset(sid)
@@ -242,14 +252,16 @@ def test_state_survives_turns_and_reset_clears_it(make_agent: AgentFactory) -> N
     asyncio.run(main())
 
 
-def test_cancel_while_parked_ends_turn_and_session_goes_on(make_agent: AgentFactory) -> None:
+def test_cancel_while_parked_ends_turn_and_session_goes_on(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[reply("", call("launch", target="x")), reply("after cancel")],
         tools={"t": RECORD},
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         await say(rt, sid, "launch")
         await rt.cancel(sid)
         view = await rt.drive(sid)
@@ -263,11 +275,11 @@ def test_cancel_while_parked_ends_turn_and_session_goes_on(make_agent: AgentFact
     asyncio.run(main())
 
 
-def test_task_mode_cannot_park(make_agent: AgentFactory) -> None:
+def test_task_mode_cannot_park(make_agent: AgentFactory, open_world: WorldOpener) -> None:
     agent = make_agent(script=[reply("", call("ask_question", question="?"))])
 
     async def main() -> None:
-        rt, sid = await start(agent, mode="task")
+        rt, sid = await start(open_world, agent, mode="task")
         view = await say(rt, sid, "do it")
         assert view["status"] == "failed"
         assert "a task cannot wait for input" in view["turns"][0]["error"]
@@ -276,11 +288,13 @@ def test_task_mode_cannot_park(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_scripted_exhaustion_fails_the_turn_clearly(make_agent: AgentFactory) -> None:
+def test_scripted_exhaustion_fails_the_turn_clearly(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(script=[reply("", call("record", text="a"))], tools={"t": RECORD})
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "go")
         assert view["status"] == "waiting"
         error = view["turns"][0]["error"]
@@ -289,7 +303,7 @@ def test_scripted_exhaustion_fails_the_turn_clearly(make_agent: AgentFactory) ->
     asyncio.run(main())
 
 
-def test_model_calls_per_step(make_agent: AgentFactory) -> None:
+def test_model_calls_per_step(make_agent: AgentFactory, open_world: WorldOpener) -> None:
     agent = make_agent(
         script=[reply("", call("record", text="a")), reply("done")],
         tools={"t": RECORD},
@@ -297,7 +311,7 @@ def test_model_calls_per_step(make_agent: AgentFactory) -> None:
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "go")
         assert len(view["turns"][0]["steps"]) == 1
         assert texts(rt, sid) == ["", "done"]
@@ -305,7 +319,9 @@ def test_model_calls_per_step(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_changed_tool_definition_applies_at_next_turn(make_agent: AgentFactory) -> None:
+def test_changed_tool_definition_applies_at_next_turn(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     version = tool_file('''
         @tool
         def version() -> str:
@@ -318,7 +334,7 @@ def test_changed_tool_definition_applies_at_next_turn(make_agent: AgentFactory) 
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         await say(rt, sid, "one")
         path = agent / "tools" / "v.py"
         path.write_text(version.replace('"v1"', '"v2"') + "\n")
@@ -329,11 +345,13 @@ def test_changed_tool_definition_applies_at_next_turn(make_agent: AgentFactory) 
 
 
 @pytest.mark.parametrize("policy", ["steer", "queue"])
-def test_delivery_during_a_running_turn(make_agent: AgentFactory, policy: str) -> None:
+def test_delivery_during_a_running_turn(
+    make_agent: AgentFactory, policy: str, open_world: WorldOpener
+) -> None:
     agent = make_agent(script=[reply("working", delay=0.3), reply("second answer")])
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         await rt.deliver(sid, "first")
         driving = asyncio.create_task(rt.drive(sid))
         async for event in rt.tail(sid):
@@ -357,13 +375,15 @@ def test_delivery_during_a_running_turn(make_agent: AgentFactory, policy: str) -
     asyncio.run(main())
 
 
-def test_concurrent_deliveries_are_all_kept(make_agent: AgentFactory) -> None:
+def test_concurrent_deliveries_are_all_kept(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     """D7 under concurrency: several senders at once during a turn; each learns where its
     message went and none is lost."""
     agent = make_agent(script=[reply("working", delay=0.3)] + [reply(f"r{i}") for i in range(5)])
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         await rt.deliver(sid, "first")
         driving = asyncio.create_task(rt.drive(sid))
         async for event in rt.tail(sid):
@@ -386,7 +406,7 @@ def test_concurrent_deliveries_are_all_kept(make_agent: AgentFactory) -> None:
     asyncio.run(main())
 
 
-def test_callable_approval_policy(make_agent: AgentFactory) -> None:
+def test_callable_approval_policy(make_agent: AgentFactory, open_world: WorldOpener) -> None:
     pay = tool_file('''
         def small_only(arguments: dict) -> str:
             if arguments["amount"] > 100:
@@ -407,7 +427,7 @@ def test_callable_approval_policy(make_agent: AgentFactory) -> None:
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "pay")
         [request] = view["pending"]
         assert request["arguments"] == {"amount": 50}
@@ -433,13 +453,15 @@ SLOW = tool_file('''
 ''')
 
 
-def test_tool_duration_is_the_run_not_the_wait_for_approval(make_agent: AgentFactory) -> None:
+def test_tool_duration_is_the_run_not_the_wait_for_approval(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
     agent = make_agent(
         script=[reply("", call("slow", seconds=0.2)), reply("ok")], tools={"t": SLOW}
     )
 
     async def main() -> None:
-        rt, sid = await start(agent)
+        rt, sid = await start(open_world, agent)
         view = await say(rt, sid, "go")
         [request] = view["pending"]
         await asyncio.sleep(1.0)  # the user thinks; this is not the tool's time

@@ -6,13 +6,14 @@ import world
 def test_exported_names_are_pinned() -> None:
     assert sorted(world.__all__) == [
         "ChildFailedError", "ChildHandle", "CorruptJournalError", "DivergenceError", "Engine",
-        "FatalError", "Finding", "HookConflictError", "HookHandle", "InboxItem",
+        "FamilyHead", "FamilyLog", "FamilyUsage", "FatalError", "Finding", "HookConflictError",
+        "HookHandle", "InboxItem",
         "InvalidNameError", "Lease", "LocalWorld", "MemoryWorld", "NoActiveRunError",
         "OwnershipError", "PostgresWorld", "RetryPolicy",
         "RunExistsError", "RunInfo", "RunNotFoundError", "SerializationError", "StepFailedError",
         "StorageError", "Workflow", "WorkflowContext", "WorkflowNotFoundError", "World",
-        "WorldError", "decode", "default_data_dir", "encode", "is_database_url",
-        "open_world", "repair", "verify",
+        "WorldError", "check_name", "check_run_id", "decode", "default_data_dir", "encode",
+        "is_database_url", "open_world", "repair", "root_of", "stream_family", "verify",
     ]  # fmt: skip
     for name in world.__all__:
         assert getattr(world, name) is not None

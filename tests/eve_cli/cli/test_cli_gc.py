@@ -19,7 +19,7 @@ from rt_support import call, reply, tool_file, write_agent
 from typer.testing import CliRunner
 
 from eve_cli.cli.app import app
-from eve_cli.cli.gc import FINISHED, Entry, _remove, _unlink_all, collect, parse_duration
+from eve_cli.cli.gc import FINISHED, _remove, collect, parse_duration
 from eve_cli.runtime import Runtime
 from world import LocalWorld, RunNotFoundError, verify
 
@@ -219,7 +219,7 @@ def test_a_session_that_changed_after_the_listing_is_kept(
     rt = Runtime(data)
     asyncio.run(rt.deliver(sid, "still here"))
     try:
-        assert _remove(rt, data, entry, cutoff, allowed) == (
+        assert _remove(rt, entry, cutoff, allowed) == (
             "skipped: changed while gc ran (now waiting)"
         )
     finally:
@@ -230,25 +230,34 @@ def test_a_session_that_changed_after_the_listing_is_kept(
 def test_a_process_waiting_for_a_session_gc_removes_finds_no_session(
     isolated: Path, sessions: dict[str, str]
 ) -> None:
-    """A process that waits for the lease (or the inbox lock) while gc removes the session
-    gets a clear "no session" instead of running, or delivering to, a half-removed one."""
+    """A process that waits for the lease while gc removes the session gets a clear "no
+    session" instead of running a half-removed one; a delivery racing the removal either
+    lands first (and the session stays, with it) or finds no session — never both lost."""
     data, sid = isolated / "data", sessions["waiting"]
     gc_world, waiter = LocalWorld(data), LocalWorld(data)
     lease = gc_world.acquire(sid)
+    mark = gc_world.inbox_end(sid)
     inbox = filelock.FileLock(str(data / "runs" / sid / "inbox.lock"), preserve_lock_file=True)
     inbox.acquire()
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(3) as pool:
         owner = pool.submit(waiter.acquire, sid, 30.0)
         delivery = pool.submit(waiter.deliver, sid, "tok", {"kind": "message", "text": "x"})
-        time.sleep(0.5)  # both are waiting on the locks gc holds
-        entry = Entry(sid, "waiting", 0.0, 0, [])
-        assert _unlink_all(data, data / "runs" / sid, entry) == "removed"
-        inbox.release()
-        lease.release()
-        for future in (owner, delivery):
+        removal = pool.submit(gc_world.remove_family, sid, inbox_mark=mark)
+        time.sleep(0.5)  # all three wait on the locks held here
+        inbox.release()  # the removal or the delivery goes first
+        removed = removal.result(timeout=60)
+        if removed:
             with pytest.raises(RunNotFoundError):
-                future.result(timeout=60)
+                delivery.result(timeout=60)
+        else:  # the delivery won: it is kept, and nothing was removed
+            assert delivery.result(timeout=60) >= mark
+            assert waiter.read_inbox(sid)[0][-1].payload == {"kind": "message", "text": "x"}
+            assert gc_world.remove_family(sid, inbox_mark=gc_world.inbox_end(sid))
+        lease.release()
+        with pytest.raises(RunNotFoundError):
+            owner.result(timeout=60)
     assert not (data / "runs" / sid / "journal.msgpack").exists()
+    assert not gc_world.family_exists(sid) and gc_world.remnants() == []
 
 
 def test_leftovers_of_an_interrupted_removal_are_swept(
