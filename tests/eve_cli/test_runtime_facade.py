@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
+from worlds import WorldOpener
 
 from eve_cli._loader import AgentLoadError
 from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
-from worlds import WorldOpener
 
 
 def test_the_default_world_is_local_under_the_data_directory(isolated: Path) -> None:
