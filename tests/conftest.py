@@ -73,7 +73,8 @@ def world_kind(request: pytest.FixtureRequest) -> str:
 def open_world(world_kind: str, isolated: Path) -> Iterator[WorldOpener]:
     """Opens this test's world of kind `world_kind`: each call another opener of the same
     storage (as another process would be); every world opened is closed at the end."""
-    backend, opened = WORLDS[world_kind], []
+    backend = WORLDS[world_kind]
+    opened: list[World] = []
     with backend.place(isolated) as where:
 
         def opener() -> World:

@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -54,7 +54,9 @@ from ._errors import (
     WorldError,
 )
 from ._world import (
+    FamilyHead,
     FamilyLog,
+    FamilyUsage,
     InboxItem,
     Lease,
     World,
@@ -346,6 +348,58 @@ class PostgresWorld(World):
     def family_exists(self, root: str) -> bool:
         return self._one("family", {"root": root}) is not None
 
+    def heads(self) -> list[FamilyHead]:
+        return [
+            FamilyHead(str(root), self._head(head), int(end))
+            for root, head, end in self._all("heads", {})
+        ]
+
+    def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
+        check_run_id(root)
+        names = None if streams is None else list(streams)
+        row = self._one("usage", {"root": root, "names": names})
+        if row is None:
+            return FamilyUsage(0, 0.0)
+        # The last write known here: the head's (written at the end of every drive) or the
+        # family's creation; a delivery since moves the inbox mark, which callers compare.
+        return FamilyUsage(int(row[0] or 0), float(row[1] or 0.0))
+
+    def stream_names(self) -> list[str]:
+        return [str(row[0]) for row in self._all("stream_names", {})]
+
+    def family_streams(self, root: str) -> list[str]:
+        return [str(row[0]) for row in self._all("family_streams", {"root": root})]
+
+    def remnants(self) -> list[str]:
+        return [str(row[0]) for row in self._all("remnants", {})]
+
+    def remove_family(self, root: str, *, inbox_mark: int | None = None) -> bool:
+        check_run_id(root)
+        self._writable()
+        lease = self._leases.get(root)
+        params = {"root": root, "mark": inbox_mark,
+                  "epoch": None if lease is None else lease.epoch}  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], _: int) -> bool:
+            # One transaction: the family row locked first, so a delivery (which updates it)
+            # waits and then finds no family; a lost lease or a new delivery removes nothing.
+            with conn.transaction():
+                row = conn.execute(self._sql["remove_lock"], params).fetchone()
+                if row is not None:
+                    epoch, inbox_next = row
+                    if lease is not None and epoch != lease.epoch:
+                        lease.lost = True
+                        raise OwnershipError(self._lost_message(root))
+                    if inbox_mark is not None and int(inbox_next) != inbox_mark:
+                        return False
+                conn.execute(self._sql["remove"], params)
+            return True
+
+        removed = self._call(go)
+        if removed and lease is not None:
+            lease.lost = True  # nothing is written for it any more; its release is a no-op
+        return removed
+
     def load(self, root: str, start: int = 0) -> FamilyLog:
         rows = self._all("load", {"root": root, "start": max(start, 1)}) if start > 0 else []
         if not rows or rows[0][0] != start:
@@ -435,10 +489,14 @@ class PostgresWorld(World):
 
     def read_head(self, root: str) -> dict[str, Any] | None:
         row = self._one("read_head", {"root": root})
-        if row is None or row[0] is None:
+        return None if row is None else self._head(row[0])
+
+    @staticmethod
+    def _head(stored: Any) -> dict[str, Any] | None:
+        if stored is None:
             return None
         try:
-            head = _codec.decode(bytes(row[0]))
+            head = _codec.decode(bytes(stored))
         except Exception:
             return None  # unreadable: rebuilt from the journal
         return head if isinstance(head, dict) else None
@@ -674,6 +732,13 @@ class PostgresWorld(World):
         row = self._one("stream_length", {"name": name})
         return 0 if row is None else int(row[0])
 
+    def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
+        # The row's length and version (xmin): every append updates the row, and a stream
+        # removed and made again is another row.
+        rows = self._all("stream_versions", {"names": list(names)}) if names else []
+        found = {str(name): (int(length), str(xmin)) for name, length, xmin in rows}
+        return [found.get(name) for name in names]
+
     def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
         check_name(name, "stream name")
         first, crc = 0, 0
@@ -856,4 +921,47 @@ _SQL: dict[str, str] = {
     "stream_read": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "
     "AND idx >= %(start)s AND (%(end)s::bigint IS NULL OR idx < %(end)s) ORDER BY idx",
     "stream_length": "SELECT length FROM {s}.streams WHERE name = %(name)s",
+    "heads": """
+        SELECT f.root, h.head, f.inbox_next FROM {s}.families f
+        LEFT JOIN {s}.heads h ON h.root = f.root ORDER BY f.root COLLATE "C"
+        """,
+    "stream_versions": """
+        SELECT name, length, xmin::text FROM {s}.streams WHERE name = ANY(%(names)s::text[])""",
+    "stream_names": 'SELECT name FROM {s}.streams ORDER BY name COLLATE "C"',
+    "family_streams": "SELECT name FROM {s}.streams WHERE root = %(root)s "
+    'ORDER BY name COLLATE "C"',
+    "remnants": """
+        SELECT root FROM (SELECT root FROM {s}.streams WHERE root IS NOT NULL
+            UNION SELECT root FROM {s}.hooks) r
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.families f WHERE f.root = r.root)
+        ORDER BY root COLLATE "C"
+        """,
+    "usage": """
+        WITH st AS (
+            SELECT name FROM {s}.streams
+            WHERE (%(names)s::text[] IS NULL AND root = %(root)s) OR name = ANY(%(names)s::text[])
+        ), sizes AS (
+            SELECT coalesce(sum(octet_length(frame)), 0) AS n FROM {s}.records
+                WHERE root = %(root)s
+            UNION ALL SELECT coalesce(sum(octet_length(frame)), 0) FROM {s}.inbox
+                WHERE root = %(root)s
+            UNION ALL SELECT coalesce(sum(octet_length(head)), 0) FROM {s}.heads
+                WHERE root = %(root)s
+            UNION ALL SELECT coalesce(sum(octet_length(i.frame)), 0)
+                FROM {s}.stream_items i JOIN st ON st.name = i.name
+        ), f AS (
+            SELECT greatest(f.created, h.updated) AS at FROM {s}.families f
+            LEFT JOIN {s}.heads h ON h.root = f.root WHERE f.root = %(root)s
+        )
+        SELECT (SELECT sum(n) FROM sizes), extract(epoch FROM (SELECT at FROM f))
+        WHERE EXISTS (SELECT 1 FROM f) OR EXISTS (SELECT 1 FROM st)""",
+    "remove_lock": "SELECT epoch, inbox_next FROM {s}.families WHERE root = %(root)s FOR UPDATE",
+    "remove": """
+        WITH h AS (DELETE FROM {s}.hooks WHERE root = %(root)s),
+        st AS (DELETE FROM {s}.streams WHERE root = %(root)s RETURNING name),
+        si AS (DELETE FROM {s}.stream_items WHERE name IN (SELECT name FROM st)),
+        i AS (DELETE FROM {s}.inbox WHERE root = %(root)s),
+        hd AS (DELETE FROM {s}.heads WHERE root = %(root)s),
+        r AS (DELETE FROM {s}.records WHERE root = %(root)s)
+        DELETE FROM {s}.families WHERE root = %(root)s""",
 }
