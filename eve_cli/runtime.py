@@ -181,9 +181,9 @@ class Runtime:
         if mode not in ("conversation", "task"):
             raise ValueError(f"mode must be conversation or task, not {mode!r}")
         if operation_id is not None:
-            digest = hashlib.sha256(operation_id.encode()).hexdigest()[:24]
-            sid = f"s_{digest}"
+            sid = self._operation_sid(operation_id)
             if self._exists(sid):
+                self._finish_create(sid)
                 return sid
         else:
             sid = f"s_{secrets.token_hex(12)}"
@@ -223,6 +223,47 @@ class Runtime:
         # runs), so deliveries are accepted before the session was ever driven.
         self.world.claim_hook(token, sid)
         return sid
+
+    @staticmethod
+    def _operation_sid(operation_id: str) -> str:
+        return f"s_{hashlib.sha256(operation_id.encode()).hexdigest()[:24]}"
+
+    def operation_session(self, operation_id: str) -> str | None:
+        """The id of the session a create with ``operation_id`` made, if it exists."""
+        sid = self._operation_sid(operation_id)
+        return sid if self._exists(sid) else None
+
+    def ever_delivered(self, sid: str) -> bool:
+        """True once anything was delivered to ``sid`` (its inbox was ever written): a create
+        retried by its operationId delivers its message only while this is False, so the
+        create and its first message are one unit, however the first attempt died."""
+        self._meta(sid)
+        items, end = self.world.read_inbox(sid.split(".", 1)[0])
+        return bool(items) or end > 0
+
+    def _finish_create(self, sid: str) -> None:
+        """Do again what a create does after its journal record, in case the process died
+        there: the ``session.started`` event and the claim of the continuation token (both
+        idempotent). A session that ended keeps its token released."""
+        meta = self._meta(sid)
+        name = events_stream(sid)
+        if self.world.stream_length(name) == 0:
+            snap = Snapshot(
+                id=sid,
+                token=str(meta.get("token")),
+                agent_dir=meta.get("agentDir"),
+                model=meta.get("model"),
+                mode=str(meta.get("mode")),
+                created_at=float(meta.get("created") or time.time()),
+            )
+            agent = str(meta.get("agent") or self.agent.name)
+            started = stored_event(
+                "session.started", time.time(), started_event(snap, agent), snap.created_at
+            )
+            KeyedStream(self.world, name, 0).append("start", started)
+        token = meta.get("token")
+        if token and self.world.hook_owner(str(token)) is None and self._status(sid) not in _ENDED:
+            self.world.claim_hook(str(token), sid)
 
     def _exists(self, sid: str) -> bool:
         try:

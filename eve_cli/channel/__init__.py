@@ -2,9 +2,10 @@
 
 It runs the runtime facade (`eve_cli.runtime.Runtime`) in-process against the same world as
 every other command, and imports nothing from `eve_cli.cli`. Inside: the routes (`_app`), JSON
-errors (`_errors`), bearer tokens and id checks (`_auth`), NDJSON/SSE streams (`_streams`),
-background drives (`_supervisor`), the uvicorn server (`_server`), hot reload (`_reload`) and a
-client with the facade's methods (`client`).
+errors and the facade's exceptions' statuses (`_errors`), bearer tokens and id checks (`_auth`),
+Host / Origin / content-type checks (`_guard`), connection bounds and log floods (`_conn`),
+NDJSON/SSE streams (`_streams`), background drives (`_supervisor`), the uvicorn server
+(`_server`), hot reload (`_reload`) and a client with the facade's methods (`client`).
 """
 
 from eve_cli.channel._app import Channel, ChannelSettings

@@ -11,6 +11,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -32,6 +33,7 @@ from eve_cli.channel._errors import (
     on_channel_error,
     on_http_exception,
 )
+from eve_cli.channel._guard import Peers, RequestGuard
 from eve_cli.channel._port import SessionRuntime, TurnPolicy
 from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
@@ -51,6 +53,11 @@ class ChannelSettings:
     grace: float = 5.0
     info: dict[str, Any] = field(default_factory=dict)
     log: Callable[[str], None] = print
+    # Names the server is reached as besides its bound address and loopback ("*": any).
+    allowed_hosts: tuple[str, ...] = ()
+    # Foreign browser origins allowed to call it (CORS; "*": any), e.g. "http://localhost:5173".
+    allowed_origins: tuple[str, ...] = ()
+    body_timeout: float = 30.0
 
 
 class Channel:
@@ -62,10 +69,25 @@ class Channel:
         self.supervisor = Supervisor(runtime, self.settings.log)
         self.hub = StreamHub(self.settings.heartbeat, self.settings.log)
         self._create_lock = asyncio.Lock()
+        self.peers = Peers(self.settings.allowed_hosts, self.settings.allowed_origins)
+        cors = (
+            [
+                Middleware(
+                    CORSMiddleware,
+                    allow_origins=list(self.settings.allowed_origins),
+                    allow_methods=["GET", "POST"],
+                    allow_headers=["authorization", "content-type", "last-event-id"],
+                )
+            ]
+            if self.settings.allowed_origins
+            else []
+        )
         self.app = Starlette(
             routes=self._routes(),
             middleware=[
                 Middleware(CatchAll, log=self.settings.log),
+                Middleware(RequestGuard, peers=self.peers),
+                *cors,
                 Middleware(BearerAuth, token=self.settings.token),
             ],
             exception_handlers={
@@ -131,16 +153,22 @@ class Channel:
         # One create at a time: a repeated operationId must find the session made by the first,
         # and must not deliver its message twice.
         async with self._create_lock:
-            known = {s["id"] for s in self.runtime.sessions()} if operation_id else set()
+            existed = operation_id is not None and self._call_sync(
+                lambda: self.runtime.operation_session(operation_id)
+            )
             created = self.runtime.create_session(mode=mode, operation_id=operation_id)
             sid = await self._call(created)
-            out: dict[str, Any] = {"sessionId": sid, "created": sid not in known}
-            if message is not None and out["created"]:
+            out: dict[str, Any] = {"sessionId": sid, "created": not existed}
+            # The create and its message are one unit: a retry after the first attempt died
+            # between them delivers the message (nothing was delivered yet), and only then.
+            if message is not None and (
+                not existed or not self._call_sync(lambda: self.runtime.ever_delivered(sid), sid)
+            ):
                 out.update(await self._deliver(sid, message, policy))
         return JSONResponse(out, 202)
 
     async def list_sessions(self, request: Request) -> Response:
-        return JSONResponse({"sessions": self.runtime.sessions()})
+        return JSONResponse({"sessions": self._call_sync(self.runtime.sessions)})
 
     async def get_session(self, request: Request) -> Response:
         sid = self._session_id(request)
@@ -206,10 +234,8 @@ class Channel:
 
     def _view(self, sid: str) -> dict[str, Any]:
         """The session's view; raises 404 when it does not exist."""
-        try:
-            return self.runtime.session(sid)
-        except Exception as exc:
-            raise from_runtime_error(exc, sid) from None
+        view: dict[str, Any] = self._call_sync(lambda: self.runtime.session(sid), sid)
+        return view
 
     def _check_pending(self, sid: str, responses: list[dict[str, Any]]) -> None:
         """Answer only requests that are pending in this session (409 otherwise)."""
@@ -222,16 +248,35 @@ class Channel:
                     "GET the session to see its pending requests",
                 )
 
+    def _call_sync(self, call: Callable[[], Any], sid: str | None = None) -> Any:
+        try:
+            return call()
+        except Exception as exc:
+            raise self._answer(exc, sid) from None
+
     async def _call(self, call: Awaitable[Any], sid: str | None = None) -> Any:
         try:
             return await call
         except ChannelError:
             raise
         except Exception as exc:
-            raise from_runtime_error(exc, sid) from None
+            raise self._answer(exc, sid) from None
+
+    def _answer(self, exc: Exception, sid: str | None) -> Exception:
+        """The HTTP answer to a facade exception (a 5xx one is logged in one line); an
+        exception of no known meaning is a bug and is raised unchanged (:class:`CatchAll`
+        logs its traceback and answers 500)."""
+        mapped = from_runtime_error(exc, sid)
+        if mapped is None:
+            return exc
+        if mapped.status >= 500:
+            self.settings.log(f"session {sid}: {mapped.message}" if sid else mapped.message)
+        return mapped
 
     async def _json(self, request: Request, allow_empty: bool = False) -> dict[str, Any]:
-        return await read_json(request, self.settings.max_body, allow_empty)
+        return await read_json(
+            request, self.settings.max_body, allow_empty, timeout=self.settings.body_timeout
+        )
 
 
 def _rejected(sid: str, receipt: dict[str, Any]) -> JSONResponse:

@@ -6,6 +6,7 @@ names the field at fault.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -15,9 +16,16 @@ from eve_cli.channel._errors import ChannelError
 from eve_cli.channel._port import TurnPolicy
 
 
-async def read_json(request: Request, limit: int, allow_empty: bool = False) -> dict[str, Any]:
-    """The body as a JSON object; an empty body is ``{}`` when ``allow_empty``."""
-    raw = await _read_limited(request, limit)
+async def read_json(
+    request: Request, limit: int, allow_empty: bool = False, timeout: float = 30.0
+) -> dict[str, Any]:
+    """The body as a JSON object; an empty body is ``{}`` when ``allow_empty``. A body not
+    complete within ``timeout`` seconds is a 408 (a client trickling it holds a connection)."""
+    try:
+        async with asyncio.timeout(timeout):
+            raw = await _read_limited(request, limit)
+    except TimeoutError:
+        raise ChannelError(408, f"the request body did not arrive within {timeout:g} s") from None
     if not raw.strip():
         if allow_empty:
             return {}
@@ -26,6 +34,8 @@ async def read_json(request: Request, limit: int, allow_empty: bool = False) -> 
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ChannelError(400, f"malformed JSON body: {exc}") from None
+    except RecursionError:  # nesting deep enough to exhaust the parser's stack
+        raise ChannelError(400, "malformed JSON body: nested too deeply") from None
     if not isinstance(body, dict):
         raise ChannelError(400, "the JSON body must be an object")
     return body

@@ -1,13 +1,16 @@
 """JSON errors of the HTTP channel: every failure is ``{"error": {"code", "message"}}``.
 
-Tree of what a handler may raise:
+What a handler may raise:
 
-    ChannelError(status, code, message)   an HTTP answer, raised anywhere in a request
-    runtime exceptions                     mapped by :func:`from_runtime_error`
+    ChannelError(status, message, code)   an HTTP answer, raised anywhere in a request
+    the facade's exceptions               mapped by the explicit table :data:`FACADE_ERRORS`
+    anything else                         a bug: logged with its traceback, answered 500
 """
 
 from __future__ import annotations
 
+import errno
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -16,16 +19,31 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
+from world import (
+    CorruptJournalError,
+    HookConflictError,
+    NoActiveRunError,
+    OwnershipError,
+    RunNotFoundError,
+    StorageError,
+)
+
 # The error codes a client can branch on, by HTTP status.
 _CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    408: "request_timeout",
     413: "payload_too_large",
+    415: "unsupported_media_type",
+    421: "misdirected_request",
     500: "internal",
     503: "unavailable",
+    507: "insufficient_storage",
 }
 
 
@@ -52,25 +70,48 @@ def error_response(status: int, message: str, code: str | None = None) -> JSONRe
     )
 
 
-def from_runtime_error(exc: Exception, session_id: str | None = None) -> ChannelError:
-    """Map an exception raised by the runtime facade to an HTTP error.
+_NOTHING_LOST = (
+    "nothing stored before was lost, and this request did not complete: retry it once there is "
+    "space (a create with the same operationId)"
+)
 
-    The facade's exception names carry their meaning (unknown session, conflict, invalid
-    input); anything else is an internal error whose message is still one line.
-    """
-    name = type(exc).__name__
-    text = str(exc) or name
-    if "Unknown" in name or "NotFound" in name or isinstance(exc, KeyError | LookupError):
-        if session_id:
-            return ChannelError(
-                404, f"session {session_id!r} does not exist; GET /eve/v1/sessions lists them"
+# The facade's exceptions and their answers, looked up along the exception's class hierarchy.
+# Each entry: (status, code, message); the message may use {sid} and {error}.
+FACADE_ERRORS: dict[type[BaseException], tuple[int, str, str]] = {
+    SessionNotFoundError: (404, "not_found", "{missing}"),
+    RunNotFoundError: (404, "not_found", "{missing}"),
+    InvalidSessionIdError: (400, "bad_request", "{error}"),
+    OwnershipError: (409, "conflict", "{error}"),
+    HookConflictError: (409, "conflict", "{error}"),
+    NoActiveRunError: (409, "conflict", "session {sid} has ended; it takes no deliveries"),
+    StorageError: (
+        507,
+        "insufficient_storage",
+        "storage refused a write ({error}); " + _NOTHING_LOST,
+    ),
+    CorruptJournalError: (500, "damaged", "{error}"),
+}
+
+
+def from_runtime_error(exc: BaseException, session_id: str | None = None) -> ChannelError | None:
+    """The HTTP answer to an exception the facade raised, from :data:`FACADE_ERRORS`; None
+    when it is not one of the facade's (a bug: the caller lets it reach :class:`CatchAll`)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        # The disk is full under a write that did not go through the world's own checks.
+        where = f" ({exc.filename})" if exc.filename else ""
+        return ChannelError(507, f"the disk is full{where}; {_NOTHING_LOST}")
+    for cls in type(exc).__mro__:
+        entry = FACADE_ERRORS.get(cls)
+        if entry is not None:
+            status, code, message = entry
+            missing = (
+                f"session {session_id!r} does not exist; GET /eve/v1/sessions lists them"
+                if session_id
+                else str(exc)
             )
-        return ChannelError(404, text)
-    if "Conflict" in name or "Ownership" in name or "NotPending" in name:
-        return ChannelError(409, text)
-    if isinstance(exc, ValueError | TypeError):
-        return ChannelError(400, text)
-    return ChannelError(500, f"{name}: {text}")
+            text = message.format(sid=session_id, error=str(exc) or cls.__name__, missing=missing)
+            return ChannelError(status, text, code)
+    return None
 
 
 async def on_channel_error(request: Request, exc: Exception) -> Response:
@@ -92,8 +133,8 @@ async def on_http_exception(request: Request, exc: Exception) -> Response:
 
 
 class CatchAll:
-    """ASGI middleware: an unexpected exception becomes a JSON 500 and one log line, never a
-    traceback (Starlette's own last-resort handler re-raises, and uvicorn prints it)."""
+    """ASGI middleware: an unexpected exception becomes a JSON 500, and its traceback is logged
+    once (Starlette's own last-resort handler re-raises, and uvicorn would print it)."""
 
     def __init__(self, app: ASGIApp, log: Callable[[str], None]) -> None:
         self.app = app
@@ -113,7 +154,9 @@ class CatchAll:
         try:
             await self.app(scope, receive, watch)
         except Exception as exc:
-            line = f"{type(exc).__name__}: {exc}"
-            self.log(f"{scope.get('method')} {scope.get('path')}: {line}")
+            # A bug: its traceback goes to the server log, never into the response.
+            trace = "".join(traceback.format_exception(exc)).rstrip()
+            self.log(f"internal error in {scope.get('method')} {scope.get('path')}:\n{trace}")
             if not started:  # otherwise the client sees the response end early
-                await error_response(500, f"internal error: {line}")(scope, receive, send)
+                message = f"internal error ({type(exc).__name__}); the server log has the details"
+                await error_response(500, message)(scope, receive, send)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import socket
 import sys
@@ -16,12 +17,22 @@ import uvicorn
 
 from eve_cli.channel._app import Channel, ChannelSettings
 from eve_cli.channel._auth import check_bind
+from eve_cli.channel._conn import (
+    FloodFilter,
+    FloodGuard,
+    default_max_connections,
+    guarded_protocol,
+    loop_error_logger,
+)
 
 # Seconds an idle connection is kept. Longer than clients keep theirs (httpx and Node: 4-5 s),
 # so the client closes first: a server closing at the same moment races the client's next
 # request on that connection, which then fails with a reset (httpx.ReadError), the more often
 # the busier the loop is when the close is due.
 KEEP_ALIVE = 75
+# Seconds from a connection's opening (or a new request's first byte) to the end of that
+# request's headers; any real client takes milliseconds.
+HEADER_TIMEOUT = 10.0
 
 
 @dataclass
@@ -35,6 +46,8 @@ class ServeOptions:
     max_body: int = 1 << 20
     heartbeat: float = 15.0
     info: dict[str, Any] = field(default_factory=dict)
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
 
 def log_line(message: str) -> None:
@@ -101,19 +114,31 @@ class ChannelServer:
         channel: Channel,
         sock: socket.socket,
         on_ready: Callable[[str], None] | None = None,
+        *,
+        header_timeout: float = HEADER_TIMEOUT,
+        max_connections: int | None = None,
     ) -> None:
         host, port = sock.getsockname()[:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         self.channel = channel
+        channel.peers.bind(host, port)
         self._sock = sock
+        log = channel.settings.log
         config = uvicorn.Config(
             channel.app,
+            http=guarded_protocol(
+                header_timeout, max_connections or default_max_connections(), log
+            ),
             log_level="warning",
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=max(1, int(channel.settings.grace) + 1),
             timeout_keep_alive=KEEP_ALIVE,
         )
+        flood = FloodFilter()
+        for name in ("uvicorn.error", "asyncio"):
+            if not any(isinstance(f, FloodFilter) for f in logging.getLogger(name).filters):
+                logging.getLogger(name).addFilter(flood)
         self._server = _Server(config, channel, lambda: on_ready(self.url) if on_ready else None)
 
     async def serve(
@@ -123,6 +148,9 @@ class ChannelServer:
 
         ``background`` runs alongside (the hot-reload watcher) and is cancelled at the end.
         """
+        asyncio.get_running_loop().set_exception_handler(
+            loop_error_logger(self.channel.settings.log)
+        )
         extra: asyncio.Task[None] | None = None
         if background is not None:
             extra = asyncio.get_running_loop().create_task(background())
@@ -150,5 +178,7 @@ def settings_for(options: ServeOptions) -> ChannelSettings:
         heartbeat=options.heartbeat,
         grace=options.grace,
         info=options.info,
-        log=log_line,
+        log=FloodGuard(log_line),
+        allowed_hosts=options.allowed_hosts,
+        allowed_origins=options.allowed_origins,
     )

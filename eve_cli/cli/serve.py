@@ -33,6 +33,26 @@ AgentOption = Annotated[
 ModelOption = Annotated[
     str | None, typer.Option("--model", "-m", help="Model string overriding the agent's.")
 ]
+AllowHostOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host",
+        metavar="NAME",
+        help="Another name clients reach the server as (repeatable; default: "
+        "EVE_ALLOWED_HOSTS, comma-separated). Loopback names and the bound address always work.",
+        show_default=False,
+    ),
+]
+AllowOriginOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-origin",
+        metavar="ORIGIN",
+        help="A web page origin allowed to call the API, e.g. http://localhost:5173 "
+        "(repeatable; default: EVE_ALLOWED_ORIGINS, comma-separated). Others are refused.",
+        show_default=False,
+    ),
+]
 GraceOption = Annotated[
     float,
     typer.Option("--grace", help="Seconds running turns get to finish on shutdown."),
@@ -62,8 +82,14 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
         model: ModelOption = None,
         grace: GraceOption = 5.0,
         data: DataOption = None,
+        allow_host: AllowHostOption = None,
+        allow_origin: AllowOriginOption = None,
     ) -> int:
-        return run(host, port, token, agent, model, grace, data, reload=reload)
+        peers = (
+            _names(allow_host, "EVE_ALLOWED_HOSTS"),
+            _names(allow_origin, "EVE_ALLOWED_ORIGINS"),
+        )
+        return run(host, port, token, agent, model, grace, data, reload=reload, peers=peers)
 
     command.__doc__ = doc
     return command
@@ -79,8 +105,10 @@ def run(
     data: Path | None,
     *,
     reload: bool,
+    peers: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> int:
-    """Serve until SIGTERM (exit 0) or SIGINT (exit 130)."""
+    """Serve until SIGTERM (exit 0) or SIGINT (exit 130); ``peers``: the allowed host names
+    and browser origins besides the server's own."""
     from eve_cli.channel import BindRefusedError, Channel, ChannelServer, bind_socket, check_bind
     from eve_cli.channel._server import ServeOptions, log_line, settings_for
     from eve_cli.runtime import Runtime
@@ -96,7 +124,15 @@ def run(
     except Exception as exc:  # a broken agent folder or model string: one line, file and line
         raise CliError(f"cannot load the agent: {exc}") from None
     info = _agent_info(runtime, data_dir)
-    options = ServeOptions(host=host, port=port, token=token, grace=grace, info=info)
+    options = ServeOptions(
+        host=host,
+        port=port,
+        token=token,
+        grace=grace,
+        info=info,
+        allowed_hosts=peers[0],
+        allowed_origins=peers[1],
+    )
     channel = Channel(runtime, settings_for(options))
     try:
         sock = bind_socket(host, port)
@@ -117,6 +153,12 @@ def run(
         runtime.close()
     log_line("stopped")
     return EXIT_INTERRUPTED if sig == signal.SIGINT else 0
+
+
+def _names(given: list[str] | None, variable: str) -> tuple[str, ...]:
+    """The option's values, or the variable's comma-separated ones."""
+    values = given or os.environ.get(variable, "").split(",")
+    return tuple(v.strip() for v in values if v.strip())
 
 
 def _agent_info(runtime: Any, data_dir: Path) -> dict[str, Any]:

@@ -73,6 +73,7 @@ class ServerThread:
     channel: Channel | None = None
     loop: asyncio.AbstractEventLoop | None = None
     logs: list[str] = field(default_factory=list)
+    server_options: dict[str, Any] = field(default_factory=dict)  # ChannelServer's keywords
 
     def __post_init__(self) -> None:
         self._ready = threading.Event()
@@ -100,7 +101,9 @@ class ServerThread:
         self.loop = asyncio.get_running_loop()
         self.channel = Channel(self.make_runtime(), self.settings)
         sock = bind_socket("127.0.0.1", 0)
-        self._server = ChannelServer(self.channel, sock, on_ready=lambda _: self._ready.set())
+        self._server = ChannelServer(
+            self.channel, sock, on_ready=lambda _: self._ready.set(), **self.server_options
+        )
         self.url = self._server.url
         await self._server.serve()
 

@@ -24,6 +24,7 @@ from world import verify
 
 API = "/eve/v1"
 REPO = Path(__file__).absolute().parents[3]
+JSON = {"content-type": "application/json"}
 SCRUB = ("EVE_FAULTS", "EVE_AUTH_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
@@ -136,7 +137,7 @@ def test_malformed_bodies_get_a_clean_4xx(
 @FUZZ
 @given(body=bodies)
 def test_create_with_malformed_bodies(server: Server, body: bytes) -> None:
-    response = server.client.post(f"{API}/session", content=body)
+    response = server.client.post(f"{API}/session", content=body, headers=JSON)
     _is_clean_error(response)
 
 
@@ -181,7 +182,7 @@ def test_oversized_bodies_are_413_and_the_server_stays_up(
         for _ in range(limit // 65536 + 2):
             yield b" " * 65536
 
-    response = server.client.post(f"{API}/session/{sid}", content=chunks())
+    response = server.client.post(f"{API}/session/{sid}", content=chunks(), headers=JSON)
     assert response.status_code == 413
     assert server.client.get(f"{API}/health").status_code == 200
 

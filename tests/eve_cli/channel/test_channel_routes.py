@@ -43,9 +43,13 @@ def server(serve: Callable[..., ServerThread], tmp_path: Path) -> ServerThread:
     return serve(write_agent(tmp_path / "agent", script, GATED_TOOLS))
 
 
+JSON = {"content-type": "application/json"}
+
+
 def post(server: ServerThread, path: str, body: Any = None, **kw: Any) -> httpx.Response:
     if body is not None:
         kw["json"] = body
+    kw.setdefault("headers", JSON)  # writes need a JSON content type, even an empty one
     return httpx.post(server.url + API + path, timeout=WAIT, **kw)
 
 
@@ -156,10 +160,14 @@ def test_bad_requests_are_400(server: ServerThread) -> None:
         ('{"inputResponses": [{"requestId": "r", "approved": "yes"}]}', {}),
     ]
     for body, _ in cases:
-        response = httpx.post(f"{server.url}{API}/session/{sid}", content=body, timeout=WAIT)
+        response = httpx.post(
+            f"{server.url}{API}/session/{sid}", content=body, headers=JSON, timeout=WAIT
+        )
         assert_error(response, 400, "bad_request")
     assert_error(post(server, "/session", {"mode": "sideways"}), 400)
-    assert_error(httpx.post(f"{server.url}{API}/session", content="{", timeout=WAIT), 400)
+    assert_error(
+        httpx.post(f"{server.url}{API}/session", content="{", headers=JSON, timeout=WAIT), 400
+    )
 
 
 def test_stream_bad_start_index_is_400(server: ServerThread) -> None:
@@ -195,7 +203,9 @@ def test_too_large_body_is_413(serve: Callable[..., ServerThread]) -> None:
             yield b"y" * 200
         yield b'"}'
 
-    response = httpx.post(f"{server.url}{API}/session/{sid}", content=chunks(), timeout=WAIT)
+    response = httpx.post(
+        f"{server.url}{API}/session/{sid}", content=chunks(), headers=JSON, timeout=WAIT
+    )
     assert_error(response, 413)
     assert post(server, f"/session/{sid}", {"message": "small"}).status_code == 202
 
@@ -212,7 +222,7 @@ def test_bearer_token(serve: Callable[..., ServerThread]) -> None:
     assert post(server, "/session", {}, headers=good).status_code == 202
 
 
-def test_damaged_data_is_a_json_500_and_one_log_line(server: ServerThread) -> None:
+def test_damaged_data_is_a_json_error_and_one_log_line(server: ServerThread) -> None:
     sid = post(server, "/session", {"message": "hi"}).json()["sessionId"]
     read_events(server.url, sid, settled())
     streams = Path(os.environ["EVE_DATA_DIR"]) / "streams"
@@ -221,7 +231,8 @@ def test_damaged_data_is_a_json_500_and_one_log_line(server: ServerThread) -> No
     raw[len(raw) // 3 : len(raw) // 3 + 16] = b"\xc1" * 16  # garbage inside a stored event
     data.write_bytes(bytes(raw))
     for response in (get(server, "/sessions"), get(server, f"/session/{sid}")):
-        message = assert_error(response, 500, "internal")
+        message = assert_error(response, 500, "damaged")
+        assert "eve doctor" in message
         assert "Traceback" not in message
     assert server.logs and all("\n" not in line for line in server.logs)
     assert get(server, "/health").json() == {"ok": True}
