@@ -8,6 +8,8 @@ anything: ``drive(sid)`` owns the session and runs it until it waits.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -31,7 +33,7 @@ from eve_cli.execution._driver import started_event
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._streams import EventReader, KeyedStream, stored_event
 from eve_cli.execution._view import TAIL, fold, summary
-from eve_cli.harness._input import compact_message
+from eve_cli.harness._input import compact_message, expand_delivery
 from world import (
     Engine,
     NoActiveRunError,
@@ -131,6 +133,7 @@ class Runtime:
         self.executor = Executor(self.world, self.agent_dir)
         self._views = self.executor.views
         self._metas: dict[str, dict[str, Any]] = {}  # a session's meta never changes
+        self._delivery_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self.engine.head_note = self._head_note
         self._agent: AgentDefinition | None = None
         if load_agent:
@@ -310,17 +313,52 @@ class Runtime:
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
         self._meta(sid)
-        status = self._status(sid)
-        if status in _ENDED:
-            return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-        problem = await self._send(sid, compact_message(message, turn_policy))
+        # One delivery to a session at a time in this process: what is ahead of a message in
+        # the inbox decides its receipt, so two must not both find nothing ahead.
+        async with self._delivering(sid):
+            status = self._status(sid)
+            if status in _ENDED:
+                return DeliveryReceipt(sid, "rejected", f"the session has {status}")
+            ahead = status == "waiting" and self._message_pending(sid)
+            problem = await self._send(sid, compact_message(message, turn_policy))
         if problem:
             return DeliveryReceipt(sid, "rejected", problem)
-        if status == "waiting":
+        if status == "waiting" and not ahead:
             return DeliveryReceipt(sid, "started")
-        if status == "running" and turn_policy == "steer":
+        # A turn runs, or is about to start with a message delivered before this one: a
+        # steer message is folded into it, a queued one waits for the next.
+        if status in ("running", "waiting") and turn_policy == "steer":
             return DeliveryReceipt(sid, "steered")
         return DeliveryReceipt(sid, "queued")
+
+    @contextlib.asynccontextmanager
+    async def _delivering(self, sid: str) -> AsyncIterator[None]:
+        lock, users = self._delivery_locks.get(sid) or (asyncio.Lock(), 0)
+        self._delivery_locks[sid] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._delivery_locks[sid]
+            if users == 1:
+                del self._delivery_locks[sid]
+            else:
+                self._delivery_locks[sid] = (lock, users - 1)
+
+    def _message_pending(self, sid: str) -> bool:
+        """True when a message was delivered to ``sid`` that its last drive had not taken
+        (it starts the next turn). Read against the inbox mark of the session's head, which
+        the engine writes at the end of every drive."""
+        root = sid.split(".", 1)[0]
+        mark = (self.world.read_head(root) or {}).get("inbox_mark")
+        if not isinstance(mark, int) or self.world.inbox_end(root) == mark:
+            return False
+        items, _ = self.world.read_inbox(root, max(mark, 0))
+        return any(
+            expand_delivery(item.payload).get("kind") == "message"
+            for item in items
+            if isinstance(expand_delivery(item.payload), dict)
+        )
 
     def _status(self, sid: str) -> str:
         """The session's status folded from its events since the last ``turn.started`` (or

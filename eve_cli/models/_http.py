@@ -101,12 +101,63 @@ class CallError(ModelError):
 
 
 def one_line(text: str, secrets: Iterable[str] = (), limit: int = 300) -> str:
-    """``text`` on one line, shortened, with every secret replaced by ``***``."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
+    """``text`` on one line, shortened, with every secret replaced by ``***``: whole, split by
+    whitespace or escaped line breaks (an error body wrapping it), or any piece of it of
+    :data:`SECRET_PIECE` characters or more (an answer that cut it short)."""
+    text = redact(text, secrets)
     text = re.sub(r"\s+", " ", text).strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: The shortest run of a secret's characters that is redacted on its own.
+SECRET_PIECE = 10
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every secret (see :func:`one_line`) replaced by ``***``.
+
+    Whitespace and escaped line breaks (``\\n``) are skipped while matching, and every run of
+    :data:`SECRET_PIECE` characters that also occurs in a secret is covered; linear in the
+    text's length.
+    """
+    secrets = [s for s in secrets if s]
+    if not secrets or not text:
+        return text
+    kept: list[str] = []
+    where: list[int] = []  # where each kept character is in ``text``
+    i = 0
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+        elif text[i] == "\\" and text[i + 1 : i + 2] in ("n", "r", "t"):
+            i += 2
+        else:
+            kept.append(text[i])
+            where.append(i)
+            i += 1
+    compact = "".join(kept)
+    covered = [False] * len(compact)
+    for secret in secrets:
+        size = min(len(secret), SECRET_PIECE)
+        pieces = {secret[j : j + size] for j in range(len(secret) - size + 1)}
+        for j in range(len(compact) - size + 1):
+            if compact[j : j + size] in pieces:
+                covered[j : j + size] = [True] * size
+    out: list[str] = []
+    last = 0
+    j = 0
+    while j < len(compact):
+        if not covered[j]:
+            j += 1
+            continue
+        end = j
+        while end < len(compact) and covered[end]:
+            end += 1
+        out += [text[last : where[j]], "***"]
+        last = where[end - 1] + 1
+        j = end
+    out.append(text[last:])
+    return "".join(out)
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -230,7 +281,9 @@ async def stream_sse(
     secrets = tuple(secrets)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + policy.first_chunk_timeout
-    where = f"{request.url.scheme}://{request.url.netloc.decode()}"
+    # Host and port only: user info and the query may carry credentials.
+    port = f":{request.url.port}" if request.url.port else ""
+    where = f"{request.url.scheme}://{request.url.host}{port}"
     try:
         async with asyncio.timeout_at(deadline):
             response = await client.send(request, stream=True)

@@ -10,7 +10,7 @@ from abc import abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
@@ -21,6 +21,7 @@ from eve_cli.models._http import (
     DeltaRelay,
     RetryPolicy,
     one_line,
+    redact,
     stream_sse,
     with_retries,
 )
@@ -51,9 +52,13 @@ class HTTPModel(Model):
         self.model = model
         self.name = f"{self.provider}:{model}"
         self.context_window = context_window_for(self.provider, model, context_window)
-        self.base_url = (settings.get(self.base_var) or self.default_base_url).strip().rstrip("/")
-        # The key lives only here, in memory; every message we build is scrubbed of it.
+        base = (settings.get(self.base_var) or self.default_base_url).strip()
+        # A query (`?api-key=...`, Azure-style) is kept apart: paths are added before it.
+        self.base_url, self._query = _split_query(base)
+        # The key lives only here, in memory; every message we build is scrubbed of it, and
+        # of any credential the base URL carries (user info, query values).
         self._api_key = (settings.get(self.key_var) or "").strip() or None
+        self._url_secrets = _url_secrets(base)
         self.retry = retry if retry is not None else RetryPolicy.from_env(settings)
         self._configure(settings)
 
@@ -62,11 +67,16 @@ class HTTPModel(Model):
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "unset"
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, key={key})"
+        base = redact(self.base_url, self._secrets)
+        return f"{type(self).__name__}(model={self.model!r}, base_url={base!r}, key={key})"
 
     @property
     def _secrets(self) -> tuple[str, ...]:
-        return (self._api_key,) if self._api_key else ()
+        return ((self._api_key,) if self._api_key else ()) + self._url_secrets
+
+    def _url(self, path: str) -> str:
+        """The endpoint ``path`` under the base URL (its query, if any, kept at the end)."""
+        return f"{self.base_url}{path}{'?' + self._query if self._query else ''}"
 
     @property
     def _is_public_endpoint(self) -> bool:
@@ -85,20 +95,35 @@ class HTTPModel(Model):
         if urlsplit(self.base_url).scheme not in ("http", "https"):
             raise ModelError(
                 self.name,
-                f"{self.base_var} must start with http:// or https://, got {self.base_url!r}",
+                f"{self.base_var} must start with http:// or https://, got "
+                f"{redact(self.base_url, self._secrets)!r}",
             )
         relay = DeltaRelay(on_delta)
         # One client per call: no connection outlives the event loop that opened it.
         timeout = httpx.Timeout(connect=self.retry.connect_timeout, read=None, write=60, pool=60)
-        async with httpx.AsyncClient(timeout=timeout) as client:
+        try:
+            async with httpx.AsyncClient(timeout=timeout) as client:
 
-            async def attempt(number: int) -> ModelResponse:
-                relay.restart()
-                # Built per attempt: a refusal may change what the next attempt sends.
-                url, body = self._endpoint(request)
-                return await self._attempt(client, url, body, request, relay)
+                async def attempt(number: int) -> ModelResponse:
+                    relay.restart()
+                    # Built per attempt: a refusal may change what the next attempt sends.
+                    url, body = self._endpoint(request)
+                    return await self._attempt(client, url, body, request, relay)
 
-            return await with_retries(attempt, self.retry, self._log_retry)
+                return await with_retries(attempt, self.retry, self._log_retry)
+        except ModelError as err:
+            if redact(err.message, self._secrets) != err.message:
+                raise ModelError(
+                    err.provider,
+                    one_line(err.message, self._secrets),
+                    status=err.status,
+                    retryable=err.retryable,
+                ) from None
+            raise
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            # httpx's own errors may quote the URL: what is recorded of them is scrubbed.
+            text = one_line(f"{type(exc).__name__}: {exc}", self._secrets)
+            raise ModelError(self.name, text) from None
 
     async def _attempt(
         self,
@@ -144,3 +169,18 @@ class HTTPModel(Model):
         self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay
     ) -> ModelResponse:
         """Turn one attempt's events into a response; raise :class:`CallError` on failure."""
+
+
+def _split_query(url: str) -> tuple[str, str]:
+    """``(url without query and trailing slash, query)``."""
+    head, _, query = url.partition("?")
+    return head.rstrip("/"), query
+
+
+def _url_secrets(url: str) -> tuple[str, ...]:
+    """Credentials a base URL may carry: its user info, and its query's values of 8 or more
+    characters (shorter ones, like ``api-version=1``, would redact common text)."""
+    parts = urlsplit(url)
+    found = [parts.password or "", (parts.username or "") if parts.password else ""]
+    found += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    return tuple(v for v in found if len(v) >= 8)

@@ -67,7 +67,7 @@ class AnthropicModel(HTTPModel):
             body["system"] = system
         if request.tools:
             body["tools"] = to_tools(request.tools)
-        return f"{self.base_url}/v1/messages", body
+        return self._url("/v1/messages"), body
 
     async def _read(
         self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay

@@ -65,7 +65,7 @@ class OpenAIModel(HTTPModel):
             # The public API wants the newer name; compatible servers know the older one.
             key = "max_completion_tokens" if self._is_public_endpoint else "max_tokens"
             body[key] = request.max_tokens
-        return f"{self.base_url}/chat/completions", body
+        return self._url("/chat/completions"), body
 
     async def _read(
         self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay

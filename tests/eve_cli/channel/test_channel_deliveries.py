@@ -77,3 +77,34 @@ def test_concurrent_deliveries_are_each_accounted_for(
     messages = received_messages(events)
     assert sorted(messages) == sorted(accepted)  # each exactly once, none invented
     assert not (set(messages) & rejected)
+
+
+def test_concurrent_receipts_tell_what_happened(
+    serve: Callable[..., ServerThread], tmp_path: Path
+) -> None:
+    # SPEC D7: the sender is told whether its message started a turn, was folded into the
+    # running one (steered) or queued. Sent together to a waiting session, one message starts
+    # a turn and the others are folded into it (the first answer is slow, so every delivery
+    # lands while that turn runs); each receipt must say so.
+    n = 8
+    entries = [reply("slow first answer", delay=0.5), *(reply(f"answer {i}") for i in range(n))]
+    server = serve(write_agent(tmp_path / "agent", write_script(tmp_path / "s.json", entries)))
+    sid = httpx.post(f"{server.url}{API}/session", json={}, timeout=WAIT).json()["sessionId"]
+
+    async def send_all() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=WAIT) as client:
+            return await asyncio.gather(
+                *(client.post(f"{API}/session/{sid}", json={"message": f"m{i}"}) for i in range(n))
+            )
+
+    receipts = {f"m{i}": r.json()["disposition"] for i, r in enumerate(asyncio.run(send_all()))}
+    seen: dict[str, str] = {}
+
+    def all_seen(event: dict[str, Any]) -> bool:
+        if event["type"] == "message.received":
+            seen[text_of(event)] = event["disposition"]
+        return len(seen) == n and event["type"] == "session.waiting"
+
+    read_events(server.url, sid, all_seen)
+    assert list(receipts.values()).count("started") == 1, receipts
+    assert receipts == seen  # started / steered, as the transcript shows it

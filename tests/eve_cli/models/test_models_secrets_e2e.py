@@ -4,6 +4,7 @@ directory or in any event, and every token eve generated carries at least 128 ra
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -80,3 +81,49 @@ def _bits(token: str) -> float:
     if re.fullmatch(r"[A-Za-z0-9_-]+", token):
         return 6.0 * len(token)
     return 0.0  # an alphabet eve does not generate: fail
+
+
+QUERY_KEY = "qk-e2e-QUERYSTRING-6f2d8a1c9b"
+USER_SECRET = "pw-e2e-USERINFO-0b7e4c2a91"
+
+
+def _all_bytes(root: Path) -> list[tuple[Path, bytes]]:
+    return [(p, p.read_bytes()) for p in root.rglob("*") if p.is_file()]
+
+
+def _pieces(secret: str, size: int = 10) -> list[bytes]:
+    return [secret[i : i + size].encode() for i in range(len(secret) - size + 1)]
+
+
+def test_keys_in_the_base_url_or_split_in_an_error_body_never_reach_disk(isolated: Path) -> None:
+    # The server echoes what it was sent (the request line with its query, the bearer key
+    # wrapped over two lines) in its error answers, as some proxies and gateways do.
+    server = ScriptServer()
+    server.start()
+    try:
+        split = OPENAI_KEY[:12] + "\n" + OPENAI_KEY[12:]
+        echo = {"error": {"message": f"denied POST /v1/chat/completions?api-key={QUERY_KEY} "
+                                     f"for key\n{split}\n(escaped: {OPENAI_KEY[:9]}\\n"
+                                     f"{OPENAI_KEY[9:]})", "code": "denied"}}  # fmt: skip
+        body = json.dumps(echo).encode()
+        server.add(*[Reply(status=403, body=body, content_type="application/json")] * 2)
+        host = server.url.removeprefix("http://")
+        base = f"http://eve:{USER_SECRET}@{host}/v1?api-key={QUERY_KEY}"
+        env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "OPENAI_BASE_URL": base}
+        proc = subprocess.run(
+            [sys.executable, "-m", "eve_cli", "chat", "-m", "openai:gpt-test", "--json"],
+            input="one\n", capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        assert server.requests, proc.stderr
+        assert server.requests[0].path == f"/v1/chat/completions?api-key={QUERY_KEY}"
+    finally:
+        server.stop()
+    assert "denied" in proc.stdout + proc.stderr  # the error itself is reported
+    data = Path(os.environ["EVE_DATA_DIR"])
+    stored = _all_bytes(data)
+    assert any(b"denied" in blob for _, blob in stored)  # and recorded
+    for secret in (OPENAI_KEY, QUERY_KEY, USER_SECRET):
+        for piece in _pieces(secret):
+            for path, blob in stored:
+                assert piece not in blob, (secret, piece, path)
+            assert piece.decode() not in proc.stdout + proc.stderr
