@@ -92,7 +92,8 @@ def _mark(what: str, tag: str, key: str) -> None:
 def _effect(tag: str, key: str) -> str:
     _mark("start", tag, key)
     os.write(2, b"CHAOS tool started\\n")  # tells the harness: kill now to hit a tool
-    time.sleep(0.03)  # the side effect takes a while: kills land inside it
+    # The side effect takes a while: kills land inside it (forked runs: a shorter while).
+    time.sleep(float(os.environ.get("CHAOS_TOOL_SLEEP") or 0.03))
     _mark("done", tag, key)
     return f"recorded {tag}"
 
