@@ -179,6 +179,8 @@ def settings_for(options: ServeOptions) -> ChannelSettings:
         grace=options.grace,
         info=options.info,
         log=FloodGuard(log_line),
-        allowed_hosts=options.allowed_hosts,
+        # The name asked for (`--host myhost.lan`) is one the server is bound as, though the
+        # socket knows only its address.
+        allowed_hosts=(*options.allowed_hosts, options.host),
         allowed_origins=options.allowed_origins,
     )
