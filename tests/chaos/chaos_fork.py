@@ -5,7 +5,8 @@ scenario (chaos_support: the same messages, answers, tools and checks) through f
 each child opens the session's store with a fresh `Runtime`, delivers what the session needs
 next (the next message, or approvals), drives it to its next wait point and exits. The parent
 SIGKILLs most children — at a random moment of their expected run time, or just after a tool
-call's side effect began — and starts the next one. A fork costs milliseconds where an `eve`
+call's side effect began; or a child kills itself at a journal write (the world's fault
+injection) — and starts the next one. A fork costs milliseconds where an `eve`
 process costs a Python start-up, so a CI run affords a thousand kills. After each session the
 checks of the full suite run: the transcript equals an uninterrupted run's, every tool effect
 ran once (a repeat only where a kill came before its result was stored, with the same
@@ -33,9 +34,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from chaos_support import MESSAGES, ChaosFailure, Run, check, transcript
+from chaos_support import FAULTS, MESSAGES, ChaosFailure, Run, check, transcript
 
 from eve_cli.runtime import Runtime
+from world import _faults
 
 MAX_KILLS_PER_SESSION = 60
 KILL_CHANCE = 0.95
@@ -81,14 +83,21 @@ class ForkedRun(Run):
             return "deliver", remaining[0]
         return "drive", None
 
-    def spawn(self, action: str, message: str | None) -> tuple[int, int]:
-        """Fork a child doing ``action``; returns its pid and the read end of its stderr."""
+    def spawn(self, action: str, message: str | None, how: str = "none") -> tuple[int, int]:
+        """Fork a child doing ``action``; returns its pid and the read end of its stderr. A
+        ``fault:NAME@N`` plan arms the world's fault injection (`EVE_FAULTS`) in the child: it
+        SIGKILLs itself at its N-th journal write (before it, torn in the middle, or after
+        its fsync)."""
         read, write = os.pipe()
         gc.freeze()  # the parent's objects stay shared: a child's collections skip them
         pid = os.fork()
         if pid == 0:  # the child: never returns
             gc.disable()  # it lives for milliseconds
             os.close(read)
+            if how.startswith("fault:"):
+                _faults.FAULTS = _faults.parse(how.split(":", 1)[1])
+                _faults.ACTIVE = True
+                _faults._counts.update(write=0, read=0, compact=0)
             os.dup2(write, 2)
             code = 0
             try:
@@ -106,16 +115,18 @@ class ForkedRun(Run):
         """One child; killed at a seeded moment if ``kill``."""
         action, message = self.next_action()
         estimate = statistics.median(self.durations[-9:]) if self.durations else 0.05
-        tool = kill and self.rng.random() < 0.35
+        roll = self.rng.random()
         how = (
-            f"tool:{self.rng.randint(1, 2)}"
-            if tool
+            "none"
+            if not kill
+            else f"fault:{self.rng.choice(FAULTS)}@{self.rng.randint(1, 8)}"
+            if roll < 0.2
+            else f"tool:{self.rng.randint(1, 2)}"
+            if roll < 0.5
             else f"time:{self.rng.uniform(0.0, 1.3 * estimate):.4f}"
-            if kill
-            else "none"
         )
         began = time.monotonic()
-        pid, pipe = self.spawn(action, message)
+        pid, pipe = self.spawn(action, message, how)
         output, killed = self._watch(pid, pipe, how, began)
         _, status = os.waitpid(pid, 0)
         os.close(pipe)
@@ -132,6 +143,8 @@ class ForkedRun(Run):
         """Read the child's stderr until it ends or the planned moment; True if killed."""
         kind, _, arg = how.partition(":")
         deadline = began + (float(arg) if kind == "time" else CHILD_TIMEOUT)
+        if kind == "fault":
+            kind = "none"  # the child kills itself, or finishes first
         output, tools = "", 0
         while True:
             wait = deadline - time.monotonic()

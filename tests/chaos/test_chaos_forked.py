@@ -77,4 +77,5 @@ def test_a_thousand_kills(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
             f"{sum(s['sessions'] for s in summaries)} sessions: {dict(sorted(kinds.items()))}"
         )
     assert kills >= target, f"only {kills} kills (seed {seed})"
-    assert kinds.get("time") and kinds.get("tool"), kinds  # at random moments and in tools
+    # At random moments, inside tools, and at journal writes.
+    assert kinds.get("time") and kinds.get("tool") and kinds.get("fault"), kinds
