@@ -40,6 +40,7 @@ from world import (
     RunNotFoundError,
     World,
     WorldError,
+    is_database_url,
 )
 
 __all__ = [
@@ -94,9 +95,14 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("EVE_DATA_DIR") or Path.cwd() / ".workflow-data")
 
 
-def open_world(data_dir: Path, *, create: bool = True, check: bool = True) -> World:
-    """The world stored under ``data_dir`` (``create=False``: a missing one reads as empty;
-    ``check=False``: one whose format file is damaged opens too, for ``verify`` and ``repair``)."""
+def open_world(data_dir: Path | str, *, create: bool = True, check: bool = True) -> World:
+    """The world stored under ``data_dir``, or the database a ``postgresql://`` URL names
+    (``create=False``: a missing one reads as empty; ``check=False``: a data directory whose
+    format file is damaged opens too, for ``verify`` and ``repair``)."""
+    if isinstance(data_dir, str) and is_database_url(data_dir):
+        from world import PostgresWorld
+
+        return PostgresWorld(data_dir, create=create)
     from world import LocalWorld
 
     return LocalWorld(data_dir, create=create, check=check)
@@ -116,6 +122,7 @@ class Runtime:
     ) -> None:
         """Open the world and load the agent.
 
+        ``data_dir`` may be a ``postgresql://`` URL: the world is that database then.
         ``load_agent=False`` opens a reader: the agent folder is loaded on first use of
         ``agent`` (listing sessions never uses it), and a broken folder then serves the
         built-in agent, so a broken ``./agent`` stops no one reading sessions.
@@ -126,10 +133,12 @@ class Runtime:
         """
         if model is not None and (problem := check_model_string(model)):
             raise ValueError(problem)
-        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        # A `postgresql://` URL names a database, not a directory.
+        url = data_dir if isinstance(data_dir, str) and is_database_url(data_dir) else None
+        self.data_dir = Path(data_dir) if data_dir and url is None else default_data_dir()
         self.agent_dir = resolve_agent_dir(agent_dir)
         self.model = model
-        self.world = world if world is not None else open_world(self.data_dir)
+        self.world = world if world is not None else open_world(url or self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
         self._views = self.executor.views
         self._metas: dict[str, dict[str, Any]] = {}  # a session's meta never changes

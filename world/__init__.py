@@ -33,7 +33,7 @@ from ._errors import (
     WorkflowNotFoundError,
     WorldError,
 )
-from ._select import is_database_url, open_world
+from ._select import is_database_url, open_world, redact_url
 from ._verify import Finding, repair, verify
 from ._world import (
     FamilyHead,
@@ -93,6 +93,7 @@ __all__ = [
     "encode",
     "is_database_url",
     "open_world",
+    "redact_url",
     "repair",
     "root_of",
     "stream_family",

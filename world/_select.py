@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 from ._world import World
 
@@ -22,3 +23,12 @@ def open_world(spec: str | os.PathLike[str], *, create: bool = True) -> World:
     from .local import LocalWorld
 
     return LocalWorld(spec, create=create)
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password replaced by `***` (for messages and listings)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

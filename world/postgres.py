@@ -53,6 +53,7 @@ from ._errors import (
     StorageError,
     WorldError,
 )
+from ._select import redact_url as redact
 from ._world import (
     FamilyHead,
     FamilyLog,
@@ -74,16 +75,6 @@ DEFAULT_LEASE = 10.0  # seconds a lease lasts unrenewed (a frozen owner's sessio
 DEFAULT_POOL = 8
 RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restarting)
 _OWN_PARAMS = ("schema", "lease", "pool")
-
-
-def redact(url: str) -> str:
-    """`url` with its password replaced by `***` (for messages and `eve inspect`)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
 @dataclass(frozen=True)

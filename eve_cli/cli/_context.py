@@ -1,4 +1,5 @@
-"""Options shared by every command: `--debug` and the data directory (`--data`, EVE_DATA_DIR)."""
+"""Options shared by every command: `--debug` and the world: `--world URL|DIR` (EVE_WORLD) or
+its local alias `--data DIR` (EVE_DATA_DIR)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class GlobalState:
 
     debug: bool = False
     data: Path | None = None
+    world: str | None = None
 
 
 _STATE = GlobalState()
@@ -33,6 +35,7 @@ def reset_state() -> None:
     """Forget the options of a previous invocation (tests run many in one process)."""
     _STATE.debug = False
     _STATE.data = None
+    _STATE.world = None
 
 
 DataOption = Annotated[
@@ -44,6 +47,52 @@ DataOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+WorldOption = Annotated[
+    str | None,
+    typer.Option(
+        "--world",
+        metavar="URL",
+        help="World: postgresql://user@host/db (a PostgreSQL database) or a data directory "
+        "(default EVE_WORLD, else --data).",
+        show_default=False,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Where:
+    """The world a command works on: a data directory, or a PostgreSQL database (`url`).
+    Printed, it names the directory or the URL without its password."""
+
+    path: Path
+    url: str | None = None
+
+    def __str__(self) -> str:
+        if self.url is None:
+            return str(self.path)
+        from world import redact_url
+
+        return redact_url(self.url)
+
+
+def choose_world(
+    data: Path | None = None, world: str | None = None, *, create: bool = False
+) -> Where:
+    """The world a command's options choose: its `--world`, its `--data`, the global
+    `--world`, the global `--data`, EVE_WORLD, EVE_DATA_DIR, else `./.workflow-data`.
+    A `--world` that is not a `postgresql://` URL is a data directory. `create`: a data
+    directory is created when missing (a clear error when it cannot be used)."""
+    from world import is_database_url
+
+    spec: str | Path | None = world or data
+    if spec is None:
+        spec = _STATE.world or _STATE.data or os.environ.get("EVE_WORLD") or None
+    if isinstance(spec, str) and is_database_url(spec):
+        return Where(path=Path(DEFAULT_DATA_DIR), url=spec)
+    path = Path(spec) if spec is not None else None
+    return Where(ensure_data_dir(path) if create else data_path(path))
 
 
 def data_path(override: Path | None = None) -> Path:

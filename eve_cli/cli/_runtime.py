@@ -9,15 +9,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eve_cli.cli._backend import Backend
+from eve_cli.cli._context import Where
 from eve_cli.cli._errors import CliError
 
 if TYPE_CHECKING:
     import asyncio
 
     from eve_cli.runtime import Runtime
+    from world import World
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -41,14 +43,42 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def open_world_at(where: Where, *, create: bool = True) -> World | None:
+    """The world `where` names when it is not a data directory (which `Runtime` opens
+    itself): a database that cannot be reached, or whose schema is newer, is one line."""
+    if where.url is None:
+        return None
+    import world
+
+    try:
+        return world.open_world(where.url, create=create)
+    except world.WorldError as exc:
+        raise CliError(str(exc)) from None
+
+
+def runtime_at(where: Where | Path, *, create: bool = True, **options: Any) -> Runtime:
+    """A `Runtime` on the world `where` names (`create=False`: a reader's, which creates no
+    schema in a database)."""
+    from eve_cli.runtime import Runtime
+
+    if isinstance(where, Path):
+        return Runtime(data_dir=where, **options)
+    opened = open_world_at(where, create=create)
+    try:
+        return Runtime(data_dir=where.path, world=opened, **options)
+    except BaseException:
+        if opened is not None:
+            opened.close()
+        raise
+
+
 @contextlib.contextmanager
 def open_runtime(
-    data_dir: Path, agent_dir: Path | None, model: str | None
+    data_dir: Where | Path, agent_dir: Path | None, model: str | None
 ) -> Iterator[tuple[Runtime, asyncio.AbstractEventLoop]]:
-    """A `Runtime` on `data_dir` and the event loop the command drives it with."""
+    """A `Runtime` on the world `data_dir` names and the event loop the command drives it
+    with."""
     import asyncio
-
-    from eve_cli.runtime import Runtime
 
     errors = user_errors()
     # ValueError: the runtime's answer to a malformed model string.
@@ -56,7 +86,7 @@ def open_runtime(
     if agent_dir is not None and not agent_dir.is_dir():
         raise CliError(f"agent folder {agent_dir} does not exist; create one with: eve init")
     try:
-        rt = Runtime(data_dir=data_dir, agent_dir=agent_dir, model=model)
+        rt = runtime_at(data_dir, agent_dir=agent_dir, model=model)
     except opening as exc:
         raise CliError(str(exc)) from None
     loop = asyncio.new_event_loop()
@@ -98,14 +128,15 @@ def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.
 
 
 @contextlib.contextmanager
-def open_reader(data_dir: Path) -> Iterator[Runtime]:
-    """Read-only access to the sessions of `data_dir` (no lock taken, nothing written; the
-    agent folder is loaded only if a view needs it, and a broken one stops no one reading)."""
-    from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
+def open_reader(data_dir: Where | Path) -> Iterator[Runtime]:
+    """Read-only access to the sessions of the world `data_dir` names (no lock taken, nothing
+    written; the agent folder is loaded only if a view needs it, and a broken one stops no one
+    reading)."""
+    from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
 
     errors = user_errors()
     try:
-        rt = Runtime(data_dir=data_dir, load_agent=False)
+        rt = runtime_at(data_dir, create=False, load_agent=False)
     except errors as exc:
         raise CliError(f"cannot read {data_dir}: {exc}") from None
     try:

@@ -20,7 +20,7 @@ from typer._click import exceptions as click_exc
 from typer.core import TyperGroup
 
 from eve_cli._version import __version__
-from eve_cli.cli._context import DataOption, reset_state, state
+from eve_cli.cli._context import DataOption, WorldOption, reset_state, state
 from eve_cli.cli._errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError
 
 # Command name → the module under eve_cli.cli whose `register(app: typer.Typer) -> None` adds
@@ -162,6 +162,7 @@ app = typer.Typer(
 @app.callback()
 def _global(
     data: DataOption = None,
+    world: WorldOption = None,
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks and internal detail on errors.")
     ] = False,
@@ -175,6 +176,7 @@ def _global(
     st = state()
     st.debug = debug
     st.data = data
+    st.world = world
     if debug:
         import logging
 

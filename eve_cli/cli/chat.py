@@ -16,7 +16,7 @@ from typer._click import exceptions as click_exc
 
 from eve_cli.cli._backend import Backend
 from eve_cli.cli._chat_loop import ChatLoop, ChatOptions
-from eve_cli.cli._context import DataOption, data_path, ensure_data_dir
+from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
 from eve_cli.cli._errors import CliError, Interrupted
 from eve_cli.cli._events import one_line
 from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer, Renderer, is_rich
@@ -49,6 +49,7 @@ def chat(
         Path | None, typer.Option("--agent", metavar="DIR", help="Agent folder (default ./agent).")
     ] = None,
     data: DataOption = None,
+    world: WorldOption = None,
     print_: Annotated[
         str | None,
         typer.Option("--print", "-p", metavar="TEXT", help="Send TEXT, print the final reply."),
@@ -82,7 +83,7 @@ def chat(
         raise click_exc.UsageError(
             "--model and --agent do not apply with --url (the server's agent serves)"
         )
-    data_dir = data_path(data) if url else ensure_data_dir(data)
+    data_dir = choose_world(data, world, create=not url)
     terminal = sys.stdin.isatty() and sys.stdout.isatty() and not json_ and print_ is None
     renderer = _renderer(terminal, json_, print_ is not None)
     options = ChatOptions(approve=approve.value, interactive=terminal, wait=wait)
@@ -155,7 +156,7 @@ def _choose_session(
     session: str | None,
     continue_: bool,
     model: str | None,
-    data_dir: Path,
+    data_dir: Where,
 ) -> str:
     if session:
         try:

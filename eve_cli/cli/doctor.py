@@ -21,7 +21,7 @@ from rich.text import Text
 from eve_cli.runtime import open_world
 from world import Finding, WorldError
 
-from ._context import DataOption, data_path
+from ._context import DataOption, WorldOption, choose_world
 from ._errors import EXIT_ERROR, EXIT_OK, CliError
 
 _STYLES = {"ok": "green", "held": "cyan", "repaired": "green", "quarantined": "yellow"}
@@ -29,6 +29,7 @@ _STYLES = {"ok": "green", "held": "cyan", "repaired": "green", "quarantined": "y
 
 def doctor(
     data: DataOption = None,
+    world: WorldOption = None,
     fix: Annotated[
         bool,
         typer.Option(
@@ -41,14 +42,14 @@ def doctor(
     ] = False,
 ) -> int:
     """Verify every journal, stream, head and lock of the data directory; optionally repair."""
-    path = data_path(data)
+    path = choose_world(data, world)
     try:
-        world = open_world(path, create=False, check=False)
+        store = open_world(path.url or path.path, create=False, check=False)
         try:
-            done = world.repair() if fix else []
-            findings = world.verify()
+            done = store.repair() if fix else []
+            findings = store.verify()
         finally:
-            world.close()
+            store.close()
     except WorldError as exc:
         raise CliError(f"{exc}; pass --data DIR with an eve data directory") from None
     damaged = [f for f in findings if f.error]

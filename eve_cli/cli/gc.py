@@ -31,7 +31,7 @@ from eve_cli._loader import DEFAULT_AGENT_DIR
 from eve_cli.runtime import Runtime, RuntimeErrorBase
 from world import OwnershipError, WorldError
 
-from ._context import DataOption, data_path
+from ._context import DataOption, Where, WorldOption, choose_world
 from ._errors import EXIT_USAGE, CliError
 from ._tables import human_bytes, when
 
@@ -69,6 +69,7 @@ def gc(
         str, typer.Option("--older-than", metavar="DURATION", help="e.g. 30m, 12h, 7d.")
     ],
     data: DataOption = None,
+    world: WorldOption = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only report what would be removed.")
     ] = False,
@@ -90,8 +91,8 @@ def gc(
     A session a live process owns (running now) is never removed, whatever the flags.
     """
     age = parse_duration(older_than)
-    path = data_path(data)
-    if not path.is_dir():
+    path = choose_world(data, world)
+    if path.url is None and not path.path.is_dir():
         raise CliError(f"{path}: no eve data directory there; pass --data DIR")
     allowed = set(FINISHED) | ({"waiting"} if waiting else set())
     if force:
@@ -112,11 +113,12 @@ def gc(
     _print(entries, freed, dry_run)
 
 
-def collect(root: Path, cutoff: float, allowed: set[str], dry_run: bool) -> list[Entry]:
+def collect(root: Where | Path, cutoff: float, allowed: set[str], dry_run: bool) -> list[Entry]:
     """Find (and unless `dry_run`, remove) what is older than `cutoff` and allowed."""
     try:
         # Never the user's agent code, and the built-in agent only if a view needs it.
-        rt = Runtime(root, agent_dir=DEFAULT_AGENT_DIR, load_agent=False)
+        where = root if isinstance(root, Path) else root.url or root.path
+        rt = Runtime(where, agent_dir=DEFAULT_AGENT_DIR, load_agent=False)
     except WorldError as exc:
         raise CliError(f"{exc}; run `eve doctor`") from None
     try:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from eve_cli.cli import _tree
-from eve_cli.cli._context import DataOption, data_path
+from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
 from eve_cli.cli._errors import CliError
 from eve_cli.cli._events import describe_request, error_text, format_call, one_line
 from eve_cli.cli._render import dumps
@@ -39,25 +38,36 @@ def inspect(
     ] = 0,
     json_: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
     data: DataOption = None,
+    world: WorldOption = None,
 ) -> None:
     """Show sessions, a session's turns, steps and waits, one checkpoint, or its events."""
     if (step or events) and not session:
         raise CliError("--step and --events need a SESSION id (see: eve inspect)", 2)
     if step and events:
         raise CliError("use --step or --events, not both", 2)
-    data_dir = data_path(data)
+    where = choose_world(data, world)
+    if where.url is not None:
+        _inspect(where, session, step, events, start, json_)
+        return
+    data_dir = where.path
     existing = next((p for p in (data_dir, *data_dir.parents) if p.exists()), data_dir)
     if existing.exists() and not existing.is_dir():
         raise CliError(f"data directory {data_dir}: {existing} is not a directory; pass --data")
     if not data_dir.is_dir():
         if session:
             raise CliError(f"no data directory {data_dir}; nothing to inspect")
-        _emit_sessions([], json_, data_dir)
+        _emit_sessions([], json_, where)
         return
-    with open_reader(data_dir) as reader:
+    _inspect(where, session, step, events, start, json_)
+
+
+def _inspect(
+    where: Where, session: str | None, step: str | None, events: bool, start: int, json_: bool
+) -> None:
+    with open_reader(where) as reader:
         if session is None:
             rows = with_sizes(list_sessions(reader), reader)
-            _emit_sessions(rows, json_, data_dir)
+            _emit_sessions(rows, json_, where)
             return
         view = reader.session(session)
         stream = reader.events(session, start if events else 0)
@@ -117,7 +127,7 @@ def with_sizes(rows: Sequence[Mapping[str, Any]], reader: Runtime) -> list[dict[
     return wanted
 
 
-def _emit_sessions(rows: Sequence[Mapping[str, Any]], json_: bool, data_dir: Path) -> None:
+def _emit_sessions(rows: Sequence[Mapping[str, Any]], json_: bool, data_dir: Where) -> None:
     if json_:
         print(dumps([dict(row) for row in rows]))
     elif not rows:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from eve_cli.cli._context import DataOption, ensure_data_dir
+from eve_cli.cli._context import DataOption, WorldOption, choose_world
 from eve_cli.cli._errors import CliError
 from eve_cli.cli._events import describe_request
 from eve_cli.cli._runtime import open_runtime, user_errors
@@ -18,6 +18,7 @@ def resume(
         bool, typer.Option("--all", help="Every interrupted session in the data directory.")
     ] = False,
     data: DataOption = None,
+    world: WorldOption = None,
     wait: Annotated[
         float | None,
         typer.Option(
@@ -28,7 +29,7 @@ def resume(
     """Finish interrupted turns: drive sessions until they wait, park or end, then exit."""
     if bool(session) == all_:
         raise CliError("give a SESSION id or --all (see: eve inspect)", 2)
-    data_dir = ensure_data_dir(data)
+    data_dir = choose_world(data, world, create=True)
     failures = 0
     with open_runtime(data_dir, None, None) as (rt, loop):
         if session:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from eve_cli.cli._context import DataOption, ensure_data_dir
+from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
 from eve_cli.cli._errors import EXIT_INTERRUPTED, CliError
 
 HostOption = Annotated[
@@ -82,6 +82,7 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
         model: ModelOption = None,
         grace: GraceOption = 5.0,
         data: DataOption = None,
+        world: WorldOption = None,
         allow_host: AllowHostOption = None,
         allow_origin: AllowOriginOption = None,
     ) -> int:
@@ -89,7 +90,8 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
             _names(allow_host, "EVE_ALLOWED_HOSTS"),
             _names(allow_origin, "EVE_ALLOWED_ORIGINS"),
         )
-        return run(host, port, token, agent, model, grace, data, reload=reload, peers=peers)
+        where = choose_world(data, world, create=True)
+        return run(host, port, token, agent, model, grace, where, reload=reload, peers=peers)
 
     command.__doc__ = doc
     return command
@@ -102,7 +104,7 @@ def run(
     agent: Path | None,
     model: str | None,
     grace: float,
-    data: Path | None,
+    data_dir: Where,
     *,
     reload: bool,
     peers: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
@@ -111,16 +113,17 @@ def run(
     and browser origins besides the server's own."""
     from eve_cli.channel import BindRefusedError, Channel, ChannelServer, bind_socket, check_bind
     from eve_cli.channel._server import ServeOptions, log_line, settings_for
-    from eve_cli.runtime import Runtime
+    from eve_cli.cli._runtime import runtime_at
 
     token = token or os.environ.get("EVE_AUTH_TOKEN") or None
     try:
         check_bind(host, token)
     except BindRefusedError as exc:
         raise CliError(str(exc)) from None
-    data_dir = ensure_data_dir(data)
     try:
-        runtime = Runtime(data_dir=data_dir, agent_dir=agent, model=model)
+        runtime = runtime_at(data_dir, agent_dir=agent, model=model)
+    except CliError:
+        raise
     except Exception as exc:  # a broken agent folder or model string: one line, file and line
         raise CliError(f"cannot load the agent: {exc}") from None
     info = _agent_info(runtime, data_dir)
@@ -161,7 +164,7 @@ def _names(given: list[str] | None, variable: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in values if v.strip())
 
 
-def _agent_info(runtime: Any, data_dir: Path) -> dict[str, Any]:
+def _agent_info(runtime: Any, data_dir: Where) -> dict[str, Any]:
     agent = runtime.agent
     return {
         "agent": agent.name,

@@ -13,7 +13,8 @@ def test_exported_names_are_pinned() -> None:
         "RunExistsError", "RunInfo", "RunNotFoundError", "SerializationError", "StepFailedError",
         "StorageError", "Workflow", "WorkflowContext", "WorkflowNotFoundError", "World",
         "WorldError", "check_name", "check_run_id", "decode", "default_data_dir", "encode",
-        "is_database_url", "open_world", "repair", "root_of", "stream_family", "verify",
+        "is_database_url", "open_world", "redact_url", "repair", "root_of", "stream_family",
+        "verify",
     ]  # fmt: skip
     for name in world.__all__:
         assert getattr(world, name) is not None

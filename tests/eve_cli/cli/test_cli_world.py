@@ -1,0 +1,94 @@
+"""Choosing the world: `--world URL` on every command and `EVE_WORLD` (a PostgreSQL database),
+`--world DIR` / `--data DIR` (a data directory); what a user sees when the database is
+unreachable or newer than this eve; the password never shown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from cli_helpers import Eve, EveProc, json_lines
+from pg_support import fresh_schema, require_server
+
+from world import PostgresWorld
+from world._pg_schema import VERSION
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with fresh_schema() as found:
+        yield found.replace("postgresql://postgres@", "postgresql://postgres:hunter2@")
+
+
+def test_world_url_on_every_command_and_nothing_on_disk(eve: Eve, url: str, isolated: Path) -> None:
+    sid = json_lines(eve("chat", "--world", url, "--json", "-p", "hello").stdout)[0]["sessionId"]
+    listed = eve("inspect", "--world", url, "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [row["id"] for row in json.loads(listed.stdout)] == [sid]
+    again = eve("--world", url, "chat", "-s", sid, "-p", "what time is it?")
+    assert again.exit_code == 0, again.output
+    assert "It is" in again.stdout
+    view = json.loads(eve("inspect", sid, "--world", url, "--json").stdout)
+    assert len(view["turns"]) == 2
+    resumed = eve("resume", "--all", "--world", url)
+    assert resumed.exit_code == 0 and "nothing to resume" in resumed.stdout
+    assert "hunter2" not in resumed.stdout and "***" in resumed.stdout
+    assert not (isolated / ".workflow-data").exists()  # no local world was made on the way
+    assert eve("inspect", "--json").stdout.strip() == "[]"  # the local one is another world
+
+
+def test_eve_world_names_the_database_and_data_still_chooses_a_directory(
+    eve: Eve, url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("EVE_WORLD", url)
+    sid = json_lines(eve("chat", "--json", "-p", "hello").stdout)[0]["sessionId"]
+    assert [row["id"] for row in json.loads(eve("inspect", "--json").stdout)] == [sid]
+    local = tmp_path / "local"
+    other = json_lines(eve("chat", "--data", str(local), "--json", "-p", "hi").stdout)
+    assert (local / "runs" / other[0]["sessionId"]).is_dir()
+    by_world = json.loads(eve("inspect", "--world", str(local), "--json").stdout)
+    assert [row["id"] for row in by_world] == [other[0]["sessionId"]]
+    assert [row["id"] for row in json.loads(eve("inspect", "--json").stdout)] == [sid]
+
+
+def test_an_unreachable_database_is_one_line_with_the_host_and_what_to_check(
+    eve_proc: EveProc,
+) -> None:
+    for args in (["inspect"], ["chat", "-p", "hi"], ["resume", "--all"]):
+        result = eve_proc("--world", "postgresql://eve:hunter2@127.0.0.1:9/eve", *args)
+        assert result.returncode == 1, result
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.stderr
+        assert "127.0.0.1:9/eve" in lines[0] and "server is running" in lines[0]
+        assert "hunter2" not in result.stderr + result.stdout
+
+
+def test_a_schema_from_a_newer_eve_is_refused_in_one_line(eve_proc: EveProc, url: str) -> None:
+    PostgresWorld(url).close()
+    schema = url.rsplit("schema=", 1)[1]
+    with psycopg.connect(require_server(), autocommit=True) as conn:
+        conn.execute(f'INSERT INTO "{schema}".schema_version VALUES (%s)', [VERSION + 1])
+    result = eve_proc("chat", "--world", url, "-p", "hi")
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "newer eve" in result.stderr
+    assert "upgrade eve" in result.stderr
+
+
+def test_gc_and_doctor_work_on_the_database(eve: Eve, url: str) -> None:
+    sid = json_lines(eve("chat", "--world", url, "--json", "-p", "hello").stdout)[0]["sessionId"]
+    doctor = eve("doctor", "--world", url, "--json")
+    assert doctor.exit_code == 0, doctor.output
+    assert json.loads(doctor.stdout)["ok"] is True
+    kept = eve("gc", "--world", url, "--older-than", "0s", "--json")
+    assert kept.exit_code == 0, kept.output
+    assert [e["action"] for e in json.loads(kept.stdout)["entries"]] == [
+        "skipped: waiting (use --waiting)"
+    ]
+    gone = eve("--world", url, "gc", "--older-than", "0s", "--waiting", "--json")
+    report = json.loads(gone.stdout)
+    assert [(e["id"], e["action"]) for e in report["entries"]] == [(sid, "removed")]
+    assert report["bytesFreed"] > 0 and "hunter2" not in gone.stdout
+    assert eve("inspect", "--world", url, "--json").stdout.strip() == "[]"
