@@ -22,6 +22,7 @@ from channel_support import (
     EveProcess,
     ServerThread,
     call,
+    eventually,
     read_events,
     reply,
     write_agent,
@@ -249,3 +250,33 @@ def test_a_connection_that_never_finishes_its_headers_is_closed(tmp_path: Path) 
             assert client.get(f"{API}/health").status_code == 200
     finally:
         server.stop()
+
+
+def test_when_every_connection_is_busy_a_new_one_gets_a_503(tmp_path: Path) -> None:
+    from eve_cli.runtime import Runtime
+
+    server = ServerThread(
+        lambda: Runtime(data_dir=tmp_path / "data"), server_options={"max_connections": 3}
+    ).start()
+    try:
+        sid = httpx.post(f"{server.url}{API}/session", json={}, timeout=WAIT).json()["sessionId"]
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        streams = []
+        for _ in range(3):  # three open event streams: requests in progress, none idle
+            sock = socket.create_connection((host, int(port)), timeout=WAIT)
+            sock.sendall(
+                f"GET {API}/session/{sid}/stream HTTP/1.1\r\nhost: {host}\r\n\r\n".encode()
+            )
+            assert sock.recv(12) == b"HTTP/1.1 200"
+            streams.append(sock)
+        refused = httpx.get(f"{server.url}{API}/health", timeout=WAIT)
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "unavailable"
+        streams.pop().close()
+        assert eventually(
+            lambda: httpx.get(f"{server.url}{API}/health", timeout=WAIT).status_code == 200
+        )
+        for sock in streams:
+            sock.close()
+    finally:
+        server.stop()
+    assert any("every open connection is busy" in line for line in server.logs)
