@@ -15,6 +15,7 @@ import asyncio
 import logging
 import resource
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -135,13 +136,19 @@ class FloodGuard:
 def loop_error_logger(
     log: Callable[[str], None],
 ) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
-    """An event-loop exception handler writing one line per error (no traceback: these are
-    the loop's own, e.g. `accept()` out of descriptors)."""
+    """An event-loop exception handler: one line for the system's refusals (an `OSError`,
+    e.g. `accept()` out of descriptors, which repeats), the traceback for anything else (a
+    bug in a task nobody awaited)."""
 
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
-        detail = f": {type(exc).__name__}: {exc}" if exc is not None else ""
-        log(f"{context.get('message', 'event loop error')}{detail}")
+        message = str(context.get("message") or "event loop error")
+        if exc is None:
+            log(message)
+        elif isinstance(exc, OSError):
+            log(f"{message}: {type(exc).__name__}: {exc}")
+        else:
+            log(f"{message}:\n{''.join(traceback.format_exception(exc)).rstrip()}")
 
     return handle
 
@@ -158,6 +165,10 @@ class FloodFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         now = time.monotonic()
         if now - self._start >= self._window:
+            left_out = self._passed - self._burst
             self._start, self._passed = now, 0
+            if left_out > 0:  # said on the first record that passes again
+                record.msg = f"({left_out} log records left out before this) {record.getMessage()}"
+                record.args = ()
         self._passed += 1
         return self._passed <= self._burst
