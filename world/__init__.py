@@ -17,6 +17,7 @@ from ._codec import decode, encode
 from ._context import ChildHandle, HookHandle, RetryPolicy, WorkflowContext
 from ._engine import Engine, RunInfo, Workflow
 from ._errors import (
+    STORAGE_ERRORS,
     ChildFailedError,
     CorruptJournalError,
     DivergenceError,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from .postgres import PostgresWorld
 
 __all__ = [
+    "STORAGE_ERRORS",
     "ChildFailedError",
     "ChildHandle",
     "CorruptJournalError",

@@ -21,6 +21,8 @@ FatalError                      raised by step code: stop retrying at once
 
 from __future__ import annotations
 
+import errno
+
 
 class WorldError(Exception):
     """Base class of every error raised by `world`."""
@@ -52,6 +54,29 @@ class CorruptJournalError(WorldError):
 
 class StorageError(WorldError):
     """The storage refused an operation; nothing partial was left behind."""
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def storage_error(path: object, doing: str, exc: OSError) -> StorageError:
+    """The one-line :class:`StorageError` for the disk refusing `doing` on `path` (what,
+    where, and that what was stored before is intact: the failed write is not kept)."""
+    if exc.errno in _FULL:
+        return StorageError(
+            f"{path}: no space left on the device while {doing}; nothing stored before was "
+            "lost (this write was not kept) — free some space, then retry"
+        )
+    return StorageError(
+        f"{path}: {doing} failed ({exc.strerror or exc}); nothing stored before was lost — "
+        "fix the disk or its permissions, then retry"
+    )
+
+
+# What the stored data or the disk refuses (damage, a full disk): never a workflow's failure.
+# Code that turns exceptions into failed work re-raises these (the drive stops; it resumes
+# once the store is repaired or has space).
+STORAGE_ERRORS: tuple[type[WorldError], ...] = (StorageError, CorruptJournalError)
 
 
 class InvalidNameError(WorldError, ValueError):

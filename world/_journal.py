@@ -27,6 +27,7 @@ import sys
 import threading
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -342,7 +343,8 @@ class Writer:
             self._roll_back()
             raise StorageError(
                 f"{self.path}: write failed ({exc.strerror}); the file was rolled back to its "
-                "last complete record — free space or fix the disk, then retry"
+                "last complete record, nothing stored before was lost — free space or fix the "
+                "disk, then retry"
             ) from None
         if fault == "crash_after_fsync":
             _faults.kill_self()
@@ -368,7 +370,8 @@ class Writer:
                 error = exc
             raise StorageError(
                 f"{self.path}: write failed ({error.strerror}); the file was rolled back to "
-                "its last complete record — free space or fix the disk, then retry"
+                "its last complete record, nothing stored before was lost — free space or fix "
+                "the disk, then retry"
             ) from None
 
     def _roll_back(self) -> None:
@@ -387,6 +390,28 @@ class Writer:
             finally:
                 os.close(self._fd)
                 self._fd = -1
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make the entries of directory `path` durable (files created, renamed or removed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(path: Path) -> None:
+    """`mkdir -p path`, each directory it creates durable in its parent before the next is
+    made (a power cut keeps a directory entry only once its parent was fsync'd)."""
+    if path.is_dir():
+        return
+    make_dirs(path.parent)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return
+    fsync_dir(path.parent)
 
 
 def write_all(fd: int, data: bytes, offset: int) -> None:

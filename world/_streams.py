@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import operator
 import os
 import sys
 import threading
@@ -33,11 +34,12 @@ import weakref
 import zlib
 from array import array
 from collections.abc import AsyncIterator, Callable
+from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import _journal
-from ._errors import CorruptJournalError, StorageError
+from ._errors import CorruptJournalError, StorageError, storage_error
 from ._watch import DirWatcher, touched
 from ._world import check_name
 
@@ -68,6 +70,23 @@ def _offsets(data: bytes) -> array[int]:
 def index_offsets(data: bytes) -> list[int]:
     """The offsets an index file's bytes `data` hold (either form)."""
     return list(_offsets(data))
+
+
+def _plausible(offsets: array[int], size: int) -> array[int]:
+    """The longest prefix of `offsets` that can index a data file of `size` bytes: the first
+    entry just past the header, each one after the one before, all inside the file (what a
+    zero-filled or torn page of an index breaks). Checked once per read of the index file,
+    in C loops over the whole array (the usual case: all of it)."""
+    if not offsets:
+        return offsets
+    if offsets[0] != len(_HEADER):
+        return array("Q")
+    if offsets[-1] < size and all(map(operator.lt, offsets, islice(offsets, 1, None))):
+        return offsets
+    for i in range(1, len(offsets)):
+        if not offsets[i - 1] < offsets[i] < size:
+            return offsets[:i]
+    return offsets  # pragma: no cover - the check above found a bad entry
 
 
 def encode_index(offsets: array[int] | list[int], width: int = 4) -> bytes:
@@ -153,6 +172,8 @@ class StreamStore:
         self._batched: dict[str, _Writer] = {}
         self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
         self._failure: StorageError | None = None
+        self._created: set[int] = set()  # data files this store created, entry not yet durable
+        self._fd_paths: dict[int, str] = {}  # data fd -> its file (for error messages)
 
     def _files(self, name: str) -> tuple[Path, Path]:
         data, idx = self._strings(name)
@@ -204,10 +225,13 @@ class StreamStore:
         return offsets, len(offsets), end
 
     def _complete(self, path: str, offsets: array[int], size: int) -> tuple[array[int], int]:
-        # Trust the index only if its last entry starts a valid frame inside the data.
+        """The offsets of every item of the data file `path` (`size` bytes) and where its
+        last complete item ends: the entries of the index `offsets` that check out, completed
+        from the data. An index is a cache a power cut may leave zero-filled, short or stale:
+        only its longest prefix that can be one (see `_plausible`) whose last entry starts a
+        valid frame is believed; the rest is read from the data."""
+        offsets = _plausible(offsets, size)
         start = offsets[-1] if offsets else 0
-        if start >= size and offsets:
-            offsets, start = array("Q"), 0
         try:
             result = _journal.read_file(path, start)
         except CorruptJournalError:
@@ -219,8 +243,7 @@ class StreamStore:
         if start == 0:
             records = records[1:]  # the header
         elif not records or records[0][0] != start:
-            offsets = array("Q")
-            return self._complete(path, offsets, size)
+            return self._complete(path, array("Q"), size)
         else:
             records = records[1:]  # the item the last index entry already names
         offsets.extend(pos for pos, _ in records)
@@ -234,7 +257,9 @@ class StreamStore:
             start = max(self.length(name) + start, 0)
         return self.read_spans(name, [(start, sys.maxsize if end is None else end)])[0]
 
-    def read_spans(self, name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
+    def read_spans(
+        self, name: str, spans: list[tuple[int, int]], *, retry: bool = True
+    ) -> list[list[Any]]:
         """``read`` of each ``(start, end)`` of ``spans`` (ascending): one read of the bytes
         they lie in, and only their items decoded (a reader picking a few items out of many)."""
         offsets, n, data_end = self._index(name)
@@ -257,8 +282,25 @@ class StreamStore:
             low = offsets[start] - first
             high = (offsets[stop] if stop < n else data_end) - first
             parsed = _journal.parse(data[low:high], first + low, data_path)
+            # Each item where its entry says (an index entry is believed once checked).
+            if [pos for pos, _ in parsed.records] != offsets[start:stop].tolist():
+                if retry:
+                    self._forget(name)
+                    return self.read_spans(name, spans, retry=False)
+                raise CorruptJournalError(
+                    data_path, offsets[start], what=f"items {start}..{stop - 1} unreadable"
+                )
             out.append([rec.get("v") for _, rec in parsed.records])
         return out
+
+    def _forget(self, name: str) -> None:
+        """Know `name`'s offsets from its data file alone (its index file held a wrong entry
+        that looked right: the writer's next append rewrites it)."""
+        data_path, _ = self._strings(name)
+        st = os.stat(data_path)
+        offsets, end = self._complete(data_path, array("Q"), st.st_size)
+        with self._known_lock:
+            self._known[name] = _Known(st.st_ino, st.st_size, offsets, len(offsets), end)
 
     def digest(
         self, name: str, count: int, after: tuple[int, Any] | None = None
@@ -323,9 +365,8 @@ class StreamStore:
                         index = self._write(name, writer, [frame])
                     except OSError as exc:
                         writer.end = -1  # resync (and drop any partial frame) before the next
-                        raise StorageError(
-                            f"stream {name!r}: append failed: {exc.strerror}"
-                        ) from None
+                        where = self._fd_paths.get(writer.data_fd, name)
+                        raise storage_error(where, f"appending to stream {name!r}", exc) from None
                     finally:
                         fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
                     self.appends += 1
@@ -345,8 +386,7 @@ class StreamStore:
             st = os.fstat(writer.data_fd)
             if st.st_nlink == 0:  # removed: appending to it would store nothing anyone reads
                 fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
-                os.close(writer.data_fd)
-                os.close(writer.idx_fd)
+                self._closed(writer)
                 del self._writers[name]
                 return self._begin(name, self._writer(name), batch=batch)
             if st.st_size != writer.end:
@@ -358,7 +398,8 @@ class StreamStore:
             fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
             writer.end = -1
             if isinstance(exc, OSError):
-                raise StorageError(f"stream {name!r}: append failed: {exc.strerror}") from None
+                where = self._fd_paths.get(writer.data_fd, name)
+                raise storage_error(where, f"appending to stream {name!r}", exc) from None
             raise
         if batch:
             writer.batch_at, writer.batch_index = writer.end, writer.count
@@ -436,8 +477,9 @@ class StreamStore:
                 except OSError as exc:
                     writer.end = -1  # resync (and drop any partial frame) before the next
                     if self._failure is None:
-                        what = f"{len(frames)} item(s) not stored: {exc.strerror}"
-                        self._failure = StorageError(f"stream {name!r}: append failed: {what}")
+                        where = self._fd_paths.get(writer.data_fd, name)
+                        doing = f"appending {len(frames)} item(s) to stream {name!r}"
+                        self._failure = storage_error(where, doing, exc)
                 finally:
                     fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
 
@@ -464,11 +506,20 @@ class StreamStore:
     def _writer(self, name: str) -> _Writer:
         writer = self._writers.get(name)
         if writer is None:
-            data_path, idx_path = self._files(name)
-            self.path.mkdir(parents=True, exist_ok=True)
-            data_fd = os.open(data_path, os.O_RDWR | os.O_CREAT, 0o644)
-            idx_fd = os.open(idx_path, os.O_RDWR | os.O_CREAT, 0o644)
+            data_path, idx_path = self._strings(name)
+            try:
+                if not self.path.is_dir():
+                    _journal.make_dirs(self.path)
+                try:
+                    data_fd = os.open(data_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                    self._created.add(data_fd)  # its entry is made durable by `flush`
+                except FileExistsError:
+                    data_fd = os.open(data_path, os.O_RDWR, 0o644)
+                idx_fd = os.open(idx_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise storage_error(data_path, f"opening stream {name!r}", exc) from None
             writer = self._writers[name] = _Writer(data_fd, idx_fd)
+            self._fd_paths[data_fd] = data_path
             writer.watched = os.path.join(self._resolved, os.path.basename(data_path))
         return writer
 
@@ -485,8 +536,10 @@ class StreamStore:
         offsets, end = self._complete(str(data_path), _offsets(raw), size)
         if end != size:
             os.ftruncate(writer.data_fd, end)  # a torn tail from a crashed writer
-        # Rebuilt in the form it has (an older index stays 8-byte); never half one, half other.
-        fresh = encode_index(offsets, index_form(raw)[1])
+        # Rebuilt in the form it has (an older index stays 8-byte), unless nothing of it checked
+        # out (a zero-filled one reads as the 8-byte form); never half one, half other.
+        kept = _plausible(_offsets(raw), size)
+        fresh = encode_index(offsets, index_form(raw)[1] if kept else 4)
         if offsets and fresh != raw:
             os.ftruncate(writer.idx_fd, 0)
             os.pwrite(writer.idx_fd, fresh, 0)
@@ -507,7 +560,14 @@ class StreamStore:
         for fd, number in pending:
             if since is not None and self._touched.get(fd, 0) <= since:
                 continue
-            os.fdatasync(fd)
+            try:
+                os.fdatasync(fd)
+                if fd in self._created:  # a new file: its entry too, before a record needs it
+                    _journal.fsync_dir(self.path)
+                    self._created.discard(fd)
+            except OSError as exc:
+                where = self._fd_paths.get(fd, str(self.path))
+                raise storage_error(where, "making stream appends durable", exc) from None
             with self._dirty_lock:
                 if self._dirty.get(fd) == number:
                     del self._dirty[fd]
@@ -533,6 +593,11 @@ class StreamStore:
         self.drain()
         self.flush()
         for writer in self._writers.values():
-            os.close(writer.data_fd)
-            os.close(writer.idx_fd)
+            self._closed(writer)
         self._writers.clear()
+
+    def _closed(self, writer: _Writer) -> None:
+        self._created.discard(writer.data_fd)
+        self._fd_paths.pop(writer.data_fd, None)
+        os.close(writer.data_fd)
+        os.close(writer.idx_fd)

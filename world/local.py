@@ -36,6 +36,7 @@ from ._errors import (
     RunNotFoundError,
     StorageError,
     WorldError,
+    storage_error,
 )
 from ._streams import StreamStore
 from ._watch import DirWatcher, touched
@@ -71,7 +72,8 @@ def default_data_dir() -> Path:
 
 @contextlib.contextmanager
 def _guard(path: Path | str, doing: str) -> Iterator[None]:
-    """Turn permission problems into one clear error naming the path."""
+    """Turn what the disk refuses (permissions, no space, I/O errors) into one clear error
+    naming the path."""
     try:
         yield
     except PermissionError:
@@ -79,6 +81,10 @@ def _guard(path: Path | str, doing: str) -> Iterator[None]:
             f"{path}: permission denied while {doing}; check the owner and mode of the "
             "data directory (or choose another with --data / EVE_DATA_DIR)"
         ) from None
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError):
+        raise
+    except OSError as exc:
+        raise storage_error(exc.filename or path, doing, exc) from None
 
 
 def _listdir(folder: Path) -> list[str]:
@@ -95,12 +101,8 @@ def _delete(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+_fsync_dir = _journal.fsync_dir
+make_dirs = _journal.make_dirs
 
 
 class _Listing:
@@ -216,7 +218,7 @@ class LocalWorld(World):
     def _check_format(self) -> None:
         fmt = self.path / "FORMAT"
         with _guard(self.path, "opening the data directory"):
-            if fmt.exists():
+            if fmt.exists() and not self._unwritten_format(fmt):
                 try:
                     found = json.loads(fmt.read_text())
                     ok = found.get("format") == FORMAT["format"]
@@ -229,11 +231,27 @@ class LocalWorld(World):
                 return
             if not self._create:
                 return
+            make_dirs(self.path)
             for sub in ("runs", "hooks", "streams"):
-                (self.path / sub).mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    (self.path / sub).mkdir()
+            # FORMAT is written last, durable (its data, then its entry with the folders'):
+            # a store is one once it has FORMAT, and a cut never leaves it empty.
             tmp = fmt.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(FORMAT) + "\n")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _journal.write_all(fd, (json.dumps(FORMAT) + "\n").encode(), 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(tmp, fmt)
+            _fsync_dir(self.path)
+
+    def _unwritten_format(self, fmt: Path) -> bool:
+        """Whether `fmt` is a FORMAT whose write a power cut undid (empty, or zeros), written
+        by an eve that did not fsync it, in a folder laid out as a store: it is written again
+        (a read-only open takes it as it would be)."""
+        return not fmt.read_bytes().strip(b"\0") and (self.path / "runs").is_dir()
 
     def _dir(self, root: str) -> Path:
         return self.path / "runs" / check_run_id(root)
@@ -491,6 +509,8 @@ class LocalWorld(World):
                 offset = writer.append(header + item)
             finally:
                 writer.close()
+            if header:  # a new inbox: its entry durable before the delivery is acknowledged
+                _fsync_dir(folder)
             self._inbox_ends[root] = writer.end + shift
         touched(os.path.join(self._runs_resolved, root, "inbox.msgpack"))  # wakes waits here
         return offset + len(header) + shift

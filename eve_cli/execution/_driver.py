@@ -15,7 +15,7 @@ from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
 from eve_cli.harness._compaction import compact
 from eve_cli.harness._input import expand_delivery
-from world import HookConflictError, WorkflowContext
+from world import STORAGE_ERRORS, HookConflictError, WorkflowContext
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
@@ -58,6 +58,8 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
             start = take_message(host, payload)
             turn = {"snap": snap.to_data(origin), "start": start}
             result = await ctx.run_child(TURN_WORKFLOW, turn)
+        except STORAGE_ERRORS:
+            raise  # the store's, not the turn's: the drive stops, the turn resumes later
         except Exception as exc:
             host.emit("turn.failed", {"error": f"{type(exc).__name__}: {exc}"}, f"{key}:tfail")
             result = {"outcome": "failed", "error": str(exc)}

@@ -14,6 +14,7 @@ from eve_cli._session import SUMMARY_ROLE
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
 from eve_cli.models._tokens import _message_text, estimate_text, estimate_with
+from world import STORAGE_ERRORS
 
 SUMMARY_SYSTEM = (
     "Summarise the conversation so far for your own later use: facts, decisions, open tasks, "
@@ -94,6 +95,8 @@ async def compact(
             response = await model.generate(request)
         except ModelError as exc:
             return {"error": str(exc)}
+        except STORAGE_ERRORS:
+            raise
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         # Stored here, not by the workflow after the step: the journal keeps only the index.

@@ -20,6 +20,7 @@ from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
 from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
+from world import STORAGE_ERRORS
 
 Outcome = Literal["continue", "done", "park", "failed", "cancelled"]
 DELTA_MAX = 2000  # characters of one message.appended event at most
@@ -170,6 +171,8 @@ async def call_model(
                 deltas.flush()
         except ModelError as exc:
             return {"error": str(exc)}
+        except STORAGE_ERRORS:
+            raise  # storing the deltas failed: the drive stops, the model is not to blame
         except Exception as exc:
             return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
         if response is None:  # cancelled: the stream is closed, the turn ends

@@ -226,7 +226,9 @@ def test_a_batch_that_cannot_be_written_fails_the_next_append(
         await asyncio.sleep(0)  # the batch is written now, and fails
         monkeypatch.setattr(os, "pwrite", real_pwrite)
         with pytest.raises(
-            StorageError, match=r"stream 's': append failed: 1 item\(s\) not stored"
+            StorageError,
+            match=r"s\.msgpack: no space left on the device while appending 1 item\(s\) to "
+            r"stream 's'; nothing stored before was lost",
         ):
             world.stream_append("s", "next")
         assert world.stream_append("s", "after") == 1  # the store goes on from what is stored
