@@ -603,7 +603,9 @@ class Runtime:
             start = max(0, self.world.stream_length(name) + start)
         reader = self._reader(sid)
         async for index, item in self.world.stream_tail(name, start):
-            yield reader.read(index, [item])[0]
+            while not (events := reader.read(index, [item])):
+                await asyncio.sleep(0.02)  # its text is being stored (see EventReader.read)
+            yield events[0]
 
     def close(self) -> None:
         self.world.close()

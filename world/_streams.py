@@ -527,7 +527,10 @@ class StreamStore:
         """Bring the writer up to date with the files (another process may have appended)."""
         data_path, _ = self._files(name)
         size = os.fstat(writer.data_fd).st_size
+        if size and not os.pread(writer.data_fd, len(_HEADER), 0).strip(b"\0"):
+            size = 0  # zeros where the header goes: nothing of it was ever durable (a cut)
         if size == 0:
+            os.ftruncate(writer.data_fd, 0)
             os.pwrite(writer.data_fd, _HEADER, 0)
             os.ftruncate(writer.idx_fd, 0)
             writer.end, writer.count, writer.width = len(_HEADER), 0, 4

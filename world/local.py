@@ -657,6 +657,9 @@ class LocalWorld(World):
                     continue
                 try:
                     os.write(fd, run_id.encode())
+                    # What this process appended before claiming is durable with the claim (a
+                    # session's creation: its session.started, by which it is listed).
+                    self._streams.flush()
                     os.fsync(fd)
                 finally:
                     os.close(fd)

@@ -333,10 +333,20 @@ class EventReader:
 
     def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[dict[str, Any]]:
         """The events stored at ``first``, ``first + 1``, ... (as read from the stream);
-        ``texts=False``: an event that refers to a history item gets ``text`` "" (no read)."""
+        ``texts=False``: an event that refers to a history item gets ``text`` "" (no read).
+
+        The events end before the first one whose history item is not stored: the item is
+        appended before the event, so it is being written, or a power cut kept the event and
+        not the item (both written after the last journal record); a resume stores the item
+        again, at the same index, with the same text. Never shown as ""."""
         refs = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
         # A reply's text may be in its delta events, which come just before the reference.
         found = self.texts(refs, dict(enumerate(items, first)) if refs else None)
+        if len(found) < len(refs):
+            for i, item in enumerate(items):
+                if isinstance(item, dict) and REF in item and item[REF] not in found:
+                    items = items[:i]
+                    break
         return [
             read_event(self.session_id, first + i, item, found, self.meta)
             for i, item in enumerate(items)
