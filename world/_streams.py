@@ -435,20 +435,20 @@ class StreamStore:
         for frame in frames:
             offsets.append(pos)
             pos += len(frame)
-        os.pwrite(writer.data_fd, b"".join(frames), at)
+        _journal.write_all(writer.data_fd, b"".join(frames), at)
         if writer.width == 8:
-            os.pwrite(writer.idx_fd, offsets.tobytes(), 8 * index)
+            _journal.write_all(writer.idx_fd, offsets.tobytes(), 8 * index)
         elif offsets[-1] < _NARROW_LIMIT:
             entries = array("I", offsets).tobytes()
             if index == 0:
-                os.pwrite(writer.idx_fd, _NARROW + entries, 0)
+                _journal.write_all(writer.idx_fd, _NARROW + entries, 0)
             else:
-                os.pwrite(writer.idx_fd, entries, len(_NARROW) + 4 * index)
+                _journal.write_all(writer.idx_fd, entries, len(_NARROW) + 4 * index)
         else:  # past 4 GiB: the whole index in the 8-byte form, once
             stored = _offsets(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
             wide = array("Q", stored[:index]) + offsets
             os.ftruncate(writer.idx_fd, 0)
-            os.pwrite(writer.idx_fd, wide.tobytes(), 0)
+            _journal.write_all(writer.idx_fd, wide.tobytes(), 0)
             writer.width = 8
         writer.end, writer.count = pos, index + len(frames)
         self._appended(name, writer.ino, index, offsets, pos)
@@ -531,7 +531,7 @@ class StreamStore:
             size = 0  # zeros where the header goes: nothing of it was ever durable (a cut)
         if size == 0:
             os.ftruncate(writer.data_fd, 0)
-            os.pwrite(writer.data_fd, _HEADER, 0)
+            _journal.write_all(writer.data_fd, _HEADER, 0)
             os.ftruncate(writer.idx_fd, 0)
             writer.end, writer.count, writer.width = len(_HEADER), 0, 4
             return
@@ -545,7 +545,7 @@ class StreamStore:
         fresh = encode_index(offsets, index_form(raw)[1] if kept else 4)
         if offsets and fresh != raw:
             os.ftruncate(writer.idx_fd, 0)
-            os.pwrite(writer.idx_fd, fresh, 0)
+            _journal.write_all(writer.idx_fd, fresh, 0)
         elif not offsets and raw:
             os.ftruncate(writer.idx_fd, 0)
         writer.end, writer.count = end, len(offsets)

@@ -81,7 +81,10 @@ def _print(findings: list[Finding], done: list[Finding], show_all: bool, fixed: 
     if counts["errors"] and not fixed:
         summary += " — run `eve doctor --repair` (damaged data is quarantined, never deleted)"
     elif counts["warnings"] and not fixed:
-        summary += " — recovered automatically on open; `eve doctor --repair` tidies them"
+        summary += (
+            " — harmless: every reader skips a torn tail or leftover and rebuilds a stale cache "
+            "from the data; `eve doctor --repair` tidies them"
+        )
     console.print(summary)
 
 

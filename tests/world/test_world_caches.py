@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from power_cut import Disk
 
-from world import LocalWorld
+from world import LocalWorld, WorldError, _journal
 from world._streams import encode_index, index_offsets
 
 ITEMS = [{"text": f"reply {i}", "n": i} for i in range(40)]
@@ -82,3 +83,50 @@ def test_a_zero_filled_head_is_not_believed(tmp_path: Path) -> None:
     assert world.read_head("r1") == {"status": "parked"}
     head.write_bytes(bytes(head.stat().st_size))
     assert LocalWorld(tmp_path / "data").read_head("r1") is None  # rebuilt from the journal
+
+
+@pytest.mark.parametrize("left", [b"", bytes(39)])
+def test_a_format_file_a_cut_left_unwritten_is_written_again(tmp_path: Path, left: bytes) -> None:
+    world = LocalWorld(tmp_path / "data")
+    world.create_family("r1", [])
+    world.close()
+    fmt = tmp_path / "data" / "FORMAT"
+    fmt.write_bytes(left)  # as an eve that never fsync'd it left it after a cut
+    assert LocalWorld(tmp_path / "data", create=False).families() == ["r1"]
+    assert LocalWorld(tmp_path / "data").families() == ["r1"]
+    assert fmt.read_text().startswith('{"format": "eve-world"')
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "FORMAT").write_bytes(left)  # not laid out as a store: refused
+    with pytest.raises(WorldError, match="bad FORMAT"):
+        LocalWorld(tmp_path / "other")
+
+
+def test_every_crash_state_of_a_new_store_opens_with_what_it_acknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "device"
+    base.mkdir()
+    disk = Disk(base)
+    with monkeypatch.context() as patch:
+        disk.install(patch)
+        world = LocalWorld(base / "a" / "data")  # its parents are new too
+        opened = disk.mark("opened")
+        world.create_family("r1", [])
+        created = disk.mark("created")
+        world.stream_append("events", {"i": 0})
+        world.append("r1", [_journal.frame({"t": "note"})])
+        appended = disk.mark("appended")
+        world.close()
+    for moment in disk.moments:
+        for state, choice in disk.states(moment, 3, seed=1):
+            target = tmp_path / "states" / f"{moment.number}-{state}"
+            disk.build(moment, choice, target)
+            reopened = LocalWorld(target / "a" / "data")  # every state opens
+            if moment.number + 1 >= opened:
+                assert (target / "a" / "data" / "FORMAT").read_bytes().strip(b"\0")
+            if moment.number + 1 >= created:
+                assert reopened.families() == ["r1"], (moment.label, state)
+            if moment.number + 1 >= appended:
+                assert reopened.stream_read("events") == [{"i": 0}]
+                assert [r["t"] for _, r in reopened.load("r1").records] == ["note"]
+            reopened.close()

@@ -1,0 +1,94 @@
+"""A full disk (a real one: a small tmpfs) gives one StorageError saying what, which file, and
+that nothing stored was lost; once there is space again everything stored before is there and
+the store goes on."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from world import LocalWorld, StorageError, _journal
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"cannot mount a tmpfs in CI: {done.stderr.decode().strip()}")
+        pytest.skip("mounting a small tmpfs needs root (CI runs it)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Take every free byte of `disk`; returns the file holding them."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        block = bytes(64 << 10)
+        while True:
+            try:
+                os.write(fd, block)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                if len(block) == 1:
+                    break
+                block = block[: len(block) // 2]
+    finally:
+        os.close(fd)
+    return filler
+
+
+BIG = "x" * (64 << 10)  # more than any page's slack: needs new space
+
+
+def test_a_full_disk_is_one_clear_error_and_loses_nothing(small_disk: Path) -> None:
+    data = small_disk / "data"
+    world = LocalWorld(data)
+    world.create_family("r1", [_journal.frame({"t": "note", "i": 0})])
+    world.stream_append("s", {"i": 0})
+    world.deliver("r1", "tok", {"i": 0})
+    world.append("r1", [_journal.frame({"t": "note", "i": 1})])
+    filler = fill(small_disk)
+
+    attempts = {
+        "stream": lambda: (world.stream_append("s", {"big": BIG}), world._streams.flush()),
+        "journal": lambda: world.append("r1", [_journal.frame({"t": "note", "big": BIG})]),
+        "inbox": lambda: world.deliver("r1", "tok", {"big": BIG}),
+        "head": lambda: world.write_head("r1", {"status": "running", "big": BIG}),
+        "run": lambda: world.create_family("r2", [_journal.frame({"t": "note", "big": BIG})]),
+        "stream file": lambda: world.stream_append("new", {"big": BIG}),
+    }
+    for what, attempt in attempts.items():
+        with pytest.raises(StorageError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert str(data) in message, f"{what}: names no file: {message}"
+        assert "no space left on" in message.lower(), f"{what}: {message}"
+        assert "nothing stored before was lost" in message, f"{what}: {message}"
+        assert "\n" not in message
+
+    filler.unlink()
+    again = LocalWorld(data)
+    records = [rec for _, rec in again.load("r1").records]
+    assert [r.get("i") for r in records] == [0, 1]
+    assert again.stream_read("s") == [{"i": 0}]
+    assert [item.payload for item in again.read_inbox("r1")[0]] == [{"i": 0}]
+    assert not again.family_exists("r2")
+    assert again.stream_append("s", {"i": 1}) == 1
+    again.append("r1", [_journal.frame({"t": "note", "i": 2})])
+    assert [r.get("i") for _, r in LocalWorld(data).load("r1").records] == [0, 1, 2]
+    world.close()
+    again.close()
