@@ -6,6 +6,7 @@ event shown before it, runs no tool again whose result was shown, answers every 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -129,10 +130,9 @@ def test_copies_of_a_device_frozen_mid_run_keep_what_was_acknowledged(
     try:
         seen.append(lines.get(timeout=60))  # started: its first line
         while len(cuts) < CUTS and "DONE" not in seen:
-            try:  # a cut at a random moment, or right after an acknowledgement
+            # A cut at a random moment, or right after an acknowledgement.
+            with contextlib.suppress(queue.Empty):
                 seen.append(lines.get(timeout=rng.uniform(0.0, 0.12)))
-            except queue.Empty:
-                pass
             cut()
     finally:
         proc.send_signal(signal.SIGCONT)
