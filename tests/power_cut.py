@@ -17,9 +17,11 @@ another its items refer to); :meth:`Disk.states` gives the two extremes and seed
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import stat
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,3 +182,39 @@ def _listing(path: Path) -> dict[str, int]:
         except FileNotFoundError:
             continue
     return out
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"cannot mount a tmpfs in CI: {done.stderr.decode().strip()}")
+        pytest.skip("mounting a small tmpfs needs root (CI runs it)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Take every free byte of `disk`; returns the file holding them."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        block = bytes(64 << 10)
+        while True:
+            try:
+                os.write(fd, block)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                if len(block) == 1:
+                    break
+                block = block[: len(block) // 2]
+    finally:
+        os.close(fd)
+    return filler

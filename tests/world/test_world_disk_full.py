@@ -4,51 +4,14 @@ the store goes on."""
 
 from __future__ import annotations
 
-import errno
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from power_cut import fill, small_disk
 
 from world import LocalWorld, StorageError, _journal
 
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"cannot mount a tmpfs in CI: {done.stderr.decode().strip()}")
-        pytest.skip("mounting a small tmpfs needs root (CI runs it)")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Take every free byte of `disk`; returns the file holding them."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        block = bytes(64 << 10)
-        while True:
-            try:
-                os.write(fd, block)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                if len(block) == 1:
-                    break
-                block = block[: len(block) // 2]
-    finally:
-        os.close(fd)
-    return filler
+__all__ = ["small_disk"]  # the fixture, used here
 
 
 BIG = "x" * (64 << 10)  # more than any page's slack: needs new space
