@@ -130,7 +130,8 @@ _OPEN_BATCHES: weakref.WeakSet[StreamStore] = weakref.WeakSet()
 
 
 class _Known(NamedTuple):
-    """A stream's offsets as checked against its data file (inode and size at the check).
+    """A stream's offsets as checked against its data file (inode, size and modification
+    time at the check; `mtime` -1: as this store's own append left it, which only grows it).
     `offsets` is only ever appended to, so a reader keeps using its first `items` entries."""
 
     ino: int
@@ -138,6 +139,7 @@ class _Known(NamedTuple):
     offsets: array[int]
     items: int
     end: int
+    mtime: int = -1
 
 
 _KNOWN_MAX = 4096  # streams whose offsets a store keeps (then it forgets them all)
@@ -208,9 +210,11 @@ class StreamStore:
         with self._known_lock:
             known = self._known.get(name)
         if known is not None and known.ino == st.st_ino and known.size <= st.st_size:
-            if known.size == st.st_size:
+            if known.size == st.st_size and known.mtime in (st.st_mtime_ns, -1):
                 return known.offsets, known.items, known.end
-            offsets = known.offsets[: known.items]  # grown: only the new bytes are read
+            # Grown (or cut at its last valid item and grown again since: the items known are
+            # still there): only the bytes from the last one on are read.
+            offsets = known.offsets[: known.items]
         else:
             try:
                 with open(idx_path, "rb") as f:
@@ -221,7 +225,9 @@ class StreamStore:
         with self._known_lock:
             if len(self._known) >= _KNOWN_MAX:
                 self._known.clear()
-            self._known[name] = _Known(st.st_ino, st.st_size, offsets, len(offsets), end)
+            self._known[name] = _Known(
+                st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns
+            )
         return offsets, len(offsets), end
 
     def _complete(self, path: str, offsets: array[int], size: int) -> tuple[array[int], int]:
@@ -300,7 +306,9 @@ class StreamStore:
         st = os.stat(data_path)
         offsets, end = self._complete(data_path, array("Q"), st.st_size)
         with self._known_lock:
-            self._known[name] = _Known(st.st_ino, st.st_size, offsets, len(offsets), end)
+            self._known[name] = _Known(
+                st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns
+            )
 
     def digest(
         self, name: str, count: int, after: tuple[int, Any] | None = None
@@ -530,6 +538,8 @@ class StreamStore:
         if size and not os.pread(writer.data_fd, len(_HEADER), 0).strip(b"\0"):
             size = 0  # zeros where the header goes: nothing of it was ever durable (a cut)
         if size == 0:
+            with self._known_lock:
+                self._known.pop(name, None)
             os.ftruncate(writer.data_fd, 0)
             _journal.write_all(writer.data_fd, _HEADER, 0)
             os.ftruncate(writer.idx_fd, 0)
@@ -539,6 +549,8 @@ class StreamStore:
         offsets, end = self._complete(str(data_path), _offsets(raw), size)
         if end != size:
             os.ftruncate(writer.data_fd, end)  # a torn tail from a crashed writer
+            with self._known_lock:
+                self._known.pop(name, None)  # it may have known the bytes cut
         # Rebuilt in the form it has (an older index stays 8-byte), unless nothing of it checked
         # out (a zero-filled one reads as the 8-byte form); never half one, half other.
         kept = _plausible(_offsets(raw), size)

@@ -29,9 +29,12 @@ class Run:
     acks: list[Ack] = field(default_factory=list)
     sid: str = ""
 
-    def ack(self, label: str, delivered: str | None = None) -> None:
+    def ack(self, label: str, delivered: str | None = None, *, turns: bool = True) -> None:
+        """Note an acknowledgement: of the session's turns as shown now (a drive returned),
+        or only of a delivery (``turns=False``: a turn is running, nothing of it is)."""
         at = self.disk.mark(label)
-        self.acks.append(Ack(at, turns_of(self.rt.session(self.sid)), delivered))
+        shown = turns_of(self.rt.session(self.sid)) if turns else []
+        self.acks.append(Ack(at, shown, delivered))
 
 
 async def chat_with_tools(run: Run) -> None:
@@ -39,7 +42,7 @@ async def chat_with_tools(run: Run) -> None:
     run.sid = await rt.create_session()
     run.ack("created")
     await rt.deliver(run.sid, "go")
-    run.ack("delivered", "go")
+    run.ack("delivered", "go", turns=False)
     await rt.drive(run.sid)
     run.ack("turn 1 done")
     await rt.deliver(run.sid, "again")
@@ -68,7 +71,7 @@ async def delivery_while_running(run: Run) -> None:
     while not any(e["type"] == "action.result" for e in rt.events(run.sid)):
         await asyncio.sleep(0.005)
     await rt.deliver(run.sid, "meanwhile")
-    run.ack("delivered while running", "meanwhile")
+    run.ack("delivered while running", "meanwhile", turns=False)
     await drive
     await rt.drive(run.sid)
     run.ack("all answered")
