@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import (
+    STORAGE_ERRORS,
     ChildFailedError,
     DivergenceError,
     FatalError,
@@ -255,6 +256,9 @@ class WorkflowContext:
                 value = fn(*args, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
+            except STORAGE_ERRORS:
+                self._busy = ""
+                raise  # the store's failure, not the step's: the drive stops, resumed later
             except Exception as exc:
                 self._busy = ""
                 error = {"type": type(exc).__name__, "message": str(exc)}
