@@ -581,13 +581,16 @@ class Runtime:
         streams = (events_stream(sid), history_stream(sid))
         return self.world.family_usage(sid, streams=streams).bytes
 
-    def events(self, sid: str, start: int = 0, *, texts: bool = True) -> list[dict[str, Any]]:
-        """Stored events from ``start`` (negative counts back from the tail), with indexes
-        (``texts=False``: message texts left empty, which spares reading them)."""
+    def events(
+        self, sid: str, start: int = 0, *, texts: bool = True, end: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Stored events from ``start`` (negative counts back from the tail) to ``end`` (not
+        included; default: all), with indexes (``texts=False``: message texts left empty,
+        which spares reading them)."""
         name = events_stream(sid)
         length = self.world.stream_length(name)
         first = max(0, length + start) if start < 0 else start
-        items = self.world.stream_read(name, first, length)
+        items = self.world.stream_read(name, first, length if end is None else min(end, length))
         return self._reader(sid).read(first, items, texts=texts)
 
     def _reader(self, sid: str) -> EventReader:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from eve_cli.cli._events import ERROR_TYPES, describe_request, one_line, request
 from eve_cli.cli._render import Renderer, is_rich
 
 T = TypeVar("T")
+PROBE_WAIT = 1.0  # seconds: how long `eve inspect` / `eve gc` may hold a session's lease
 
 
 class _CancelTurn(Exception):
@@ -34,6 +36,7 @@ class ChatOptions:
     approve: str = "ask"  # ask | all | none
     interactive: bool = False  # a person at a terminal can answer prompts
     wait: float | None = None  # seconds to wait when another process owns the session
+    url: str | None = None  # the server of `eve chat --url` (hints then name it)
 
 
 class ChatLoop:
@@ -55,33 +58,69 @@ class ChatLoop:
         self.loop = loop
         self.next_index = next_index
         self.failed = False  # a step, turn or the session failed while we watched
+        self._undriven: str | None = None  # a message delivered, its turn not yet driven
 
     # -- public steps ---------------------------------------------------------------------
     def settle(self) -> dict[str, Any]:
         """Drive until the session waits for a new message; answers or reports pending input."""
-        view = self.run(self._drive())
+        view = self.call(self._drive)
         while view.get("status") == "parked" and view.get("pending"):
             try:
                 responses = [self._answer(req) for req in view["pending"]]
             except _CancelTurn:
                 self.renderer.notice("cancelling the turn…")
-                self.run(self.backend.cancel(self.sid))
+                self.call(lambda: self.backend.cancel(self.sid))
             else:
-                self.run(self.backend.respond(self.sid, responses))
-            view = self.run(self._drive())
+                self.call(functools.partial(self.backend.respond, self.sid, responses))
+            view = self.call(self._drive)
         return view
 
     def send(self, message: str) -> dict[str, Any]:
         """Deliver one user message and settle the turn it starts."""
-        receipt = self.run(self.backend.deliver(self.sid, message))
+        self.check_not_in_use()  # before delivering: "try again" must not mean "send twice"
+        receipt = self.call(lambda: self.backend.deliver(self.sid, message))
         if getattr(receipt, "disposition", None) == "rejected":
             reason = getattr(receipt, "reason", None) or "rejected"
             raise CliError(f"session {self.sid} did not take the message: {reason}")
-        return self.settle()
+        self._undriven = message
+        try:
+            return self.settle()
+        finally:
+            self._undriven = None
+
+    def check_not_in_use(self) -> None:
+        """A clear error when another live process drives the session (local sessions; a
+        server drives its own). With --wait the drive waits for it instead."""
+        world = getattr(self.backend, "world", None)
+        if world is None or self.options.wait:
+            return
+        from world import OwnershipError, WorldError
+
+        for attempt in range(2):  # a reader's probe (eve inspect) holds it for a moment
+            try:
+                world.acquire(self.sid, wait=PROBE_WAIT if attempt else None).release()
+                return
+            except OwnershipError:
+                continue
+            except WorldError:
+                return  # reported by the drive, with its own words
+        raise CliError(self._in_use())
+
+    def _in_use(self) -> str:
+        waited = f" for {self.options.wait:g}s" if self.options.wait else ""
+        if self._undriven is not None:
+            return (
+                f"session {self.sid} is in use by another process{waited}, which has your "
+                f"message and answers it there (see: eve log {self.sid}); do not send it again"
+            )
+        return (
+            f"session {self.sid} is in use by another process{waited}; nothing was sent: try "
+            "again when it is done, or pass --wait SECONDS"
+        )
 
     def command(self, action: Callable[[str], Awaitable[Any]]) -> dict[str, Any]:
         """Run a session command (clear, compact, cancel) and settle what it triggers."""
-        self.run(action(self.sid))
+        self.call(lambda: action(self.sid))
         return self.settle()
 
     def answer_pending_first(self, first_line: Callable[[], str | None]) -> None:
@@ -100,31 +139,54 @@ class ChatLoop:
                 responses.append({"requestId": request_id(req), "answer": line})
             else:
                 responses.append(self._answer(req))
-        self.run(self.backend.respond(self.sid, responses))
+        self.call(lambda: self.backend.respond(self.sid, responses))
 
     def run(self, awaitable: Awaitable[T]) -> T:
         return self.loop.run_until_complete(awaitable)
+
+    def call(self, make: Callable[[], Awaitable[T]]) -> T:
+        """Run ``make()``; with --url, a server that went away is one clear line, and at a
+        terminal an offer to try again (the same step: a delivered message is not resent)."""
+        if self.options.url is None:
+            return self.run(make())
+        import httpx
+
+        from eve_cli.channel.client import RemoteError
+
+        while True:
+            try:
+                return self.run(make())
+            except (httpx.TransportError, OSError, RemoteError) as exc:
+                if isinstance(exc, RemoteError) and exc.code != "unreachable":
+                    raise
+                reason = str(exc).removeprefix(f"cannot reach {self.options.url}: ")
+                reason = one_line(reason or type(exc).__name__, 120)
+                gone = f"the server at {self.options.url} went away ({reason})"
+                if not self.options.interactive or not is_rich(self.renderer):
+                    raise CliError(
+                        f"{gone}; once `eve start` runs again: {self.chat_command()}"
+                    ) from None
+                if not self.renderer.ask_retry(gone):
+                    raise CliError(f"{gone}; reopen with: {self.chat_command()}") from None
 
     # -- driving and rendering --------------------------------------------------------------
     async def _drive(self) -> dict[str, Any]:
         from world import OwnershipError
 
-        drive = asyncio.ensure_future(self.backend.drive(self.sid, wait=self.options.wait))
+        # Not owned now (checked), so a short wait rides over a reader's probe of the lease.
+        wait = self.options.wait or PROBE_WAIT
+        drive = asyncio.ensure_future(self.backend.drive(self.sid, wait=wait))
         follow = asyncio.ensure_future(self._follow())
         cancelling: set[asyncio.Future[Any]] = set()
         with self._ctrl_c_cancels(drive, cancelling):
             try:
                 view = await drive
             except OwnershipError:
-                waited = f" for {self.options.wait:g}s" if self.options.wait else ""
-                raise CliError(
-                    f"session {self.sid} is in use by another process{waited}; try again when "
-                    "it is done, or pass --wait SECONDS"
-                ) from None
+                raise CliError(self._in_use()) from None
             except asyncio.CancelledError:
                 await self._stored(cancelling)
                 raise Interrupted(
-                    f"interrupted; session {self.sid} resumes with: eve chat -s {self.sid}"
+                    f"interrupted; session {self.sid} resumes with: {self.chat_command()}"
                 ) from None
             finally:
                 follow.cancel()
@@ -222,17 +284,22 @@ class ChatLoop:
         return {"requestId": rid, "approved": choice != "n", "always": choice == "a"}
 
     def _parked_hint(self) -> str:
-        return f"interrupted; session {self.sid} stays parked: answer with eve chat -s {self.sid}"
+        return f"interrupted; session {self.sid} stays parked: answer with {self.chat_command()}"
 
     def waiting_message(self, request: Mapping[str, Any]) -> str:
         """What exit status 3 prints: the pending request and how to answer it."""
-        sid = self.sid
+        sid, command = self.sid, self.chat_command()
         if request_kind(request) == "question":
-            how = f"echo 'YOUR ANSWER' | eve chat -s {sid}"
+            how = f"echo 'YOUR ANSWER' | {command}"
         else:
-            how = f"eve chat -s {sid} --approve all (or --approve none)"
+            how = f"{command} --approve all (or --approve none)"
         return (
             f"session {sid} is waiting for {one_line(describe_request(request), 300)} "
             f"(request {request_id(request)}); answer with: {how}, "
-            f"or in a terminal: eve chat -s {sid}"
+            f"or in a terminal: {command}"
         )
+
+    def chat_command(self) -> str:
+        """The command that reopens this session (through the same server for --url)."""
+        where = f" --url {self.options.url}" if self.options.url else ""
+        return f"eve chat -s {self.sid}{where}"

@@ -27,6 +27,9 @@ from eve_cli.cli._events import (
     request_id,
 )
 from eve_cli.cli._render import Banner
+from eve_cli.cli._transcript import Entry, entries, last_exchanges, tool_summary
+
+RECAP_EXCHANGES = 5  # exchanges a reopened session shows (eve log shows them all)
 
 SLASH_HELP: tuple[tuple[str, str], ...] = (
     ("/help", "show this help"),
@@ -44,9 +47,15 @@ class RichRenderer:
     """Renders §8 events on a terminal and asks the user for input."""
 
     def __init__(
-        self, console: Console | None = None, input_fn: Callable[[str], str] | None = None
+        self,
+        console: Console | None = None,
+        input_fn: Callable[[str], str] | None = None,
+        read_line: Callable[[str], str | None] | None = None,
     ) -> None:
+        """``input_fn`` reads answers to prompts; ``read_line`` reads messages (None at end
+        of input; default: ``input_fn``)."""
         self.console = console or Console(highlight=False)
+        self._read_line = read_line
         self._last_error: str | None = None  # step.failed and turn.failed repeat one error
         self._input = input_fn or (lambda prompt: self.console.input(prompt, markup=False))
         self._live: Live | None = None
@@ -96,6 +105,8 @@ class RichRenderer:
     def read_message(self) -> str | None:
         """The next user line; None at end of input (Ctrl-D)."""
         self._stop()
+        if self._read_line is not None:
+            return self._read_line("› ")
         try:
             return self._input("› ")
         except EOFError:
@@ -111,6 +122,18 @@ class RichRenderer:
                 return APPROVAL_CHOICES[answer]
             self.console.print(Text("answer y, n or a", style="dim"))
 
+    def ask_retry(self, problem: str) -> bool:
+        """Say ``problem`` and ask whether to try again (Enter: yes)."""
+        self._stop()
+        self.console.print(Text(problem, style="bold red"))
+        while True:
+            try:
+                answer = self._input("try again? [Y/n] ").strip().lower()
+            except (EOFError, KeyboardInterrupt):
+                return False
+            if answer in ("", "y", "yes", "n", "no"):
+                return answer in ("", "y", "yes")
+
     def ask_question(self, request: Mapping[str, Any]) -> str:
         self._stop()
         self._describe_unannounced(request)
@@ -123,15 +146,11 @@ class RichRenderer:
             self.console.print(Text(f"? {describe_request(request)}", style="bold yellow"))
         self._announced = None
 
-    def recap(self, events: Sequence[Mapping[str, Any]]) -> None:
-        """The last exchange of a reopened session, so the user sees where it stands."""
-        said = next((e for e in reversed(events) if e.get("type") == "message.received"), None)
-        replies = [e for e in events if e.get("type") == "message.completed" and e.get("text")]
-        if said is not None:
-            words = field(said, "text") or field(said, "message") or ""
-            self.console.print(Text(f"› {one_line(words, 200)}", style="dim"))
-        if replies and (said is None or replies[-1].get("index", 0) > said.get("index", 0)):
-            self.console.print(Markdown(str(field(replies[-1], "text"))), style="dim")
+    def recap(self, events: Sequence[Mapping[str, Any]], session_id: str) -> None:
+        """The last exchanges of a reopened session (tool lines as they were shown live), so
+        the user sees where it stands."""
+        found, left_out = last_exchanges(entries(events), RECAP_EXCHANGES)
+        RichTranscript(self.console).show(found, session_id, left_out, banner=False)
 
     def show_help(self) -> None:
         table = Table.grid(padding=(0, 2))
@@ -274,3 +293,35 @@ _HANDLERS: dict[str, Callable[[RichRenderer, Event], None]] = {
     "compaction.completed": RichRenderer._on_compaction,
     "context.cleared": RichRenderer._on_cleared,
 }
+
+
+class RichTranscript:
+    """A transcript at a terminal: replies as Markdown, tool lines as `eve chat` shows them."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False)
+
+    def show(
+        self, found: Sequence[Entry], session_id: str, left_out: int = 0, banner: bool = True
+    ) -> None:
+        if banner:
+            self.console.print(Text(f"session {session_id}", style="bold"))
+        if left_out:
+            more = f"eve log {session_id}"
+            self.console.print(Text(f"… {left_out} earlier exchanges: {more}", style="dim"))
+        for entry in found:
+            self._entry(entry)
+
+    def _entry(self, entry: Entry) -> None:
+        role = entry.get("role")
+        if role == "user":
+            self.console.print(Text(f"› {entry.get('text') or ''}", style="bold cyan"))
+        elif role == "assistant":
+            self.console.print(Markdown(str(entry.get("text") or "")))
+        elif role == "tool":
+            failed = bool(entry.get("failed"))
+            self.console.print(Text(tool_summary(entry, 200), style="red" if failed else "green"))
+        elif role == "wait":
+            self.console.print(Text(f"⏸ waiting: {entry.get('text')}", style="yellow"))
+        else:
+            self.console.print(Text(str(entry.get("text") or ""), style="dim"))

@@ -19,6 +19,7 @@ STATUS_STYLES = {
     "failed": "red",
     "cancelled": "dim",
     "damaged": "bold red",
+    "interrupted": "magenta",
 }
 
 

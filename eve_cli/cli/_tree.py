@@ -193,19 +193,24 @@ def changes(events: Iterable[Event], first: int, last: int) -> list[str]:
     return lines
 
 
+def _whole(text: Any) -> str:
+    """A message as a person reads it: every word, later lines indented under the first."""
+    return str(text).strip().replace("\n", "\n    ")
+
+
 def describe_change(event: Event) -> str | None:
     kind = event.get("type")
     if kind == "message.received":
-        return f"+ user: {one_line(event.get('text') or event.get('message') or '', 200)}"
+        return f"+ user: {_whole(event.get('text') or event.get('message') or '')}"
     if kind == "message.completed":
         text = event.get("text") or ""
-        return f"+ assistant: {one_line(text, 200)}" if text else "+ assistant: (tool calls only)"
+        return f"+ assistant: {_whole(text)}" if text else "+ assistant: (tool calls only)"
     if kind == "actions.requested":
         calls = [format_call(str(a.get("name")), a.get("arguments")) for a in event["actions"]]
         return f"+ tool calls: {', '.join(calls)}"
     if kind == "action.result":
         status = event.get("status") or "completed"
-        output = one_line(event.get("output", event.get("result")) or "", 160)
+        output = one_line(event.get("output", event.get("result")) or "", 2000)
         return f"+ result {event.get('name')} [{status}]: {output}"
     if kind == "input.requested":
         return f"+ waiting for {describe_request(event_request(event))}"

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "dev": "serve",
     "gc": "gc",
     "doctor": "doctor",
+    "log": "log",
 }
 
 
@@ -94,7 +95,7 @@ class EveGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        argv = list(sys.argv[1:] if args is None else args)
+        argv = _debug_first(list(sys.argv[1:] if args is None else args))
         reset_state()
         code = run_guarded(
             lambda: super(EveGroup, self).main(
@@ -105,6 +106,16 @@ class EveGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _debug_first(argv: list[str]) -> list[str]:
+    """``--debug`` is accepted after any command too (``eve chat --debug``): it is moved to
+    the front, where the global option is parsed (never past a ``--``)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--debug" not in argv[:end]:
+        return argv
+    rest = [arg for arg in argv[:end] if arg != "--debug"]
+    return ["--debug", *rest, *argv[end:]]
 
 
 def run_guarded(call: Callable[[], Any], debug: bool) -> int:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from typer._click import exceptions as click_exc
@@ -17,10 +17,12 @@ from typer._click import exceptions as click_exc
 from eve_cli.cli._backend import Backend
 from eve_cli.cli._chat_loop import ChatLoop, ChatOptions
 from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
-from eve_cli.cli._errors import CliError, Interrupted
+from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
 from eve_cli.cli._events import one_line
 from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer, Renderer, is_rich
 from eve_cli.cli._runtime import open_remote, open_runtime
+from eve_cli.cli._sessions import is_empty
+from eve_cli.cli._stdin import PipedLines
 
 
 class ApproveMode(StrEnum):
@@ -29,16 +31,37 @@ class ApproveMode(StrEnum):
     none = "none"
 
 
+def _complete_session(incomplete: str) -> list[str]:
+    from eve_cli.cli.log import complete_session
+
+    return complete_session(incomplete)
+
+
 def chat(
+    prompt: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[MESSAGE]",
+            help="A first message: at a terminal the chat goes on after it; else like -p.",
+            show_default=False,
+        ),
+    ] = None,
     continue_: Annotated[
         bool, typer.Option("--continue", "-c", help="Continue the latest session.")
     ] = False,
     session: Annotated[
         str | None,
         typer.Option(
-            "--session", "-s", metavar="ID", help="Open a session (an interrupted turn finishes)."
+            "--session",
+            "-s",
+            metavar="ID",
+            help="Open a session (an interrupted turn finishes).",
+            autocompletion=_complete_session,
         ),
     ] = None,
+    pick: Annotated[
+        bool, typer.Option("--resume", "-r", help="Pick a recent session to open.")
+    ] = False,
     model: Annotated[
         str | None,
         typer.Option(
@@ -77,37 +100,80 @@ def chat(
     ] = None,
 ) -> None:
     """Chat with an agent; the session is durable and resumable (eve chat -s ID)."""
-    if continue_ and session:
-        raise click_exc.UsageError("use -c/--continue or -s/--session, not both")
+    if sum((continue_, session is not None, pick)) > 1:
+        raise click_exc.UsageError("use one of -c/--continue, -s/--session and -r/--resume")
+    if prompt is not None and print_ is not None:
+        raise click_exc.UsageError("give the message as MESSAGE or with -p, not both")
     if url and (model or agent):
         raise click_exc.UsageError(
             "--model and --agent do not apply with --url (the server's agent serves)"
         )
+    at_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    if prompt is not None and (not at_terminal or json_):
+        print_, prompt = prompt, None  # without a terminal a message works as -p does
+    model = checked_model(model)
     data_dir = choose_world(data, world, create=not url)
-    terminal = sys.stdin.isatty() and sys.stdout.isatty() and not json_ and print_ is None
-    renderer = _renderer(terminal, json_, print_ is not None)
-    options = ChatOptions(approve=approve.value, interactive=terminal, wait=wait)
+    terminal = at_terminal and not json_ and print_ is None
+    if pick and not terminal:
+        raise CliError("-r/--resume picks at a terminal; elsewhere use -c or -s ID", 2)
+    renderer = _renderer(terminal, json_, print_ is not None, data_dir)
+    options = ChatOptions(approve=approve.value, interactive=terminal, wait=wait, url=url)
     opened: contextlib.AbstractContextManager[tuple[Backend, asyncio.AbstractEventLoop]] = (
         open_remote(url, token or os.environ.get("EVE_AUTH_TOKEN"))
         if url
         else open_runtime(data_dir, agent, model)
     )
-    resumed = bool(continue_ or session)
+    resumed = bool(continue_ or session or pick)
     with opened as (rt, loop):
+        if pick:
+            session = _picked(rt, data_dir)
         sid = _choose_session(rt, loop, session, continue_, model, data_dir)
         start = _stream_end(rt, sid) if resumed else 0
         chat_loop = ChatLoop(rt, sid, renderer, options, loop, next_index=start)
-        _introduce(chat_loop, resumed, model, url or str(data_dir))
+        if resumed:
+            chat_loop.check_not_in_use()
+        _introduce(chat_loop, resumed, model, agent, url or str(data_dir))
+        piped = None if terminal or print_ is not None else PipedLines()
         try:
-            _converse(chat_loop, _messages(renderer, terminal, print_, sid), resumed)
+            _converse(chat_loop, _messages(chat_loop, piped, print_, prompt), resumed, piped)
         finally:
             renderer.close()
     if chat_loop.failed and not terminal:
         raise typer.Exit(1)
 
 
-def _introduce(chat_loop: ChatLoop, resumed: bool, model: str | None, where: str) -> None:
-    """The banner; for a reopened session its last exchange, so the user sees where it stands."""
+def checked_model(model: str | None) -> str | None:
+    """``model``, with the file of ``scripted:PATH`` taken from the working directory (as
+    written on the command line) and checked now, not at the first model call."""
+    if model is None or not model.startswith("scripted:"):
+        return model
+    path = Path(model.removeprefix("scripted:")).expanduser()
+    if not path.is_file():
+        raise CliError(
+            f"-m {model}: no file {path.absolute()} (a scripted model's path is relative to "
+            "the working directory)",
+            2,
+        )
+    return f"scripted:{path.resolve()}"
+
+
+def _picked(rt: Backend, data_dir: Where) -> str:
+    from eve_cli.cli._picker import pick, recent
+
+    rows = recent(rt) if hasattr(rt, "world") else rt.sessions()[:20]  # type: ignore[arg-type]
+    if not rows:
+        raise CliError(f"no session to pick in {data_dir}; start one with: eve chat")
+    try:
+        return pick(rows)
+    except (KeyboardInterrupt, EOFError):
+        raise Interrupted("no session picked") from None
+
+
+def _introduce(
+    chat_loop: ChatLoop, resumed: bool, model: str | None, agent: Path | None, where: str
+) -> None:
+    """The banner; for a reopened session its last exchanges, so the user sees where it
+    stands, and what of -m / --agent does not apply to it."""
     rt, sid, renderer = chat_loop.backend, chat_loop.sid, chat_loop.renderer
     view = rt.session(sid)
     banner = Banner(
@@ -119,34 +185,65 @@ def _introduce(chat_loop: ChatLoop, resumed: bool, model: str | None, where: str
     )
     renderer.banner(banner)
     if resumed and is_rich(renderer):
-        renderer.recap(rt.events(sid, -200))
+        renderer.recap(rt.events(sid, -400), sid)
     if resumed and model:
         renderer.notice(f"-m applies to new sessions; session {sid} keeps its model")
+    if resumed and agent is not None:
+        _check_agent(chat_loop, view, agent)
 
 
-def _converse(chat_loop: ChatLoop, messages: Iterator[str], resumed: bool) -> None:
+def _check_agent(chat_loop: ChatLoop, view: dict[str, Any], agent: Path) -> None:
+    """Say so when ``--agent`` names another agent than the one the session belongs to."""
+    stored = view.get("agentDir")
+    same = stored is not None and Path(str(stored)).resolve() == agent.resolve()
+    if not same:
+        owner = f"{view.get('agent') or 'default'} ({stored or 'the built-in agent'})"
+        reopen = f"eve chat -s {chat_loop.sid}" + (f" --agent {stored}" if stored else "")
+        raise CliError(
+            f"--agent {agent} does not apply: session {chat_loop.sid} belongs to agent "
+            f"{owner}; reopen it with: {reopen}",
+            2,
+        )
+
+
+def _converse(
+    chat_loop: ChatLoop, messages: Iterator[str], resumed: bool, piped: PipedLines | None
+) -> None:
     """Settle what is pending, then one turn per message until the input ends or /exit."""
-    if resumed:
-        chat_loop.answer_pending_first(lambda: next(messages, None))
-    # A new session starts now (its first events, with its id, are out before any input is
-    # read); an opened one finishes an interrupted turn first.
-    chat_loop.settle()
-    for message in messages:
-        if not message.startswith("/"):
-            chat_loop.send(message)
-        elif _slash(message, chat_loop, chat_loop.renderer):
-            return
+    try:
+        if resumed:
+            chat_loop.answer_pending_first(lambda: next(messages, None))
+        # A new session starts now (its first events, with its id, are out before any input
+        # is read); an opened one finishes an interrupted turn first.
+        chat_loop.settle()
+        for message in messages:
+            if not message.startswith("/"):
+                chat_loop.send(message)
+            elif _slash(message, chat_loop, chat_loop.renderer):
+                return
+    except WaitingForInput as waiting:
+        unread = piped.unread() if piped is not None else []
+        if not unread:
+            raise
+        first = one_line(unread[0], 60)
+        raise WaitingForInput(
+            f"{waiting.message}; {len(unread)} more input line(s) were not sent (from "
+            f"“{first}”): send them once it is answered"
+        ) from None
 
 
-def _renderer(terminal: bool, json_: bool, one_shot: bool) -> Renderer:
+def _renderer(terminal: bool, json_: bool, one_shot: bool, data_dir: Where) -> Renderer:
     if json_:
         return JsonRenderer()
     if one_shot:
         return PlainRenderer(final_only=True)
     if terminal:
-        from eve_cli.cli._render_rich import RichRenderer
+        from eve_cli.cli._input import LineEditor
+        from eve_cli.cli._render_rich import SLASH_HELP, RichRenderer
 
-        return RichRenderer()
+        history = data_dir.path if data_dir.url is None and data_dir.path.is_dir() else None
+        editor = LineEditor(history, SLASH_HELP)
+        return RichRenderer(read_line=editor.read)
     return PlainRenderer()
 
 
@@ -182,26 +279,31 @@ def _stream_end(rt: Backend, sid: str) -> int:
     return index + 1 if isinstance(index, int) else 0
 
 
-def _messages(renderer: Renderer, terminal: bool, text: str | None, sid: str) -> Iterator[str]:
-    """User messages: the -p text, lines typed at the prompt, or lines of piped stdin."""
+def _messages(
+    chat_loop: ChatLoop, piped: PipedLines | None, text: str | None, first: str | None
+) -> Iterator[str]:
+    """User messages: the -p text, a first message then what is typed at the prompt, or the
+    lines of piped stdin."""
+    renderer = chat_loop.renderer
     if text is not None:
         yield text
         return
-    if terminal and is_rich(renderer):
-        while True:
-            try:
-                line = renderer.read_message()
-            except KeyboardInterrupt:
-                raise Interrupted(f"bye; resume with: eve chat -s {sid}") from None
-            if line is None:
-                renderer.notice(f"bye; resume with: eve chat -s {sid}")
-                return
-            if line.strip():
-                yield line.strip()
+    if piped is not None or not is_rich(renderer):
+        yield from piped or PipedLines()
         return
-    for line in sys.stdin:
+    if first is not None and first.strip():
+        yield first.strip()
+    bye = f"bye; resume with: {chat_loop.chat_command()}"
+    while True:
+        try:
+            line = renderer.read_message()
+        except KeyboardInterrupt:
+            raise Interrupted(bye) from None
+        if line is None:
+            renderer.notice(bye)
+            return
         if line.strip():
-            yield line.rstrip("\n")
+            yield line.strip()
 
 
 def _slash(command: str, chat_loop: ChatLoop, renderer: Renderer) -> bool:
@@ -222,7 +324,7 @@ def _slash(command: str, chat_loop: ChatLoop, renderer: Renderer) -> bool:
     elif name == "/cancel":
         chat_loop.command(rt.cancel)
     elif name == "/sessions":
-        rows = rt.sessions()
+        rows = [r for r in rt.sessions() if not is_empty(r) or r.get("id") == chat_loop.sid]
         if is_rich(renderer):
             renderer.show_sessions(rows, current=chat_loop.sid)
         else:

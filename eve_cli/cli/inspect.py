@@ -5,6 +5,7 @@ a session and on damaged data (the damage is shown, not a traceback)."""
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,6 +17,7 @@ from eve_cli.cli._errors import CliError
 from eve_cli.cli._events import describe_request, error_text, format_call, one_line
 from eve_cli.cli._render import dumps
 from eve_cli.cli._runtime import open_reader
+from eve_cli.cli._sessions import is_empty, live_status, resume_hint, with_live_status
 from eve_cli.cli._tables import sessions_table, status_text, when
 
 if TYPE_CHECKING:
@@ -66,10 +68,13 @@ def _inspect(
 ) -> None:
     with open_reader(where) as reader:
         if session is None:
-            rows = with_sizes(list_sessions(reader), reader)
+            rows = with_sizes(with_live_status(reader, list_sessions(reader)), reader)
             _emit_sessions(rows, json_, where)
             return
         view = reader.session(session)
+        view["status"] = live_status(reader, session, str(view.get("status")))
+        if view["status"] == "interrupted":
+            view["resume"] = f"eve resume {session}"
         stream = reader.events(session, start if events else 0)
     if events:
         _emit_events(stream, json_)
@@ -130,16 +135,22 @@ def with_sizes(rows: Sequence[Mapping[str, Any]], reader: Runtime) -> list[dict[
 def _emit_sessions(rows: Sequence[Mapping[str, Any]], json_: bool, data_dir: Where) -> None:
     if json_:
         print(dumps([dict(row) for row in rows]))
-    elif not rows:
+        return
+    shown = [row for row in rows if not is_empty(row)]  # opened, never sent a message
+    if not shown:
         print(f"no sessions in {data_dir}; start one with: eve chat")
     else:
         from rich.text import Text
 
         console = _console()
-        console.print(sessions_table(rows))
-        for row in rows:
+        console.print(sessions_table(shown))
+        for row in shown:
             if row.get("status") == "damaged":
                 console.print(Text(f"{row['id']}: {row.get('error')}", style="red"))
+            elif row.get("status") == "interrupted":
+                console.print(Text(f"{row['id']}: interrupted; {resume_hint(str(row['id']))}"))
+    if len(shown) < len(rows):
+        print(f"({len(rows) - len(shown)} empty sessions, never sent a message, not listed)")
 
 
 def session_object(view: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -192,7 +203,10 @@ def _emit_session(
             branch.add(Text(f"error: {turn['error']}", style="red"))
     for wait in obj["waits"]:
         root.add(Text(f"waiting for {describe_request(wait)}", style="yellow"))
-    _console().print(root)
+    console = _console()
+    console.print(root)
+    if obj.get("status") == "interrupted":
+        console.print(f"interrupted: its turn stopped with its process; {resume_hint(obj['id'])}")
 
 
 def _step_label(turn: Mapping[str, Any], step: Mapping[str, Any]) -> Text:
@@ -255,6 +269,9 @@ def _emit_step(
     console.print(_step_label(turn, step))
     for action in step["actions"]:
         console.print(Text("  ").append_text(_action_label(action)))
+        if action["kind"] == "model" and action.get("text"):
+            # The reply whole: this is where a person reads a checkpoint's answer.
+            console.print(Text(textwrap.indent(str(action["text"]), "    ")))
     since = f"step {previous['turn']}.{previous['index']}" if previous else "the session start"
     console.print(Text(f"changes since {since}:", style="bold"))
     for line in changed:

@@ -127,7 +127,9 @@ class Terminal:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         environ = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40",
-                   "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8", **(env or {})}  # fmt: skip
+                   "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8",
+                   # No one answers the line editor's cursor-position request here.
+                   "PROMPT_TOOLKIT_NO_CPR": "1", **(env or {})}  # fmt: skip
 
         def own_terminal() -> None:  # in the child, after setsid: the pty becomes its tty
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
@@ -166,3 +168,6 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+# The message prompt as the screen shows it (the line editor moves the cursor past its space).
+PROMPT = "›"

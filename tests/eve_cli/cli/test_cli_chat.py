@@ -103,7 +103,7 @@ def test_unknown_session_and_conflicting_options(eve: Eve) -> None:
     assert "no session nope" in unknown.stderr
     both = eve("chat", "-c", "-s", "x")
     assert both.exit_code == 2
-    assert "not both" in both.stderr
+    assert "use one of -c/--continue, -s/--session and -r/--resume" in both.stderr
 
 
 def test_model_option_uses_a_scripted_model(eve: Eve, tmp_path: Path) -> None:

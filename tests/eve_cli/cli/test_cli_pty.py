@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import Reader
+from cli_helpers import PROMPT, Reader
 
 
 @pytest.fixture
@@ -26,7 +26,8 @@ def terminal() -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], Reader, 
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40",
-               "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8"}  # fmt: skip
+               "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8",
+               "PROMPT_TOOLKIT_NO_CPR": "1"}  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, "-m", "eve_cli", "chat", *args],
             stdin=slave,
@@ -54,11 +55,11 @@ def test_chat_in_a_terminal(
     banner = out.expect(r"session\s+(\S+)")
     sid = banner.group(1)
     out.expect("/help")
-    out.expect("› ")
+    out.expect(PROMPT)
     os.write(fd, b"what time is it?\r")
     out.expect(r"✓ get_current_time\(\)")
     out.expect(r"It is \d{4}-")
-    out.expect("› ")
+    out.expect(PROMPT)
     os.write(fd, b"remember to buy milk\r")
     out.expect(r'approval to run save_note\(text="buy milk"\)')
     out.expect(r"\[y\]es / \[n\]o / \[a\]lways")
@@ -66,15 +67,15 @@ def test_chat_in_a_terminal(
     out.expect(r"approved \(always\)")
     out.expect(r"✓ save_note\(text=\"buy milk\"\)")
     out.expect("saved note 1: buy milk")
-    out.expect("› ")
+    out.expect(PROMPT)
     # Approved "always": the next call runs without asking.
     os.write(fd, b"remember to buy eggs\r")
     out.expect("saved note 2: buy eggs")
     assert "[y]es" not in out.text[out.text.index("buy eggs") :]
-    out.expect("› ")
+    out.expect(PROMPT)
     os.write(fd, b"/help\r")
     out.expect("/compact")
-    out.expect("› ")
+    out.expect(PROMPT)
     os.write(fd, b"\x04")  # Ctrl-D at the prompt exits
     assert proc.wait(timeout=30) == 0
     assert sid in out.text
@@ -104,14 +105,14 @@ def test_ctrl_c_during_a_turn_cancels_it_durably(
     )
     proc, out, fd = terminal("--agent", str(agent))
     sid = out.expect(r"session\s+(\S+)").group(1)
-    out.expect("› ")
+    out.expect(PROMPT)
     os.write(fd, b"go\r")
     out.expect("Z")  # the first delta arrived; the model call is still running
     proc.send_signal(signal.SIGINT)
     out.expect("cancelling the turn")
     out.expect("turn cancelled", timeout=20)
     assert "✓ echo" not in out.text
-    out.expect("› ")
+    out.expect(PROMPT)
     proc.send_signal(signal.SIGINT)  # Ctrl-C at the prompt exits
     assert proc.wait(timeout=30) == 130
     view = subprocess.run(
@@ -134,6 +135,6 @@ def test_reopening_a_session_shows_where_it_stands(
     out.expect("resumed session")
     out.expect("› count the words in a b c")
     out.expect("That text has 3 words.")
-    out.expect("› ")
+    out.expect(PROMPT)
     os.write(fd, b"\x04")
     assert proc.wait(timeout=30) == 0

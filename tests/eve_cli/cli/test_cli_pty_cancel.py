@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import Terminal, wait_for
+from cli_helpers import PROMPT, Terminal, wait_for
 from slow_model import SlowModelServer
 
 # Tool A marks that it started and waits for the test's release file; tool B marks that it ran.
@@ -83,7 +83,7 @@ def test_ctrl_c_closes_a_streaming_reply_within_a_second(
     env = {"OPENAI_BASE_URL": slow_server.url, "OPENAI_API_KEY": "test-key", "NO_PROXY": "*"}
     term = terminal("chat", "-m", "openai:slow", env=env)
     sid = term.out.expect(r"session\s+(\S+)").group(1)
-    term.out.expect("› ")
+    term.out.expect(PROMPT)
     term.type("tell me a long story\r")
     term.out.expect("word3")  # the reply is streaming
     pressed = time.monotonic()
@@ -93,7 +93,7 @@ def test_ctrl_c_closes_a_streaming_reply_within_a_second(
     assert slow_server.closed_at - pressed < 1.0
     assert not slow_server.finished
     term.out.expect("turn cancelled")
-    term.out.expect("› ")
+    term.out.expect(PROMPT)
     term.type("\x04")
     assert term.wait() == 0
     view = session_view(sid)
@@ -108,14 +108,14 @@ def test_ctrl_c_during_a_tool_stops_the_next_one_from_starting(
     agent = make_agent(SCRIPT, TWO_TOOLS)
     term = terminal("chat", "--agent", str(agent))
     sid = term.out.expect(r"session\s+(\S+)").group(1)
-    term.out.expect("› ")
+    term.out.expect(PROMPT)
     term.type("go\r")
     wait_for(lambda: Path("first-started").exists(), "the first tool to start")
     term.type("\x03")
     term.out.expect("cancelling the turn")
     Path("release").write_text("")  # the tool in flight finishes
     term.out.expect("turn cancelled")
-    term.out.expect("› ")
+    term.out.expect(PROMPT)
     term.type("\x04")
     assert term.wait() == 0
     assert not Path("second-ran").exists()
@@ -129,7 +129,7 @@ def test_resume_after_ctrl_c_twice_runs_no_cancelled_work(
     agent = make_agent(SCRIPT, TWO_TOOLS)
     term = terminal("chat", "--agent", str(agent))
     sid = term.out.expect(r"session\s+(\S+)").group(1)
-    term.out.expect("› ")
+    term.out.expect(PROMPT)
     term.type("go\r")
     wait_for(lambda: Path("first-started").exists(), "the first tool to start")
     term.type("\x03")
@@ -156,15 +156,15 @@ def test_ctrl_c_at_an_approval_prompt_cancels_the_turn_not_the_program(
 ) -> None:
     term = terminal("chat")
     sid = term.out.expect(r"session\s+(\S+)").group(1)
-    term.out.expect("› ")
+    term.out.expect(PROMPT)
     term.type("remember to buy milk\r")
     term.out.expect(r"\[y\]es / \[n\]o / \[a\]lways")
     term.type("\x03")
     term.out.expect("turn cancelled")
-    term.out.expect("› ")
+    term.out.expect(PROMPT)
     term.type("what time is it?\r")  # the chat goes on
     term.out.expect(r"It is \d{4}-")
-    term.out.expect("› ")
+    term.out.expect(PROMPT)
     term.type("\x04")
     assert term.wait() == 0
     assert tool_results(sid)[0] == ("save_note", "The turn was cancelled.")

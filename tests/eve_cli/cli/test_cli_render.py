@@ -302,10 +302,23 @@ def test_rich_output_has_no_colour_under_no_color(monkeypatch: pytest.MonkeyPatc
     assert colour.search(render())  # the check can fail: colours appear without NO_COLOR
 
 
-def test_rich_recap_shows_the_last_exchange() -> None:
+def test_rich_recap_shows_the_last_exchanges_with_their_tool_lines() -> None:
     console, buf = rich_console()
-    RichRenderer(console).recap(TURN)
+    RichRenderer(console).recap(TURN, "s_1")
     text = visible(buf)
     assert "› what time is it?" in text
+    assert "Let me check." in text  # every reply of the exchange, as it was shown live
+    assert '✓ clock(zone="UTC")' in text
     assert "It is 12:00 UTC." in text
-    assert "Let me check." not in text
+    assert text.index("Let me check.") < text.index("✓ clock") < text.index("It is 12:00")
+
+
+def test_rich_recap_of_a_long_session_shows_five_exchanges_and_where_the_rest_is() -> None:
+    events = [
+        ev(i, "message.received", turnId=f"t{i}", message=f"question {i}") for i in range(8)
+    ]
+    console, buf = rich_console()
+    RichRenderer(console).recap(events, "s_1")
+    text = visible(buf)
+    assert "question 2" not in text and "question 3" in text and "question 7" in text
+    assert "3 earlier exchanges: eve log s_1" in text
