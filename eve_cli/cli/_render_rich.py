@@ -227,7 +227,8 @@ class RichRenderer:
         status = str(field(event, "status") or "completed")
         failed = bool(field(event, "isError")) or status in ("failed", "rejected")
         duration_ms = field(event, "durationMs")
-        if duration_ms is None and started is not None:
+        if duration_ms is None and started is not None and status != "rejected":
+            # (a rejected call never ran: the time since it was asked is no duration)
             duration_ms = (time.monotonic() - started) * 1000
         result = field(event, "result", field(event, "output", field(event, "error")))
         line = Text()
@@ -309,12 +310,14 @@ class RichTranscript:
         if left_out:
             more = f"eve log {session_id}"
             self.console.print(Text(f"… {left_out} earlier exchanges: {more}", style="dim"))
-        for entry in found:
-            self._entry(entry)
+        for number, entry in enumerate(found):
+            self._entry(entry, first=number == 0)
 
-    def _entry(self, entry: Entry) -> None:
+    def _entry(self, entry: Entry, first: bool) -> None:
         role = entry.get("role")
         if role == "user":
+            if not first:
+                self.console.print()  # a blank line between exchanges
             self.console.print(Text(f"› {entry.get('text') or ''}", style="bold cyan"))
         elif role == "assistant":
             self.console.print(Markdown(str(entry.get("text") or "")))

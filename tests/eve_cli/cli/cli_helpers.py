@@ -171,3 +171,47 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
 
 # The message prompt as the screen shows it (the line editor moves the cursor past its space).
 PROMPT = "›"
+
+
+# Tool A marks that it started and waits for the test's release file; tool B marks that it ran.
+TWO_TOOLS = '''
+import asyncio
+from pathlib import Path
+
+from eve_cli import tool
+
+
+@tool
+async def first() -> str:
+    """Start, then wait for the release file."""
+    marker = Path("first-started")
+    marker.write_text(str(int(marker.read_text() or 0) + 1) if marker.exists() else "1")
+    for _ in range(3000):
+        if Path("release").exists():
+            break
+        await asyncio.sleep(0.02)
+    return "first done"
+
+
+@tool
+def second() -> str:
+    """Leave a mark."""
+    Path("second-ran").write_text("yes")
+    return "second done"
+'''
+
+# Two tool calls in one answer, then an answer a cancelled turn never gets to.
+SCRIPT = [
+    {"text": "", "tool_calls": [{"name": "first", "arguments": {}}, {"name": "second"}]},
+    {"text": "never shown"},
+]
+
+
+def tool_results(sid: str) -> list[tuple[str, str]]:
+    """(tool name, result) of every `action.result` of the session, in order."""
+    done = subprocess.run(
+        [sys.executable, "-m", "eve_cli", "inspect", sid, "--events", "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return [(e["name"], e["output"]) for e in events if e.get("type") == "action.result"]

@@ -10,8 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Reader, data_dir, wait_for
-from test_cli_pty_cancel import SCRIPT, TWO_TOOLS, tool_results
+from cli_helpers import SCRIPT, TWO_TOOLS, Reader, data_dir, tool_results, wait_for
 
 from eve_cli.runtime import Runtime
 

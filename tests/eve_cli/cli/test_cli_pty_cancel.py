@@ -12,40 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import PROMPT, Terminal, wait_for
+from cli_helpers import PROMPT, SCRIPT, TWO_TOOLS, Terminal, tool_results, wait_for
 from slow_model import SlowModelServer
-
-# Tool A marks that it started and waits for the test's release file; tool B marks that it ran.
-TWO_TOOLS = '''
-import asyncio
-from pathlib import Path
-
-from eve_cli import tool
-
-
-@tool
-async def first() -> str:
-    """Start, then wait for the release file."""
-    marker = Path("first-started")
-    marker.write_text(str(int(marker.read_text() or 0) + 1) if marker.exists() else "1")
-    for _ in range(3000):
-        if Path("release").exists():
-            break
-        await asyncio.sleep(0.02)
-    return "first done"
-
-
-@tool
-def second() -> str:
-    """Leave a mark."""
-    Path("second-ran").write_text("yes")
-    return "second done"
-'''
-
-SCRIPT = [
-    {"text": "", "tool_calls": [{"name": "first", "arguments": {}}, {"name": "second"}]},
-    {"text": "never shown"},
-]
 
 
 @pytest.fixture
@@ -66,15 +34,6 @@ def session_view(sid: str) -> dict[str, object]:
     )  # fmt: skip
     view: dict[str, object] = json.loads(done.stdout)
     return view
-
-
-def tool_results(sid: str) -> list[tuple[str, str]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "eve_cli", "inspect", sid, "--events", "--json"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    return [(e["name"], e["output"]) for e in events if e.get("type") == "action.result"]
 
 
 def test_ctrl_c_closes_a_streaming_reply_within_a_second(

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from cli_helpers import PROMPT, EveProc, Terminal
+from cli_helpers import PROMPT, EveProc, Reader, Terminal
 
 LEFT, HOME = "\x1b[D", "\x01"  # ← and Ctrl-A
 UP, DOWN = "\x1b[A", "\x1b[B"
@@ -146,3 +146,42 @@ def test_a_positional_message_opens_the_chat_with_it(terminal: Callable[..., Ter
     settle(term, r"It is \d{4}-")
     term.type("\x04")
     assert term.wait() == 0
+
+
+def test_a_server_that_goes_away_is_one_line_and_an_offer_to_try_again(
+    terminal: Callable[..., Terminal],
+) -> None:
+    def serve(port: str) -> tuple[subprocess.Popen[bytes], str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "eve_cli", "start", "--port", port],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        return proc, Reader(proc.stdout.fileno()).expect(r"serving (http://\S+)").group(1)
+
+    first, url = serve("0")
+    second = None
+    try:
+        term = terminal("chat", "--url", url)
+        term.out.expect(PROMPT)
+        term.type("what time is it?\r")
+        settle(term, r"It is \d{4}-")
+        first.kill()
+        first.wait(timeout=10)
+        term.type("count the words in a b c\r")
+        term.out.expect(f"the server at {url} went away")
+        term.out.expect(r"try again\? \[Y/n\]")
+        second, _ = serve(url.rsplit(":", 1)[1].strip("/"))
+        term.type("\r")  # yes: the same message goes to the server that is back
+        settle(term, "3 words")
+        term.type("\x04")
+        assert term.wait() == 0
+        assert "Traceback" not in term.out.text
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait(timeout=10)
+                assert proc.stdout is not None
+                proc.stdout.close()
