@@ -48,7 +48,13 @@ def is_empty(row: Mapping[str, Any]) -> bool:
 
 def title(rt: Runtime, sid: str, limit: int = 60) -> str:
     """The session's first message, as one short line ("" when it has none)."""
-    for event in rt.events(sid, 0, end=TITLE_EVENTS):
+    from world import WorldError
+
+    try:
+        events = rt.events(sid, 0, end=TITLE_EVENTS)
+    except WorldError:  # damaged: `eve doctor` says how; the picker still lists it
+        return "(damaged: see eve doctor)"
+    for event in events:
         if event.get("type") == "message.received":
             return one_line(str(event.get("text") or ""), limit)
     return ""
