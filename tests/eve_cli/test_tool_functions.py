@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -154,7 +156,7 @@ def test_an_instant_sync_tool_runs_on_the_callers_thread_until_it_holds_the_loop
     import threading
     import time
 
-    from eve_cli._tool_threads import INLINE_AFTER, run_sync
+    from eve_cli._tool_threads import _QUICK, INLINE_AFTER, run_sync
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
     pause = [0.0]
@@ -168,23 +170,35 @@ def test_an_instant_sync_tool_runs_on_the_callers_thread_until_it_holds_the_loop
             seen_loop = False
         return threading.current_thread().name, var.get(), seen_loop
 
-    def nested() -> int:
+    def nested() -> tuple[str, int]:
         async def inner() -> int:
             return 7
 
-        return asyncio.run(inner())  # works on a thread, so it must work inline too
+        # asyncio.run works on a thread, so it must work inline too
+        return threading.current_thread().name, asyncio.run(inner())
+
+    async def until_inline(fn: Callable[[], tuple[Any, ...]], me: str) -> tuple[int, Any]:
+        # On a loaded machine a run can take longer than INLINE_LIMIT, which starts the count
+        # again: run until the rule lets `fn` inline, and say how many thread runs that took.
+        for runs in range(INLINE_AFTER * 25):
+            got = await run_sync(fn, {}, wait=1.0)
+            if got[0] == me:
+                return runs, got
+        raise AssertionError(f"{fn.__name__} never ran on the caller's thread")
 
     async def main() -> None:
         var.set("caller's")
         me = threading.current_thread().name
-        names = [(await run_sync(where, {}, wait=1.0))[0] for _ in range(INLINE_AFTER)]
-        assert all(n.startswith("eve-tool") for n in names)  # proven on threads first
-        assert await run_sync(where, {}, wait=1.0) == (me, "caller's", False)
+        runs, got = await until_inline(where, me)
+        assert runs >= INLINE_AFTER  # proven on threads first
+        assert got == (me, "caller's", False)
         assert (await run_sync(where, {}))[0] != me  # a caller that cannot wait: a thread
-        for _ in range(INLINE_AFTER):
-            await run_sync(nested, {}, wait=1.0)
-        assert await run_sync(nested, {}, wait=1.0) == 7
+        runs, got = await until_inline(nested, me)
+        assert runs >= INLINE_AFTER
+        assert got == (me, 7)
         asyncio.get_running_loop()  # the caller's loop is visible again
+        while _QUICK.get(where, 0) < INLINE_AFTER:  # trusted again, however slow the last run
+            await until_inline(where, me)
         pause[0] = 0.05  # longer than the wait below: it held the loop once
         assert (await run_sync(where, {}, wait=0.01))[0] == me
         pause[0] = 0.0
