@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import pack, unpack
-from eve_cli.execution._replies import referring, resolve
+from eve_cli.execution._replies import (
+    call_errors,
+    journaled,
+    referring,
+    reply_message,
+    reply_text,
+    resolve,
+)
 from eve_cli.execution._streams import (
     KEY,
     REF,
@@ -25,6 +32,7 @@ from eve_cli.execution._streams import (
     strip_key,
 )
 from eve_cli.harness._compaction import summary_message
+from eve_cli.harness._host import Reply, StoredReply, StreamedText
 from eve_cli.harness._input import expand_delivery
 from eve_cli.models import Message, Model, resolve_model
 from eve_cli.models._tokens import message_tokens
@@ -255,6 +263,28 @@ class SessionHost:
 
     def stored_history(self, key: str) -> int | None:
         return self.history.index_of(key)
+
+    def keep_reply(self, reply: Reply, streamed: StreamedText) -> dict[str, Any]:
+        return journaled(reply, streamed)
+
+    def store_reply(
+        self, kept: dict[str, Any], key: str, streamed: StreamedText
+    ) -> StoredReply | None:
+        # Stored after the step's record, not inside it: the step then has one stream to
+        # make durable before its record (the events), not two.
+        errors = call_errors(kept)
+        if "h" in kept:  # journaled by an eve that stored it in history inside the step
+            return StoredReply(kept["h"], errors)
+        if "text" in kept:
+            return StoredReply(self.store_history(reply_message(kept), key), errors)
+        index = self.stored_history(key)
+        if index is None:
+            found = reply_text(kept, streamed)
+            if found is None:
+                return None
+            text, events = found
+            index = self.store_history(reply_message(kept, text), key, events)
+        return StoredReply(index, errors)
 
     def adopt_history(self, index: int, message: Message | None = None) -> Message:
         """Take the stored item ``index`` into the window (the snapshot's length moves past

@@ -21,6 +21,8 @@ from typing import Any
 
 from eve_cli._session import events_stream
 from eve_cli.execution._event_form import TYPE_CODES, delta_start, exact_ints
+from eve_cli.harness._host import Reply, StreamedText
+from eve_cli.models import Message
 from world import CorruptJournalError, World
 
 EVENTS = "e"  # form 2: the reply's delta events, as runs [start, count, ...]
@@ -43,6 +45,48 @@ class HistoryDamageError(CorruptJournalError):
         super().__init__(events_stream(session_id), index, "reply events damaged", what)
         self.session_id = session_id
         self.index = index
+
+
+def journaled(reply: Reply, streamed: StreamedText) -> dict[str, Any]:
+    """The step result a model call journals for ``reply``: its text, or, when this run's
+    delta events hold the text whole (and items a step appends are durable before its
+    record), only its length (``ds``): the text is not stored twice."""
+    out: dict[str, Any] = {"text": reply.text, "tool_calls": reply.tool_calls, "usage": reply.usage}
+    if reply.call_errors:
+        out["calls"] = reply.call_errors
+    if reply.text and streamed.holds(reply.text):
+        out["ds"] = len(out.pop("text"))
+    return out
+
+
+def reply_message(kept: dict[str, Any], text: str | None = None) -> Message:
+    """The history item (form 1) of a journaled reply ``kept``; ``text`` when it has none."""
+    return {
+        "role": "assistant",
+        "content": kept["text"] if text is None else text,
+        "tool_calls": [{k: c[k] for k in ("id", "name", "arguments")} for c in kept["tool_calls"]],
+    }
+
+
+def reply_text(kept: dict[str, Any], streamed: StreamedText) -> tuple[str, list[int]] | None:
+    """The text of a journaled reply of length ``ds`` and the delta events holding it (None
+    when they do not: the text is lost with them)."""
+    found = streamed.text_events()
+    if found is None or len(found[0]) != kept.get("ds") or not found[1]:
+        return None
+    return found
+
+
+def call_errors(kept: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The argument errors of a journaled reply's tool calls, by call id (older results kept
+    them on every call)."""
+    if "calls" in kept:
+        return dict(kept["calls"])
+    return {
+        c["id"]: {"error": c.get("error"), "raw": c.get("raw")}
+        for c in kept.get("tool_calls") or []
+        if c.get("error") is not None or c.get("raw") is not None
+    }
 
 
 def referring(message: Mapping[str, Any], events: list[int]) -> dict[str, Any]:

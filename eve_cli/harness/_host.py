@@ -7,11 +7,43 @@ harness never sees the world.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
 from eve_cli.models import Message, Model
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A model call's answer, the one form the harness gives the host to keep."""
+
+    text: str
+    tool_calls: list[dict[str, Any]]  # {"id", "name", "arguments"} each
+    usage: dict[str, int]  # {"input", "output"}: tokens
+    call_errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> error, raw
+
+
+@dataclass(frozen=True)
+class StoredReply:
+    """A model call's reply as stored: its history item and its calls' argument errors."""
+
+    index: int
+    call_errors: dict[str, dict[str, Any]]
+
+
+class StreamedText(Protocol):
+    """The delta events a model call streamed its text into (``harness._step.DeltaBuffer``)."""
+
+    def holds(self, text: str) -> bool:
+        """Whether this run's events hold ``text`` whole."""
+        ...
+
+    def text_events(self) -> tuple[str, list[int]] | None:
+        """The text the call's stored delta events hold and their indexes, in text order
+        (None: they are not one unbroken run from the start)."""
+        ...
 
 
 class StepHost(Protocol):
@@ -79,6 +111,19 @@ class StepHost(Protocol):
 
     def stored_history(self, key: str) -> int | None:
         """The index of the history item stored under ``key``; None when there is none."""
+        ...
+
+    def keep_reply(self, reply: Reply, streamed: StreamedText) -> dict[str, Any]:
+        """What the model call's step journals for ``reply`` (inside the step function; the
+        form is the storage's business: text the delta events hold is not stored again)."""
+        ...
+
+    def store_reply(
+        self, kept: dict[str, Any], key: str, streamed: StreamedText
+    ) -> StoredReply | None:
+        """The reply a model call's step journaled (``kept``, from :meth:`keep_reply` or an
+        older eve) stored in history under ``key`` unless it is there (after the step, in
+        workflow code a replay repeats); None when its text is lost."""
         ...
 
     def adopt_history(self, index: int, message: Message | None = None) -> Message:

@@ -18,8 +18,8 @@ from eve_cli._agent_api import ToolContext, bind_state, unbind_state
 from eve_cli._tool_threads import QUICK_WAIT
 from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
 from eve_cli.harness._compaction import compact, needs_compaction
-from eve_cli.harness._host import StepHost
-from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
+from eve_cli.harness._host import Reply, StepHost
+from eve_cli.models import ModelError, ModelRequest, ToolSpec
 from world import STORAGE_ERRORS
 
 Outcome = Literal["continue", "done", "park", "failed", "cancelled"]
@@ -159,7 +159,6 @@ async def call_model(
     )
     deltas = DeltaBuffer(host, f"{host.turn_id}:{index}:{m}:d", index)
     reply_key = f"{host.turn_id}:{index}:{m}:a"
-    said: list[str] = []  # the reply's text, when this process made the call
 
     async def generate() -> dict[str, Any]:
         messages, (_, tokens) = host.read_history(), host.history_tokens()
@@ -177,27 +176,18 @@ async def call_model(
             return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
         if response is None:  # cancelled: the stream is closed, the turn ends
             return {"cancelled": True, "partial": "".join(deltas.sent)}
-        # The reply is journaled with the step (its one fsync); history gets it from workflow
-        # code below, which a replay repeats (keyed: stored once). Appending it here, inside
-        # the step, would make two streams to fsync before the step's record.
-        out: dict[str, Any] = {
-            "text": response.text,
-            "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
-            ],
-            "usage": {"input": response.usage.input_tokens, "output": response.usage.output_tokens},
-        }
         bad = {c.id: {"error": c.argument_error, "raw": c.raw_arguments}
                for c in response.tool_calls
                if c.argument_error is not None or c.raw_arguments is not None}  # fmt: skip
-        if bad:
-            out["calls"] = bad
-        said.append(response.text)
-        if response.text and deltas.holds(response.text):
-            # This run's delta events hold exactly the text, and items a step appends are
-            # durable before its record: the record keeps only the length (``ds``).
-            out["ds"] = len(out.pop("text"))
-        return out
+        reply = Reply(
+            text=response.text,
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
+            ],
+            usage={"input": response.usage.input_tokens, "output": response.usage.output_tokens},
+            call_errors=bad,
+        )
+        return host.keep_reply(reply, deltas)  # journaled with the step (its one fsync)
 
     # Nobody sees a model's request: what came before it is written at the loop's next turn
     # or before the next tool (a step of instant tools writes its items once, not twice).
@@ -205,17 +195,19 @@ async def call_model(
     snap.model_calls += 1
     if "error" in result or result.get("cancelled"):
         return result
-    if "h" not in result:
-        reply = _store_reply(host, result, said, deltas, reply_key)
-        if reply is None:
-            return {"error": f"the reply of model call {n} is missing from the event stream"}
-        result["h"] = reply
-    # else: journaled by an eve that stored the reply in history inside the step (the step
-    # result holds only its index).
-    message = host.adopt_history(result["h"])
-    extra = _call_extras(result)
-    calls = [{**c, **extra.get(c.get("id"), {})} for c in message.get("tool_calls") or []]
-    return {**result, "text": message.get("content") or "", "tool_calls": calls}
+    # In history from workflow code after the step, which a replay repeats (stored once).
+    stored = host.store_reply(result, reply_key, deltas)
+    if stored is None:
+        return {"error": f"the reply of model call {n} is missing from the event stream"}
+    message = host.adopt_history(stored.index)
+    calls = [{**c, **stored.call_errors.get(c.get("id"), {})}
+             for c in message.get("tool_calls") or []]  # fmt: skip
+    return {
+        "h": stored.index,
+        "usage": result["usage"],
+        "text": message.get("content") or "",
+        "tool_calls": calls,
+    }
 
 
 async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:
@@ -232,49 +224,6 @@ async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:
             with contextlib.suppress(asyncio.CancelledError):
                 await work
     return work.result() if not work.cancelled() else None
-
-
-def _store_reply(
-    host: StepHost, result: dict[str, Any], said: list[str], deltas: DeltaBuffer, key: str
-) -> int | None:
-    """The history index of a model call's reply, stored under ``key`` unless it is there
-    (None: its text is lost).
-
-    A result without ``text`` has ``ds``, the length of the text its delta events hold: the
-    history item then refers to those events instead of holding the text again. Their
-    indexes are known when this process made the call (``said``: the text too), or, on a
-    replay after a crash between the step's record and this append, read back with them."""
-    if "text" in result:
-        return host.store_history(assistant_message(result), key)
-    index = host.stored_history(key)
-    if index is not None:
-        return index
-    stored = (said[0], deltas.indexes) if said else deltas.stored_text()
-    if stored is None or len(stored[0]) != result.get("ds") or not stored[1]:
-        return None
-    text, events = stored
-    return host.store_history(assistant_message({**result, "text": text}), key, events)
-
-
-def _call_extras(result: dict[str, Any]) -> dict[str, Any]:
-    """Argument errors of the answer's tool calls, by call id (older results kept them on
-    every call)."""
-    if "calls" in result:
-        return dict(result["calls"])
-    return {
-        c["id"]: {"error": c.get("error"), "raw": c.get("raw")}
-        for c in result.get("tool_calls") or []
-        if c.get("error") is not None or c.get("raw") is not None
-    }
-
-
-def assistant_message(response: dict[str, Any]) -> Message:
-    calls = response["tool_calls"]
-    return {
-        "role": "assistant",
-        "content": response["text"],
-        "tool_calls": [{k: c[k] for k in ("id", "name", "arguments")} for c in calls],
-    }
 
 
 class DeltaBuffer:
@@ -346,6 +295,13 @@ class DeltaBuffer:
             and len(self.indexes) == len(self.sent)
             and "".join(self.sent) == text
         )
+
+    def text_events(self) -> tuple[str, list[int]] | None:
+        """The text this call's delta events hold and their indexes: what this run appended
+        (when it made the call), else what is stored (a replay)."""
+        if self.sent and self.streamed == 0:
+            return "".join(self.sent), list(self.indexes)
+        return self.stored_text()
 
     def stored_text(self) -> tuple[str, list[int]] | None:
         """The text of this call's stored delta events, in order, and their indexes; None
