@@ -21,7 +21,7 @@ from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
 from eve_cli.cli._events import one_line
 from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer, Renderer, is_rich
 from eve_cli.cli._runtime import open_remote, open_runtime
-from eve_cli.cli._sessions import is_empty
+from eve_cli.cli._sessions import is_empty, with_live_status
 from eve_cli.cli._stdin import PipedLines
 
 
@@ -267,7 +267,9 @@ def _choose_session(
         rows = rt.sessions()
         if not rows:
             raise CliError(f"no session to continue in {data_dir}; start one with: eve chat")
-        latest = max(rows, key=lambda row: str(row.get("updatedAt") or ""))
+        # The latest conversation: a chat opened and left without a message is passed over.
+        spoken = [row for row in rows if not is_empty(row)] or rows
+        latest = max(spoken, key=lambda row: str(row.get("updatedAt") or ""))
         return str(latest["id"])
     return loop.run_until_complete(rt.create_session(model=model))
 
@@ -325,6 +327,8 @@ def _slash(command: str, chat_loop: ChatLoop, renderer: Renderer) -> bool:
         chat_loop.command(rt.cancel)
     elif name == "/sessions":
         rows = [r for r in rt.sessions() if not is_empty(r) or r.get("id") == chat_loop.sid]
+        if hasattr(rt, "world"):  # in-process: `running` only when a live process owns it
+            rows = with_live_status(rt, rows)  # type: ignore[arg-type]
         if is_rich(renderer):
             renderer.show_sessions(rows, current=chat_loop.sid)
         else:

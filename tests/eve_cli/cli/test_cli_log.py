@@ -112,3 +112,14 @@ def test_shell_completion_offers_session_ids(eve_proc: EveProc) -> None:
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
         )
         assert done.stdout.split() == [sid], (words, done.stdout, done.stderr)
+
+
+def test_continue_passes_over_a_chat_left_without_a_message(eve_proc: EveProc) -> None:
+    first = eve_proc("chat", "--json", "-p", "count the words in a b c")
+    sid = json.loads(first.stdout.splitlines()[0])["sessionId"]
+    assert eve_proc("chat", input="").returncode == 0  # a newer, empty session
+    again = eve_proc("chat", "-c", input="what time is it?\n")
+    assert again.returncode == 0, again.stderr
+    said = [e["text"] for e in json.loads(eve_proc("log", sid, "--json").stdout)["entries"]
+            if e["role"] == "user"]  # fmt: skip
+    assert said == ["count the words in a b c", "what time is it?"]
