@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "parked_sessions": "benchmarks.parked_sessions",
     "cli_startup": "benchmarks.cli_startup",
     "server_throughput": "benchmarks.server_throughput",
+    "postgres": "benchmarks.postgres_bench",
 }
 
 

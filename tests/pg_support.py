@@ -60,3 +60,31 @@ def fresh_schema(**params: str) -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def stored_blobs(spec: str) -> list[tuple[str, bytes]]:
+    """Everything a world stored, as `(where, bytes)`: each file of a data directory, or
+    each value of every column of every table of a PostgreSQL world's schema."""
+    from pathlib import Path
+
+    if not spec.startswith("postgresql://"):
+        return [(str(p), p.read_bytes()) for p in Path(spec).rglob("*") if p.is_file()]
+    import psycopg
+
+    schema = spec.rsplit("schema=", 1)[1].split("&")[0]
+    found: list[tuple[str, bytes]] = []
+    with psycopg.connect(server_url(), autocommit=True) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = %s",
+            [schema],
+        ).fetchall()
+        for table, column in columns:
+            rows = conn.execute(f'SELECT "{column}" FROM "{schema}"."{table}"').fetchall()
+            for (value,) in rows:
+                if value is not None:
+                    raw = bytes(value) if isinstance(value, bytes | memoryview) else str(value)
+                    found.append(
+                        (f"{table}.{column}", raw if isinstance(raw, bytes) else raw.encode())
+                    )
+    return found

@@ -148,6 +148,12 @@ class World(ABC):
     # for one family never do), so a process driving many families overlaps their waits.
     blocking = False
 
+    # True when processes on other machines may drive the same families: a family whose owner
+    # died there is freed by the world (its lease lapses) but no process of this machine learns
+    # of it, so a server of a shared world looks for runnable families now and then (the local
+    # world's owners are all on one machine: its servers resume what was interrupted at start).
+    shared = False
+
     # -- families and their journals ---------------------------------------------------------
     @abstractmethod
     def create_family(self, root: str, frames: list[bytes]) -> list[int]:

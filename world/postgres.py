@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 import psycopg_pool
 
-from . import _codec, _journal, _pg_schema
+from . import _codec, _faults, _journal, _pg_schema
 from ._errors import (
     CorruptJournalError,
     OwnershipError,
@@ -74,6 +74,7 @@ DEFAULT_SCHEMA = "eve"
 DEFAULT_LEASE = 10.0  # seconds a lease lasts unrenewed (a frozen owner's sessions wait this)
 DEFAULT_POOL = 8
 RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restarting)
+COMPACT_MIN = 16 * 1024  # consumed delivery bytes an inbox keeps before dropping them
 _OWN_PARAMS = ("schema", "lease", "pool")
 
 
@@ -218,6 +219,7 @@ class PostgresWorld(World):
     """Durable storage in PostgreSQL; many processes may share one world."""
 
     blocking = True  # every call waits for the network: see World.blocking
+    shared = True  # any number of workers on any machines: see World.shared
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         """Open (creating or migrating it unless `create` is False) the world at `url`,
@@ -298,6 +300,24 @@ class PostgresWorld(World):
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
 
+    def _write_fault(self) -> str | None:
+        """`EVE_FAULTS` at a durable write (a create, an append, a delivery: the writes the
+        local world counts): a crash before or during it commits nothing, so both die before
+        the statement; a refused write raises as the disk's would."""
+        if not _faults.ACTIVE:
+            return None
+        fault = _faults.next_write()
+        if fault in ("crash_before_write", "crash_mid_write"):
+            _faults.kill_self()
+        if fault in ("enospc", "eio_write"):
+            raise StorageError(f"{self.where}: write refused (injected {fault}); retry")
+        return fault
+
+    @staticmethod
+    def _after_write(fault: str | None) -> None:
+        if fault == "crash_after_fsync":
+            _faults.kill_self()  # committed: the next process finds it
+
     def _one(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         """One row of a read-only statement (retried freely)."""
         if not self._exists:
@@ -329,8 +349,10 @@ class PostgresWorld(World):
                 return bool(mine and mine[0] == token)
             return False
 
+        fault = self._write_fault()
         if not self._call(go):
             raise RunExistsError(f"run {root!r} already exists")
+        self._after_write(fault)
         return list(range(1, len(frames) + 1))
 
     def families(self) -> list[str]:
@@ -437,8 +459,10 @@ class PostgresWorld(World):
             if cur.rowcount != len(frames):
                 self._refused(conn, lease, "append to its journal")
 
+        fault = self._write_fault()
         self._call(go)
         lease.next_pos += len(frames)
+        self._after_write(fault)
         return list(range(first, first + len(frames)))
 
     def _held(self, root: str) -> _PgLease:
@@ -532,9 +556,11 @@ class PostgresWorld(World):
             row = conn.execute(self._sql["deliver"], params).fetchone()
             return None if row is None else int(row[0])
 
+        fault = self._write_fault()
         item_id = self._call(go)
         if item_id is None:
             raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+        self._after_write(fault)
         return item_id
 
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
@@ -565,7 +591,8 @@ class PostgresWorld(World):
             self._call(
                 lambda conn, _: (
                     conn.execute(
-                        self._sql["compact_inbox"], {"root": root, "keep": keep_from}
+                        self._sql["compact_inbox"],
+                        {"root": root, "keep": keep_from, "least": COMPACT_MIN},
                     ).rowcount
                 )
             )
@@ -856,7 +883,14 @@ _SQL: dict[str, str] = {
         SELECT f.inbox_next, i.id, i.frame FROM {s}.families f
         LEFT JOIN {s}.inbox i ON i.root = f.root AND i.id >= %(start)s
         WHERE f.root = %(root)s ORDER BY i.id""",
-    "compact_inbox": "DELETE FROM {s}.inbox WHERE root = %(root)s AND id < %(keep)s",
+    # Like the local world's: only once the consumed deliveries take COMPACT_MIN bytes and no
+    # fewer than the ones kept (a short inbox keeps every delivery, for anyone auditing it).
+    "compact_inbox": """
+        DELETE FROM {s}.inbox WHERE root = %(root)s AND id < %(keep)s AND (
+            SELECT coalesce(sum(octet_length(frame)) FILTER (WHERE id < %(keep)s), 0)
+                >= greatest(%(least)s, coalesce(sum(octet_length(frame))
+                    FILTER (WHERE id >= %(keep)s), 0))
+            FROM {s}.inbox WHERE root = %(root)s)""",
     "inbox_end": "SELECT inbox_next FROM {s}.families WHERE root = %(root)s",
     "claim_hook": """
         WITH i AS (

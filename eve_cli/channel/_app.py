@@ -58,6 +58,9 @@ class ChannelSettings:
     # Foreign browser origins allowed to call it (CORS; "*": any), e.g. "http://localhost:5173".
     allowed_origins: tuple[str, ...] = ()
     body_timeout: float = 30.0
+    # Seconds between looks for sessions with work and no live worker (0: only at start): on
+    # a world other machines' workers share, a dead worker's sessions are taken over so.
+    sweep: float = 0.0
 
 
 class Channel:
@@ -106,9 +109,18 @@ class Channel:
         resumed = self.supervisor.resume_in_flight()
         if resumed:
             self.settings.log(f"resuming {len(resumed)} in-flight session(s): {', '.join(resumed)}")
+        sweeping = (
+            asyncio.get_running_loop().create_task(self.supervisor.sweep(self.settings.sweep))
+            if self.settings.sweep > 0
+            else None
+        )
         try:
             yield
         finally:
+            if sweeping is not None:
+                sweeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeping
             self.hub.close()
             await self.supervisor.close(self.settings.grace)
 

@@ -48,6 +48,7 @@ class ServeOptions:
     info: dict[str, Any] = field(default_factory=dict)
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    sweep: float = 0.0  # see ChannelSettings.sweep
 
 
 def log_line(message: str) -> None:
@@ -183,4 +184,5 @@ def settings_for(options: ServeOptions) -> ChannelSettings:
         # socket knows only its address.
         allowed_hosts=(*options.allowed_hosts, options.host),
         allowed_origins=options.allowed_origins,
+        sweep=options.sweep,
     )

@@ -1,7 +1,10 @@
 """Drives sessions in background tasks after deliveries, and resumes in-flight ones at start-up.
 
 One task per session at most. A kick while a drive runs marks the session dirty, so a delivery
-that raced the end of a drive is never left sitting in the inbox.
+that raced the end of a drive is never left sitting in the inbox. On a world several workers
+share, `sweep` looks for sessions with work now and then and drives those no live worker
+drives (a dead or frozen worker's: its lease has lapsed); one another worker drives is left to
+it, quietly.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import asyncio
 from collections.abc import Callable
 
 from eve_cli.channel._port import SessionRuntime
+from world import OwnershipError
 
 
 class Supervisor:
@@ -22,16 +26,35 @@ class Supervisor:
         self._dirty: set[str] = set()
         self._closing = False
 
-    def kick(self, session_id: str) -> None:
-        """Make sure ``session_id`` is driven after this call, once, in the background."""
+    def kick(self, session_id: str, *, swept: bool = False) -> None:
+        """Make sure ``session_id`` is driven after this call, once, in the background
+        (``swept``: found by `sweep`, so another worker driving it is no news)."""
         if self._closing:
             return
         self._dirty.add(session_id)
         if session_id not in self._tasks:
             task = asyncio.get_running_loop().create_task(
-                self._drive(session_id), name=f"eve-drive-{session_id}"
+                self._drive(session_id, swept), name=f"eve-drive-{session_id}"
             )
             self._tasks[session_id] = task
+
+    async def sweep(self, interval: float) -> None:
+        """Every ``interval`` seconds, kick the sessions with work to do that this server does
+        not drive (runs until cancelled; a failed look is logged and tried again)."""
+        failed = False
+        while not self._closing:
+            await asyncio.sleep(interval)
+            try:
+                found = await asyncio.to_thread(self._runtime.resumable)
+            except Exception as exc:  # the database away for a moment: look again later
+                if not failed:
+                    self._log(f"looking for sessions to take over: {type(exc).__name__}: {exc}")
+                failed = True
+                continue
+            failed = False
+            for session_id in found:
+                if session_id not in self._tasks:
+                    self.kick(session_id, swept=True)
 
     def resume_in_flight(self) -> list[str]:
         """Kick every session with work to do: interrupted turns, undelivered input."""
@@ -67,7 +90,7 @@ class Supervisor:
             await asyncio.wait(pending)
             self._log(f"stopped {len(pending)} running session(s); they resume on next start")
 
-    async def _drive(self, session_id: str) -> None:
+    async def _drive(self, session_id: str, swept: bool = False) -> None:
         try:
             while session_id in self._dirty and not self._closing:
                 self._dirty.discard(session_id)
@@ -75,7 +98,15 @@ class Supervisor:
                     await self._runtime.drive(session_id, view=False)  # the view is not used
                 except asyncio.CancelledError:
                     raise
+                except OwnershipError as exc:
+                    if not swept:  # another worker drives it: the delivery waits in its inbox
+                        self._log(f"session {session_id}: {exc}")
+                    return
                 except Exception as exc:  # one session's failure must not stop the server
                     self._log(f"session {session_id}: {type(exc).__name__}: {exc}")
+                else:
+                    if swept:
+                        self._log(f"took over session {session_id} (no live worker drove it)")
+                        swept = False
         finally:
             self._tasks.pop(session_id, None)

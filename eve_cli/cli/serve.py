@@ -97,6 +97,9 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
     return command
 
 
+SWEEP = 0.25  # seconds between looks for a dead worker's sessions (a takeover within 2 s)
+
+
 def run(
     host: str,
     port: int,
@@ -135,6 +138,8 @@ def run(
         info=info,
         allowed_hosts=peers[0],
         allowed_origins=peers[1],
+        # Workers on other machines share the world: a dead one's sessions are looked for.
+        sweep=SWEEP if runtime.world.shared else 0.0,
     )
     channel = Channel(runtime, settings_for(options))
     try:

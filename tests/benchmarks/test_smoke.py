@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pg_support import require_server
 
 from benchmarks import BENCHMARKS
 
@@ -43,6 +44,7 @@ EXPECTED = {
         "cli_startup.chat_print",
         "cli_startup.chat_piped",
     },
+    "postgres": {"postgres.step", "postgres.bytes_per_turn", "postgres.growth"},
     "server_throughput": {
         "server_throughput.steps_per_s.1",
         "server_throughput.latency_p50.1",
@@ -57,6 +59,8 @@ def test_benchmark_quick(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     scratch = tmp_path / "bench"
     scratch.mkdir()
     monkeypatch.setenv("EVE_BENCH_DIR", str(scratch))
+    if name == "postgres":  # on the tests' server (skipped outside CI only when it is away)
+        monkeypatch.setenv("EVE_BENCH_POSTGRES", require_server())
     module = importlib.import_module(BENCHMARKS[name])
     lines = list(module.run(True))
     names = {line["name"] for line in lines}

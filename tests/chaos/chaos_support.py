@@ -34,7 +34,7 @@ import httpx
 
 from eve_cli.execution._streams import EventReader
 from eve_cli.harness._input import expand_delivery
-from world import Engine, LocalWorld, verify
+from world import Engine, World, open_world
 
 # Seconds a scripted model call waits after its first streamed delta; a process planned to
 # be killed on a delta runs the slow script (the same answers), so the kill lands inside the
@@ -161,6 +161,7 @@ class Run:
     kills: list[Kill] = field(default_factory=list)
     processes: int = 0
     log: list[str] = field(default_factory=list)
+    world: str = ""  # a PostgreSQL world's URL; empty: a data directory under `root`
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -174,12 +175,18 @@ class Run:
             "NO_COLOR": "1",
         }
         self.env.pop("EVE_FAULTS", None)
+        if self.world:
+            self.env["EVE_WORLD"] = self.world
         self.sid = ""
         self.delta: tuple[Any, Any, int] | None = None  # (turn, step, index) killed at
 
     # -- reading the session (read-only, between processes) ----------------------------------
+    def open(self) -> World:
+        """The session's world, for reading between processes."""
+        return open_world(self.world or str(self.data))
+
     def events(self) -> list[dict[str, Any]]:
-        world = LocalWorld(self.data)
+        world = self.open()
         try:  # as readers see them (stored ones refer to history for their text)
             meta = Engine(world, {}).info(self.sid).meta
             reader = EventReader(world, self.sid, lambda: meta)
@@ -189,7 +196,7 @@ class Run:
 
     def delivered(self) -> list[str]:
         """Messages durably in the session's inbox (a delivery either is there or never was)."""
-        world = LocalWorld(self.data)
+        world = self.open()
         try:
             items, _ = world.read_inbox(self.sid)
         finally:
@@ -601,7 +608,11 @@ def check(run: Run, reference: list[tuple[Any, ...]]) -> None:
     received = [e.get("text") for e in events if e.get("type") == "message.received"]
     if delivered != received or delivered != MESSAGES:
         raise ChaosFailure(f"deliveries {delivered} but transcript received {received}")
-    damaged = [f for f in verify(run.data) if f.error]
+    world = run.open()
+    try:
+        damaged = [f for f in world.verify() if f.error]
+    finally:
+        world.close()
     if damaged:
         raise ChaosFailure(f"doctor finds damage: {damaged}")
 

@@ -2,13 +2,16 @@
 `start` processes per run, each restarted (the other thousand kills: test_chaos_forked).
 
 `CHAOS_SEED=<n>` replays a failing run; `CHAOS_KILLS` changes the number of kills (default
-100). Sessions run two at a time (CI machines have two cores). The kills per kind of moment
+100). The same runs on the PostgreSQL world (each session in a schema of its own), with
+`CHAOS_PG_KILLS` kills (default 20: covering every kind of moment is the local run's job).
+Sessions run two at a time (CI machines have two cores). The kills per kind of moment
 (journal-write fault, tool execution, model streaming, random time, delivery in flight,
 parked wait, settled) are printed, and a default-size run must contain every kind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
@@ -30,6 +33,7 @@ from chaos_support import (
     transcript,
     write_agent,
 )
+from pg_support import fresh_schema, require_server
 
 WORKERS = 2
 
@@ -69,11 +73,19 @@ class LocalSessions:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("backend", ["local", "postgres"])
 def test_chaos(
-    tmp_path: Path, reference: list[tuple[Any, ...]], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    reference: list[tuple[Any, ...]],
+    capsys: pytest.CaptureFixture[str],
+    backend: str,
 ) -> None:
     seed = int(os.environ.get("CHAOS_SEED") or random.SystemRandom().randrange(1 << 30))
-    target = int(os.environ.get("CHAOS_KILLS") or 100)
+    if backend == "postgres":
+        require_server()
+        target = int(os.environ.get("CHAOS_PG_KILLS") or 20)
+    else:
+        target = int(os.environ.get("CHAOS_KILLS") or 100)
     rng = random.Random(seed)
     seeds = [rng.randrange(1 << 30) for _ in range(200)]
     lock = threading.Lock()
@@ -88,8 +100,13 @@ def test_chaos(
                     return
             run = Run(tmp_path / f"s{i}", seed=seeds[i])
             try:
-                run.drive()
-                check(run, reference)
+                with contextlib.ExitStack() as stack:
+                    if backend == "postgres":
+                        run = Run(
+                            run.root, seed=run.seed, world=stack.enter_context(fresh_schema())
+                        )
+                    run.drive()
+                    check(run, reference)
             except Exception as exc:  # a harness error too: whatever broke, name the seed
                 raise ChaosFailure(
                     f"chaos failed; replay with CHAOS_SEED={seed} (session {i}, seed "

@@ -1,6 +1,7 @@
-"""D1–D8 at session level on LocalWorld: real subprocesses killed with SIGKILL, resumed by a
-new process; the transcript must equal an uninterrupted run's and finished actions never
-repeat (counted through a tool that appends to a file)."""
+"""D1–D8 at session level on the local and the PostgreSQL world (`world_spec`): real
+subprocesses killed with SIGKILL, resumed by a new process; the transcript must equal an
+uninterrupted run's and finished actions never repeat (counted through a tool that appends to
+a file)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_support import stored_blobs
 from rt_support import DRIVER, AgentFactory, brief, call, reply, side_effect_tool
 
 from eve_cli.runtime import Runtime
@@ -76,11 +78,13 @@ class Proc:
 
 
 class Scenario:
-    """One session of the SCRIPT agent in its own data directory."""
+    """One session of the SCRIPT agent in its own world (`data`: a data directory or a
+    PostgreSQL URL; default a directory under `root`)."""
 
-    def __init__(self, root: Path, make_agent: AgentFactory) -> None:
+    def __init__(self, root: Path, make_agent: AgentFactory, data: str | None = None) -> None:
+        root.mkdir(parents=True, exist_ok=True)  # the tool's log goes there
         self.log = root / "effects.log"
-        self.data = root / "data"
+        self.data = data or str(root / "data")
         self.agent = make_agent(
             script=SCRIPT, tools={"rec": side_effect_tool(self.log)}, agent_args="name='durable'"
         )
@@ -89,7 +93,7 @@ class Scenario:
         asyncio.run(self.rt.deliver(self.sid, "go"))
 
     def proc(self, env: dict[str, str] | None = None) -> Proc:
-        return Proc(str(self.data), str(self.agent), "drive", self.sid, env=env)
+        return Proc(self.data, str(self.agent), "drive", self.sid, env=env)
 
     def drive_to_question(self) -> None:
         """A fresh process resumes the session: no user action but opening it (D3)."""
@@ -144,8 +148,10 @@ def keys(effects: Counter[str], sid: str) -> tuple[str, str]:
     return f"{sid}:t1:call_0_0", f"{sid}:t1:call_1_0"
 
 
-def test_kill_during_model_call(tmp_path: Path, make_agent: AgentFactory, reference: Any) -> None:
-    run = Scenario(tmp_path / "run", make_agent)
+def test_kill_during_model_call(
+    tmp_path: Path, make_agent: AgentFactory, reference: Any, world_spec: str
+) -> None:
+    run = Scenario(tmp_path / "run", make_agent, world_spec)
     run.proc().kill_at("EVENT message.appended")  # call 1 streams, then waits 1 s
     run.drive_to_question()
     run.answer_and_finish()
@@ -161,9 +167,9 @@ def test_kill_during_model_call(tmp_path: Path, make_agent: AgentFactory, refere
 
 
 def test_kill_during_tool_reruns_only_that_tool(
-    tmp_path: Path, make_agent: AgentFactory, reference: Any
+    tmp_path: Path, make_agent: AgentFactory, reference: Any, world_spec: str
 ) -> None:
-    run = Scenario(tmp_path / "run", make_agent)
+    run = Scenario(tmp_path / "run", make_agent, world_spec)
     (tmp_path / "run" / "effects.log.stall").write_text("")
     run.proc().kill_at("TOOL-STALL")
     run.drive_to_question()
@@ -177,9 +183,9 @@ def test_kill_during_tool_reruns_only_that_tool(
 
 
 def test_kill_while_parked_and_wake_from_other_processes(
-    tmp_path: Path, make_agent: AgentFactory, reference: Any
+    tmp_path: Path, make_agent: AgentFactory, reference: Any, world_spec: str
 ) -> None:
-    run = Scenario(tmp_path / "run", make_agent)
+    run = Scenario(tmp_path / "run", make_agent, world_spec)
     run.proc().kill_at("EVENT turn.waiting")
     # D5: nothing holds the parked session; a delivery from this process and a drive from a
     # third one wake it where it stopped.
@@ -194,9 +200,9 @@ def test_kill_while_parked_and_wake_from_other_processes(
 # and 10 are model calls' records, after their step stored the reply in history.)
 @pytest.mark.parametrize("write", [2, 3, 5, 7, 10])
 def test_kill_during_journal_write(
-    tmp_path: Path, make_agent: AgentFactory, reference: Any, write: int
+    tmp_path: Path, make_agent: AgentFactory, reference: Any, write: int, world_spec: str
 ) -> None:
-    run = Scenario(tmp_path / "run", make_agent)
+    run = Scenario(tmp_path / "run", make_agent, world_spec)
     proc = run.proc(env={"EVE_FAULTS": f"crash_mid_write@{write}"})
     proc.finish()
     assert proc.popen.returncode == -signal.SIGKILL  # the fault really fired
@@ -206,10 +212,12 @@ def test_kill_during_journal_write(
     assert all(n == 1 for key, n in run.effects().items() if key.startswith("end "))
 
 
-def test_second_owner_gets_a_clear_error(tmp_path: Path, make_agent: AgentFactory) -> None:
+def test_second_owner_gets_a_clear_error(
+    tmp_path: Path, make_agent: AgentFactory, world_spec: str
+) -> None:
     from world import OwnershipError
 
-    run = Scenario(tmp_path / "run", make_agent)
+    run = Scenario(tmp_path / "run", make_agent, world_spec)
     (tmp_path / "run" / "effects.log.stall").write_text("")
     proc = run.proc()
     proc.wait_for("TOOL-STALL")
@@ -223,24 +231,26 @@ def test_second_owner_gets_a_clear_error(tmp_path: Path, make_agent: AgentFactor
 
 
 def test_nothing_of_the_agent_or_secrets_reaches_disk(
-    tmp_path: Path, make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch, world_spec: str
 ) -> None:
     secret = "sk-test-SECRET-never-on-disk"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
-    run = Scenario(tmp_path / "run", make_agent)
+    run = Scenario(tmp_path / "run", make_agent, world_spec)
     (run.agent / "instructions.md").write_text("UNIQUE-INSTRUCTIONS-MARKER")
     run.drive_to_question()
     run.answer_and_finish()
-    for path in run.data.rglob("*"):
-        if path.is_file():
-            blob = path.read_bytes()
-            assert secret.encode() not in blob, path
-            assert b"UNIQUE-INSTRUCTIONS-MARKER" not in blob, path
-            assert b"scripted:" not in blob, path  # the agent's own model string is not kept
+    stored = stored_blobs(run.data)
+    assert len(stored) > 5  # it read what the session stored
+    for where, blob in stored:
+        assert secret.encode() not in blob, where
+        assert b"UNIQUE-INSTRUCTIONS-MARKER" not in blob, where
+        assert b"scripted:" not in blob, where  # the agent's own model string is not kept
 
 
-def test_subagent_wait_survives_a_kill(tmp_path: Path, make_agent: AgentFactory) -> None:
+def test_subagent_wait_survives_a_kill(
+    tmp_path: Path, make_agent: AgentFactory, world_spec: str
+) -> None:
     """The parent waits on a sub-agent (a child run) holding nothing; killed while the child's
     tool runs, a new process finishes both and the child's finished work is not repeated."""
     log = tmp_path / "effects.log"
@@ -251,24 +261,24 @@ def test_subagent_wait_survives_a_kill(tmp_path: Path, make_agent: AgentFactory)
         "instructions": "Help.",
     }
 
-    def session(root: Path) -> tuple[Runtime, str, Path]:
+    def session(data: str) -> tuple[Runtime, str, Path]:
         agent = make_agent(
             script=parent_script, subagents={"helper": child}, agent_args="name='parent'"
         )
-        rt = Runtime(data_dir=root / "data", agent_dir=agent)
+        rt = Runtime(data_dir=data, agent_dir=agent)
         sid = asyncio.run(rt.create_session())
         asyncio.run(rt.deliver(sid, "go"))
         return rt, sid, agent
 
-    ref_rt, ref_sid, _ = session(tmp_path / "ref")
+    ref_rt, ref_sid, _ = session(str(tmp_path / "ref" / "data"))
     assert asyncio.run(ref_rt.drive(ref_sid))["status"] == "waiting"
     reference = [(t, d.replace(ref_sid, "SID")) for t, d in brief(ref_rt.events(ref_sid))]
     log.unlink()
 
-    rt, sid, agent = session(tmp_path / "run")
+    rt, sid, agent = session(world_spec)
     (tmp_path / "effects.log.stall").write_text("")
-    Proc(str(tmp_path / "run" / "data"), str(agent), "drive", sid).kill_at("TOOL-STALL")
-    lines = Proc(str(tmp_path / "run" / "data"), str(agent), "drive", sid).finish()
+    Proc(world_spec, str(agent), "drive", sid).kill_at("TOOL-STALL")
+    lines = Proc(world_spec, str(agent), "drive", sid).finish()
     assert lines[-1] == "VIEW waiting", lines
     assert [(t, d.replace(sid, "SID")) for t, d in brief(rt.events(sid))] == reference
     [settled] = [e for e in rt.events(sid) if e["type"] == "task.settled"]
@@ -278,12 +288,12 @@ def test_subagent_wait_survives_a_kill(tmp_path: Path, make_agent: AgentFactory)
 
 
 def test_kill_after_a_reply_journaled_by_length(
-    tmp_path: Path, make_agent: AgentFactory, reference: Any
+    tmp_path: Path, make_agent: AgentFactory, reference: Any, world_spec: str
 ) -> None:
     """A model call whose delta events hold its whole reply journals only the reply's length;
     killed right after that record, before the reply reached history, a new process reads
     the reply back from those events: it is in history once, as streamed."""
-    run = Scenario(tmp_path / "run", make_agent)
+    run = Scenario(tmp_path / "run", make_agent, world_spec)
     proc = run.proc(env={"EVE_FAULTS": "crash_after_fsync@7"})  # model call 1's record
     proc.finish()
     assert proc.popen.returncode == -signal.SIGKILL
@@ -310,7 +320,7 @@ def assert_reply_refers(run: Scenario, index: int, text: str) -> None:
     start, count = item["e"]
     assert "".join(e["d"] for e in events[start : start + count]) == text
     read = subprocess.run(
-        [sys.executable, "-c", READ_BACK, str(run.data), run.sid],
+        [sys.executable, "-c", READ_BACK, run.data, run.sid],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     history, completed, shown = read.stdout.splitlines()
@@ -325,18 +335,18 @@ data, sid = sys.argv[1:3]
 rt = Runtime(data_dir=data, load_agent=False)
 print("|".join(str(m.get("content")) for m in rt.history(sid)))
 print("|".join(e["text"] for e in rt.events(sid) if e["type"] == "message.completed"))
-cli = [sys.executable, "-m", "eve_cli", "inspect", sid, "--json", "--data", data]
+cli = [sys.executable, "-m", "eve_cli", "inspect", sid, "--json", "--world", data]
 print(json.dumps(subprocess.run(cli, capture_output=True, text=True, check=True).stdout))
 """
 
 
 def test_kill_after_a_reply_referring_to_its_events_reached_history(
-    tmp_path: Path, make_agent: AgentFactory, reference: Any
+    tmp_path: Path, make_agent: AgentFactory, reference: Any, world_spec: str
 ) -> None:
     """Killed while writing the record after model call 2's, when model call 1's history
     item, referring to its delta events, is on disk: a new process replays the turn and
     adopts that item, reading its text back from the events (nothing runs again)."""
-    run = Scenario(tmp_path / "run", make_agent)
+    run = Scenario(tmp_path / "run", make_agent, world_spec)
     proc = run.proc(env={"EVE_FAULTS": "crash_mid_write@10"})
     proc.finish()
     assert proc.popen.returncode == -signal.SIGKILL

@@ -196,3 +196,21 @@ def test_a_run_goes_on_when_its_connections_are_cut_between_steps(url: str) -> N
         assert ran == [0, 1, 2, 3]  # every step once: nothing re-run, nothing lost
     finally:
         world.close()
+
+
+def test_consumed_deliveries_are_dropped_only_once_they_weigh(url: str) -> None:
+    world = PostgresWorld(url)
+    try:
+        engine = Engine(world, {"steps": _steps})
+        rid = asyncio.run(engine.start("steps", 0))
+        ids = [world.deliver(rid, "t-x", "small") for _ in range(3)]
+        assert not world.compact_inbox(rid, ids[-1] + 1)  # a few bytes: every one is kept
+        assert [i.id for i in world.read_inbox(rid)[0]] == ids
+        big = [world.deliver(rid, "t-x", "x" * 6000) for _ in range(3)]
+        kept = world.deliver(rid, "t-x", "the next")
+        assert world.compact_inbox(rid, kept)  # 18 KB consumed, less kept: dropped
+        items, end = world.read_inbox(rid)
+        assert [(i.id, i.payload) for i in items] == [(kept, "the next")] and end == kept + 1
+        assert big[-1] < kept  # ids never move
+    finally:
+        world.close()

@@ -1,0 +1,157 @@
+"""The PostgreSQL world: step overhead against its floor, and storage per turn.
+
+Needs a server: `EVE_BENCH_POSTGRES` (default `postgresql://postgres@127.0.0.1:5432/postgres`);
+each measurement works in a schema of its own, dropped afterwards.
+
+* ``postgres.step``: seconds per step of the same agent loop as ``step_overhead`` (a model call
+  asking for the no-op tool, then the tool: two durable actions), one session on a
+  ``PostgresWorld``. ``baseline``, the floor: after each turn, the bytes that turn stored
+  (journal records and stream items), inserted into a table of one ``bytea`` column in as
+  many statements as the turn had durable actions, each its own transaction (autocommit,
+  ``synchronous_commit`` on), over a connection with the same settings. Turns and floors
+  alternate; medians. Target (issue 15): ratio ≤ 3.
+* ``postgres.bytes_per_turn``: table + index bytes of a conversation of ``LARGE`` turns, per
+  turn; ``postgres.growth``: bytes(``LARGE`` turns) / bytes(``SMALL`` turns) (linear: ≤ 11).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from . import measurement
+from ._support import call, median, scratch, text, write_agent
+
+CHUNK = 50
+ACTIONS_PER_STEP = 2
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def server() -> str:
+    return os.environ.get("EVE_BENCH_POSTGRES") or DEFAULT_URL
+
+
+@contextlib.contextmanager
+def schema() -> Iterator[tuple[str, str]]:
+    """(world URL, schema name) of a fresh schema, dropped afterwards."""
+    import psycopg
+
+    name = f"bench_{secrets.token_hex(5)}"
+    sep = "&" if "?" in server() else "?"
+    try:
+        yield f"{server()}{sep}schema={name}", name
+    finally:
+        with psycopg.connect(server(), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def _stored(conn: Any, name: str) -> int:
+    """Bytes of the journal records and stream items stored in schema `name`."""
+    row = conn.execute(
+        f'SELECT (SELECT coalesce(sum(octet_length(frame)), 0) FROM "{name}".records)'
+        f' + (SELECT coalesce(sum(octet_length(frame)), 0) FROM "{name}".stream_items)'
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _floor(conn: Any, name: str, sizes: list[int]) -> float:
+    """Seconds for one INSERT + COMMIT per size, of that many bytes."""
+    conn.execute(f'CREATE TABLE IF NOT EXISTS "{name}".floor (data bytea NOT NULL)')
+    started = time.perf_counter()
+    for size in sizes:
+        conn.execute(f'INSERT INTO "{name}".floor (data) VALUES (%s)', [b"x" * size])
+    took = time.perf_counter() - started
+    conn.execute(f'TRUNCATE "{name}".floor')
+    return took
+
+
+def measure_steps(root: Path, steps: int) -> Iterator[dict[str, Any]]:
+    import psycopg
+
+    from eve_cli.runtime import Runtime
+
+    chunk = min(CHUNK, steps)
+    rounds = max(steps // chunk, 1)
+    script: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        script += [{"text": "", "tool_calls": [call("noop")]} for _ in range(chunk - 1)]
+        script.append({"text": "done", "tool_calls": []})
+    per_step, floors = [], []
+    with schema() as (url, name), psycopg.connect(server(), autocommit=True) as conn:
+        rt = Runtime(data_dir=url, agent_dir=write_agent(root / "agent", script))
+
+        async def main() -> None:
+            sid = await rt.create_session()
+            await rt.drive(sid)
+            for _ in range(rounds):
+                await rt.deliver(sid, "go")
+                before = _stored(conn, name)
+                started = time.perf_counter()
+                view = await rt.drive(sid)
+                elapsed = time.perf_counter() - started
+                if view["status"] != "waiting":
+                    raise RuntimeError(f"benchmark turn did not complete: {view['status']}")
+                size = max(_stored(conn, name) - before, 1)
+                writes = chunk * ACTIONS_PER_STEP
+                floors.append(_floor(conn, name, [size // writes] * writes) / chunk)
+                per_step.append(elapsed / chunk)
+
+        try:
+            asyncio.run(main())
+        finally:
+            rt.close()
+    yield measurement(
+        "postgres.step", median(per_step), "s/step", baseline=median(floors), steps=steps
+    )
+
+
+def _conversation_bytes(root: Path, turns: int) -> int:
+    """Table + index bytes of a world holding one conversation of `turns` turns."""
+    import psycopg
+
+    from eve_cli.runtime import Runtime
+
+    rng = random.Random(1)
+    script = [{"text": text(rng, 300), "tool_calls": []} for _ in range(turns)]
+    agent = write_agent(root / f"agent{turns}", script, context_window=10_000_000)
+    with schema() as (url, name):
+        rt = Runtime(data_dir=url, agent_dir=agent)
+
+        async def main() -> None:
+            sid = await rt.create_session()
+            for _ in range(turns):
+                await rt.deliver(sid, text(rng, 200))
+                await rt.drive(sid)
+
+        try:
+            asyncio.run(main())
+        finally:
+            rt.close()
+        with psycopg.connect(server(), autocommit=True) as conn:
+            conn.execute("CHECKPOINT")  # (sizes are of the relations, not of the WAL)
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r'",
+                [name],
+            ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def run(quick: bool) -> Iterator[dict[str, Any]]:
+    with scratch("postgres") as root:
+        yield from measure_steps(root, 20 if quick else 1000)
+        small, large = (4, 16) if quick else (100, 1000)
+        small_bytes = _conversation_bytes(root, small)
+        large_bytes = _conversation_bytes(root, large)
+        yield measurement("postgres.bytes_per_turn", large_bytes / large, "bytes/turn", turns=large)
+        yield measurement(
+            "postgres.growth", large_bytes, "bytes", baseline=small_bytes, turns=[small, large]
+        )
