@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "cli_startup": "benchmarks.cli_startup",
     "server_throughput": "benchmarks.server_throughput",
     "postgres": "benchmarks.postgres_bench",
+    "workers": "benchmarks.workers_bench",
 }
 
 

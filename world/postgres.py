@@ -182,6 +182,7 @@ class _Listener(threading.Thread):
                     conn.execute("SELECT pg_advisory_lock(%s)", [self.world._alive_key])
                     self.failure, pause = "", 0.05
                     self.ready.set()
+                    self.world._forget_inbox_ends()
                     self.world._signals.fire(None)  # whatever was missed while away
                     self._serve(conn)
             except psycopg.Error as exc:
@@ -189,6 +190,7 @@ class _Listener(threading.Thread):
             finally:
                 self.ready.clear()
                 self._conn = None
+                self.world._forget_inbox_ends()
             if not self.stop.is_set():
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
@@ -201,6 +203,8 @@ class _Listener(threading.Thread):
             for note in conn.notifies(timeout=beat):
                 if self.stop.is_set():
                     return
+                if note.payload.startswith("i"):
+                    world._forget_inbox_ends(note.payload[1:])
                 world._signals.fire(note.payload)
             if time.monotonic() - renewed >= world._target.lease / 3:
                 world._renew(conn)
@@ -238,6 +242,11 @@ class PostgresWorld(World):
         self._alive_key = secrets.randbits(62)  # its advisory lock while its listener runs
         self._signals = _Signals()
         self._leases: dict[str, _PgLease] = {}
+        # Inbox ends of leased families, known while the listener hears every delivery (its
+        # notification forgets the family's); `_inbox_epoch` counts forgettings, so an end read
+        # while one came is not kept. Spares a round trip per step (the engine asks each).
+        self._inbox_ends: dict[str, int] = {}
+        self._inbox_epoch = 0
         self._lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._listener: _Listener | None = None
@@ -557,7 +566,10 @@ class PostgresWorld(World):
             return None if row is None else int(row[0])
 
         fault = self._write_fault()
-        item_id = self._call(go)
+        try:
+            item_id = self._call(go)
+        finally:
+            self._forget_inbox_ends(root)
         if item_id is None:
             raise RunNotFoundError(f"no run family {root!r} in {self.where}")
         self._after_write(fault)
@@ -599,8 +611,31 @@ class PostgresWorld(World):
         )
 
     def inbox_end(self, root: str) -> int:
+        known = self._inbox_ends.get(root)
+        if known is not None:
+            return known
+        listener = self._listener
+        epoch = self._inbox_epoch
         row = self._one("inbox_end", {"root": root})
-        return 0 if row is None else int(row[0])
+        end = 0 if row is None else int(row[0])
+        with self._lock:
+            if (
+                root in self._leases
+                and listener is not None
+                and listener.ready.is_set()
+                and epoch == self._inbox_epoch
+            ):
+                self._inbox_ends[root] = end
+        return end
+
+    def _forget_inbox_ends(self, root: str | None = None) -> None:
+        """A delivery to `root` (None: to any family, perhaps unheard) came."""
+        with self._lock:
+            self._inbox_epoch += 1
+            if root is None:
+                self._inbox_ends.clear()
+            else:
+                self._inbox_ends.pop(root, None)
 
     def inbox_name(self, root: str) -> str:
         return f"inbox of run family {root} in {self.where}"
@@ -674,6 +709,7 @@ class PostgresWorld(World):
         with self._lock:
             if self._leases.get(lease.root) is lease:
                 del self._leases[lease.root]
+        self._forget_inbox_ends(lease.root)
         if not lease.lost:
             params = {"root": lease.root, "epoch": lease.epoch}
             self._call(lambda conn, _: conn.execute(self._sql["release"], params))

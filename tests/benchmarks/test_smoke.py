@@ -45,6 +45,13 @@ EXPECTED = {
         "cli_startup.chat_piped",
     },
     "postgres": {"postgres.step", "postgres.bytes_per_turn", "postgres.growth"},
+    "workers": {
+        "workers.steps_per_s.1",
+        "workers.steps_per_s.4",
+        "workers.latency_p99.2",
+        "workers.takeover_kill",
+        "workers.takeover_stop",
+    },
     "server_throughput": {
         "server_throughput.steps_per_s.1",
         "server_throughput.latency_p50.1",
@@ -59,7 +66,7 @@ def test_benchmark_quick(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     scratch = tmp_path / "bench"
     scratch.mkdir()
     monkeypatch.setenv("EVE_BENCH_DIR", str(scratch))
-    if name == "postgres":  # on the tests' server (skipped outside CI only when it is away)
+    if name in ("postgres", "workers"):  # the tests' server (outside CI: skipped if away)
         monkeypatch.setenv("EVE_BENCH_POSTGRES", require_server())
     module = importlib.import_module(BENCHMARKS[name])
     lines = list(module.run(True))
