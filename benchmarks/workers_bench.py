@@ -2,7 +2,8 @@
 
 Needs a server (`EVE_BENCH_POSTGRES`, as the ``postgres`` benchmark); a schema per measurement.
 
-* ``workers.steps_per_s.<W>`` (W = 1, 2, 4 workers, each its own process): ``SESSIONS``
+* ``workers.steps_per_s.<W>`` (W = 1, 2, 4 workers, each its own process; 1, 2 with
+  ``--quick``): ``SESSIONS``
   sessions, client ``i`` talking to worker ``i mod W`` only (any worker serves any session),
   turn after turn (one step each), as ``server_throughput``; ``latency_p50.<W>`` /
   ``latency_p99.<W>``: a posted message to its ``turn.completed`` on the client's stream.
@@ -119,12 +120,13 @@ def _takeover(root: Path, how: signal.Signals) -> float:
 
 
 def run(quick: bool) -> Iterator[dict[str, Any]]:
-    sessions, turns, takeovers = (2, 2, 2) if quick else (SESSIONS, TURNS, TAKEOVERS)
+    sessions, turns, takeovers = (2, 2, 1) if quick else (SESSIONS, TURNS, TAKEOVERS)
+    levels = (1, 2) if quick else (1, 2, 4)
     rng = random.Random(1)
     script = [{"text": text(rng, REPLY_CHARS), "tool_calls": []} for _ in range(turns)]
     with scratch("workers") as root:
         agent = write_agent(root / "agent", script)
-        for workers in (1, 2, 4):
+        for workers in levels:
             with schema() as (url, _):
                 procs, urls = [], []
                 try:

@@ -47,7 +47,7 @@ EXPECTED = {
     "postgres": {"postgres.step", "postgres.bytes_per_turn", "postgres.growth"},
     "workers": {
         "workers.steps_per_s.1",
-        "workers.steps_per_s.4",
+        "workers.steps_per_s.2",
         "workers.latency_p99.2",
         "workers.takeover_kill",
         "workers.takeover_stop",
