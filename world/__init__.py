@@ -37,11 +37,15 @@ from ._errors import (
 from ._select import is_database_url, open_world, redact_url
 from ._verify import Finding, repair, verify
 from ._world import (
+    IO,
+    LAZY,
+    RECORD,
     FamilyHead,
     FamilyLog,
     FamilyUsage,
     InboxItem,
     Lease,
+    Order,
     World,
     check_name,
     check_run_id,
@@ -55,6 +59,9 @@ if TYPE_CHECKING:
     from .postgres import PostgresWorld
 
 __all__ = [
+    "IO",
+    "LAZY",
+    "RECORD",
     "STORAGE_ERRORS",
     "ChildFailedError",
     "ChildHandle",
@@ -74,6 +81,7 @@ __all__ = [
     "LocalWorld",
     "MemoryWorld",
     "NoActiveRunError",
+    "Order",
     "OwnershipError",
     "PostgresWorld",
     "RetryPolicy",

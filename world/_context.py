@@ -32,7 +32,7 @@ from ._errors import (
     WorldError,
 )
 from ._family import Family, Run
-from ._world import InboxItem, check_name
+from ._world import LAZY, RECORD, InboxItem, Order, World, check_name
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -183,28 +183,15 @@ class WorkflowContext:
         self._empty_polls = 0
 
     async def _record(
-        self,
-        rec: dict[str, Any],
-        *,
-        label: str = "",
-        since: int | None = None,
-        durable: bool = True,
+        self, rec: dict[str, Any], *, label: str = "", order: Order = RECORD
     ) -> dict[str, Any]:
-        """Journal a command durably. Stream items appended by workflow code before it are
-        appended again by the replay of this generation (callers deduplicate), so they need
-        no fsync of their own here; only the streams a step function appended to (after the
-        ``since``-th item of ``stream_appends``), which a replay does not re-run, are flushed
-        before that step's record. The engine flushes all of them before a run parks,
-        finishes or continues as new."""
-        stored = await self._engine.append(
-            self._family,
-            self._run,
-            rec,
-            label=label,
-            streams=since is not None,
-            since=since,
-            durable=durable,
-        )
+        """Journal a command (`order`: see `World.append`). Stream items appended by workflow
+        code before it are appended again by the replay of this generation (callers
+        deduplicate), so they need not be durable before it; only those a step function
+        appended (`Order.streams`, from the step's `stream_mark`), which a replay does not
+        re-run, are made durable before that step's record. The engine covers all of them
+        before a run finishes or continues as new."""
+        stored = await self._engine.append(self._family, self._run, rec, label=label, order=order)
         self._advance(stored)
         return stored
 
@@ -242,15 +229,13 @@ class WorkflowContext:
             attempts = rec.get("n", attempts + 1)
         policy = retry or DEFAULT_RETRY
         world = self._engine.world
-        if ordered:  # whoever sees the step's effects can read what came before it
-            world.stream_drain()
         while True:
             attempts += 1
-            mark = world.stream_appends()
-            # Its effects come after every record before them is durable. A function no one
-            # observes may begin first: the records are made durable as soon as it waits for
-            # anything, and one that does not wait shares their fsync with its own record.
-            world.settle(soon=not ordered)
+            mark = world.stream_mark()
+            # Its effects come after every record before them is durable, and whoever sees
+            # them can read what was appended before. A function no one observes may begin
+            # first (a local world's fsync then overlaps it, or is shared with its record).
+            world.before_effect(observed=ordered)
             self._busy = name
             try:
                 value = fn(*args, **kwargs)
@@ -263,12 +248,12 @@ class WorkflowContext:
                 self._busy = ""
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 fatal = isinstance(exc, FatalError)
-                own = mark if world.stream_appends() != mark else None  # the step appended
+                own = _own(world, mark)  # what the step appended
                 if fatal or attempts >= max(policy.max_attempts, 1):
                     done = {"t": "step", "name": name, "err": error, "n": attempts, "fatal": fatal}
-                    return self._outcome(await self._record(done, since=own))  # type: ignore[no-any-return]
+                    return self._outcome(await self._record(done, order=own))  # type: ignore[no-any-return]
                 await self._record(
-                    {"t": "attempt", "name": name, "n": attempts, "err": error}, since=own
+                    {"t": "attempt", "name": name, "n": attempts, "err": error}, order=own
                 )
                 self._busy = name
                 await asyncio.sleep(policy.delay(attempts))
@@ -279,8 +264,7 @@ class WorkflowContext:
                 raise
             self._busy = ""
             rec = {"t": "step", "name": name, "ok": value, "n": attempts}
-            own = mark if world.stream_appends() != mark else None
-            stored = await self._record(rec, label=f"step {name!r}", since=own)
+            stored = await self._record(rec, label=f"step {name!r}", order=_own(world, mark))
             return stored["ok"]  # type: ignore[no-any-return]
 
     def _outcome(self, rec: dict[str, Any]) -> Any:
@@ -332,7 +316,7 @@ class WorkflowContext:
                 raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
             self._advance(rec)
             return rec.get("values", [None])[0]
-        items = self._pending(token, 1)
+        items = await self._pending(token, 1)
         if not items:
             raise self._park({"hook": token})
         return (await self._take(token, items, {}))[0]
@@ -351,16 +335,16 @@ class WorkflowContext:
                 return list(rec.get("values", []))
             self._empty_polls += 1
             return []
-        items = self._pending(token, None)
+        items = await self._pending(token, None)
         if not items:
             self._empty_polls += 1
             return []
         return await self._take(token, items, {"poll": True, "skip": self._empty_polls})
 
-    def _pending(self, token: str, limit: int | None) -> list[InboxItem]:
+    async def _pending(self, token: str, limit: int | None) -> list[InboxItem]:
         items = self._family.take(token, limit)
         if not items:
-            self._family.read_inbox(self._engine.world)
+            await self._engine._off(self._family.read_inbox, self._engine.world)
             items = self._family.take(token, limit)
         return items
 
@@ -370,7 +354,7 @@ class WorkflowContext:
         rec = {"t": "recv", "token": token, "ids": ids, "values": values, **extra}
         # No fsync of its own: a replay that lost it takes the same deliveries again (they
         # stay in the inbox), and the next durable record of the family covers it.
-        stored = await self._record(rec, durable=False)
+        stored = await self._record(rec, order=LAZY)
         self._family.consume(ids)
         return list(stored["values"])
 
@@ -442,6 +426,12 @@ class WorkflowContext:
         """End this generation; the run restarts with `input` and an empty history."""
         self._check_alive()
         raise _ContinueAsNew(input)
+
+
+def _own(world: World, mark: int) -> Order:
+    """A step record's order: the stream items its function appended (after `mark`) are
+    durable before it; a step that appended none waits for none."""
+    return Order(streams=mark) if world.stream_mark() != mark else RECORD
 
 
 class HookHandle:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from . import _codec, _journal
+from . import _codec
 from ._context import WorkflowContext, _ContinueAsNew, _Park
 from ._errors import (
     CorruptJournalError,
@@ -35,7 +35,7 @@ from ._errors import (
     WorldError,
 )
 from ._family import FINISHED, Family, Run, build_head, load_family
-from ._world import World, check_name, check_run_id, root_of
+from ._world import IO, LAZY, RECORD, Order, World, check_name, check_run_id, root_of
 
 Workflow = Callable[[WorkflowContext, Any], Awaitable[Any]]
 T = TypeVar("T")
@@ -71,9 +71,9 @@ class RunInfo:
         return self.status in FINISHED
 
 
-# Durable writes of a blocking world run here, off the event loop: while one family waits for
-# its fsync the loop drives the others, and their fsyncs overlap (the filesystem merges
-# concurrent ones into one journal commit: a group commit across families).
+# Storage calls that wait (`World.io`) run here, off the event loop: while one family waits
+# for its fsync or round trip the loop drives the others (and serves HTTP), and their waits
+# overlap (a filesystem merges concurrent fsyncs into one journal commit: a group commit).
 _IO_THREADS = 32
 _io_pool: ThreadPoolExecutor | None = None
 
@@ -122,24 +122,26 @@ class Engine:
         return self._driving
 
     def _write_head(self, family: Family) -> dict[str, Any]:
-        self.world.trim(family.root)  # sizes in the note are the data's, not reserved space
         head = build_head(family)
         if self.head_note is not None:
             head["note"] = self.head_note(family.root)
         self.world.write_head(family.root, head)
         return head
 
-    async def _io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Make a durable storage call; the caller goes on only once it has returned.
+    async def io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Make a storage call from the event loop where the world wants it (`World.io`);
+        the caller goes on only once it has returned.
 
-        On a blocking world, while several families are being driven, it runs on a thread of
-        the engine's, so the loop drives the others meanwhile and their fsyncs overlap; with
-        one it runs inline (a thread hop costs ~0.1 ms, and there is nothing to overlap).
+        A network world's calls always run on a thread of the engine's, so the loop drives
+        other families and serves requests meanwhile; a disk world's run there while several
+        families are being driven (their fsyncs overlap), inline with one (a thread hop costs
+        ~0.1 ms, and there is nothing to overlap); a memory world's inline.
         A cancellation first waits for the call to end (the lease must not be released under a
         write in flight), then goes through: the record may be durable without the caller
         knowing, as after a crash at that moment, which replay repairs.
         """
-        if not self.world.blocking or self._driving < 2:
+        io = self.world.io
+        if io is IO.MEMORY or (io is IO.DISK and self._driving < 2):
             return fn(*args, **kwargs)
         call = asyncio.get_running_loop().run_in_executor(
             _pool(), functools.partial(fn, *args, **kwargs)
@@ -172,59 +174,75 @@ class Engine:
         rec = self._start_record(run_id, workflow, input, None, meta or {}, {"w": 0, "x": []})
         family = Family(run_id)
         body = self._encode(family.pack(rec, 0.0), "input", f"run {run_id}")
-        [pos] = await self._io(self.world.create_family, run_id, [_journal.frame_body(body)])
+        [pos] = await self.io(self.world.create_family, run_id, [body])
         family.apply(pos, _codec.decode(body))
-        self._write_head(family)
+        await self._off(self._write_head, family)
         return run_id
 
     async def run(self, run_id: str, *, wait: float | None = None) -> RunInfo:
         """Own the run's family and drive it until nothing in it can progress."""
         root = root_of(check_run_id(run_id))
-        if not self.world.family_exists(root):
+        off = self._off
+        if not await off(self.world.family_exists, root):
             raise RunNotFoundError(f"no run {run_id!r}")
         first, head = True, None
         while True:
             try:
-                lease = self.world.acquire(root, wait)
+                lease = await off(self.world.acquire, root, wait)
             except OwnershipError:
                 if first:
                     raise
                 head = None  # another owner has gone on: ask the stored head
                 break  # the new owner will see the late delivery
             first = False
-            with lease:
-                family = load_family(self.world, root)
+            try:
+                family = await off(load_family, self.world, root)
                 family.check_replayable()
                 self._driving += 1
                 try:
                     await self._drive_family(family)
                 finally:
                     self._driving -= 1
-                    head = self._write_head(family)
+                    head = await off(self._write_head, family)
                 if (floor := family.inbox_floor()) is not None:
-                    self.world.compact_inbox(root, floor)  # consumed deliveries leave
-            if self.world.inbox_end(root) == family.inbox_mark:
+                    await off(self.world.compact_inbox, root, floor)  # consumed ones leave
+            finally:
+                await off(lease.release)
+            if await off(self.world.inbox_end, root) == family.inbox_mark:
                 break
         entry = head["runs"].get(run_id) if head is not None else None
-        return _info(run_id, entry) if entry is not None else self.info(run_id)
+        if entry is not None:
+            return _info(run_id, entry)
+        return await off(self.info, run_id)
+
+    async def _off(self, fn: Callable[..., T], *args: Any) -> T:
+        """A call that waits only on a network world: made off the loop there (`io`),
+        inline on the others (reads, and writes whose wait is their own)."""
+        if self.world.io is not IO.NETWORK:
+            return fn(*args)
+        return await self.io(fn, *args)
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Deliver `payload` durably to the run owning `token`; return that run's id."""
-        owner = self.world.hook_owner(check_name(token, "hook token"))
-        if owner is None:
-            raise NoActiveRunError(token)
-        root = root_of(owner)
-        entry = (self.world.read_head(root) or {}).get("runs", {}).get(owner, {})
-        if entry.get("status") in FINISHED:
-            self.world.release_hook(token, owner)  # left behind by a crash after the end
-            raise NoActiveRunError(token)
+        owner = await self._off(self._hook_target, token)
         try:
-            await self._io(self.world.deliver, root, token, payload)
+            await self.io(self.world.deliver, root_of(owner), token, payload)
         except SerializationError as exc:
             path, reason = _codec.find_unserializable(payload, "payload")
             raise SerializationError(
                 f"hook {token!r}: cannot serialize {path}: {reason}", path
             ) from exc
+        return owner
+
+    def _hook_target(self, token: str) -> str:
+        """The run owning `token`, if a delivery to it can still be taken."""
+        owner = self.world.hook_owner(check_name(token, "hook token"))
+        if owner is None:
+            raise NoActiveRunError(token)
+        entry = (self.world.read_head(root_of(owner)) or {}).get("runs", {}).get(owner, {})
+        if entry.get("status") in FINISHED:
+            self.world.release_hook(token, owner)  # left behind by a crash after the end
+            raise NoActiveRunError(token)
         return owner
 
     def info(self, run_id: str) -> RunInfo:
@@ -281,7 +299,7 @@ class Engine:
     async def wait(self, run_id: str, timeout: float) -> bool:
         """Wait (no lock held) until the run's family has a delivery or a due timer."""
         root = root_of(check_run_id(run_id))
-        head = self.world.read_head(root) or {}
+        head = await self._off(self.world.read_head, root) or {}
         timers = [
             e["waiting"]["timer"]
             for e in head.get("runs", {}).values()
@@ -335,7 +353,7 @@ class Engine:
                 last = run.records[-1] if run.records else {}
                 if last.get("t") != "park" or last.get("waiting") != park.waiting:
                     rec = {"t": "park", "waiting": park.waiting}
-                    await self.append(family, run, rec, durable=False)
+                    await self.append(family, run, rec, order=LAZY)
                 return
             except _ContinueAsNew as cont:
                 await self._continue_as_new(family, run, cont.input)
@@ -365,15 +383,17 @@ class Engine:
     async def _finish(
         self, family: Family, run: Run, *, result: Any = None, error: Any = None
     ) -> None:
+        final = Order(streams=0)  # nothing re-appends what the run appended
         if error is None:
             try:
-                await self.append(family, run, {"t": "done", "result": result}, label="result")
+                rec = {"t": "done", "result": result}
+                await self.append(family, run, rec, label="result", order=final)
             except SerializationError as exc:
                 error = {"type": "SerializationError", "message": str(exc)}
         if error is not None:
-            await self.append(family, run, {"t": "failed", "error": error})
+            await self.append(family, run, {"t": "failed", "error": error}, order=final)
         for token in sorted(run.hooks):
-            self.world.release_hook(token, run.id)
+            await self.io(self.world.release_hook, token, run.id)
 
     async def _continue_as_new(self, family: Family, run: Run, input: Any) -> None:
         rec = {
@@ -385,12 +405,12 @@ class Engine:
             "nc": run.next_child,
             "workflow": run.workflow,
         }
-        # No fsync of its own: losing it replays the ended generation, which continues as new
-        # again with the same input (its records are durable); the next durable record
-        # (the new generation's first) covers it.
-        await self.append(
-            family, run, rec, label="continue_as_new input", key="input", durable=False
-        )
+        # Lazy: losing it replays the ended generation, which continues as new again with the
+        # same input (its records are durable); the next durable record (the new
+        # generation's first) covers it. The stream items of the ended generation are
+        # appended by no replay any more: durable first.
+        order = Order(lazy=True, streams=0)
+        await self.append(family, run, rec, label="continue_as_new input", key="input", order=order)
 
     # -- called by WorkflowContext ---------------------------------------------------------------
     async def append(
@@ -401,41 +421,26 @@ class Engine:
         *,
         label: str = "",
         key: str = "",
-        durable: bool = True,
-        streams: bool = True,
-        since: int | None = None,
+        order: Order = RECORD,
     ) -> dict[str, Any]:
-        """Journal one record of `run` durably; return it as a replay will read it
-        (`streams`, `since`: see `World.append`)."""
-        body, frames = self._frames(family, run, rec, label, key)
-        if durable or streams:  # an fsync to wait for
-            [pos] = await self._io(
-                self.world.append,
-                family.root,
-                frames,
-                durable=durable,
-                streams=streams,
-                since=since,
-                # Driving one family: its record's write overlaps the code up to the next
-                # effect, before which the context settles it (several: each on its thread).
-                defer=durable and self._driving < 2,
-            )
+        """Journal one record of `run` (`order`: see `World.append`); return it as a replay
+        will read it."""
+        body = self._body(family, run, rec, label, key)
+        if order.lazy and order.streams is None and self.world.io is not IO.NETWORK:
+            [pos] = self.world.append(family.root, [body], order)  # nothing to wait for
         else:
-            [pos] = self.world.append(family.root, frames, durable=False, streams=False)
+            [pos] = await self.io(self.world.append, family.root, [body], order)
         return family.apply(pos, _codec.decode(body))
 
     def append_now(self, family: Family, run: Run, rec: dict[str, Any]) -> dict[str, Any]:
-        """`append` for callers that cannot await (it blocks the loop for the fsync)."""
-        body, frames = self._frames(family, run, rec, "", "")
-        [pos] = self.world.append(family.root, frames)
+        """`append` for callers that cannot await (on a network world it waits on the loop)."""
+        body = self._body(family, run, rec, "", "")
+        [pos] = self.world.append(family.root, [body])
         return family.apply(pos, _codec.decode(body))
 
-    def _frames(
-        self, family: Family, run: Run, rec: dict[str, Any], label: str, key: str
-    ) -> tuple[bytes, list[bytes]]:
+    def _body(self, family: Family, run: Run, rec: dict[str, Any], label: str, key: str) -> bytes:
         rec = family.pack({"run": run.id, "g": run.g, "at": time.time(), **rec}, run.gen_at)
-        body = self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
-        return body, [_journal.frame_body(body)]
+        return self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
 
     async def start_child(
         self, family: Family, parent: Run, child_id: str, workflow: str, input: Any
@@ -457,13 +462,13 @@ class Engine:
             start["at"] = at
             packed = family.pack(start, at)
             bodies.insert(0, self._encode(packed, "input", f"child of {parent.id}"))
-        frames = [_journal.frame_body(b) for b in bodies]
-        # The parent's replay re-runs the code before this start: its stream items can wait.
-        # No fsync of its own either: a replay that lost it starts the same child again (its
-        # id is derived), and the child's first durable record covers it.
-        positions = await self._io(
-            self.world.append, family.root, frames, durable=False, streams=False
-        )
+        # Lazy: a replay that lost it starts the same child again (its id is derived), and
+        # the child's first durable record covers it; the parent's replay re-runs the code
+        # before this start, so its stream items can wait.
+        if self.world.io is IO.NETWORK:
+            positions = await self.io(self.world.append, family.root, bodies, LAZY)
+        else:
+            positions = self.world.append(family.root, bodies, LAZY)
         pairs = zip(positions, bodies, strict=True)
         return [family.apply(pos, _codec.decode(body)) for pos, body in pairs][-1]
 

@@ -157,7 +157,7 @@ class StreamStore:
         self._dirty: dict[int, int] = {}
         self._dirty_lock = threading.Lock()
         self._number = 0
-        self.appends = 0  # items appended by this store (see World.stream_appends)
+        self.appends = 0  # items appended by this store (see World.stream_mark)
         self._touched: dict[int, int] = {}  # data fd -> `appends` at its latest append
         # name -> (the data file's identity, stop, crc32 of its first `stop` bytes): a digest
         # continues from it while the file is as it was then, or as this store's own writes

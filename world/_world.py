@@ -5,12 +5,17 @@ append-only journal of records, an inbox of deliveries, a head (status cache), a
 owner at a time), plus hook tokens and named streams. Positions are opaque integers (a byte
 offset for files, a sequence number elsewhere). No file path crosses this interface.
 
-Storage calls are synchronous (they are short and the journal append must finish before the
-work after it proceeds); only waiting for changes is async.
+Storage calls are synchronous (the journal append must finish before the work after it
+proceeds); only waiting for changes is async. `World.io` tells a caller on an event loop
+where to make them. The ordering a caller needs is said per append (`Order`) and before an
+effect (`World.before_effect`); how a world meets it (deferred fsyncs, batches, reserved
+space, transactions) is its own business. Records cross as `encode`d bodies; framing and
+checksums are the world's.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Hashable, Sequence
@@ -127,6 +132,39 @@ def inbox_item(pos: int, rec: Any, check: int) -> InboxItem | None:
     return None
 
 
+class IO(enum.Enum):
+    """How a world's calls wait (`World.io`), which says where a caller on an event loop
+    makes them."""
+
+    MEMORY = "memory"  # they return at once: called inline
+    # Durable ones wait for a disk: made on threads while several families are driven (their
+    # fsyncs then overlap: a group commit), inline for one (a thread hop costs more).
+    DISK = "disk"
+    NETWORK = "network"  # every call is a round trip: always made off the loop
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """What an appended record waits for, and what waits for it (`World.append`).
+
+    `lazy`: losing the record in a crash is harmless (a replay writes it again: a `park`, a
+    received delivery, a new generation, a child's start); it is durable no later than the
+    family's next record that is not lazy, and needs no wait of its own.
+    `streams`: a `stream_mark()`: the stream items this world object appended from that mark
+    on are durable before the record is (a replay will not append them again: a step's
+    function appended them, or the run ends or moves on); 0 covers every one, None none
+    (a replay re-runs the code that appended them). A world that commits every call
+    transactionally meets both by committing each call before it returns.
+    """
+
+    lazy: bool = False
+    streams: int | None = None
+
+
+RECORD = Order()  # durable before anything that follows it; the stream items before it wait
+LAZY = Order(lazy=True)
+
+
 class Lease(ABC):
     """Ownership of one family; released explicitly or when the owning process dies."""
 
@@ -143,10 +181,10 @@ class Lease(ABC):
 class World(ABC):
     """Durable storage for run families, hooks and streams."""
 
-    # True when durable calls wait for a disk: the engine then makes `append`, `create_family`
-    # and `deliver` on threads of its own (calls for different families may overlap; calls
-    # for one family never do), so a process driving many families overlaps their waits.
-    blocking = False
+    # How long its calls wait, so callers on an event loop know where to make them (`IO`):
+    # off the loop, on threads (calls for different families may overlap; calls for one
+    # family never do), so one session's wait does not stall the others or the HTTP server.
+    io: IO = IO.MEMORY
 
     # True when processes on other machines may drive the same families: a family whose owner
     # died there is freed by the world (its lease lapses) but no process of this machine learns
@@ -156,8 +194,9 @@ class World(ABC):
 
     # -- families and their journals ---------------------------------------------------------
     @abstractmethod
-    def create_family(self, root: str, frames: list[bytes]) -> list[int]:
-        """Create a family whose journal starts with `frames`; `RunExistsError` if it exists."""
+    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+        """Create a family whose journal starts with the records `bodies` (`encode`d), durably;
+        `RunExistsError` if it exists."""
 
     @abstractmethod
     def families(self) -> list[str]:
@@ -216,39 +255,28 @@ class World(ABC):
         """Records from position `start` on (header excluded); an invalid start reads all."""
 
     @abstractmethod
-    def append(
-        self,
-        root: str,
-        frames: list[bytes],
-        *,
-        durable: bool = True,
-        streams: bool = True,
-        since: int | None = None,
-        defer: bool = False,
-    ) -> list[int]:
-        """Append frames (the caller holds the lease); return their positions.
+    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
+        """Append records (each the `encode`d body of one; the world frames and checksums
+        them) to the family's journal; return their positions. The caller holds the lease.
 
-        `durable=False` may skip the flush for records whose loss is harmless (a `park`:
-        replay re-parks); the next durable append flushes them too. `streams=False`: stream
-        items appended so far need not be made durable first (the engine passes it for records
-        after which replay still re-runs the code that appended them). `since`: only the
-        streams appended to after the `since`-th item (`stream_appends`) need be (a step's
-        record: what its function appended, which replay does not append again). `defer`:
-        the append may return before the record is durable, which `settle` then waits for.
+        `order` says what the records wait for and what waits for them (`Order`). Whatever it
+        says, nothing is seen or done after a non-lazy record before that record is durable:
+        the world makes it durable before the next `before_effect` returns and before it
+        stores anything a reader could see (a head, a delivery, a hook, a stream item).
         """
 
-    def trim(self, root: str) -> None:  # noqa: B027 - a world that reserves nothing
-        """Give back the space reserved ahead of the family's journal (see
-        `_journal.Writer`): the engine calls it before it writes the family's head, so the
-        sizes a head note reports are the data's."""
+    def before_effect(self, *, observed: bool = True) -> None:  # noqa: B027 - nothing pends
+        """Call before an effect outside the world begins (a step's function): every record
+        appended so far is durable before it, and every stream item appended so far can be
+        read by anyone who sees the effect. `observed=False`, for an effect no one observes
+        (a request to a model): the world may let the effect begin while it makes them so;
+        they are still durable before anything that follows is stored or seen (a world on
+        an event loop finishes at the loop's next turn, that is, once the caller waits)."""
 
-    def settle(self, *, soon: bool = False) -> None:  # noqa: B027 - nothing to wait for
-        """Wait until every record appended with `defer` is durable. The engine calls it
-        before a step function runs; a world calls it before it writes anything a reader
-        could see (stream items, heads, deliveries, hooks), so nothing that follows from a
-        record is seen before the record is durable. `soon` (on an event loop): at the
-        loop's next turn instead, that is, as soon as the caller waits for anything; a
-        failure then is raised by the next `append` or `settle`."""
+    def stream_mark(self) -> int:
+        """A mark for `Order.streams`: the stream items this world object appended from now
+        on (a count; the engine compares it around a step to know whether it appended)."""
+        return 0
 
     @abstractmethod
     def read_head(self, root: str) -> dict[str, Any] | None:
@@ -304,19 +332,8 @@ class World(ABC):
     # -- streams -----------------------------------------------------------------------------------
     @abstractmethod
     def stream_append(self, name: str, item: Any) -> int:
-        """Append an item (durable before the next journal append of this process that does
-        not pass `streams=False`); its index."""
-
-    def stream_drain(self) -> None:  # noqa: B027 - most worlds write every append at once
-        """Write the stream items this process appended and has not written yet (a world may
-        write appends made on an event loop in batches, at the loop's next turn). A step calls
-        it before its function runs (unless the step is not ``ordered``): whoever sees what
-        the step does can read the items before it."""
-
-    def stream_appends(self) -> int:
-        """Stream items appended by this world object so far (a counter: the engine compares
-        it around a step to know whether the step itself appended any)."""
-        return 0
+        """Append an item; its index. It is durable before a record whose `Order.streams`
+        covers it, and readable by others once `before_effect` returns."""
 
     @abstractmethod
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:

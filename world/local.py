@@ -41,10 +41,13 @@ from ._errors import (
 from ._streams import StreamStore
 from ._watch import DirWatcher, touched
 from ._world import (
+    IO,
+    RECORD,
     FamilyLog,
     FamilyUsage,
     InboxItem,
     Lease,
+    Order,
     World,
     check_name,
     check_run_id,
@@ -177,10 +180,15 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
 
+def _on_loop() -> bool:
+    """Whether this thread runs an event loop (a call made inline by a coroutine)."""
+    return asyncio._get_running_loop() is not None
+
+
 class LocalWorld(World):
     """Durable storage in files; the default world."""
 
-    blocking = True  # fsync: see World.blocking
+    io = IO.DISK  # fsync: see World.io
 
     def __init__(
         self,
@@ -209,7 +217,7 @@ class LocalWorld(World):
         self._inbox_paths: dict[str, str] = {}
         self._inbox_shifts: dict[str, tuple[tuple[int, int, int], int]] = {}
         self._streams = StreamStore(self.path / "streams")
-        self._streams.before_write = self.settle  # readers see no item before its record
+        self._streams.before_write = self._settle  # readers see no item before its record
         self._stream_files = _Listing(self.path / "streams", _stream_root)
         self._hook_files = _Listing(self.path / "hooks", _hook_root)
         if check or create:
@@ -279,8 +287,9 @@ class LocalWorld(World):
         return path
 
     # -- families ----------------------------------------------------------------------------
-    def create_family(self, root: str, frames: list[bytes]) -> list[int]:
-        self.settle()
+    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+        self._settle()
+        frames = [_journal.frame_body(body) for body in bodies]
         folder = self._dir(root)
         path = folder / "journal.msgpack"
         with _guard(folder, "creating a run"):
@@ -329,7 +338,7 @@ class LocalWorld(World):
 
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
         folder = self._files(root)[0]
-        self.trim(root)  # the data's size, not the space a writer holds ahead of it
+        self._trim(root)  # the data's size, not the space a writer holds ahead of it
         paths = [os.path.join(folder, name) for name in _listdir(Path(folder))]
         if streams is None:
             streams = self.family_streams(root)
@@ -434,27 +443,22 @@ class LocalWorld(World):
         records = result.records[1:] if start == 0 else result.records
         return FamilyLog(records=records, start=start)
 
-    def append(
-        self,
-        root: str,
-        frames: list[bytes],
-        *,
-        durable: bool = True,
-        streams: bool = True,
-        since: int | None = None,
-        defer: bool = False,
-    ) -> list[int]:
+    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
         if self._settle_failure is not None:
-            self.settle()  # raises it: what was appended since may not follow what is stored
+            self._settle()  # raises it: what was appended since may not follow what is stored
         writer = self._writers.get(root)
         if writer is None:
             path = self._journal_path(root)
             end = _journal.read_file(path).end
             writer = self._writers[root] = _journal.Writer(path, end, reserve=True)
-        if streams:  # stream items the replay would not re-append: durable first
-            self._streams.flush(since)
-        data = b"".join(frames)
-        offset = writer.append(data, sync=durable, defer=defer)
+        if order.streams is not None:  # items a replay would not re-append: durable first
+            self._streams.flush(order.streams)
+        frames = [_journal.frame_body(body) for body in bodies]
+        # On an event loop's thread the append returns before its fdatasync, which overlaps
+        # the caller's code up to the next effect or visible write (`_settle`); on another
+        # thread (the engine's, driving several families) it waits, as callers there expect.
+        durable = not order.lazy
+        offset = writer.append(b"".join(frames), sync=durable, defer=durable and _on_loop())
         if writer.unsettled is not None:
             with self._unsettled_lock:
                 self._unsettled.add(root)
@@ -477,7 +481,8 @@ class LocalWorld(World):
         return None
 
     def write_head(self, root: str, head: dict[str, Any]) -> None:
-        self.settle()
+        self._trim(root)  # the journal's size on disk is its data's from here on
+        self._settle()
         # Rewritten in place, as a checksummed frame: replacing the file by a rename cost
         # ~0.2 ms here (ext4 flushes a file renamed over another), once a turn. A reader
         # meeting the write sees a bad checksum and reads again; a head torn by a crash is
@@ -495,7 +500,7 @@ class LocalWorld(World):
 
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:
-        self.settle()
+        self._settle()
         folder = self._dir(root)
         self._journal_path(root)
         item = _journal.frame(inbox_record(token, payload, time.time()), "payload")
@@ -557,7 +562,7 @@ class LocalWorld(World):
         file is written aside, fsync'd and renamed under `inbox.lock` (with the directory
         fsync'd before the lock is released: a later delivery must not land in a file a
         power loss could undo); either file, old or new, gives every kept delivery its id."""
-        self.settle()
+        self._settle()
         folder = self._dir(root)
         path = folder / "inbox.msgpack"
         tmp = folder / f"inbox.msgpack.tmp{os.getpid()}"
@@ -643,7 +648,7 @@ class LocalWorld(World):
         return self.path / "hooks" / check_name(token, "hook token")
 
     def claim_hook(self, token: str, run_id: str) -> str:
-        self.settle()
+        self._settle()
         path = self._hook_path(token)
         with _guard(path.parent, "claiming a hook"):
             for _ in range(2):
@@ -676,7 +681,7 @@ class LocalWorld(World):
             return None
 
     def release_hook(self, token: str, run_id: str) -> None:
-        self.settle()
+        self._settle()
         if self.hook_owner(token) == run_id:
             self._hook_path(token).unlink(missing_ok=True)
 
@@ -754,12 +759,25 @@ class LocalWorld(World):
             with _guard(self._streams.path, "appending to a stream"):
                 raise
 
-    def trim(self, root: str) -> None:
+    def _trim(self, root: str) -> None:
+        """Give back the space reserved ahead of the family's journal (`_journal.Writer`):
+        before its head is written and its size is told, which are the data's."""
         writer = self._writers.get(root)
         if writer is not None:
             writer.give_back()
 
-    def settle(self, *, soon: bool = False) -> None:
+    def before_effect(self, *, observed: bool = True) -> None:
+        if observed:
+            self._streams.drain()  # open batches written: a reader can see them
+            self._settle()
+        else:
+            self._settle(soon=True)
+
+    def _settle(self, *, soon: bool = False) -> None:
+        """Wait until every deferred record is durable; `soon` (on an event loop): at the
+        loop's next turn instead, a failure then raised by the next append or settle. Called
+        before anything a reader could see is written (a stream item, a head, a delivery,
+        a hook, a family), so nothing that follows from a record is seen before it."""
         if soon:
             if self._unsettled:
                 _asyncio_loop().call_soon(self._settle_later)
@@ -782,14 +800,11 @@ class LocalWorld(World):
 
     def _settle_later(self) -> None:
         try:
-            self.settle()
+            self._settle()
         except StorageError as exc:  # raised by the next append or settle, not lost here
             self._settle_failure = exc
 
-    def stream_drain(self) -> None:
-        self._streams.drain()
-
-    def stream_appends(self) -> int:
+    def stream_mark(self) -> int:
         return self._streams.appends
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:

@@ -17,10 +17,12 @@ from typing import Any
 from . import _codec, _journal
 from ._errors import OwnershipError, RunExistsError, RunNotFoundError
 from ._world import (
+    RECORD,
     FamilyLog,
     FamilyUsage,
     InboxItem,
     Lease,
+    Order,
     World,
     check_name,
     check_run_id,
@@ -92,7 +94,8 @@ class MemoryWorld(World):
         return family
 
     # -- families ----------------------------------------------------------------------------
-    def create_family(self, root: str, frames: list[bytes]) -> list[int]:
+    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+        frames = [_journal.frame_body(body) for body in bodies]
         with self._lock:
             if root in self._families:
                 raise RunExistsError(f"run {root!r} already exists")
@@ -157,16 +160,8 @@ class MemoryWorld(World):
         records = [(first + i, rec) for i, (_, rec) in enumerate(parsed.records)]
         return FamilyLog(records=records, start=first if first > 1 else 0)
 
-    def append(
-        self,
-        root: str,
-        frames: list[bytes],
-        *,
-        durable: bool = True,
-        streams: bool = True,
-        since: int | None = None,
-        defer: bool = False,
-    ) -> list[int]:
+    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
+        frames = [_journal.frame_body(body) for body in bodies]
         with self._lock:
             family = self._family(root)
             first = len(family.frames)

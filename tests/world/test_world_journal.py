@@ -329,7 +329,9 @@ def test_a_deferred_record_the_disk_refuses_fails_the_run_and_is_rolled_back(
     again.close()
 
 
-def test_a_head_note_sees_the_journal_without_its_reserved_space(tmp_path: Path) -> None:
+def test_the_usage_a_head_note_asks_for_is_the_journals_data_not_its_reserved_space(
+    tmp_path: Path,
+) -> None:
     import os
 
     async def many(ctx: WorkflowContext, n: int) -> int:
@@ -341,8 +343,15 @@ def test_a_head_note_sees_the_journal_without_its_reserved_space(tmp_path: Path)
     engine = Engine(world, {"many": many})
     rid = asyncio.run(engine.start("many", 3 * _journal.RESERVE_AFTER, run_id="many"))
     journal = tmp_path / "data" / "runs" / rid / "journal.msgpack"
-    sizes: list[int] = []
-    engine.head_note = lambda root: sizes.append(os.stat(journal).st_size) or None
+    sizes: list[tuple[int, int]] = []
+
+    def note(root: str) -> None:
+        usage = world.family_usage(root, streams=[])  # what a note reports (eve: its size)
+        others = sum(p.stat().st_size for p in journal.parent.iterdir() if p != journal)
+        sizes.append((usage.bytes - others, os.stat(journal).st_size))
+
+    engine.head_note = note
     assert asyncio.run(engine.run(rid)).status == "completed"
     world.close()
-    assert sizes and sizes[-1] == _journal.read_file(str(journal)).end == journal.stat().st_size
+    end = _journal.read_file(str(journal)).end
+    assert sizes and sizes[-1] == (end, end) and journal.stat().st_size == end

@@ -13,9 +13,11 @@ import msgpack
 import pytest
 
 from world import (
+    RECORD,
     CorruptJournalError,
     Engine,
     LocalWorld,
+    Order,
     OwnershipError,
     StorageError,
     WorkflowContext,
@@ -89,7 +91,7 @@ def test_lost_head_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
 
 def test_a_head_is_rewritten_in_place_and_read_whole_or_not_at_all(tmp_path: Path) -> None:
     world = LocalWorld(tmp_path)
-    world.create_family("h", [_journal.frame_body(_codec_body({"t": "start"}))])
+    world.create_family("h", [_codec_body({"t": "start"})])
     path = tmp_path / "runs" / "h" / "head.msgpack"
     inode = None
     for n in (40, 3, 0):  # a shorter head after a longer one leaves nothing of it behind
@@ -328,23 +330,12 @@ class _HeldWorld(LocalWorld):
         self.gate = threading.Event()
         self.entered = threading.Event()  # a held append has begun
 
-    def append(
-        self,
-        root: str,
-        frames: list[bytes],
-        *,
-        durable: bool = True,
-        streams: bool = True,
-        since: int | None = None,
-        defer: bool = False,
-    ) -> list[int]:
-        if root == self.held and durable:
+    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
+        if root == self.held and not order.lazy:
             self.entered.set()
             # Bounded: on the loop's thread this blocks every family until it gives up.
             assert self.gate.wait(3), "held append released by nobody"
-        return super().append(
-            root, frames, durable=durable, streams=streams, since=since, defer=defer
-        )
+        return super().append(root, bodies, order)
 
 
 async def _value(i: int) -> int:
@@ -508,7 +499,7 @@ def test_the_inbox_lock_excludes_a_filelock_on_it_and_the_other_way(tmp_path: Pa
     import filelock
 
     world = LocalWorld(tmp_path)
-    world.create_family("f", [_journal.frame_body(_codec_body({"t": "start"}))])
+    world.create_family("f", [_codec_body({"t": "start"})])
     path = tmp_path / "runs" / "f" / "inbox.lock"
     other = filelock.FileLock(str(path), timeout=0, preserve_lock_file=True)  # as eve doctor
     busy = pytest.raises(OwnershipError, match=r"inbox\.lock")

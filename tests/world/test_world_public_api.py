@@ -7,9 +7,9 @@ def test_exported_names_are_pinned() -> None:
     assert sorted(world.__all__) == [
         "ChildFailedError", "ChildHandle", "CorruptJournalError", "DivergenceError", "Engine",
         "FamilyHead", "FamilyLog", "FamilyUsage", "FatalError", "Finding", "HookConflictError",
-        "HookHandle", "InboxItem",
-        "InvalidNameError", "Lease", "LocalWorld", "MemoryWorld", "NoActiveRunError",
-        "OwnershipError", "PostgresWorld", "RetryPolicy",
+        "HookHandle", "IO", "InboxItem",
+        "InvalidNameError", "LAZY", "Lease", "LocalWorld", "MemoryWorld", "NoActiveRunError",
+        "Order", "OwnershipError", "PostgresWorld", "RECORD", "RetryPolicy",
         "RunExistsError", "RunInfo", "RunNotFoundError", "STORAGE_ERRORS", "SerializationError",
         "StepFailedError",
         "StorageError", "Workflow", "WorkflowContext", "WorkflowNotFoundError", "World",

@@ -147,7 +147,7 @@ def test_appends_on_a_loop_are_written_together_at_its_next_turn(
         world.stream_append("s", 5)
         assert world.stream_read("s", -1) == [5]  # its own reads write the batch first
         world.stream_append("s", 6)
-        world.stream_drain()  # as a step does before its function runs
+        world.before_effect()  # as a step does before its function runs
         assert reader.stream_read("s", -2) == [5, 6] and writes == [5, 1, 1]
 
     asyncio.run(main())
