@@ -15,10 +15,10 @@ import os
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from eve_cli._loader import (
     DEFAULT_AGENT_DIR,
@@ -56,6 +56,7 @@ __all__ = [
 # A session id; a sub-agent's session is a child run: <parent run>.<n>[.<n>...]
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 TurnPolicy = Literal["steer", "queue"]
+T = TypeVar("T")
 _ENDED = ("completed", "failed", "cancelled")
 # Events after which a session's status depends on nothing earlier.
 _TURN_BOUNDARIES = ("turn.started", "session.started")
@@ -194,8 +195,8 @@ class Runtime:
             raise ValueError(f"mode must be conversation or task, not {mode!r}")
         if operation_id is not None:
             sid = self._operation_sid(operation_id)
-            if self._exists(sid):
-                self._finish_create(sid)
+            if await self.call(self._exists, sid):
+                await self.call(self._finish_create, sid)
                 return sid
         else:
             sid = f"s_{secrets.token_hex(12)}"
@@ -225,16 +226,26 @@ class Runtime:
         self._metas.pop(sid, None)
         self.executor.forget(sid)
         await self.engine.start(SESSION_WORKFLOW, data, run_id=sid, meta=meta)
+        await self.call(self._announce, snap, token)
+        return sid
+
+    def _announce(self, snap: Snapshot, token: str) -> None:
+        """A new session's `session.started` event and its hook claim."""
         # session.started is written now (the driver's own emit of it is then a no-op), so a
         # session is listed from its creation on.
         started = stored_event(
             "session.started", time.time(), started_event(snap, self.agent.name), snap.created_at
         )
-        KeyedStream(self.world, events_stream(sid), 0).append("start", started)
+        KeyedStream(self.world, events_stream(snap.id), 0).append("start", started)
         # Claimed now (the driver claims the same token for the same run id when it first
         # runs), so deliveries are accepted before the session was ever driven.
-        self.world.claim_hook(token, sid)
-        return sid
+        self.world.claim_hook(token, snap.id)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Make a call of this facade's that reads or writes the world from an event loop:
+        off the loop on a world whose every call is a round trip (`World.io`: the loop goes
+        on driving other sessions and serving requests), inline on the others."""
+        return await self.engine.off_loop(fn, *args)
 
     @staticmethod
     def _operation_sid(operation_id: str) -> str:
@@ -306,7 +317,7 @@ class Runtime:
 
     async def _send(self, sid: str, payload: dict[str, Any]) -> str | None:
         """Deliver to the session's hook; returns why it could not be delivered, or None."""
-        token = self._meta(sid).get("token")
+        token = (await self.call(self._meta, sid)).get("token")
         if not token:
             return "this session takes no deliveries"
         try:
@@ -321,14 +332,14 @@ class Runtime:
         """Deliver a user message; the receipt says whether it starts, steers or queues."""
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
-        self._meta(sid)
+        await self.call(self._meta, sid)
         # One delivery to a session at a time in this process: what is ahead of a message in
         # the inbox decides its receipt, so two must not both find nothing ahead.
         async with self._delivering(sid):
-            status = self._status(sid)
+            status = await self.call(self._status, sid)
             if status in _ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-            ahead = status == "waiting" and self._message_pending(sid)
+            ahead = status == "waiting" and await self.call(self._message_pending, sid)
             problem = await self._send(sid, compact_message(message, turn_policy))
         if problem:
             return DeliveryReceipt(sid, "rejected", problem)
@@ -394,7 +405,7 @@ class Runtime:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
         ``answer``). An answer to a request that is not pending in this session, or of the
         wrong shape, is rejected before anything is written."""
-        problem = self._check_responses(sid, responses)
+        problem = await self.call(self._check_responses, sid, responses)
         if problem:
             return DeliveryReceipt(sid, "rejected", problem)
         problem = await self._send(sid, {"kind": "responses", "responses": list(responses)})
@@ -461,20 +472,20 @@ class Runtime:
         Raises:
             world.OwnershipError: another process drives this session.
         """
-        self._meta(sid)
+        await self.call(self._meta, sid)
         try:
             await self.engine.run(sid, wait=wait)
         except BaseException:
             self._views.forget(sid)  # it may have taken events that were not stored
             raise
         if not view:
-            return {"id": sid, "status": self._status(sid)}
-        return self.session(sid)
+            return {"id": sid, "status": await self.call(self._status, sid)}
+        return await self.call(self.session, sid)
 
     async def wait(self, sid: str, timeout: float) -> bool:
         """Wait, holding no lock, until the session has a delivery (from any process) or a due
         timer; False on timeout."""
-        self._meta(sid)
+        await self.call(self._meta, sid)
         return await self.engine.wait(sid, timeout)
 
     def resumable(self) -> list[str]:
@@ -600,10 +611,10 @@ class Runtime:
 
     async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""
-        self._meta(sid)
+        await self.call(self._meta, sid)
         name = events_stream(sid)
         if start < 0:
-            start = max(0, self.world.stream_length(name) + start)
+            start = max(0, await self.call(self.world.stream_length, name) + start)
         reader = self._reader(sid)
         async for index, item in self.world.stream_tail(name, start):
             while not (events := reader.read(index, [item])):

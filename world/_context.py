@@ -344,7 +344,7 @@ class WorkflowContext:
     async def _pending(self, token: str, limit: int | None) -> list[InboxItem]:
         items = self._family.take(token, limit)
         if not items:
-            await self._engine._off(self._family.read_inbox, self._engine.world)
+            await self._engine.off_loop(self._family.read_inbox, self._engine.world)
             items = self._family.take(token, limit)
         return items
 

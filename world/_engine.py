@@ -176,13 +176,13 @@ class Engine:
         body = self._encode(family.pack(rec, 0.0), "input", f"run {run_id}")
         [pos] = await self.io(self.world.create_family, run_id, [body])
         family.apply(pos, _codec.decode(body))
-        await self._off(self._write_head, family)
+        await self.off_loop(self._write_head, family)
         return run_id
 
     async def run(self, run_id: str, *, wait: float | None = None) -> RunInfo:
         """Own the run's family and drive it until nothing in it can progress."""
         root = root_of(check_run_id(run_id))
-        off = self._off
+        off = self.off_loop
         if not await off(self.world.family_exists, root):
             raise RunNotFoundError(f"no run {run_id!r}")
         first, head = True, None
@@ -215,7 +215,7 @@ class Engine:
             return _info(run_id, entry)
         return await off(self.info, run_id)
 
-    async def _off(self, fn: Callable[..., T], *args: Any) -> T:
+    async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         """A call that waits only on a network world: made off the loop there (`io`),
         inline on the others (reads, and writes whose wait is their own)."""
         if self.world.io is not IO.NETWORK:
@@ -224,7 +224,7 @@ class Engine:
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Deliver `payload` durably to the run owning `token`; return that run's id."""
-        owner = await self._off(self._hook_target, token)
+        owner = await self.off_loop(self._hook_target, token)
         try:
             await self.io(self.world.deliver, root_of(owner), token, payload)
         except SerializationError as exc:
@@ -299,7 +299,7 @@ class Engine:
     async def wait(self, run_id: str, timeout: float) -> bool:
         """Wait (no lock held) until the run's family has a delivery or a due timer."""
         root = root_of(check_run_id(run_id))
-        head = await self._off(self.world.read_head, root) or {}
+        head = await self.off_loop(self.world.read_head, root) or {}
         timers = [
             e["waiting"]["timer"]
             for e in head.get("runs", {}).values()

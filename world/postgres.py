@@ -8,8 +8,10 @@ append and a delivery carry what identifies them), so nothing is written twice.
 
 Ordering without fsync schedules: a journal append commits synchronously; a stream item commits
 asynchronously (`synchronous_commit = off`: visible at once, its WAL flushed by the next
-synchronous commit of any session), which is exactly "a stream item is durable before the
-next journal append"; `defer`, `settle` and `stream_drain` have nothing to do.
+synchronous commit of any session), so the items before a record are durable with it,
+whatever its `Order.streams` says; a lazy record (`Order.lazy`) commits the same way;
+`before_effect` has nothing to wait for. Records arrive as bodies and are stored framed
+(`_journal.frame_body`), as the other worlds store them.
 
 Leases: the family row holds an epoch, the owner, and the lease's expiry. `acquire` takes a
 free, expired or dead owner's lease and increments the epoch; every write of the owner (append,
@@ -55,11 +57,14 @@ from ._errors import (
 )
 from ._select import redact_url as redact
 from ._world import (
+    IO,
+    RECORD,
     FamilyHead,
     FamilyLog,
     FamilyUsage,
     InboxItem,
     Lease,
+    Order,
     World,
     check_name,
     check_run_id,
@@ -222,7 +227,7 @@ class _Listener(threading.Thread):
 class PostgresWorld(World):
     """Durable storage in PostgreSQL; many processes may share one world."""
 
-    blocking = True  # every call waits for the network: see World.blocking
+    io = IO.NETWORK  # every call is a round trip: see World.io
     shared = True  # any number of workers on any machines: see World.shared
 
     def __init__(self, url: str, *, create: bool = True) -> None:
@@ -343,7 +348,8 @@ class PostgresWorld(World):
             raise WorldError(f"{self.where}: no eve world here (opened for reading only)")
 
     # -- families ----------------------------------------------------------------------------
-    def create_family(self, root: str, frames: list[bytes]) -> list[int]:
+    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+        frames = [_journal.frame_body(body) for body in bodies]
         check_run_id(root)
         self._writable()
         token = secrets.token_hex(8)
@@ -449,13 +455,10 @@ class PostgresWorld(World):
     def append(
         self,
         root: str,
-        frames: list[bytes],
-        *,
-        durable: bool = True,
-        streams: bool = True,
-        since: int | None = None,
-        defer: bool = False,
+        bodies: list[bytes],
+        order: Order = RECORD,
     ) -> list[int]:
+        frames = [_journal.frame_body(body) for body in bodies]
         lease = self._held(root)
         first = lease.next_pos
         params = {"root": root, "frames": frames, "n": len(frames), "first": first,
@@ -464,7 +467,7 @@ class PostgresWorld(World):
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
             if attempt and self._stored(conn, root, first, frames):
                 return  # the first try committed; its answer was lost
-            cur = conn.execute(self._sql["append" if durable else "append_lazy"], params)
+            cur = conn.execute(self._sql["append_lazy" if order.lazy else "append"], params)
             if cur.rowcount != len(frames):
                 self._refused(conn, lease, "append to its journal")
 

@@ -165,7 +165,7 @@ class Channel:
         # One create at a time: a repeated operationId must find the session made by the first,
         # and must not deliver its message twice.
         async with self._create_lock:
-            existed = operation_id is not None and self._call_sync(
+            existed = operation_id is not None and await self._call_sync(
                 lambda: self.runtime.operation_session(operation_id)
             )
             created = self.runtime.create_session(mode=mode, operation_id=operation_id)
@@ -174,17 +174,18 @@ class Channel:
             # The create and its message are one unit: a retry after the first attempt died
             # between them delivers the message (nothing was delivered yet), and only then.
             if message is not None and (
-                not existed or not self._call_sync(lambda: self.runtime.ever_delivered(sid), sid)
+                not existed
+                or not await self._call_sync(lambda: self.runtime.ever_delivered(sid), sid)
             ):
                 out.update(await self._deliver(sid, message, policy))
         return JSONResponse(out, 202)
 
     async def list_sessions(self, request: Request) -> Response:
-        return JSONResponse({"sessions": self._call_sync(self.runtime.sessions)})
+        return JSONResponse({"sessions": await self._call_sync(self.runtime.sessions)})
 
     async def get_session(self, request: Request) -> Response:
         sid = self._session_id(request)
-        return JSONResponse(self._view(sid))
+        return JSONResponse(await self._view(sid))
 
     async def deliver(self, request: Request) -> Response:
         sid = self._session_id(request)
@@ -199,7 +200,7 @@ class Channel:
                 return _rejected(sid, out)
             return JSONResponse({"sessionId": sid, **out}, 202)
         checked = input_responses(responses)
-        self._check_pending(sid, checked)
+        await self._check_pending(sid, checked)
         receipt = receipt_body(await self._call(self.runtime.respond(sid, checked), sid))
         if receipt["disposition"] == "rejected":
             return _rejected(sid, receipt)
@@ -208,8 +209,8 @@ class Channel:
 
     async def stream(self, request: Request) -> Response:
         sid = self._session_id(request)
-        self._view(sid)
-        return stream_response(request, self.runtime, self.hub, sid)
+        await self._view(sid)
+        return await stream_response(request, self.runtime, self.hub, sid)
 
     def _action(self, name: str) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
@@ -244,14 +245,15 @@ class Channel:
             raise ChannelError(400, f"malformed session id {sid!r}")
         return sid
 
-    def _view(self, sid: str) -> dict[str, Any]:
+    async def _view(self, sid: str) -> dict[str, Any]:
         """The session's view; raises 404 when it does not exist."""
-        view: dict[str, Any] = self._call_sync(lambda: self.runtime.session(sid), sid)
+        view: dict[str, Any] = await self._call_sync(lambda: self.runtime.session(sid), sid)
         return view
 
-    def _check_pending(self, sid: str, responses: list[dict[str, Any]]) -> None:
+    async def _check_pending(self, sid: str, responses: list[dict[str, Any]]) -> None:
         """Answer only requests that are pending in this session (409 otherwise)."""
-        pending = {str(p.get("requestId", p.get("id"))) for p in self._view(sid).get("pending", [])}
+        view = await self._view(sid)
+        pending = {str(p.get("requestId", p.get("id"))) for p in view.get("pending", [])}
         for response in responses:
             if response["requestId"] not in pending:
                 raise ChannelError(
@@ -260,9 +262,11 @@ class Channel:
                     "GET the session to see its pending requests",
                 )
 
-    def _call_sync(self, call: Callable[[], Any], sid: str | None = None) -> Any:
+    async def _call_sync(self, call: Callable[[], Any], sid: str | None = None) -> Any:
+        """A sync facade call, made where the world wants it (`Runtime.call`: off the loop on
+        a network world); its errors answered as HTTP."""
         try:
-            return call()
+            return await self.runtime.call(call)
         except Exception as exc:
             raise self._answer(exc, sid) from None
 

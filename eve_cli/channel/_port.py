@@ -6,10 +6,11 @@ Written as a protocol so the channel states its dependency exactly; the in-proce
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal, Protocol, TypeVar
 
 TurnPolicy = Literal["steer", "queue"]
+T = TypeVar("T")
 
 
 class Receipt(Protocol):
@@ -42,6 +43,11 @@ class SessionRuntime(Protocol):
     async def reset(self, sid: str) -> Any: ...
 
     async def drive(self, sid: str, *, view: bool = True) -> Any: ...
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Make one of these sync calls from the event loop (off it where the world's every
+        call is a round trip)."""
+        ...
 
     def resumable(self) -> list[str]: ...
 

@@ -65,7 +65,9 @@ class StreamHub:
             self._changed.set()
 
 
-def start_index(request: Request, runtime: SessionRuntime, session_id: str, sse: bool) -> int:
+async def start_index(
+    request: Request, runtime: SessionRuntime, session_id: str, sse: bool
+) -> int:
     """The first index to send: ``Last-Event-ID`` + 1 (SSE reconnect) wins over ``startIndex``.
 
     A negative ``startIndex`` counts back from the tail (-1: the last stored event).
@@ -85,20 +87,21 @@ def start_index(request: Request, runtime: SessionRuntime, session_id: str, sse:
         raise ChannelError(400, f"startIndex must be an integer, got {raw!r}") from None
     if start >= 0:
         return start
-    recent = runtime.events(session_id, start)
+    recent = await runtime.call(runtime.events, session_id, start)
     if recent:
         return int(recent[0]["index"])
     return 0
 
 
-def stream_response(
+async def stream_response(
     request: Request, runtime: SessionRuntime, hub: StreamHub, session_id: str
 ) -> StreamingResponse:
     """The streaming answer of ``GET /eve/v1/session/{id}/stream``."""
     sse = "text/event-stream" in request.headers.get("accept", "")
-    start = start_index(request, runtime, session_id, sse)
+    start = await start_index(request, runtime, session_id, sse)
     follow = request.query_params.get("follow", "true").lower() not in ("0", "false", "no")
-    if follow and runtime.session(session_id).get("status") in _FINAL:
+    view = await runtime.call(runtime.session, session_id)
+    if follow and view.get("status") in _FINAL:
         # Nothing will be appended: replay what exists and end, instead of hanging.
         follow = False
     body = _frames(runtime, hub, session_id, start, follow, sse)
@@ -113,7 +116,7 @@ async def _frames(
     # The first bytes go out at once so the client sees the headers before any event.
     yield b": eve stream\n\n" if sse else b"\n"
     if not follow:
-        for event in runtime.events(session_id, start):
+        for event in await runtime.call(runtime.events, session_id, start):
             yield _frame(event, sse)
         return
     async with hub.open() as queue:

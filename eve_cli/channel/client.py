@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+
+T = TypeVar("T")
 
 __all__ = ["RemoteError", "RemoteReceipt", "RemoteRuntime"]
 
@@ -72,6 +74,11 @@ class RemoteRuntime:
         self._marks: dict[str, tuple[int, bool]] = {}
 
     # -- reads (synchronous, like the facade's) ----------------------------------------
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """One of the reads below from an event loop, as ``Runtime.call``: on a thread (each
+        is a blocking HTTP request)."""
+        return await asyncio.to_thread(fn, *args)
 
     def info(self) -> dict[str, Any]:
         """The server's ``/info``."""

@@ -1,0 +1,99 @@
+"""`World.io`: the engine makes a network world's calls off the event loop, so one family's
+round trips do not stall the loop that drives the others (and serves HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from world import IO, Engine, MemoryWorld, WorkflowContext
+
+DELAY = 0.04  # seconds each storage call of the slow world takes (a round trip)
+# Storage calls the engine makes while it creates, drives and delivers (not waits, not reads
+# a step function makes itself).
+SLOW = (
+    "create_family", "family_exists", "load", "append", "read_head", "write_head", "deliver",
+    "read_inbox", "inbox_end", "claim_hook", "hook_owner", "release_hook", "acquire",
+    "compact_inbox",
+)  # fmt: skip
+
+
+class SlowWorld(MemoryWorld):
+    """A memory world whose every call takes `DELAY` and says so (`IO.NETWORK`), recording
+    the threads its calls ran on."""
+
+    io = IO.NETWORK
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+
+
+def _slow(name: str) -> Any:
+    inner = getattr(MemoryWorld, name)
+
+    def call(self: SlowWorld, *args: Any, **kwargs: Any) -> Any:
+        self.threads.add(threading.current_thread().name)
+        time.sleep(DELAY)
+        return inner(self, *args, **kwargs)
+
+    return call
+
+
+for _name in SLOW:
+    setattr(SlowWorld, _name, _slow(_name))
+
+
+async def steps(ctx: WorkflowContext, n: int) -> int:
+    return sum([await ctx.step(f"s{i}", lambda i=i: i) for i in range(n)])
+
+
+def test_a_network_worlds_calls_never_hold_the_loop() -> None:
+    world = SlowWorld()
+    engine = Engine(world, {"steps": steps})
+    gaps: list[float] = []
+
+    async def ticker(stop: asyncio.Event) -> None:
+        last = time.monotonic()
+        while not stop.is_set():
+            await asyncio.sleep(0.005)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    async def main() -> list[int]:
+        stop = asyncio.Event()
+        tick = asyncio.create_task(ticker(stop))
+        ids = [await engine.start("steps", 4, run_id=f"r{i}") for i in range(3)]
+        infos = await asyncio.gather(*(engine.run(rid) for rid in ids))
+        stop.set()
+        await tick
+        return [info.result for info in infos]
+
+    started = time.monotonic()
+    assert asyncio.run(main()) == [6, 6, 6]
+    elapsed = time.monotonic() - started
+    assert "MainThread" not in world.threads  # every slow call ran off the loop's thread
+    # The loop went on ticking through hundreds of round trips (each one DELAY long).
+    assert len(gaps) > 20 and max(gaps) < DELAY, (max(gaps), elapsed)
+
+
+def test_a_memory_world_is_called_inline() -> None:
+    world = MemoryWorld()
+    seen: set[str] = set()
+    real = world.append
+
+    def append(*args: Any, **kwargs: Any) -> Any:
+        seen.add(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    world.append = append  # type: ignore[method-assign]
+    engine = Engine(world, {"steps": steps})
+
+    async def main() -> Any:
+        rid = await engine.start("steps", 3)
+        return (await engine.run(rid)).result
+
+    assert asyncio.run(main()) == 3 and seen == {"MainThread"}
