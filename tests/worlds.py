@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from outside_world import OutsideWorld
 from pg_support import fresh_schema
 
 from world import LocalWorld, MemoryWorld, World
@@ -33,7 +34,7 @@ class Backend:
     shared: bool
 
 
-_MEMORY: dict[str, MemoryWorld] = {}
+_MEMORY: dict[str, World] = {}
 
 
 @contextlib.contextmanager
@@ -65,6 +66,8 @@ def _open_postgres(url: str) -> World:
 WORLDS: dict[str, Backend] = {
     # One object per test: the memory world is reached only through it.
     "memory": Backend(_memory_place, lambda key: _MEMORY.setdefault(key, MemoryWorld()), False),
+    # A world written outside `world/` from its public names (tests/outside_world.py).
+    "outside": Backend(_memory_place, lambda key: _MEMORY.setdefault(key, OutsideWorld()), False),
     "local": Backend(_local_place, LocalWorld, True),
     "postgres": Backend(_postgres_place, _open_postgres, True),
 }

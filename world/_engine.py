@@ -353,7 +353,9 @@ class Engine:
                 last = run.records[-1] if run.records else {}
                 if last.get("t") != "park" or last.get("waiting") != park.waiting:
                     rec = {"t": "park", "waiting": park.waiting}
-                    await self.append(family, run, rec, order=LAZY)
+                    # Lazy (a replay parks again), but what the run appended is durable
+                    # first: it may wait parked for long, and readers see its items.
+                    await self.append(family, run, rec, order=Order(lazy=True, streams=0))
                 return
             except _ContinueAsNew as cont:
                 await self._continue_as_new(family, run, cont.input)
@@ -433,9 +435,10 @@ class Engine:
         return family.apply(pos, _codec.decode(body))
 
     def append_now(self, family: Family, run: Run, rec: dict[str, Any]) -> dict[str, Any]:
-        """`append` for callers that cannot await (on a network world it waits on the loop)."""
+        """`append` for callers that cannot await (on a network world it waits on the loop);
+        what the run appended is durable first (a hook's record: deliveries may follow)."""
         body = self._body(family, run, rec, "", "")
-        [pos] = self.world.append(family.root, [body])
+        [pos] = self.world.append(family.root, [body], Order(streams=0))
         return family.apply(pos, _codec.decode(body))
 
     def _body(self, family: Family, run: Run, rec: dict[str, Any], label: str, key: str) -> bytes:

@@ -818,7 +818,9 @@ class LocalWorld(World):
 
     def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
         # The data file's identity: any append (or a rewrite, a repair) changes its size or
-        # mtime; one stat each.
+        # mtime; one stat each, once this process's open batches are written (they are
+        # appends too: a token taken before they are written would stand for less).
+        self._streams.drain()
         out: list[Hashable] = []
         for name in names:
             try:

@@ -65,9 +65,7 @@ class StreamHub:
             self._changed.set()
 
 
-async def start_index(
-    request: Request, runtime: SessionRuntime, session_id: str, sse: bool
-) -> int:
+async def start_index(request: Request, runtime: SessionRuntime, session_id: str, sse: bool) -> int:
     """The first index to send: ``Last-Event-ID`` + 1 (SSE reconnect) wins over ``startIndex``.
 
     A negative ``startIndex`` counts back from the tail (-1: the last stored event).

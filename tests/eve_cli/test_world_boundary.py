@@ -80,3 +80,19 @@ def test_world_imports_nothing_from_eve_cli() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_world_written_outside_world_needs_only_its_public_names() -> None:
+    """tests/outside_world.py implements the whole interface (every world-independent test
+    runs on it) importing from `world` only what `world.__all__` offers."""
+    import world
+
+    path = REPO / "tests" / "outside_world.py"
+    imported = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "world":
+            assert node.module == "world", node.module
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            assert not [a for a in node.names if a.name.split(".")[0] == "world"]
+    assert imported and set(imported) <= set(world.__all__)
