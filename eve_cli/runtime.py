@@ -512,7 +512,8 @@ class Runtime:
     def sessions(self) -> list[dict[str, Any]]:
         """One row per session, most recently active first (reads only each stream's tail)."""
         rows = []
-        heads = self.world.heads()  # one call for every session, and one for their streams
+        # One call for every session (no inbox marks: a row needs none), one for their streams.
+        heads = self.world.heads(inbox=False)
         versions = self.world.stream_versions([events_stream(h.root) for h in heads])
         for family, version in zip(heads, versions, strict=True):
             sid, head = family.root, family.head

@@ -70,7 +70,7 @@ class FamilyHead:
 
     root: str
     head: dict[str, Any] | None
-    inbox_end: int
+    inbox_end: int  # -1: not asked for (`World.heads(inbox=False)`)
 
 
 @dataclass(frozen=True)
@@ -205,10 +205,15 @@ class World(ABC):
     @abstractmethod
     def family_exists(self, root: str) -> bool: ...
 
-    def heads(self) -> list[FamilyHead]:
+    def heads(self, *, inbox: bool = True) -> list[FamilyHead]:
         """The head and inbox mark of every family, in root order: one call, however many
-        families there are (a network world answers it with one query)."""
-        return [FamilyHead(r, self.read_head(r), self.inbox_end(r)) for r in self.families()]
+        families there are (a network world answers it with one query). `inbox=False`: the
+        caller needs no inbox marks (a listing); a world may then leave them -1 (a local
+        world would read each inbox's header for them)."""
+        return [
+            FamilyHead(r, self.read_head(r), self.inbox_end(r) if inbox else -1)
+            for r in self.families()
+        ]
 
     @abstractmethod
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:

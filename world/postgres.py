@@ -376,7 +376,7 @@ class PostgresWorld(World):
     def family_exists(self, root: str) -> bool:
         return self._one("family", {"root": root}) is not None
 
-    def heads(self) -> list[FamilyHead]:
+    def heads(self, *, inbox: bool = True) -> list[FamilyHead]:  # the marks cost nothing here
         return [
             FamilyHead(str(root), self._head(head), int(end))
             for root, head, end in self._all("heads", {})

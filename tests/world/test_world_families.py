@@ -55,6 +55,9 @@ def test_heads_give_every_family_its_head_and_inbox_mark(world: World) -> None:
         assert h.inbox_end == world.inbox_end(h.root)
     assert heads[0].inbox_end != heads[0].head["inbox_mark"]  # type: ignore[index]
     assert heads[1].inbox_end == heads[1].head["inbox_mark"]  # type: ignore[index]
+    bare = world.heads(inbox=False)  # the marks may be left out, nothing else
+    assert [(h.root, h.head) for h in bare] == [(h.root, h.head) for h in heads]
+    assert all(h.inbox_end in (-1, world.inbox_end(h.root)) for h in bare)
 
 
 def test_a_stream_version_changes_with_every_append_and_only_then(world: World) -> None:
