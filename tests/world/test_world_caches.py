@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from power_cut import Disk
 
-from world import LocalWorld, WorldError, _journal
+from world import LocalWorld, Order, WorldError, encode
 from world._streams import encode_index, index_offsets
 
 ITEMS = [{"text": f"reply {i}", "n": i} for i in range(40)]
@@ -114,7 +114,8 @@ def test_every_crash_state_of_a_new_store_opens_with_what_it_acknowledged(
         world.create_family("r1", [])
         created = disk.mark("created")
         world.stream_append("events", {"i": 0})
-        world.append("r1", [_journal.frame({"t": "note"})])
+        # What was appended to streams before it is durable with the record (`Order.streams`).
+        world.append("r1", [encode({"t": "note"})], Order(streams=0))
         appended = disk.mark("appended")
         world.close()
     for moment in disk.moments:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from power_cut import fill, small_disk
 
-from world import LocalWorld, StorageError, _journal
+from world import LocalWorld, StorageError, encode
 
 __all__ = ["small_disk"]  # the fixture, used here
 
@@ -20,18 +20,18 @@ BIG = "x" * (64 << 10)  # more than any page's slack: needs new space
 def test_a_full_disk_is_one_clear_error_and_loses_nothing(small_disk: Path) -> None:
     data = small_disk / "data"
     world = LocalWorld(data)
-    world.create_family("r1", [_journal.frame({"t": "note", "i": 0})])
+    world.create_family("r1", [encode({"t": "note", "i": 0})])
     world.stream_append("s", {"i": 0})
     world.deliver("r1", "tok", {"i": 0})
-    world.append("r1", [_journal.frame({"t": "note", "i": 1})])
+    world.append("r1", [encode({"t": "note", "i": 1})])
     filler = fill(small_disk)
 
     attempts = {
         "stream": lambda: (world.stream_append("s", {"big": BIG}), world._streams.flush()),
-        "journal": lambda: world.append("r1", [_journal.frame({"t": "note", "big": BIG})]),
+        "journal": lambda: world.append("r1", [encode({"t": "note", "big": BIG})]),
         "inbox": lambda: world.deliver("r1", "tok", {"big": BIG}),
         "head": lambda: world.write_head("r1", {"status": "running", "big": BIG}),
-        "run": lambda: world.create_family("r2", [_journal.frame({"t": "note", "big": BIG})]),
+        "run": lambda: world.create_family("r2", [encode({"t": "note", "big": BIG})]),
         "stream file": lambda: world.stream_append("new", {"big": BIG}),
     }
     for what, attempt in attempts.items():
@@ -51,7 +51,7 @@ def test_a_full_disk_is_one_clear_error_and_loses_nothing(small_disk: Path) -> N
     assert [item.payload for item in again.read_inbox("r1")[0]] == [{"i": 0}]
     assert not again.family_exists("r2")
     assert again.stream_append("s", {"i": 1}) == 1
-    again.append("r1", [_journal.frame({"t": "note", "i": 2})])
+    again.append("r1", [encode({"t": "note", "i": 2})])
     assert [r.get("i") for _, r in LocalWorld(data).load("r1").records] == [0, 1, 2]
     world.close()
     again.close()
