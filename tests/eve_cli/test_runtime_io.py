@@ -23,9 +23,9 @@ class NetworkWorld(MemoryWorld):
         super().__init__()
         self.threads: list[str] = []
 
-    def heads(self) -> Any:
+    def heads(self, *, inbox: bool = True) -> Any:
         self.threads.append(threading.current_thread().name)
-        return super().heads()
+        return super().heads(inbox=inbox)
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         self.threads.append(threading.current_thread().name)
