@@ -8,7 +8,6 @@ step repeats only the action that was in flight (D2).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -212,18 +211,38 @@ async def call_model(
 
 async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:
     """``call``'s result, or None when a cancel is asked of this process first: ``call`` is
-    then cancelled at once (a streaming HTTP response is closed, the server sees it)."""
-    work = asyncio.ensure_future(call)
+    then cancelled at once (a streaming HTTP response is closed, the server sees it).
+
+    ``call`` runs in the caller's task, not a task of its own: racing two tasks would yield to
+    the loop even for a model that answers at once, and a yield lets a world make its pending
+    records durable on their own instead of with the model's record (one fsync more a step).
+    """
+    task = asyncio.current_task()
+    assert task is not None
+    in_call, asked = True, False
+
+    def stop(signal: asyncio.Future[None]) -> None:
+        nonlocal asked
+        # Runs from the loop, so only while this task waits: inside ``call``, or already past
+        # it (then there is nothing to stop).
+        if in_call and not signal.cancelled():
+            asked = True
+            task.cancel()
+
     signal = asyncio.ensure_future(host.cancel_signalled())
+    signal.add_done_callback(stop)
     try:
-        await asyncio.wait((work, signal), return_when=asyncio.FIRST_COMPLETED)
+        result = await call
+    except asyncio.CancelledError:
+        if not asked or task.uncancel() > 0:
+            raise  # a cancel of the caller's own: not ours to swallow
+        return None
     finally:
+        in_call = False
         signal.cancel()
-        if not work.done():
-            work.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
-    return work.result() if not work.cancelled() else None
+    if asked:  # the call finished despite being cancelled (it caught the CancelledError)
+        task.uncancel()
+    return result
 
 
 class DeltaBuffer:
