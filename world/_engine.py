@@ -245,6 +245,15 @@ class Engine:
             raise NoActiveRunError(token)
         return owner
 
+    def check(self, run_id: str) -> None:
+        """Raise `CorruptJournalError` if the family of `run_id` cannot be driven: damage in
+        what the world stores for it, or a record a repair replaced where a replay reads — what
+        `run` finds before it drives, for tools that only read (`eve inspect`). Reads every
+        record of the family's files once."""
+        root = root_of(check_run_id(run_id))
+        self.world.check_intact(root)
+        load_family(self.world, root).check_replayable()
+
     def info(self, run_id: str) -> RunInfo:
         """The run's status from the head; rebuilt from the journal if the head is missing."""
         root = root_of(check_run_id(run_id))

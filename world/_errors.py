@@ -37,19 +37,32 @@ class SerializationError(WorldError, TypeError):
 
 
 class CorruptJournalError(WorldError):
-    """A record is damaged and valid data follows it, so it is not a torn tail."""
+    """Stored data is damaged: a bad record that no write cut short explains (valid data
+    after it, or a whole record whose checksum fails), or data a repair could not keep.
 
-    def __init__(self, file: str, offset: int, reason: str = "bad record", what: str = "") -> None:
+    `repairable`: a repair of the store helps (the default); an error given `advice` is one
+    a repair already left (a record it replaced was needed), and says what to do instead.
+    World's messages name no command: the program on top adds how to repair.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        offset: int,
+        reason: str = "bad record",
+        what: str = "",
+        advice: str = "",
+    ) -> None:
         # `what` replaces the default description (a journal record naming a delivery the
         # inbox no longer holds is damage too, but not a bad record of that file).
         what = what or f"corrupt record at offset {offset} ({reason}) followed by valid data"
-        super().__init__(
-            f"{file}: {what}; "
-            "run `eve doctor` to inspect and repair (damaged data is quarantined, never deleted)"
-        )
+        super().__init__(f"{file}: {what}" + (f"; {advice}" if advice else ""))
         self.file = file
         self.offset = offset
         self.reason = reason
+        self.what = what
+        self.advice = advice
+        self.repairable = not advice
 
 
 class StorageError(WorldError):

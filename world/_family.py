@@ -32,6 +32,11 @@ from ._errors import CorruptJournalError
 from ._world import InboxItem, World, pack_token, unpack_token
 
 HEAD_VERSION = 1
+# What to do about a family whose records a replay needs are gone (no repair brings them back).
+CANNOT_GO_ON = (
+    "the family can be read but not run on: start a new one (its earlier records stay readable)"
+)
+GAP = "gap"  # a record `eve doctor --repair` wrote over damaged bytes, of their length
 KEPT_CHILDREN = 10  # finished child runs the head keeps (the latest ones)
 FINISHED = frozenset({"completed", "failed"})
 # Record types that carry a run's progress (replayed in order by the workflow context).
@@ -109,6 +114,7 @@ class Family:
     items: dict[int, InboxItem] = field(default_factory=dict)  # read, not yet received
     inbox_name: str = ""
     log: list[dict[str, Any]] | None = None  # every whole record applied, when kept
+    gaps: list[int] = field(default_factory=list)  # positions of records a repair replaced
 
     def apply(self, pos: int, stored: dict[str, Any]) -> dict[str, Any]:
         """Fold one journal record into the state; return it whole."""
@@ -117,6 +123,9 @@ class Family:
         if self.log is not None:
             self.log.append(rec)
         kind, run_id = rec.get("t"), rec.get("run")
+        if kind == GAP:
+            self.gaps.append(pos)
+            return rec
         if kind == "recv":
             self.consumed.update(rec.get("ids", ()))
         if not isinstance(run_id, str):
@@ -203,7 +212,7 @@ class Family:
 
     def expand(self, stored: dict[str, Any]) -> dict[str, Any]:
         """The whole form of a stored record (version-1 records are stored whole)."""
-        if "run" in stored or "t" not in stored:
+        if "run" in stored or "t" not in stored or stored["t"] == GAP:
             return stored
         rec = dict(stored)
         rel, kind = rec.pop("r", None), rec["t"]
@@ -248,7 +257,7 @@ class Family:
                 raise CorruptJournalError(
                     f"journal of run family {self.root}", 0, "bad hook reference",
                     what=f"run {run.id} parked on hook {index} of its generation, which lists "
-                    f"{len(run.gen_hooks)}",
+                    f"{len(run.gen_hooks)}", advice=CANNOT_GO_ON,
                 )  # fmt: skip
             return {"hook": run.gen_hooks[index]}
         return waiting
@@ -269,11 +278,41 @@ class Family:
     def check_replayable(self) -> None:
         """Raise `lost_error` if an unfinished run's current generation received a delivery
         the inbox no longer holds (before driving: a later delivery at its position would
-        otherwise pass for consumed)."""
+        otherwise pass for consumed), `gap_error` if a record a repair replaced lies where
+        a replay reads."""
         for run in self.runs.values():
             lost = [r for r in run.records if "lost" in r] if not run.finished else []
             if lost:
                 raise self.lost_error(lost[0])
+        gap = self.damaging_gap()
+        if gap is not None:
+            raise self.gap_error(gap)
+
+    def damaging_gap(self) -> int | None:
+        """The first replaced record (a repair's gap) a replay could need: one at or after the
+        earliest current generation of an unfinished run (what it held may have been any
+        record of it: a step, a delivery taken, the generation's start), or any at all when
+        the family's first run has no `start` left to begin from."""
+        if not self.gaps:
+            return None
+        root = self.runs.get(self.root)
+        if root is None or (root.start_pos < 0 and not self.head_runs):
+            return self.gaps[0]
+        scan = self.scan_start()
+        return next((pos for pos in self.gaps if pos >= scan), None)
+
+    def gap_error(self, pos: int) -> CorruptJournalError:
+        """The error driving a family whose replay would cross a record a repair replaced."""
+        unfinished = sorted(r.id for r in self.runs.values() if not r.finished)
+        return CorruptJournalError(
+            f"journal of run family {self.root}",
+            pos,
+            "record lost",
+            what=f"the record at offset {pos} was damaged; a repair kept its bytes in "
+            f"quarantine/ and left a gap record in its place, and unfinished run(s) "
+            f"{', '.join(unfinished) or '(none)'} cannot be replayed past it",
+            advice=CANNOT_GO_ON,
+        )
 
     def lost_error(self, rec: dict[str, Any]) -> CorruptJournalError:
         """The error replaying a `recv` record whose delivery the inbox no longer holds."""
@@ -284,6 +323,7 @@ class Family:
             what=f"the delivery at position {rec['lost']} that run {rec['run']} received is "
             "missing or different (the inbox was damaged or repaired); the run cannot be "
             "replayed past it",
+            advice=CANNOT_GO_ON,
         )
 
     def _child_outcome(self, rec: dict[str, Any], child_id: str) -> None:
@@ -295,6 +335,7 @@ class Family:
                 "missing child end",
                 what=f"run {rec['run']} observed the end of child {child_id}, which the "
                 "journal does not hold",
+                advice=CANNOT_GO_ON,
             )
         if child.status == "completed":
             rec["result"] = child.result

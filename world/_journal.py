@@ -4,10 +4,11 @@ A journal is a plain concatenation of msgpack objects (`msgpack.Unpacker` reads 
 object is a frame `[1, crc32(body), body]` where `body` is the codec encoding of one record
 map. The first record of a file is a header `{"t": "header", "format": ..., "version": ...}`.
 
-Reading stops at the last complete, checksummed record. A damaged record at the end (a crash
-mid-write) is a torn tail and is discarded; a damaged record with a valid record after it is
-`CorruptJournalError(file, offset)`. Writers append with one `write` and `fdatasync`; when the
-disk refuses (ENOSPC, EIO) they truncate back so the file stays valid.
+Reading stops at the last complete, checksummed record. A record cut short at the end (a crash
+mid-write) is a torn tail and is discarded; any other damage — a bad record with a valid one
+after it, or a last record of full length whose checksum fails (a bit flip in a record already
+written) — is `CorruptJournalError(file, offset)`. Writers append with one `write` and
+`fdatasync`; when the disk refuses (ENOSPC, EIO) they truncate back so the file stays valid.
 
 A journal's writer may reserve the space ahead of its end (`Writer(reserve=True)`, from its
 ninth append on): the file
@@ -82,13 +83,19 @@ def frame_body(body: bytes) -> bytes:
     return out
 
 
-def _check_frame(obj: Any) -> tuple[dict[str, Any], int] | None:
-    """The record of a valid frame and its checksum; None when the frame is damaged."""
+_GAP_BODY = b"\xa1t\xa3gap"  # a gap record's body after its map's first byte: key t, "gap"
+
+
+def _check_frame(obj: Any, decode: bool = True) -> tuple[dict[str, Any], int] | None:
+    """The record of a valid frame and its checksum; None when the frame is damaged.
+    `decode=False`: the checksum only, the record read as `{}` (or `{"t": "gap"}`)."""
     if not (isinstance(obj, list) and len(obj) == 3 and obj[0] == FRAME_VERSION):
         return None
     _, crc, body = obj
     if not isinstance(body, bytes) or not isinstance(crc, int) or zlib.crc32(body) != crc:
         return None
+    if not decode:
+        return ({"t": "gap"} if body[1:7] == _GAP_BODY else {}), crc
     try:
         record = _codec.decode(body)
     except Exception:
@@ -106,26 +113,45 @@ class ReadResult:
     crcs: list[int] = field(default_factory=list)  # each record's checksum, in order
 
 
-def parse(data: bytes, base: int, file: str) -> ReadResult:
-    """Parse frames from `data`, which starts at offset `base` of `file`."""
+def parse(data: bytes, base: int, file: str, *, decode: bool = True) -> ReadResult:
+    """Parse frames from `data`, which starts at offset `base` of `file`.
+
+    A frame that is not valid ends the records. It is a torn tail only if a write cut short
+    explains it: its bytes end before its frame says (the file ends inside it), or its missing
+    end reads as zeros inside space a writer reserved (zeros after it). Anything else — a
+    full-length frame with a bad checksum, bytes that are no frame, a bad frame with valid
+    ones after it — is damage: `CorruptJournalError` at its offset. `decode=False` checks
+    the frames only (each record reads as `{}`, a gap record as `{"t": "gap"}`).
+    """
     result = ReadResult(end=base)
     unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
     unpacker.feed(data)
     pos = 0
     while pos < len(data):
+        short = whole = False
         try:
             obj = unpacker.unpack()
-        except Exception:  # OutOfData included: a torn tail, unless valid data follows
+        except msgpack.OutOfData:  # the data ends inside it
+            checked, short = None, True
+        except Exception:  # bytes no write cut short leaves (a frame's prefix + zeros is msgpack)
             checked = None
         else:
-            checked = _check_frame(obj)
+            checked, whole = _check_frame(obj, decode), True
         if checked is None:
             if data[pos] == 0 and data.count(0, pos) == len(data) - pos:
                 break  # space a writer reserved: the records end here
             if _valid_frame_after(data, pos + 1):
                 raise CorruptJournalError(file, base + pos)
-            result.torn = True
-            break
+            if short or (whole and _cut_short(data, base, pos, unpacker.tell())):
+                result.torn = True
+                break
+            raise CorruptJournalError(
+                file,
+                base + pos,
+                "bad checksum",
+                what=f"the last record (offset {base + pos}) is whole but fails its checksum: "
+                "damage to a record already written, not a write cut short",
+            )
         result.records.append((base + pos, checked[0]))
         result.crcs.append(checked[1])
         pos = unpacker.tell()
@@ -133,40 +159,70 @@ def parse(data: bytes, base: int, file: str) -> ReadResult:
     return result
 
 
+BLOCK = 512  # a power cut zeroes what it did not write in whole blocks (sectors, pages)
+
+
+def _cut_short(data: bytes, base: int, pos: int, end: int) -> bool:
+    """Whether a whole-looking last frame at `pos` (ending at `end`) is a write cut short,
+    its unwritten part reading as zeros: inside space a writer reserved (the frame ends in a
+    zero byte and zeros follow it), or under a size a power cut kept without the blocks
+    (zeros from a block boundary inside the frame to the end). A frame whose own last byte
+    is zero, damaged where such zeros follow it, reads the same: the one case this cannot
+    tell apart."""
+    if 0 < end < len(data) and data[end - 1] == 0 and data.count(0, end) == len(data) - end:
+        return True
+    written = len(data.rstrip(b"\0"))
+    return pos < written < end <= len(data) and (base + written) % BLOCK == 0
+
+
 def head_from(data: bytes) -> dict[str, Any] | None:
-    """The head a head file's bytes hold: a frame (what is written now, in place: a read may
-    meet a write, so only its first object counts, and a damaged one is None) or a plain map
-    (heads written before)."""
+    """The head a head file's bytes hold, or None: a frame (what is written now, in place: a
+    read may meet a write, so only its first object counts) whose checksum holds. A damaged
+    frame, and a head in the form older eve wrote (one plain map, no checksum: damage to it
+    cannot be told from data), are not believed: the head is a cache, rebuilt from the
+    journal (`is_plain_head` tells the second apart, for `eve doctor`)."""
     try:
-        first = _codec.decode(data)  # the usual case, one object: a frame, or an older map
+        first = _codec.decode(data)  # the usual case, one object: a frame
     except msgpack.ExtraData as extra:
         first = extra.unpacked  # a frame, then what a longer head left until it is cut
     except Exception:
         return None
-    if isinstance(first, dict):
-        return first  # an older head: one plain map (rich values decoded)
     checked = _check_frame(first)
     return checked[0] if checked is not None else None
 
 
+def is_plain_head(data: bytes) -> bool:
+    """Whether a head file holds the older form: one plain map, without a checksum."""
+    try:
+        return isinstance(_codec.decode(data), dict)
+    except Exception:
+        return False
+
+
 def _valid_frame_after(data: bytes, start: int) -> bool:
     # Only on the error path: is there any complete, checksummed frame after `start`?
+    return next_valid_frame(data, start) is not None
+
+
+def next_valid_frame(data: bytes, start: int) -> int | None:
+    """The offset of the first complete, checksummed frame at or after `start` (None: none)."""
     i = data.find(_FRAME_START, start)
     while i != -1:
         unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
         unpacker.feed(data[i:])
         try:
             if _check_frame(unpacker.unpack()) is not None:
-                return True
+                return i
         except Exception:
             pass
         i = data.find(_FRAME_START, i + 1)
-    return False
+    return None
 
 
-def read_file(path: str, start: int = 0) -> ReadResult:
-    """Read a journal file from offset `start` (0 = from its header)."""
-    return _read(path, start, inbox=False)
+def read_file(path: str, start: int = 0, *, decode: bool = True) -> ReadResult:
+    """Read a journal file from offset `start` (0 = from its header); `decode=False`:
+    check its frames only (see `parse`)."""
+    return _read(path, start, inbox=False, decode=decode)
 
 
 def inbox_layout(data: bytes) -> tuple[int, int]:
@@ -190,7 +246,7 @@ def read_inbox_file(path: str, start: int = 0) -> ReadResult:
     return _read(path, start, inbox=True)
 
 
-def _read(path: str, start: int, *, inbox: bool) -> ReadResult:
+def _read(path: str, start: int, *, inbox: bool, decode: bool = True) -> ReadResult:
     if _faults.ACTIVE and _faults.next_read() == "eio_read":
         raise StorageError(f"{path}: cannot read: {os.strerror(errno.EIO)} (injected)")
     shift = 0
@@ -206,8 +262,8 @@ def _read(path: str, start: int, *, inbox: bool) -> ReadResult:
         raise
     except OSError as exc:
         raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
-    result = parse(data, begin, path)
-    if begin == 0 and result.records:
+    result = parse(data, begin, path, decode=decode)
+    if begin == 0 and result.records and decode:
         check_header(path, result.records[0][1])
     if shift:
         result.records = [(pos + shift, rec) for pos, rec in result.records]

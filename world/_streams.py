@@ -50,6 +50,22 @@ _NARROW = b"eveidx4\n"  # opens an index of 4-byte offsets (a version-1 entry ne
 _NARROW_LIMIT = 1 << 32  # an offset from here on needs the 8-byte form
 
 
+def lost_item_error(path: str, offset: int) -> CorruptJournalError:
+    """Reading an item that `eve doctor --repair` replaced by a gap record (its bytes were
+    damaged; they are kept in quarantine/): the item is lost, so is what depended on it. A
+    stream `<kind>.<root>[...]` belongs to run family `<root>`, which cannot go on."""
+    parts = os.path.basename(path).split(".")
+    owner = f"run family {parts[1]}" if len(parts) > 2 else "its run family"
+    return CorruptJournalError(
+        path,
+        offset,
+        "lost item",
+        what=f"the item at offset {offset} was damaged; a repair kept its bytes in "
+        "quarantine/ and left a gap record in its place, so it cannot be read",
+        advice=f"{owner} cannot go on: start a new one (its journal is intact)",
+    )
+
+
 def index_form(data: bytes) -> tuple[int, int]:
     """`(where entries begin, bytes an entry)` of an index beginning with `data` (an empty
     one is a new stream's: 4-byte)."""
@@ -296,6 +312,9 @@ class StreamStore:
                 raise CorruptJournalError(
                     data_path, offsets[start], what=f"items {start}..{stop - 1} unreadable"
                 )
+            if any(rec.get("t") == "gap" for _, rec in parsed.records):
+                pos = next(p for p, rec in parsed.records if rec.get("t") == "gap")
+                raise lost_item_error(data_path, pos)
             out.append([rec.get("v") for _, rec in parsed.records])
         return out
 

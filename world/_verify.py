@@ -1,11 +1,23 @@
 """Checking and safely repairing a `LocalWorld` data directory (what `eve doctor` runs).
 
 `verify(path)` reads every file of the layout without writing and returns one `Finding` per
-file. `repair(path)` fixes what can be fixed without losing anything: a torn tail is copied to
-the quarantine folder and then truncated; a journal damaged in the middle is copied whole to
-the quarantine folder and cut at the damage, so the run stays readable up to it; unreadable
-files (a damaged head, a dangling hook, a temporary file left by a crash) are moved there.
-Nothing is ever deleted: `quarantine/<stamp>/` mirrors the layout it came from.
+file. `repair(path)` fixes what can be fixed without losing anything and without making a
+family worse:
+
+* a torn tail (a record cut short by a crash) is copied to the quarantine folder, then cut;
+* damaged records in the middle of a journal, inbox or stream (or a whole last record whose
+  checksum fails) are copied there and overwritten in place by `gap` records of the same
+  length, so every later record keeps its offset: journal positions, inbox delivery ids and
+  stream item indexes do not move, nothing earlier is delivered again and no id is reused;
+* unreadable files (a damaged head, a leftover) are moved there; a hook file whose content is
+  damaged is rewritten from the journal that claims its token; a damaged `FORMAT` is
+  rewritten.
+
+Nothing is ever deleted: `quarantine/<stamp>/` mirrors the layout it came from, with a
+`NOTE.txt` saying what each file there is. After a repair a family either works — what a gap
+replaced is reported (`lost`: a delivery, an older generation's record) — or, when a gap lies
+where a replay reads, it is `damaged`: readable, refused by the engine with the same words,
+and no further repair changes it.
 
 Repairs take the same locks the writers take (the family lease for a journal, `inbox.lock`
 for an inbox, `flock` on a stream), so a file in use by a live process is left alone and
@@ -16,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import shutil
@@ -23,19 +36,29 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filelock
+import msgpack
 
-from . import _journal
+from . import _codec, _journal
 from ._errors import CorruptJournalError, StorageError, WorldError
-from ._streams import encode_index, index_form, index_offsets
+from ._family import GAP, load_family
+from ._streams import encode_index, index_form, index_offsets, lost_item_error
+
+if TYPE_CHECKING:
+    from .local import LocalWorld
 
 QUARANTINE = "quarantine"
 # States that need no action; every other state is a problem `repair` may fix.
 OK_STATES = frozenset({"ok", "held"})
-# States `repair` can fix; the rest (`corrupt`, `unreadable`) are errors until repaired.
-WARNING_STATES = frozenset({"torn", "stale", "leftover", "dangling"})
+# Warnings: recovered on open or tidied by `repair` (`lost`: what an earlier repair
+# replaced, reported; nothing left to do).
+WARNING_STATES = frozenset({"torn", "stale", "leftover", "dangling", "lost"})
+# Errors: `corrupt` and `unreadable` until repaired; `damaged` is what a repair leaves when the
+# family cannot go on (no repair changes it).
+ERROR_STATES = frozenset({"corrupt", "unreadable", "damaged"})
+NOTE = "NOTE.txt"
 
 
 @dataclass(frozen=True)
@@ -44,8 +67,8 @@ class Finding:
 
     path: str  # relative to the data directory
     kind: str  # format | journal | inbox | stream | index | head | lock | hook | temp
-    state: str  # ok | held | torn | stale | leftover | dangling | corrupt | unreadable |
-    #             busy | repaired | quarantined
+    state: str  # ok | held | torn | stale | leftover | dangling | lost | corrupt |
+    #             unreadable | damaged | busy | repaired | quarantined
     detail: str = ""
     offset: int | None = None  # where the damage starts
     size: int = 0
@@ -58,7 +81,7 @@ class Finding:
     @property
     def error(self) -> bool:
         """Damage that is not recovered on open (a torn tail is; a corrupt record is not)."""
-        return self.state in ("corrupt", "unreadable")
+        return self.state in ERROR_STATES
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,13 +92,14 @@ def verify(path: str | os.PathLike[str]) -> list[Finding]:
     """Check every file under the data directory `path`; writes nothing."""
     root = _data_dir(path)
     findings = [_check_format(root)]
+    world = _reader(root)
     runs = root / "runs"
     for family in _listdir(runs):
         folder = runs / family
         if not folder.is_dir():
             findings.append(_temp(root, folder))
             continue
-        findings.extend(_check_family(root, folder))
+        findings.extend(_check_family(root, folder, world))
     streams = root / "streams"
     for name in _listdir(streams):
         file = streams / name
@@ -88,6 +112,17 @@ def verify(path: str | os.PathLike[str]) -> list[Finding]:
     for token in _listdir(hooks):
         findings.append(_check_hook(root, hooks / token))
     return findings
+
+
+def _reader(root: Path) -> LocalWorld | None:
+    """The directory opened read-only, to replay what its families' records say (None when
+    its FORMAT does not let it open: that finding says so)."""
+    from .local import LocalWorld  # here: local.py is the larger import, verify the rarer call
+
+    try:
+        return LocalWorld(root, create=False)
+    except WorldError:
+        return None
 
 
 def _data_dir(path: str | os.PathLike[str]) -> Path:
@@ -130,7 +165,7 @@ def _check_format(root: Path) -> Finding:
     return Finding("FORMAT", "format", "ok", f"version {found.get('version')}", size=_size(file))
 
 
-def _check_family(root: Path, folder: Path) -> list[Finding]:
+def _check_family(root: Path, folder: Path, world: LocalWorld | None) -> list[Finding]:
     out: list[Finding] = []
     for name in _listdir(folder):
         file = folder / name
@@ -148,7 +183,23 @@ def _check_family(root: Path, folder: Path) -> list[Finding]:
         # A crash while creating the run (its journal is written aside, then renamed).
         detail = "run folder without a journal: its creation never finished"
         out.append(Finding(_rel(root, folder), "temp", "leftover", detail))
+        return out
+    if world is not None and all(f.state in ("ok", "held", "lost") for f in out if f.kind in
+                                 ("journal", "inbox")):  # fmt: skip
+        beyond = _check_replay(root, folder, world)
+        out = [_merge(f, beyond.get(f.path)) for f in out]
     return out
+
+
+def _merge(found: Finding, replay: Finding | None) -> Finding:
+    if replay is None or found.state not in ("ok", "held", "lost"):
+        return found
+    if found.state == "lost" and replay.state == "lost":
+        detail = f"{found.detail}; {replay.detail}"
+        return Finding(found.path, found.kind, "lost", detail, found.offset, found.size,
+                       found.records)  # fmt: skip
+    return Finding(replay.path, replay.kind, replay.state, replay.detail, replay.offset,
+                   found.size, found.records)  # fmt: skip
 
 
 def _check_log(root: Path, file: Path, kind: str) -> Finding:
@@ -168,7 +219,50 @@ def _check_log(root: Path, file: Path, kind: str) -> Finding:
         lost = size - result.end
         detail = f"torn tail: {lost} byte(s) after the last complete record"
         return Finding(rel, kind, "torn", detail, offset=result.end, size=size, records=records)
+    gaps = [pos for pos, rec in result.records[1:] if rec.get("t") == GAP]
+    if gaps and kind == "stream":  # its readers would miss the item: as reading it says
+        gone = lost_item_error(str(file), gaps[0])
+        detail = f"{gone.what}; {gone.advice}"
+        return Finding(rel, kind, "damaged", detail, gaps[0], size=size, records=records)
+    if gaps:
+        where = ", ".join(map(str, gaps[:5])) + (" ..." if len(gaps) > 5 else "")
+        detail = (
+            f"{len(gaps)} damaged record(s) replaced by an earlier repair (offset {where}); "
+            "their bytes are in quarantine/"
+        )
+        return Finding(rel, kind, "lost", detail, gaps[0], size=size, records=records)
     return Finding(rel, kind, "ok", f"{records} record(s)", size=size, records=records)
+
+
+def _check_replay(root: Path, folder: Path, world: LocalWorld) -> dict[str, Finding]:
+    """What the family's records say beyond their checksums, by file: a record a repair
+    replaced where a replay reads (the journal `damaged`), deliveries received by older
+    generations that the inbox no longer holds (the inbox `lost`)."""
+    journal = _rel(root, folder / "journal.msgpack")
+    inbox = _rel(root, folder / "inbox.msgpack")
+    try:
+        load_family(world, folder.name).check_replayable()  # as the engine does, to agree
+        family = load_family(world, folder.name, full=True, log=True)
+    except CorruptJournalError as exc:
+        detail = f"{exc.what}; {exc.advice}"
+        return {journal: Finding(journal, "journal", "damaged", detail, exc.offset)}
+    except (WorldError, OSError, LookupError, TypeError, ValueError) as exc:
+        return {journal: Finding(journal, "journal", "damaged", f"cannot be replayed: {exc}", 0)}
+    try:  # a compacted inbox no longer holds the consumed deliveries before its first id
+        with open(folder / "inbox.msgpack", "rb") as f:
+            shift, header_end = _journal.inbox_layout(f.read(_journal.HEADER_MAX))
+        first_id = shift + header_end
+    except FileNotFoundError:
+        first_id = 0
+    lost = [rec for rec in family.log or () if "lost" in rec and rec["lost"] >= first_id]
+    if not lost:
+        return {}
+    first = lost[0]
+    detail = (
+        f"{len(lost)} delivery(ies) received by finished generations are gone (the first at "
+        f"id {first['lost']}, received by run {first['run']}); a replay does not need them"
+    )
+    return {inbox: Finding(inbox, "inbox", "lost", detail, first["lost"])}
 
 
 def _check_index(root: Path, data: Path) -> Finding:
@@ -197,9 +291,13 @@ def _check_head(root: Path, file: Path) -> Finding:
     rel = _rel(root, file)
     rebuilt = "unreadable; a status cache, rebuilt from the journal on open"
     try:
-        head = _journal.head_from(file.read_bytes())
+        data = file.read_bytes()
+        head = _journal.head_from(data)
     except Exception:  # any damage: the head is a cache rebuilt from the journal
         return Finding(rel, "head", "stale", rebuilt, size=_size(file))
+    if head is None and _journal.is_plain_head(data):
+        detail = "the older form, without a checksum: not believed, rebuilt from the journal"
+        return Finding(rel, "head", "stale", detail, size=len(data))
     if head is None:
         return Finding(rel, "head", "stale", rebuilt, size=_size(file))
     return Finding(rel, "head", "ok", f"{len(head.get('runs', {}))} run(s)", size=_size(file))
@@ -239,7 +337,12 @@ def _check_hook(root: Path, file: Path) -> Finding:
         return Finding(rel, "hook", "leftover", "empty: its claimer died mid-claim")
     family = owner.split(".", 1)[0]
     if "/" in family or not (root / "runs" / family / "journal.msgpack").exists():
-        return Finding(rel, "hook", "dangling", f"names run {owner!r}, which does not exist")
+        detail = f"names run {owner!r}, which does not exist"
+        claimant = _hook_claimant(root, file.name)
+        if claimant is not None:  # damaged: deliveries to the run waiting on it fail
+            detail += f"; the journal of run {claimant} claims it"
+            return Finding(rel, "hook", "corrupt", detail, size=_size(file))
+        return Finding(rel, "hook", "dangling", detail)
     return Finding(rel, "hook", "ok", f"run {owner}", size=_size(file))
 
 
@@ -254,14 +357,18 @@ def repair(path: str | os.PathLike[str]) -> list[Finding]:
     bin_ = _Quarantine(root)
     done: list[Finding] = []
     for found in verify(root):
-        if found.ok or found.kind in ("format", "lock"):
-            continue  # FORMAT is rewritten on open; locks need nothing
+        if found.ok or found.kind == "lock" or found.state in ("lost", "damaged"):
+            continue  # locks need nothing; what an earlier repair left, no repair changes
+        if found.kind == "format" and found.state != "unreadable":
+            continue  # a missing FORMAT is rewritten on open
         file = root / found.path
         try:
             with _guard_for(root, found):
                 done.append(_repair_one(root, bin_, found, file))
         except filelock.Timeout:
             done.append(_replace(found, "busy", "in use by a live process; not repaired"))
+        except WorldError as exc:  # e.g. an index whose stream could not be repaired
+            done.append(_replace(found, found.state, f"not repaired: {exc}"))
         except OSError as exc:
             done.append(_replace(found, "unreadable", f"repair failed: {exc}"))
     return done
@@ -301,42 +408,223 @@ def _guard_for(root: Path, found: Finding) -> Iterator[None]:
 
 
 def _repair_one(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
-    if found.kind in ("journal", "inbox", "stream") and found.state in ("torn", "corrupt"):
+    if found.kind in ("journal", "inbox", "stream") and found.state == "torn":
         return _cut(root, bin_, found, file)
+    if found.kind in ("journal", "inbox", "stream") and found.state == "corrupt":
+        return _fill(root, bin_, found, file)
     if found.kind == "index":
         count = _write_index(file.with_suffix(".msgpack"))
         return _replace(found, "repaired", f"rebuilt from the stream ({count} item(s))")
+    if found.kind == "format":
+        where = bin_.move(file, "unreadable")
+        _write_format(file)
+        return _replace(found, "repaired", f"rewritten; the damaged one moved to {where}")
+    if found.kind == "hook" and found.state == "corrupt":
+        return _rewrite_hook(root, bin_, found, file)
     if found.kind == "journal" and file.name == "journal.msgpack":
         # The journal is the run: without a readable one the whole family goes, together.
-        where = bin_.move(file.parent)
+        where = bin_.move(file.parent, "no readable run record")
         return _replace(found, "quarantined", f"no readable run; folder moved to {where}")
-    where = bin_.move(file)  # a damaged head, a dangling hook, a leftover, a journal-less run
+    where = bin_.move(file, found.detail)  # a damaged head, a dangling hook, a leftover
     return _replace(found, "quarantined", f"moved to {where}")
 
 
 def _cut(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
-    """Keep the valid prefix in place; keep every other byte in the quarantine folder."""
+    """A torn tail: keep the valid prefix in place and the cut bytes in the quarantine."""
     fresh = _check_log(root, file, found.kind)  # under the lock now: the state may have moved
-    if fresh.state not in ("torn", "corrupt") or fresh.offset is None:
-        return _replace(fresh, fresh.state, "nothing to repair any more")
+    if fresh.state != "torn" or fresh.offset is None:
+        return _replace(fresh, fresh.state, "nothing to cut any more")
     offset = fresh.offset
-    valid = _journal.parse(file.read_bytes()[:offset], 0, str(file)).records if offset else []
-    if found.kind == "journal" and len(valid) < 2:
+    if found.kind == "journal" and fresh.records < 1:
         # Nothing but the header survives: without its start record the run cannot be read.
-        where = bin_.move(file.parent)
+        where = bin_.move(file.parent, "no readable run record before a torn tail")
         return _replace(fresh, "quarantined", f"no readable run left; folder moved to {where}")
-    if fresh.state == "torn":
-        where = bin_.copy_tail(file, offset)
-        what = f"torn tail cut at offset {offset}; its bytes kept in {where}"
-    else:
-        where = bin_.copy_whole(file)
-        what = f"cut at the damage (offset {offset}); the whole file kept in {where}"
+    where = bin_.copy_tail(file, offset)
     with open(file, "r+b") as f:
         f.truncate(offset)
         os.fsync(f.fileno())
     if found.kind == "stream":
         _write_index(file)
-    return Finding(fresh.path, fresh.kind, "repaired", what, offset, fresh.size, len(valid) - 1)
+    what = f"torn tail cut at offset {offset}; its bytes kept in {where}"
+    return Finding(fresh.path, fresh.kind, "repaired", what, offset, fresh.size, fresh.records)
+
+
+def _fill(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
+    """Damaged records: their bytes copied to the quarantine, then overwritten in place by gap
+    records of the same length (every later record keeps its offset), region by region."""
+    fresh = _check_log(root, file, found.kind)  # under the lock now: the state may have moved
+    regions: list[str] = []
+    if found.kind == "journal" and not _has_run_record(file.read_bytes()):
+        # No run record survives the damage: without its start the run cannot be read.
+        where = bin_.move(file.parent, "no readable run record")
+        return _replace(fresh, "quarantined", f"no readable run left; folder moved to {where}")
+    while fresh.state == "corrupt" and fresh.offset is not None and len(regions) < 64:
+        data = file.read_bytes()
+        start, stop = fresh.offset, _damage_end(data, fresh.offset)
+        pieces = _pieces(file, found.kind, start, stop)
+        fillers = [_gap_frame(b - a) for a, b in pieces]
+        if start == 0:  # the header: a fresh one first (its kind is the file's), then gaps
+            pieces, fillers = _with_header(found.kind, pieces, fillers)
+        at_end = not any(data[stop:])
+        if at_end and fillers[-1] is None:  # nothing after it to keep in place: any length
+            a, b = pieces[-1]
+            record = _header_of(found.kind) if a == 0 else {"t": GAP, "n": b - a}
+            fillers[-1] = _journal.frame(record)
+        if any(f is None for f in fillers):
+            detail = f"{stop - start} damaged byte(s) at offset {start} too few to replace"
+            return _replace(fresh, "corrupt", detail + "; left as they are")
+        saved = bin_.copy_range(file, data[start:stop], start)
+        with open(file, "r+b") as f:
+            for (a, _), filler in zip(pieces, fillers, strict=True):
+                assert filler is not None
+                _journal.write_all(f.fileno(), filler, a)
+            end = max(stop, pieces[-1][0] + len(fillers[-1] or b""))
+            if end < len(data) and at_end:
+                f.truncate(end)  # zeros a writer reserved after the damaged last record
+            os.fsync(f.fileno())
+        regions.append(f"{stop - start} byte(s) at offset {start} (kept in {saved})")
+        bin_.note(
+            f"{fresh.path}: {stop - start} damaged byte(s) at offset {start} copied to "
+            f"{saved}, then replaced in place by {len(pieces)} gap record(s) of the same "
+            "length (every later record keeps its offset)"
+        )
+        fresh = _check_log(root, file, found.kind)
+    if fresh.state == "torn":  # damage before a torn tail: the tail is cut as any
+        regions.append(_cut(root, bin_, fresh, file).detail)
+    elif found.kind == "stream":
+        _write_index(file)
+    if not regions:
+        return _replace(fresh, fresh.state, "nothing to repair any more")
+    what = "damaged records replaced by gap records of their length: " + "; ".join(regions)
+    return Finding(fresh.path, fresh.kind, "repaired", what, found.offset, fresh.size,
+                   fresh.records)  # fmt: skip
+
+
+def _has_run_record(data: bytes) -> bool:
+    """Whether any valid frame of a journal's bytes holds a record of a run."""
+    pos = _journal.next_valid_frame(data, 0)
+    while pos is not None:
+        unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+        unpacker.feed(data[pos:])
+        with contextlib.suppress(Exception):
+            body = unpacker.unpack()[2]
+            if _codec.decode(body).get("t") not in ("header", GAP):
+                return True
+        pos = _journal.next_valid_frame(data, pos + 1)
+    return False
+
+
+def _damage_end(data: bytes, start: int) -> int:
+    """Where the damage starting at `start` ends: the next valid frame, else (damage in the
+    last record) the end of the whole object there, else of the data before reserved zeros."""
+    nxt = _journal.next_valid_frame(data, start + 1)
+    if nxt is not None:
+        return nxt
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data[start:])
+    try:
+        whole = isinstance(unpacker.unpack(), list)  # a frame's shape: its end is known
+    except Exception:
+        whole = False
+    if whole and not any(data[start + int(unpacker.tell()) :]):
+        return start + int(unpacker.tell())  # zeros after it: space a writer reserved
+    return len(data)
+
+
+def _pieces(file: Path, kind: str, start: int, stop: int) -> list[tuple[int, int]]:
+    """The damaged span cut where its records began: a stream's index says (so each item
+    keeps its index); elsewhere offsets need no more than one gap."""
+    if kind != "stream":
+        return [(start, stop)]
+    try:
+        stored = index_offsets(file.with_suffix(".idx").read_bytes())
+    except (OSError, StorageError):
+        return [(start, stop)]
+    if start not in stored:
+        return [(start, stop)]
+    cuts = [start, *(o for o in stored if start < o < stop), stop]
+    return list(itertools.pairwise(cuts))
+
+
+def _with_header(
+    kind: str, pieces: list[tuple[int, int]], fillers: list[bytes | None]
+) -> tuple[list[tuple[int, int]], list[bytes | None]]:
+    """The damaged span at the start of a file: a header of its kind, then gap records."""
+    header = _header_of(kind)
+    first_start, first_stop = pieces[0]
+    plain = _journal.frame(header)
+    rest = first_stop - first_start - len(plain)
+    gap = _gap_frame(rest) if rest > 0 else None
+    if gap is not None:
+        split = first_start + len(plain)
+        return [(first_start, split), (split, first_stop), *pieces[1:]], [plain, gap, *fillers[1:]]
+    return pieces, [_padded(header, first_stop - first_start), *fillers[1:]]
+
+
+def _header_of(kind: str) -> dict[str, Any]:
+    formats = {"journal": _journal.JOURNAL_FORMAT, "inbox": _journal.INBOX_FORMAT}
+    return _journal.header(formats.get(kind, "eve-world-stream"))
+
+
+def _gap_frame(size: int) -> bytes | None:
+    return _padded({"t": GAP, "n": size}, size) or _padded({"t": GAP}, size)
+
+
+def _padded(record: dict[str, Any], size: int) -> bytes | None:
+    """`record` as a valid frame of exactly `size` bytes, padded (None: it takes more)."""
+    for extra in ({}, {"y": None}, {"y": None, "z": None}):
+        for pad in (None, *range(max(0, size - 40), size)):
+            rec: dict[str, Any] = {**record, **extra}
+            if pad is not None:
+                rec["x"] = bytes(pad)
+            out = _journal.frame(rec)
+            if len(out) == size:
+                return out
+            if pad is None and len(out) > size:
+                break
+    return None
+
+
+def _write_format(file: Path) -> None:
+    from .local import FORMAT
+
+    tmp = file.with_name(f"FORMAT.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(FORMAT) + "\n")
+    _fsync(tmp)
+    os.replace(tmp, file)
+    _fsync(file.parent)
+
+
+def _rewrite_hook(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
+    """A hook file whose content is damaged: rewritten with the run its journal says claims
+    the token (the journal is the truth), the damaged one kept."""
+    owner = _hook_claimant(root, file.name)
+    if owner is None:
+        where = bin_.move(file, found.detail)
+        return _replace(found, "quarantined", f"no run claims it; moved to {where}")
+    where = bin_.copy_whole(file, found.detail)
+    tmp = file.with_name(f".{file.name}.tmp{os.getpid()}")
+    tmp.write_text(owner)
+    _fsync(tmp)
+    os.replace(tmp, file)
+    _fsync(file.parent)
+    return _replace(found, "repaired", f"rewritten from the journal (run {owner}); was {where}")
+
+
+def _hook_claimant(root: Path, token: str) -> str | None:
+    """The unfinished run whose journal claims hook `token` (None: none does)."""
+    world = _reader(root)
+    if world is None:
+        return None
+    for family in _listdir(root / "runs"):
+        try:
+            loaded = load_family(world, family, full=True)
+        except (WorldError, OSError, LookupError, TypeError, ValueError):
+            continue
+        for run in loaded.runs.values():
+            if token in run.hooks and not run.finished:
+                return run.id
+    return None
 
 
 def _write_index(data: Path) -> int:
@@ -354,7 +642,8 @@ def _write_index(data: Path) -> int:
 
 
 class _Quarantine:
-    """`quarantine/<stamp>/` under the data directory, created on first use."""
+    """`quarantine/<stamp>/` under the data directory, created on first use, with a note
+    (`NOTE.txt`) of what each file there is."""
 
     def __init__(self, root: Path) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -366,14 +655,31 @@ class _Quarantine:
         target.parent.mkdir(parents=True, exist_ok=True)
         return target
 
-    def move(self, file: Path) -> str:
+    def note(self, line: str) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / NOTE, "a", encoding="utf-8") as f:
+            f.write(line.rstrip() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def move(self, file: Path, why: str) -> str:
         target = self._target(file)
         os.replace(file, target)
-        return _rel(self.root, target)
+        where = _rel(self.root, target)
+        self.note(f"{_rel(self.root, file)}: moved here as {where} ({why})")
+        return where
 
-    def copy_whole(self, file: Path) -> str:
+    def copy_whole(self, file: Path, why: str) -> str:
         target = self._target(file)
         shutil.copyfile(file, target)
+        _fsync(target)
+        where = _rel(self.root, target)
+        self.note(f"{_rel(self.root, file)}: copied here as {where}, then rewritten ({why})")
+        return where
+
+    def copy_range(self, file: Path, data: bytes, offset: int) -> str:
+        target = self._target(file, f".bytes-{offset}")
+        target.write_bytes(data)
         _fsync(target)
         return _rel(self.root, target)
 
@@ -383,7 +689,9 @@ class _Quarantine:
             src.seek(offset)
             target.write_bytes(src.read())
         _fsync(target)
-        return _rel(self.root, target)
+        where = _rel(self.root, target)
+        self.note(f"{_rel(self.root, file)}: torn tail from offset {offset} cut, kept as {where}")
+        return where
 
 
 def _fsync(file: Path) -> None:

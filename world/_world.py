@@ -40,6 +40,11 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+def is_run_id(text: str) -> bool:
+    """Whether `text` is a valid run id (see `check_run_id`)."""
+    return bool(_RUN_ID.fullmatch(text))
+
+
 def check_name(name: str, what: str = "name") -> str:
     """Validate a stream name or hook token: `[A-Za-z0-9._:-]{1,200}`, no leading '.'."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -329,6 +334,11 @@ class World(ABC):
     @abstractmethod
     def acquire(self, root: str, wait: float | None = None) -> Lease:
         """Take the family lease (waiting up to `wait` seconds); else `OwnershipError`."""
+
+    def check_intact(self, root: str) -> None:  # noqa: B027 - a world without damage to find
+        """Raise `CorruptJournalError` if what the world stores for family `root` (its
+        journal, inbox, and streams named `<kind>.<root>[...]`) holds damage no writer may go
+        on past. `acquire` and `deliver` check it: a damaged family takes no writes."""
 
     @abstractmethod
     async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:

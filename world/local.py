@@ -22,6 +22,7 @@ import os
 import shutil
 import threading
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ from ._errors import (
     WorldError,
     storage_error,
 )
-from ._streams import StreamStore
+from ._streams import StreamStore, lost_item_error
 from ._watch import DirWatcher, touched
 from ._world import (
     IO,
@@ -53,6 +54,7 @@ from ._world import (
     check_run_id,
     inbox_item,
     inbox_record,
+    is_run_id,
     root_of,
     stream_family,
 )
@@ -61,6 +63,9 @@ if TYPE_CHECKING:
     from ._verify import Finding
 
 FORMAT = {"format": "eve-world", "version": 1}
+_STREAM_SUFFIX = ".msgpack"
+# The key of a head under which a LocalWorld notes how far it checked the family's files.
+_INTACT_KEY = "_intact"
 # An inbox is compacted once its consumed deliveries take this much (and more than the rest).
 COMPACT_MIN = 16 * 1024
 REMOVE_WAIT = 5.0  # seconds `remove_family` waits for a delivery in progress to finish
@@ -216,6 +221,10 @@ class LocalWorld(World):
         self._inbox_ends: dict[str, int] = {}
         self._inbox_paths: dict[str, str] = {}
         self._inbox_shifts: dict[str, tuple[tuple[int, int, int], int]] = {}
+        # file -> (inode, end checked whole, the bytes just before that end, their crc32)
+        self._intact: dict[str, tuple[int, int, bytes, int]] = {}
+        self._checked: dict[str, list[str]] = {}  # family -> the files `check_intact` checks
+        self._prefix = len(os.path.join(self.path, ""))  # a file's name within the directory
         self._streams = StreamStore(self.path / "streams")
         self._streams.before_write = self._settle  # readers see no item before its record
         self._stream_files = _Listing(self.path / "streams", _stream_root)
@@ -232,8 +241,13 @@ class LocalWorld(World):
                     ok = found.get("format") == FORMAT["format"]
                 except (ValueError, AttributeError):
                     ok, found = False, {}
-                if not ok:
-                    raise WorldError(f"{fmt}: not an eve data directory (bad FORMAT file)")
+                if not ok:  # damage when the rest is a data directory: a repair rewrites it
+                    raise CorruptJournalError(
+                        str(fmt),
+                        0,
+                        "bad FORMAT",
+                        what="not an eve data directory (bad FORMAT file)",
+                    )
                 if found.get("version", 0) > FORMAT["version"]:
                     raise WorldError(f"{fmt}: written by a newer eve (version {found['version']})")
                 return
@@ -488,7 +502,8 @@ class LocalWorld(World):
         # meeting the write sees a bad checksum and reads again; a head torn by a crash is
         # rebuilt from the journal, as a missing one is.
         folder = self._files(root)[0]
-        data = _journal.frame(head, "head")
+        note = self._intact_note(root)
+        data = _journal.frame({**head, _INTACT_KEY: note} if note else head, "head")
         with _guard(folder, "writing the run status"):
             fd = os.open(os.path.join(folder, "head.msgpack"), os.O_WRONLY | os.O_CREAT, 0o644)
             try:
@@ -507,6 +522,7 @@ class LocalWorld(World):
         path = folder / "inbox.msgpack"
         with _guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it
+            self.check_intact(root)
             end, shift = self._inbox_valid_end(root, str(path))
             header = b"" if end else _journal.frame(_journal.header(_journal.INBOX_FORMAT))
             writer = _journal.Writer(str(path), end)  # drops a torn tail first
@@ -538,6 +554,102 @@ class LocalWorld(World):
                 if result.end > known or result.end == os.path.getsize(path):
                     return result.end, shift
         return _journal.read_file(path).end, shift
+
+    def check_intact(self, root: str) -> None:
+        """Refuse to write to a family with damage in its journal, inbox or streams: every
+        record is checked once per process (then only what was added since), so damage far
+        before where a load begins is not written past without a word; a stream item an
+        earlier repair replaced is damage too (the family's readers would miss it).
+
+        What an earlier process checked, its head says (`_intact`: each file's checked end
+        and the crc32 of the bytes before it): bytes unchanged since need only that crc, at
+        the speed of zlib, not a walk over their records."""
+        streams = self._family_streams(root)
+        paths = [*self._files(root)[1:], *streams]
+        self._checked[root] = paths
+        hints = (self.read_head(root) or {}).get(_INTACT_KEY)
+        for path in paths:
+            hint = hints.get(path[self._prefix :]) if isinstance(hints, dict) else None
+            try:
+                result = self._check_file(path, hint)
+            except CorruptJournalError as exc:
+                self._intact.pop(path, None)
+                raise CorruptJournalError(
+                    exc.file,
+                    exc.offset,
+                    exc.reason,
+                    what=f"{exc.what}; run family {root} takes no writes until it is "
+                    "repaired (nothing was written)",
+                ) from None
+            if result is None:
+                continue
+            if path in streams:
+                gaps = [pos for pos, rec in result.records if rec.get("t") == "gap"]
+                if gaps:
+                    self._intact.pop(path, None)
+                    raise lost_item_error(path, gaps[0])
+
+    def _check_file(self, path: str, hint: Any) -> _journal.ReadResult | None:
+        """The frames of `path` not checked before, checked (None: no file): after what this
+        process checked (known by inode, end and the bytes just before it: a file removed and
+        made again may get the same inode), else after `hint` (`[end, crc]`) if the crc of the
+        bytes before its end still holds, else all of them."""
+        try:
+            with open(path, "rb") as f:
+                ino = os.fstat(f.fileno()).st_ino
+                known = self._intact.get(path)
+                if known is not None and known[0] == ino and known[1]:
+                    _, end, tail, crc = known
+                    f.seek(end - len(tail))
+                    data = f.read()
+                    if data[: len(tail)] == tail:
+                        return self._checked_after(path, ino, end, crc, data[len(tail) :], tail)
+                    f.seek(0)
+                if (
+                    isinstance(hint, list)
+                    and len(hint) == 2
+                    and all(isinstance(v, int) for v in hint)
+                ):
+                    prefix = f.read(hint[0])
+                    if len(prefix) == hint[0] and zlib.crc32(prefix) == hint[1]:
+                        rest = f.read()
+                        return self._checked_after(path, ino, hint[0], hint[1], rest, prefix)
+                    f.seek(0)
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
+        return self._checked_after(path, ino, 0, 0, data, b"")
+
+    def _checked_after(
+        self, path: str, ino: int, end: int, crc: int, rest: bytes, before: bytes
+    ) -> _journal.ReadResult:
+        """Check the frames of `rest` (the file from `end` on; `before`: bytes before it, `crc`
+        theirs) and remember how far the file is checked."""
+        result = _journal.parse(rest, end, path, decode=False)
+        upto = result.end - end
+        crc = zlib.crc32(rest[:upto], crc)
+        last = (before[-32:] + rest[:upto])[-32:] if result.end else b""
+        if len(self._intact) >= 4096:
+            self._intact.clear()
+        self._intact[path] = (ino, result.end, bytes(last), crc)
+        return result
+
+    def _intact_note(self, root: str) -> dict[str, list[int]]:
+        """What this process checked of the family's files, for its head (`check_intact`)."""
+        out: dict[str, list[int]] = {}
+        for path in self._checked.get(root, ()):
+            known = self._intact.get(path)
+            if known is not None and known[1]:
+                out[path[self._prefix :]] = [known[1], known[3]]
+        return out
+
+    def _family_streams(self, root: str) -> list[str]:
+        """The data files of the family's streams (`stream_family`)."""
+        folder = os.path.join(self.path, "streams")
+        names = self._stream_files.get().get(root, [])
+        return [os.path.join(folder, n) for n in names if n.endswith(_STREAM_SUFFIX)]
 
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
         path = self._files(root)[2]
@@ -676,9 +788,22 @@ class LocalWorld(World):
         path = os.path.join(self.path, "hooks", check_name(token, "hook token"))
         try:
             with open(path, encoding="utf-8") as f:
-                return f.read().strip() or None
+                owner = f.read().strip() or None
         except FileNotFoundError:
             return None
+        except UnicodeDecodeError:
+            owner = "(not text)"
+        if owner is not None and not is_run_id(owner):
+            raise CorruptJournalError(
+                path, 0, "bad hook", what=f"the hook file names {owner!r}, which is no run id"
+            )
+        if owner is not None and not os.path.exists(self._files(root_of(owner))[1]):
+            # Damaged (or left by a removal that died): deliveries to it would go nowhere.
+            raise CorruptJournalError(
+                path, 0, "dangling hook", what=f"the hook file names run {owner!r}, which does "
+                "not exist"
+            )  # fmt: skip
+        return owner
 
     def release_hook(self, token: str, run_id: str) -> None:
         self._settle()
@@ -735,7 +860,8 @@ class LocalWorld(World):
             lock = self._take(folder / "owner.lock", wait or 0.0, root)
         try:
             self._journal_path(root)  # again: removed while this process waited for the lock
-        except RunNotFoundError:
+            self.check_intact(root)
+        except (RunNotFoundError, CorruptJournalError):
             lock.release()
             raise
         self._leased.add(root)

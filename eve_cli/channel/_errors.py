@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from eve_cli._hints import user_message
 from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
 from world import (
     CorruptJournalError,
@@ -109,7 +110,8 @@ def from_runtime_error(exc: BaseException, session_id: str | None = None) -> Cha
                 if session_id
                 else str(exc)
             )
-            text = message.format(sid=session_id, error=str(exc) or cls.__name__, missing=missing)
+            error = user_message(exc) or cls.__name__  # damaged data: with what to do
+            text = message.format(sid=session_id, error=error, missing=missing)
             return ChannelError(status, text, code)
     return None
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Re-exported: what to do about damaged data, said the same by the CLI and the channel.
+from eve_cli._hints import REPAIR_HINT as REPAIR_HINT
+from eve_cli._hints import user_message as user_message
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2

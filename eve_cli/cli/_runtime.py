@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli.cli._backend import Backend
 from eve_cli.cli._context import Where
-from eve_cli.cli._errors import CliError
+from eve_cli.cli._errors import CliError, user_message
 
 if TYPE_CHECKING:
     import asyncio
@@ -88,12 +88,12 @@ def open_runtime(
     try:
         rt = runtime_at(data_dir, agent_dir=agent_dir, model=model)
     except opening as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(user_message(exc)) from None
     loop = asyncio.new_event_loop()
     try:
         yield rt, loop
     except errors as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(user_message(exc)) from None
     finally:
         try:
             loop.run_until_complete(loop.shutdown_asyncgens())
@@ -138,12 +138,12 @@ def open_reader(data_dir: Where | Path) -> Iterator[Runtime]:
     try:
         rt = runtime_at(data_dir, create=False, load_agent=False)
     except errors as exc:
-        raise CliError(f"cannot read {data_dir}: {exc}") from None
+        raise CliError(f"cannot read {data_dir}: {user_message(exc)}") from None
     try:
         yield rt
     except (SessionNotFoundError, InvalidSessionIdError) as exc:
         raise CliError(f"{exc} in {data_dir}; list sessions with: eve inspect") from None
     except errors as exc:
-        raise CliError(f"damaged data in {data_dir}: {exc}") from None
+        raise CliError(f"damaged data in {data_dir}: {user_message(exc)}") from None
     finally:
         rt.close()

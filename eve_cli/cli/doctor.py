@@ -2,9 +2,12 @@
 
 Reads every journal, inbox, stream (and its index), head, lock and hook, and reports what it
 found. `--repair` fixes what can be fixed without losing anything (`world.repair`): torn tails
-are cut, unreadable files are moved to `quarantine/` under the data directory — never deleted.
-Exit code 0 when nothing is damaged (torn tails and stale caches are recovered on open), 1 when
-damage remains.
+are cut, damaged records are replaced in place by gap records of their length, unreadable files
+are moved to `quarantine/` under the data directory — never deleted; every byte replaced or cut
+is kept there, with a `NOTE.txt`. What a repair replaced is listed afterwards (`lost`); a
+session a replaced record leaves unable to go on is `damaged`, as `eve chat` and `eve inspect`
+say too. Exit code 0 when nothing is damaged (torn tails and stale caches are recovered on
+open), 1 when damage remains.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ def doctor(
     fix: Annotated[
         bool,
         typer.Option(
-            "--repair", help="Cut torn tails; quarantine unreadable files (never delete)."
+            "--repair",
+            help="Cut torn tails, replace damaged records in place; keep every byte in "
+            "quarantine/ (never delete).",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Write the findings as JSON.")] = False,
@@ -78,8 +83,18 @@ def _print(findings: list[Finding], done: list[Finding], show_all: bool, fixed: 
         f"{len(findings)} file(s) checked: {counts['ok']} ok, {counts['warnings']} warning(s), "
         f"{counts['errors']} damaged"
     )
-    if counts["errors"] and not fixed:
-        summary += " — run `eve doctor --repair` (damaged data is quarantined, never deleted)"
+    repairable = [f for f in findings if f.error and f.state != "damaged"]
+    ended = [f for f in findings if f.state == "damaged"]
+    if repairable and not fixed:
+        summary += " — run `eve doctor --repair` (it keeps every byte it replaces in quarantine/)"
+    elif ended:
+        summary += (
+            f" — {len(ended)} file(s) leave their session unable to go on (each row says which "
+            "and what was lost; the bytes are in quarantine/): start a new session with "
+            "`eve chat`"
+        )
+    elif any(f.state == "lost" for f in findings):
+        summary += " — what earlier repairs replaced is listed above; the sessions go on"
     elif counts["warnings"] and not fixed:
         summary += (
             " — harmless: every reader skips a torn tail or leftover and rebuilds a stale cache "

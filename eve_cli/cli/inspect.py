@@ -13,7 +13,7 @@ import typer
 
 from eve_cli.cli import _tree
 from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
-from eve_cli.cli._errors import CliError
+from eve_cli.cli._errors import CliError, user_message
 from eve_cli.cli._events import describe_request, error_text, format_call, one_line
 from eve_cli.cli._render import dumps
 from eve_cli.cli._runtime import open_reader
@@ -71,17 +71,38 @@ def _inspect(
             rows = with_sizes(with_live_status(reader, list_sessions(reader)), reader)
             _emit_sessions(rows, json_, where)
             return
-        view = reader.session(session)
-        view["status"] = live_status(reader, session, str(view.get("status")))
-        if view["status"] == "interrupted":
-            view["resume"] = f"eve resume {session}"
-        stream = reader.events(session, start if events else 0)
+        damage = _damage(reader, session, where)
+        try:
+            view = reader.session(session)
+            view["status"] = live_status(reader, session, str(view.get("status")))
+            if view["status"] == "interrupted":
+                view["resume"] = f"eve resume {session}"
+            stream = reader.events(session, start if events else 0)
+        except Exception:
+            if damage:  # what cannot be read says less than why
+                raise CliError(damage) from None
+            raise
     if events:
         _emit_events(stream, json_)
     elif step:
         _emit_step(view, stream, step, json_)
     else:
         _emit_session(view, stream, json_)
+    if damage:  # what could be read is shown; the exit code and the line say it stops there
+        raise CliError(damage)
+
+
+def _damage(reader: Runtime, sid: str, where: Where) -> str | None:
+    """Why the session cannot go on (as `eve chat` and `eve doctor` say it), or None."""
+    from world import CorruptJournalError, InvalidNameError, RunNotFoundError
+
+    try:
+        reader.engine.check(sid)
+    except (RunNotFoundError, InvalidNameError):
+        return None  # reading it says so
+    except CorruptJournalError as exc:
+        return f"damaged data in {where}: {user_message(exc)}"
+    return None
 
 
 def _console() -> Console:

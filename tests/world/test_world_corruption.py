@@ -137,7 +137,7 @@ def test_damage_is_recovered_or_located_and_never_read_as_data(
     try:
         result = _journal.read_file(str(path))
     except CorruptJournalError as err:
-        # Damage with valid data after it: located exactly, at the first damaged record.
+        # Damage that no write cut short explains: located exactly, at the first damaged record.
         assert err.file == str(path) and err.offset == offsets[broken]
         assert str(path) in str(err) and str(err.offset) in str(err)
         findings = {f.path: f for f in _verify.verify(folder)}
@@ -149,27 +149,41 @@ def test_damage_is_recovered_or_located_and_never_read_as_data(
         # Zero bytes after the last record are space a writer reserved, not a torn tail.
         assert result.torn == (result.end < len(data) and any(data[result.end :]))
 
-    # Repair keeps the valid prefix in place and every other byte in the quarantine folder.
+    # Repair keeps every record it can read where it was, and every byte it replaces or cuts
+    # in the quarantine folder: putting those back gives the damaged file again.
     done = _verify.repair(folder)
     assert all(f.state in ("repaired", "quarantined") for f in done if f.kind != "index")
     kept = sorted((folder / "quarantine").rglob("*")) if (folder / "quarantine").exists() else []
     if path.exists():
         after = _journal.read_file(str(path))
         assert not after.torn
-        assert after.records == records[: len(after.records)]
-        assert len(after.records) == len(intact)
+        original_at = dict(records)
+        for pos, rec in after.records[1:]:
+            assert rec.get("t") == "gap" or rec == original_at.get(pos), "a record moved"
+        ends = [*offsets[1:], len(original)]
+        untouched = [
+            pos
+            for i, (pos, _) in enumerate(records)
+            if not [c for c in changed if pos <= c < ends[i]] and ends[i] <= len(data)
+        ]
+        assert {pos for pos, _ in after.records} >= set(untouched[1:]), "a readable record lost"
+        rebuilt = bytearray(path.read_bytes())
+        for piece in kept:
+            if piece.name.startswith(f"{which}.bytes-"):
+                at = int(piece.name.rsplit("-", 1)[1])
+                saved = piece.read_bytes()
+                rebuilt[at : at + len(saved)] = saved
         tails = [p for p in kept if p.name.startswith(f"{which}.tail-")]
-        wholes = [p for p in kept if p.name == which]
-        saved = tails[0].read_bytes() if tails else b""
-        if wholes:
-            assert wholes[0].read_bytes() == bytes(data)
-        else:
-            assert path.read_bytes() + saved == bytes(data)
-    else:  # nothing but a header survived: the whole run folder is in quarantine
-        assert kind == "journal" and len(intact) < 2
+        rebuilt += tails[0].read_bytes() if tails else b""
+        n = min(len(rebuilt), len(data))  # longer: a header took more than the bytes it replaced
+        assert bytes(rebuilt[:n]) == bytes(data[:n]) and not any(data[n:])
+        notes = (folder / "quarantine").rglob(_verify.NOTE) if kept else []
+        assert all(rel in n.read_text() for n in notes)
+    else:  # no readable run at all: the whole run folder is in quarantine
+        assert kind == "journal"
         moved = [p for p in kept if p.name == which]
         assert moved and moved[0].read_bytes() == bytes(data)
-    assert not [f for f in _verify.verify(folder) if f.error]
+    assert not [f for f in _verify.verify(folder) if f.state in ("corrupt", "unreadable")]
 
 
 def test_a_torn_tail_is_recovered_by_the_engine(tmp_path: Path) -> None:
@@ -208,9 +222,10 @@ async def _receiver(ctx: WorkflowContext, _: Any) -> list[Any]:
 def test_a_received_delivery_lost_from_the_inbox_is_an_error_not_another_payload(
     tmp_path: Path, redelivered: bool
 ) -> None:
-    # A `recv` record names its deliveries by inbox position and checksum. After a repair cut
-    # the inbox, a later delivery lands at the same position: the replay must not take it for
-    # the one received (nor go on without it), but name the inbox and the position.
+    # A `recv` record names its deliveries by inbox position and checksum. A repair replaces
+    # the damaged delivery by a gap record of its length, so a later delivery gets a new id
+    # (never the lost one's): the replay must not go on without the one it received, but name
+    # the inbox and the position.
     folder = tmp_path / "data"
     engine = Engine(LocalWorld(folder), {"receiver": _receiver})
     rid = asyncio.run(engine.start("receiver", run_id="rx"))
@@ -224,13 +239,15 @@ def test_a_received_delivery_lost_from_the_inbox_is_an_error_not_another_payload
     data = bytearray(inbox.read_bytes())
     data[position + 12] ^= 0x01
     inbox.write_bytes(bytes(data))
+    size = inbox.stat().st_size
     assert [f.state for f in _verify.repair(folder) if f.kind == "inbox"] == ["repaired"]
-    assert inbox.stat().st_size == position
+    assert inbox.stat().st_size == size and _records(inbox)[1] == (position, _records(inbox)[1][1])
+    assert _records(inbox)[1][1]["t"] == "gap"  # in its place, of its length
     (folder / "runs" / rid / "head.msgpack").unlink()  # the next load reads from the start
     engine = Engine(LocalWorld(folder), {"receiver": _receiver})
     if redelivered:
         asyncio.run(engine.resume_hook("t-inbox", "other"))
-        assert _records(inbox)[1][0] == position  # the same position, another payload
+        assert _records(inbox)[-1][0] == size  # a new id, after every earlier one
     with pytest.raises(CorruptJournalError) as err:
         asyncio.run(engine.run(rid))
     assert err.value.file == str(inbox) and err.value.offset == position
@@ -240,3 +257,31 @@ def test_a_received_delivery_lost_from_the_inbox_is_an_error_not_another_payload
     assert engine.info(rid).status == "parked"
     [lost] = [r for r in engine.history(rid) if r["t"] == "recv"]
     assert lost["lost"] == position and "values" not in lost
+
+
+@pytest.mark.parametrize("where", ["journal", "inbox"])
+def test_a_family_damaged_before_where_a_load_begins_takes_no_writes(
+    tmp_path: Path, where: str
+) -> None:
+    # The head lets a load skip to the current generation, so damage in an older one is never
+    # read by the drive; still, neither the lease nor a delivery may write past it.
+    folder = tmp_path / "data"
+    engine = Engine(LocalWorld(folder), {"receiver": _receiver})
+    rid = asyncio.run(engine.start("receiver", run_id="rx"))
+    asyncio.run(engine.run(rid))
+    asyncio.run(engine.resume_hook("t-inbox", "first"))
+    assert asyncio.run(engine.run(rid)).status == "parked"
+    path = folder / "runs" / rid / f"{where}.msgpack"
+    offset = _records(path)[1][0]  # the first record after the header, valid ones after it
+    data = bytearray(path.read_bytes())
+    data[offset + 10] ^= 0x20
+    path.write_bytes(bytes(data))
+    engine = Engine(LocalWorld(folder), {"receiver": _receiver})  # a new process, as it were
+    for attempt in (lambda: engine.run(rid), lambda: engine.resume_hook("t-inbox", "second")):
+        with pytest.raises(CorruptJournalError) as err:
+            asyncio.run(attempt())
+        assert (err.value.file, err.value.offset) == (str(path), offset)
+        assert f"run family {rid} takes no writes" in str(err.value) and err.value.repairable
+        assert path.read_bytes() == bytes(data)  # nothing was written to it
+    with pytest.raises(CorruptJournalError):
+        engine.check(rid)  # what `eve inspect` asks says the same

@@ -24,7 +24,7 @@ STEPS = 4
 SCRIPT = textwrap.dedent(
     """
     import asyncio, sys
-    from world import Engine, LocalWorld, StorageError
+    from world import Engine, LocalWorld, NoActiveRunError, StorageError
 
     data, effects = sys.argv[1], sys.argv[2]
 
@@ -49,7 +49,7 @@ SCRIPT = textwrap.dedent(
         if info.status == "parked":
             try:
                 await engine.resume_hook("t-fault", "hooked")
-            except Exception as exc:  # delivered already by an earlier attempt
+            except NoActiveRunError as exc:  # delivered already by an earlier attempt
                 print("resume:", type(exc).__name__, file=sys.stderr)
             info = await engine.run(rid)
         print(info.status, info.result)

@@ -57,12 +57,35 @@ def test_every_torn_tail_is_discarded(journal: tuple[Path, list[int]]) -> None:
         assert len(result.records) == 5 and result.end == offsets[-1] and result.torn
 
 
-def test_flipped_byte_in_the_last_record_is_a_torn_tail(journal: tuple[Path, list[int]]) -> None:
-    path, _ = journal
+def test_flipped_byte_in_the_whole_last_record_is_damage_not_a_torn_tail(
+    journal: tuple[Path, list[int]],
+) -> None:
+    # A record of full length whose checksum fails was written whole and damaged later (it
+    # may have been durable and shown): cutting it as a torn write would lose it silently.
+    path, offsets = journal
     data = bytearray(path.read_bytes())
     data[-2] ^= 0xFF
     path.write_bytes(bytes(data))
-    assert len(_journal.read_file(str(path)).records) == 5
+    with pytest.raises(CorruptJournalError) as err:
+        _journal.read_file(str(path))
+    assert (err.value.file, err.value.offset) == (str(path), offsets[-1])
+    assert "not a write cut short" in str(err.value)
+
+
+def test_a_write_cut_short_is_a_torn_tail_also_inside_reserved_space(
+    journal: tuple[Path, list[int]],
+) -> None:
+    path, offsets = journal
+    data = path.read_bytes()
+    last = data[offsets[-1] :]
+    for cut in (1, 2, len(last) // 2, len(last) - 1):
+        path.write_bytes(data[: offsets[-1] + cut])  # the file ends inside the record
+        short = _journal.read_file(str(path))
+        assert short.torn and short.end == offsets[-1] and len(short.records) == 5
+        # A writer reserving space: what it never wrote reads as zeros, the frame "whole".
+        path.write_bytes(data[: offsets[-1] + cut] + bytes(len(last) - cut + 4096))
+        reserved = _journal.read_file(str(path))
+        assert reserved.torn and reserved.end == offsets[-1] and len(reserved.records) == 5
 
 
 def test_bad_record_before_valid_ones_names_file_and_offset(
@@ -355,3 +378,25 @@ def test_the_usage_a_head_note_asks_for_is_the_journals_data_not_its_reserved_sp
     world.close()
     end = _journal.read_file(str(journal)).end
     assert sizes and sizes[-1] == (end, end) and journal.stat().st_size == end
+
+
+def test_a_power_cut_that_zeroed_whole_blocks_of_the_last_record_is_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    # A cut may keep a file's size but not its last blocks: they read as zeros. Zeros from a
+    # block boundary inside the last record to the end are a write cut short; zeros from
+    # anywhere else in a whole record (its own bytes, say) are not.
+    path = tmp_path / "j.msgpack"
+    head = _journal.frame(_journal.header())
+    first = _journal.frame({"t": "start", "x": "a" * 100})
+    last = _journal.frame({"t": "step", "x": "b" * 2000})
+    whole = head + first + last
+    start = len(head) + len(first)
+    block = (start // _journal.BLOCK + 1) * _journal.BLOCK  # the first boundary inside `last`
+    path.write_bytes(whole[:block] + bytes(len(whole) - block))
+    torn = _journal.read_file(str(path))
+    assert torn.torn and torn.end == start and len(torn.records) == 2
+    path.write_bytes(whole[: block + 7] + bytes(len(whole) - block - 7))  # not at a boundary
+    with pytest.raises(CorruptJournalError) as err:
+        _journal.read_file(str(path))
+    assert err.value.offset == start

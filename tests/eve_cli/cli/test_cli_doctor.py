@@ -104,9 +104,19 @@ def test_damage_is_reported_with_file_and_offset_and_repair_quarantines_it(data:
 
     code, report = _doctor("--data", str(data), "--repair")
     assert code == 0 and report["ok"]
-    kept = list((data / "quarantine").rglob("journal.msgpack"))
-    assert [k.read_bytes() for k in kept] == [bytes(damaged)]  # nothing lost
-    assert journal.read_bytes() == original[: records[4][0]]  # readable up to the damage
+    # The damaged record's bytes are kept; a gap record of their length took their place, so
+    # every other record is where it was (a finished turn's record: the session goes on).
+    start, end = records[4][0], records[5][0]
+    [kept] = list((data / "quarantine").rglob(f"journal.msgpack.bytes-{start}"))
+    assert kept.read_bytes() == bytes(damaged[start:end])  # nothing lost
+    after = journal.read_bytes()
+    assert len(after) == len(original) and after[:start] == original[:start]
+    assert after[end:] == original[end:]
+    assert _journal.read_file(str(journal)).records[4][1]["t"] == "gap"
+    [note] = list((data / "quarantine").rglob("NOTE.txt"))
+    assert f"runs/{sid}/journal.msgpack" in note.read_text() and str(start) in note.read_text()
+    lost = _by_path(report)[f"runs/{sid}/journal.msgpack"]
+    assert (lost["state"], lost["offset"]) == ("lost", start)
     rt = Runtime(data)
     assert {row["id"] for row in rt.sessions()} >= {sid}
     rt.close()
@@ -125,7 +135,8 @@ def test_unreadable_files_are_moved_never_deleted(data: Path) -> None:
     code, report = _doctor("--data", str(data), "--repair")
     assert code == 0 and {r["state"] for r in report["repairs"]} == {"quarantined"}
     assert not head.exists() and not leftover.exists()
-    moved = {p.name: p.read_bytes() for p in (data / "quarantine").rglob("*") if p.is_file()}
+    kept = [p for p in (data / "quarantine").rglob("*") if p.is_file() and p.name != "NOTE.txt"]
+    moved = {p.name: p.read_bytes() for p in kept}
     assert moved == {"head.msgpack": b"\xc1garbage", "head.msgpack.tmp4242": b"half",
                      "t-nobody": b"r_gone"}  # fmt: skip
     assert all(f["state"] == "ok" for f in report["findings"])
