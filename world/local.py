@@ -788,7 +788,8 @@ class LocalWorld(World):
         path = os.path.join(self.path, "hooks", check_name(token, "hook token"))
         try:
             with open(path, encoding="utf-8") as f:
-                owner = f.read().strip() or None
+                # Empty, or zeros a power cut left under its size: its claimer died mid-claim.
+                owner = f.read().strip().strip("\x00") or None
         except FileNotFoundError:
             return None
         except UnicodeDecodeError:
