@@ -445,7 +445,11 @@ class Runtime:
         """Cancel the running turn (it ends with ``turn.cancelled``): durably, at the next
         action boundary of whichever process drives the session; a model call this process
         is streaming for it stops now."""
-        receipt = await self._operation(sid, "cancel")
+        stored = self.executor.cancels.storing(sid)  # the next action boundary waits for it
+        try:
+            receipt = await self._operation(sid, "cancel")
+        finally:
+            stored()
         if receipt.disposition == "accepted":
             self.executor.cancels.fire(sid)
         return receipt

@@ -10,6 +10,7 @@ stored, so a turn that acts on it always has the durable cancel to find.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 
 def _root(session_id: str) -> str:
@@ -23,6 +24,34 @@ class CancelSignals:
     def __init__(self) -> None:
         self._fired: set[str] = set()
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._storing: dict[str, set[asyncio.Future[None]]] = {}  # cancels being delivered
+
+    def storing(self, session_id: str) -> Callable[[], None]:
+        """Note that this process is storing a cancel of ``session_id``; call the function it
+        returns once the delivery is stored (or refused)."""
+        root = _root(session_id)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._storing.setdefault(root, set()).add(done)
+
+        def finish() -> None:
+            storing = self._storing.get(root)
+            if storing is not None:
+                storing.discard(done)
+                if not storing:
+                    del self._storing[root]
+            if not done.done():
+                done.set_result(None)
+
+        return finish
+
+    async def stored(self, session_id: str, timeout: float = 10.0) -> None:
+        """Wait (bounded) until the cancels of ``session_id`` this process is storing are
+        stored, so that an action boundary finds them: a Ctrl-C pressed during a tool must
+        stop the next one even when the tool ends before the delivery is durable. Returns at
+        once, without yielding to the loop, when none is in flight."""
+        storing = self._storing.get(_root(session_id))
+        if storing:
+            await asyncio.wait(list(storing), timeout=timeout)
 
     def fire(self, session_id: str) -> None:
         root = _root(session_id)
