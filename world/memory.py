@@ -16,6 +16,7 @@ from typing import Any
 
 from . import _codec, _journal
 from ._errors import OwnershipError, RunExistsError, RunNotFoundError
+from ._signals import Signals
 from ._world import (
     RECORD,
     FamilyLog,
@@ -50,32 +51,6 @@ class _MemoryLease(Lease):
         self._world._release(self._root, self)
 
 
-class _Signals:
-    """Wakes async waiters in any thread's event loop when a key changes."""
-
-    def __init__(self) -> None:
-        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
-        self._lock = threading.Lock()
-
-    def event(self, key: str) -> asyncio.Event:
-        event = asyncio.Event()
-        with self._lock:
-            self._waiters.setdefault(key, []).append((asyncio.get_running_loop(), event))
-        return event
-
-    def drop(self, key: str, event: asyncio.Event) -> None:
-        with self._lock:
-            waiters = self._waiters.get(key, [])
-            waiters[:] = [(loop, e) for loop, e in waiters if e is not event]
-
-    def fire(self, key: str) -> None:
-        with self._lock:
-            waiters = list(self._waiters.get(key, []))
-        for loop, event in waiters:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(event.set)
-
-
 class MemoryWorld(World):
     """An in-memory world: nothing survives the process, everything else behaves the same."""
 
@@ -85,7 +60,7 @@ class MemoryWorld(World):
         self._streams: dict[str, list[bytes]] = {}
         self._stream_written: dict[str, float] = {}
         self._lock = threading.RLock()
-        self._signals = _Signals()
+        self._signals = Signals()
 
     def _family(self, root: str) -> _Family:
         family = self._families.get(root)

@@ -56,6 +56,7 @@ from ._errors import (
     WorldError,
 )
 from ._select import redact_url as redact
+from ._signals import Signals
 from ._world import (
     IO,
     RECORD,
@@ -120,38 +121,6 @@ def _reason(exc: BaseException) -> str:
     """The first line of a driver error, which names no password."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-class _Signals:
-    """Wakes coroutines (in any thread's loop) waiting on a key; `fire_all` wakes them all."""
-
-    def __init__(self) -> None:
-        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
-        self._lock = threading.Lock()
-
-    def event(self, key: str) -> asyncio.Event:
-        event = asyncio.Event()
-        with self._lock:
-            self._waiters.setdefault(key, []).append((asyncio.get_running_loop(), event))
-        return event
-
-    def drop(self, key: str, event: asyncio.Event) -> None:
-        with self._lock:
-            waiters = self._waiters.get(key, [])
-            waiters[:] = [(loop, e) for loop, e in waiters if e is not event]
-            if not waiters:
-                self._waiters.pop(key, None)
-
-    def fire(self, key: str | None) -> None:
-        with self._lock:
-            if key is None:
-                waiters = [w for ws in self._waiters.values() for w in ws]
-            else:
-                waiters = list(self._waiters.get(key, []))
-        for loop, event in waiters:
-            if not loop.is_closed():
-                with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
-                    loop.call_soon_threadsafe(event.set)
 
 
 class _PgLease(Lease):
@@ -245,7 +214,7 @@ class PostgresWorld(World):
         self._channel = f"eve_{self._target.schema}"[:63]
         self._me = secrets.token_hex(8)  # this world object, as a lease owner
         self._alive_key = secrets.randbits(62)  # its advisory lock while its listener runs
-        self._signals = _Signals()
+        self._signals = Signals()
         self._leases: dict[str, _PgLease] = {}
         # Inbox ends of leased families, known while the listener hears every delivery (its
         # notification forgets the family's); `_inbox_epoch` counts forgettings, so an end read
