@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import re
 import secrets
 import time
@@ -40,6 +39,7 @@ from world import (
     RunNotFoundError,
     World,
     WorldError,
+    default_data_dir,
     is_database_url,
 )
 
@@ -89,11 +89,6 @@ class DeliveryReceipt:
     session_id: str
     disposition: Literal["started", "steered", "queued", "rejected", "accepted"]
     reason: str | None = None
-
-
-def default_data_dir() -> Path:
-    """``$EVE_DATA_DIR`` or ``./.workflow-data``."""
-    return Path(os.environ.get("EVE_DATA_DIR") or Path.cwd() / ".workflow-data")
 
 
 def open_world(data_dir: Path | str, *, create: bool = True, check: bool = True) -> World:

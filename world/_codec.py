@@ -138,12 +138,6 @@ def decode(data: bytes) -> Any:
     return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
 
 
-def roundtrip(value: Any, what: str = "value") -> tuple[bytes, Any]:
-    """Encode `value` and decode it again, so callers see what a replay will see."""
-    data = encode(value, what)
-    return data, decode(data)
-
-
 _LEAVES = (
     type(None), bool, float, str, bytes, dt.datetime, dt.date, dt.time, dt.timedelta,
     Decimal, UUID,

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._errors import (
     STORAGE_ERRORS,
@@ -200,6 +200,28 @@ class WorkflowContext:
         return self._parked
 
     # -- steps -----------------------------------------------------------------------------------
+    @overload
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        retry: RetryPolicy | None = None,
+        ordered: bool = True,
+        **kwargs: Any,
+    ) -> T: ...
+
+    @overload
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        retry: RetryPolicy | None = None,
+        ordered: bool = True,
+        **kwargs: Any,
+    ) -> T: ...
+
     async def step(
         self,
         name: str,

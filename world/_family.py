@@ -41,7 +41,6 @@ KEPT_CHILDREN = 10  # finished child runs the head keeps (the latest ones)
 FINISHED = frozenset({"completed", "failed"})
 # Record types that carry a run's progress (replayed in order by the workflow context).
 START_TYPES = frozenset({"start", "gen"})
-END_TYPES = frozenset({"done", "failed"})
 # Keys of a whole record that its stored (version 2) form leaves implied.
 _IMPLIED = frozenset({"t", "run", "g", "seq", "at", "parent", "created"})
 _UNSET = object()
@@ -77,7 +76,6 @@ class Run:
     meta: dict[str, Any] = field(default_factory=dict)
     created: float = 0.0
     updated: float = 0.0
-    last_pos: int = -1
 
     @property
     def finished(self) -> bool:
@@ -141,7 +139,6 @@ class Family:
         if run is None:
             return rec  # a finished run whose generation began before the scan start
         run.updated = rec.get("at", run.updated)
-        run.last_pos = pos
         if kind in START_TYPES:
             run.begin(rec, pos)
             if kind == "start":

@@ -74,8 +74,8 @@ _LOCKS = ("owner.lock", "inbox.lock")  # removed last: a waiter on them then fin
 
 
 def default_data_dir() -> Path:
-    """`$EVE_DATA_DIR`, else `./.workflow-data`."""
-    return Path(os.environ.get("EVE_DATA_DIR") or ".workflow-data")
+    """`$EVE_DATA_DIR`, else `./.workflow-data` (the one default: the runtime and CLI use it)."""
+    return Path(os.environ.get("EVE_DATA_DIR") or ".workflow-data").expanduser()
 
 
 @contextlib.contextmanager
@@ -488,7 +488,7 @@ class LocalWorld(World):
             try:
                 with open(path, "rb") as f:
                     head = _journal.head_from(f.read())
-            except (OSError, ValueError, TypeError, Exception):
+            except OSError:  # missing or unreadable: rebuilt (head_from says None for damage)
                 return None
             if head is not None:
                 return head

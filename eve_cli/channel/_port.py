@@ -13,16 +13,6 @@ TurnPolicy = Literal["steer", "queue"]
 T = TypeVar("T")
 
 
-class Receipt(Protocol):
-    """The answer to a delivery: what happened to the message (SPEC D7)."""
-
-    @property
-    def disposition(self) -> str: ...  # started | steered | queued | rejected
-
-    @property
-    def reason(self) -> str | None: ...
-
-
 class SessionRuntime(Protocol):
     """The facade calls the channel makes."""
 

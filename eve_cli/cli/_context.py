@@ -12,6 +12,7 @@ import typer
 
 from eve_cli.cli._errors import CliError
 
+# Where a database world's commands would keep local files (its Where.path stands in).
 DEFAULT_DATA_DIR = ".workflow-data"
 
 
@@ -99,7 +100,9 @@ def data_path(override: Path | None = None) -> Path:
     """The data directory chosen by the command's `--data`, the global one, or EVE_DATA_DIR."""
     chosen = override or _STATE.data
     if chosen is None:
-        chosen = Path(os.environ.get("EVE_DATA_DIR") or DEFAULT_DATA_DIR)
+        from world import default_data_dir
+
+        chosen = default_data_dir()
     return chosen.expanduser()
 
 

@@ -10,10 +10,6 @@ from typing import Any
 Event = Mapping[str, Any]
 
 ERROR_TYPES = frozenset({"step.failed", "turn.failed", "session.failed"})
-# Events after which a turn no longer runs on its own (the chat loop reads the next input).
-SETTLING_TYPES = frozenset(
-    {"turn.completed", "turn.failed", "turn.cancelled", "turn.waiting", "session.failed"}
-)
 
 
 def field(event: Event, name: str, default: Any = None) -> Any:

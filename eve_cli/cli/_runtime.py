@@ -53,7 +53,7 @@ def open_world_at(where: Where, *, create: bool = True) -> World | None:
     try:
         return world.open_world(where.url, create=create)
     except world.WorldError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(user_message(exc)) from None
 
 
 def runtime_at(where: Where | Path, *, create: bool = True, **options: Any) -> Runtime:
@@ -115,7 +115,7 @@ def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.
     try:
         yield remote, loop
     except RemoteError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(user_message(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot reach {url}: {exc}; is `eve start` running?") from None
     finally:

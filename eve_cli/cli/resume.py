@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from eve_cli.cli._context import DataOption, WorldOption, choose_world
-from eve_cli.cli._errors import CliError
+from eve_cli.cli._errors import CliError, user_message
 from eve_cli.cli._events import describe_request
 from eve_cli.cli._runtime import open_runtime, user_errors
 
@@ -49,7 +49,7 @@ def resume(
                 view = loop.run_until_complete(rt.drive(sid, wait=wait))
             except errors as exc:
                 failures += 1
-                typer.echo(f"{sid}: not resumed: {exc}", err=True)
+                typer.echo(f"{sid}: not resumed: {user_message(exc)}", err=True)
                 continue
             typer.echo(f"{sid}: {outcome(view)}")
     if failures:

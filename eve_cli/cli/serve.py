@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
-from eve_cli.cli._errors import EXIT_INTERRUPTED, CliError
+from eve_cli.cli._errors import EXIT_INTERRUPTED, CliError, user_message
 
 HostOption = Annotated[
     str, typer.Option("--host", help="Address to bind; anything but loopback needs a token.")
@@ -122,7 +122,7 @@ def run(
     try:
         check_bind(host, token)
     except BindRefusedError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(user_message(exc)) from None
     try:
         runtime = runtime_at(data_dir, agent_dir=agent, model=model)
     except CliError:

@@ -229,9 +229,6 @@ def strip_key(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k != KEY}
 
 
-def now_iso() -> str:
-    """Wall-clock time for an event's ``at`` (UTC, milliseconds)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def stored_event(

@@ -4,7 +4,6 @@ deltas, and a deterministic compaction summary that costs no model call."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from eve_cli.models._base import DeltaCallback, Message
 
@@ -41,8 +40,3 @@ def offline_summary(messages: list[Message]) -> str:
     return "Summary of the earlier conversation:\n" + "\n".join(lines[-SUMMARY_LINES:])
 
 
-def last_user_text(messages: list[dict[str, Any]]) -> str:
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return str(message.get("content") or "")
-    return ""

@@ -464,7 +464,7 @@ class Run:
         if how == "none" or how.startswith("fault:"):
             return ""
         kind, arg = how.split(":")
-        started = kind == "time" and not any("chat" in a for a in proc.args)  # type: ignore[union-attr]
+        started = kind == "time" and not any("chat" in str(a) for a in proc.args)  # type: ignore[union-attr]
         deadline = time.monotonic() + PROCESS_TIMEOUT
         seen, closed = 0, 0
         calls: set[tuple[Any, Any]] = set()

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaos_support import (
+
+from tests.chaos.chaos_support import (
     CATEGORIES,
     MESSAGES,
     TAGS,

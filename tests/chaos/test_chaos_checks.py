@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chaos_support import TAGS, ChaosFailure, Run, _check_effects
+
+from tests.chaos.chaos_support import TAGS, ChaosFailure, Run, _check_effects
 
 
 def _run(tmp_path: Path, lines: list[str]) -> Run:

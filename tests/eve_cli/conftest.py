@@ -1,5 +1,5 @@
 """Fixtures for runtime tests (helpers live in rt_support.py)."""
 
-from rt_support import make_agent
+from tests.eve_cli.rt_support import make_agent
 
 __all__ = ["make_agent"]

@@ -13,14 +13,15 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from rt_support import DANGER_TOOL as DANGER
-from rt_support import call, reply, write_agent
 from typer.testing import CliRunner
 
 from eve_cli.cli.app import app
 from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
+from tests.eve_cli.rt_support import DANGER_TOOL as DANGER
+from tests.eve_cli.rt_support import call, reply, write_agent
 from world import verify
 
 runner = CliRunner()
@@ -230,7 +231,7 @@ def test_answers_that_are_not_pending_are_rejected_and_change_nothing(
     rt = Runtime(data)
     [request] = rt.session(sid)["pending"]
     rid = request["requestId"]
-    bad = {
+    bad: dict[str, list[Any]] = {
         "unknown request": [{"requestId": "t9:call_9_9", "approved": True}],
         "no request id": [{"approved": True}],
         "not a mapping": ["yes"],

@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rt_support import DANGER_TOOL, call, reply, write_agent
-
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import DANGER_TOOL, call, reply, write_agent
 
 
 def test_a_message_sent_while_parked_is_queued_for_the_next_turn(isolated: Path) -> None:

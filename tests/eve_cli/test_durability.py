@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_support import stored_blobs
-from rt_support import DRIVER, AgentFactory, brief, call, reply, side_effect_tool
 
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import DRIVER, AgentFactory, brief, call, reply, side_effect_tool
+from tests.pg_support import stored_blobs
 
 SCRIPT = [
     reply("", call("record", text="a")),

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rt_support import AgentFactory
 
 from eve_cli._loader import AgentLoadError, load_agent
+from tests.eve_cli.rt_support import AgentFactory
 
 TOOL = '''
 from eve_cli import tool, once

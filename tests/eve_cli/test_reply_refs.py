@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_support import AgentFactory, call, reply
 
 from eve_cli.execution import _replies
 from eve_cli.execution._replies import HistoryDamageError, resolve, runs
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, call, reply
 from world import LocalWorld, MemoryWorld
 
 ECHO = '''
@@ -93,7 +93,7 @@ def test_scattered_deltas_read_in_one_call(monkeypatch: pytest.MonkeyPatch) -> N
         key = [1, {0: 0, 2: 2, 4: 3, 30: 0, 31: 3}.get(i, -1)]
         text = {0: "ab", 2: "c", 4: "de", 30: "xyz", 31: "!"}.get(i)
         world.stream_append("events.s1", {"y": 11, "d": text, "_k": key} if text else {"y": 13})
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "assistant", "e": runs([0, 2, 4]), "n": 5},
         {"role": "user", "content": "hi"},
         {"role": "assistant", "e": runs([30, 31]), "n": 4, "tool_calls": [{"id": "c"}]},

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
-from worlds import WorldOpener
 
 from eve_cli._loader import AgentLoadError
 from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
+from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
+from tests.worlds import WorldOpener
 
 
 def test_the_default_world_is_local_under_the_data_directory(isolated: Path) -> None:
@@ -246,7 +246,8 @@ def test_a_view_fed_as_events_are_written_equals_one_read_back(
             # So does the listing row the head keeps (sessions() of another process reads it).
             [row] = [r for r in rt.sessions() if r["id"] == sid]
             del row["bytes"]  # the note's: counted before the head and the inbox are rewritten
-            assert rt._head_note(sid)["row"] == row
+            note = rt._head_note(sid)
+            assert note is not None and note["row"] == row
             assert {k: v for k, v in (rt._row(sid) or {}).items() if k != "bytes"} == row
             assert {k: view[k] for k in fresh if k not in ("agent", "mode", "model")} == {
                 k: v for k, v in fresh.items() if k not in ("agent", "mode", "model")
@@ -292,9 +293,10 @@ def test_a_turn_estimates_only_the_messages_appended_since_the_last(
     make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from eve_cli.execution import _host
+    from eve_cli.models import _tokens
 
     estimated: list[object] = []
-    real = _host.message_tokens
+    real = _tokens.message_tokens
 
     def counting(message: Any) -> int:
         estimated.append(message)

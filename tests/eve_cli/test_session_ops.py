@@ -6,10 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from rt_support import AgentFactory, call, reply, types
-from worlds import WorldOpener
-
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, call, reply, types
+from tests.worlds import WorldOpener
 
 SMALL = "context_window=300, compaction=Compaction(threshold_percent=0.9, reserved_tokens=0)"
 LONG = "x" * 400  # about 100 tokens
@@ -231,12 +230,12 @@ def test_the_kept_history_estimate_equals_one_over_the_whole_history(
     make_agent: AgentFactory, monkeypatch: Any, open_world: WorldOpener
 ) -> None:
     from eve_cli.harness import _compaction, _step
-    from eve_cli.models import ModelRequest
+    from eve_cli.models import ModelRequest, _tokens
     from eve_cli.models._tokens import estimate_request
 
     hosts: list[Any] = []
     checked: list[tuple[int, int]] = []
-    real_estimate, real_needs = _compaction.estimate_with, _compaction.needs_compaction
+    real_estimate, real_needs = _tokens.estimate_with, _compaction.needs_compaction
 
     def needs(host: Any, system: str, tools: Any) -> Any:
         hosts.append(host)

@@ -7,10 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from rt_support import AgentFactory, call, reply, tool_file
-
 from eve_cli.execution._view import fold
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, call, reply, tool_file
 
 TOOLS = tool_file('''
     @tool

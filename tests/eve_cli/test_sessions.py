@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_support import AgentFactory, call, reply, tool_file, types
-from worlds import WorldOpener
 
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, call, reply, tool_file, types
+from tests.worlds import WorldOpener
 
 RECORD = tool_file('''
     counter = define_state("count", 0)

@@ -9,8 +9,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rt_support import AgentFactory, call, reply
-
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import (
@@ -22,6 +20,7 @@ from eve_cli.execution._streams import (
 )
 from eve_cli.harness._input import compact_message, expand_delivery
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, call, reply
 from world import LocalWorld, MemoryWorld
 
 EXAMPLE = Path(__file__).resolve().parents[2] / ".workflow-data.example"
@@ -213,7 +212,7 @@ def test_a_message_delivery_is_stored_compact_and_read_whole() -> None:
 def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> None:
     world, name = MemoryWorld(), "events.s_keys"
     step = {"turnId": "t3", "stepIndex": 0}
-    implied = [
+    implied: list[tuple[str, str, dict[str, Any]]] = [
         ("g2:wait", "session.waiting", {"turns": 2, "steps": 2}),
         ("t3:start", "turn.started", {"turnId": "t3"}),
         ("t3:in:m", "message.received", {"turnId": "t3", "_h": 4, "disposition": "started"}),
@@ -224,7 +223,9 @@ def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> 
         ("t3:0:done", "step.completed", {**step, "usage": {"inputTokens": 1, "outputTokens": 2}}),
         ("t3:end", "turn.completed", {"turnId": "t3"}),
     ]
-    whole = [  # keys their fields do not imply: stored as they are
+    whole: list[
+        tuple[str, str, dict[str, Any]]
+    ] = [  # keys their fields do not imply: stored as they are
         ("t3:p1:m", "message.received", {"turnId": "t3", "_h": 6, "disposition": "steered"}),
         ("t3:0:1:d@0+2", "message.appended", {**step, "delta": "hi"}),
         ("t3:0:1", "message.completed", {**step, "role": "assistant", "_h": 7}),
@@ -256,7 +257,7 @@ def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> 
 
 def test_history_keys_of_a_turns_message_and_answer_are_stored_compact() -> None:
     world, name = MemoryWorld(), "history.s_keys"
-    items = [
+    items: list[tuple[str, dict[str, Any]]] = [
         ("t4:in:u", {"role": "user", "content": "hi"}),
         ("t4:0:0:a", {"role": "assistant", "content": "yo", "tool_calls": []}),
         ("t4:call_1:r", {"role": "tool", "tool_call_id": "call_1", "content": "ok"}),

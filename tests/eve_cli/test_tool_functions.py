@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import pytest
 from pydantic import BaseModel
 
 from eve_cli import ToolContext, tool
 from eve_cli._tools import ToolDefinitionError, build_tool
+
+T = TypeVar("T")
 
 
 class Point(BaseModel):
@@ -41,7 +43,7 @@ def ctx() -> ToolContext:
     return ToolContext(session_id="s", call_id="c1", idempotency_key="s:t1:c1")
 
 
-def run(coro):  # type: ignore[no-untyped-def]
+def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 

@@ -20,6 +20,7 @@ from world import (
     RetryPolicy,
     RunNotFoundError,
     StepFailedError,
+    Workflow,
     WorkflowContext,
     World,
     WorldError,
@@ -588,14 +589,15 @@ def test_children_read_the_family_meta_and_the_input_of_the_generation_that_star
             given = str(exc)
         return [ctx.meta, given]
 
-    flows = {"parent": parent, "child": child}
+    flows: dict[str, Workflow] = {"parent": parent, "child": child}
 
     async def main() -> None:
         engine = Engine(world, flows)
         rid = await engine.start("parent", {"g": 0}, meta={"m": 1})
         asking = Engine(world, {"parent": _root_asks})
         failed = await asking.run(await asking.start("parent", None))
-        assert failed.status == "failed" and "not known" in failed.error["message"], failed
+        assert failed.status == "failed" and failed.error is not None, failed
+        assert "not known" in failed.error["message"], failed
         await engine.run(rid)
         # A fresh engine (a new process) replays the child and gives the same input.
         fresh = Engine(world, flows)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from io_spy import io_log
 
+from tests.world.io_spy import io_log
 from world import (
     CorruptJournalError,
     Engine,

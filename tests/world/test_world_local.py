@@ -109,7 +109,7 @@ def test_a_head_is_rewritten_in_place_and_read_whole_or_not_at_all(tmp_path: Pat
     assert world.read_head("h") is None  # so not believed (rebuilt from the journal)
     assert _journal.is_plain_head(path.read_bytes())  # what `eve doctor` tells apart
     heads = [{"v": 1, "runs": {f"r{i}": {"n": i}}, "pad": "x" * (i * 37 % 500)} for i in range(50)]
-    stop, seen = threading.Event(), []
+    stop, seen = threading.Event(), list[dict[str, Any]]()
     world.write_head("h", heads[0])
 
     def write() -> None:
@@ -121,9 +121,9 @@ def test_a_head_is_rewritten_in_place_and_read_whole_or_not_at_all(tmp_path: Pat
     writer.start()
     try:
         for _ in range(2000):  # a reader racing the writer sees whole heads only
-            head = world.read_head("h")
-            if head is not None:
-                seen.append(head)
+            read = world.read_head("h")
+            if read is not None:
+                seen.append(read)
     finally:
         stop.set()
         writer.join()

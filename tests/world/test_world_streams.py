@@ -10,12 +10,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from io_spy import io_log, synced
+from watchfiles._rust_notify import WatchfilesRustInternalError
 
+from tests.world.io_spy import io_log, synced
 from world import CorruptJournalError, Engine, InvalidNameError, LocalWorld, WorkflowContext, World
 
 
@@ -238,6 +240,11 @@ def test_a_batch_that_cannot_be_written_fails_the_next_append(
     world.close()
 
 
+def _tail(world: World, name: str) -> AsyncGenerator[tuple[int, Any], None]:
+    """`World.stream_tail`, closable: every world's tail is an async generator."""
+    return cast("AsyncGenerator[tuple[int, Any], None]", world.stream_tail(name))
+
+
 def _watch_threads() -> int:
     return sum(t.name.startswith("eve-watch") for t in threading.enumerate())
 
@@ -251,7 +258,7 @@ def test_idle_tails_share_one_watcher_thread_and_leave_the_executor_free(tmp_pat
     seen: list[int] = []
 
     async def follow(i: int) -> None:
-        async with contextlib.aclosing(world.stream_tail(f"s{i}")) as items:
+        async with contextlib.aclosing(_tail(world, f"s{i}")) as items:
             async for _, item in items:
                 seen.append(item)
                 return
@@ -349,7 +356,7 @@ def test_a_tail_polls_when_the_system_has_no_watcher_left(
 
     def refusing(paths: list[str], *rest: Any) -> Any:
         refused.extend(paths)
-        raise _watch.WatchfilesRustInternalError(
+        raise WatchfilesRustInternalError(
             "Error creating recommended watcher: Too many open files (os error 24)"
         )
 
@@ -405,14 +412,15 @@ def test_a_digest_reads_only_what_was_appended_since_the_last(
 ) -> None:
     import zlib
 
-    from world import _streams
-
     world = LocalWorld(tmp_path / "data")
     summed: list[int] = []
     real = zlib.crc32
-    monkeypatch.setattr(
-        _streams.zlib, "crc32", lambda data, crc=0: summed.append(len(data)) or real(data, crc)
-    )
+
+    def crc32(data: bytes, crc: int = 0) -> int:  # world._streams calls zlib.crc32
+        summed.append(len(data))
+        return real(data, crc)
+
+    monkeypatch.setattr(zlib, "crc32", crc32)
     for i in range(50):
         world.stream_append("dig", {"i": i, "pad": "x" * 100})
     first = world.stream_digest("dig", 50)
@@ -473,7 +481,7 @@ def test_a_tail_wakes_at_an_append_of_its_own_process_without_the_notify_batch(
         seen: list[Any] = []
 
         async def follow() -> None:
-            async with contextlib.aclosing(world.stream_tail("own")) as items:
+            async with contextlib.aclosing(_tail(world, "own")) as items:
                 async for _, item in items:
                     seen.append(item)
                     if len(seen) == 3:

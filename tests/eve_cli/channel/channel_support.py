@@ -112,7 +112,12 @@ class ServerThread:
         assert self.loop is not None
         done = threading.Event()
         box: list[Any] = []
-        self.loop.call_soon_threadsafe(lambda: (box.append(fn()), done.set()))
+
+        def call() -> None:
+            box.append(fn())
+            done.set()
+
+        self.loop.call_soon_threadsafe(call)
         assert done.wait(WAIT)
         return box[0]
 

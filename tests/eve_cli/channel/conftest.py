@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import WAIT, EveProcess, ServerThread, readline_bounded
 
 from eve_cli.channel import ChannelSettings
+from tests.eve_cli.channel.channel_support import WAIT, EveProcess, ServerThread, readline_bounded
 
 
 @pytest.fixture

@@ -8,9 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import ServerThread, call, reply, write_agent, write_script
 
 from eve_cli.channel.client import RemoteError, RemoteRuntime
+from tests.eve_cli.channel.channel_support import (
+    ServerThread,
+    call,
+    reply,
+    write_agent,
+    write_script,
+)
 
 TOOLS = """
 from eve_cli import always, tool

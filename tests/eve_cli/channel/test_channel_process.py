@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from channel_support import (
+
+from tests.eve_cli.channel.channel_support import (
     WAIT,
     EveProcess,
     call,

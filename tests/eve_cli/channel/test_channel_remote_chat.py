@@ -9,7 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from channel_support import WAIT, EveProcess, call, reply, write_agent, write_script
+
+from tests.eve_cli.channel.channel_support import (
+    WAIT,
+    EveProcess,
+    call,
+    reply,
+    write_agent,
+    write_script,
+)
 
 TOOLS = """
 from eve_cli import always, tool

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import Eve, EveProc, Terminal
 from typer.testing import CliRunner, Result
 
 from eve_cli.cli.app import app
+from tests.eve_cli.cli.cli_helpers import Eve, EveProc, Terminal
 
 
 @pytest.fixture

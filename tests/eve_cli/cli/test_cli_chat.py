@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Eve, data_dir, json_lines
+from tests.eve_cli.cli.cli_helpers import Eve, data_dir, json_lines
 
 
 def session_of(stderr: str) -> str:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import SLOW_TOOL, EveProc, Reader, chat_in_slow_tool, json_lines
+from tests.eve_cli.cli.cli_helpers import SLOW_TOOL, EveProc, Reader, chat_in_slow_tool, json_lines
 
 
 def test_piped_stdin_delivers_each_line_after_the_previous_turn_settled(eve_proc: EveProc) -> None:

@@ -9,7 +9,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from cli_helpers import EveProc, Reader
+
+from tests.eve_cli.cli.cli_helpers import EveProc, Reader
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from rt_support import call, reply, tool_file, write_agent
 
 from eve_cli.execution._streams import EventReader
+from tests.eve_cli.rt_support import call, reply, tool_file, write_agent
 from world import LocalWorld
 
 BLOCK = tool_file(
@@ -94,7 +94,7 @@ def test_a_second_process_is_told_the_session_is_in_use_and_loses_nothing(agent:
     assert _all_received(sid) == ["go"]
 
 
-def _all_received(sid: str) -> list[str]:
+def _all_received(sid: str) -> list[str | None]:
     world = LocalWorld(os.environ["EVE_DATA_DIR"])
     try:  # as readers see them (stored events refer to the history item for the text)
         events = EventReader(world, sid).read(0, world.stream_read(f"events.{sid}"))

@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from cli_helpers import Eve, json_lines
+from tests.eve_cli.cli.cli_helpers import Eve, json_lines
 
 EXAMPLE = Path(__file__).resolve().parents[3] / ".workflow-data.example"
 

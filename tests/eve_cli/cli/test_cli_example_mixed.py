@@ -6,9 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from cli_helpers import Eve
-
 from eve_cli.harness._input import expand_delivery
+from tests.eve_cli.cli.cli_helpers import Eve
 from world import Engine, LocalWorld, _journal
 
 EXAMPLE = Path(__file__).resolve().parents[3] / ".workflow-data.example"

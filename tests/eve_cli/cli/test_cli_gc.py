@@ -14,13 +14,13 @@ from typing import Any
 
 import filelock
 import pytest
-from rt_support import DANGER_TOOL as DANGER
-from rt_support import call, reply, tool_file, write_agent
 from typer.testing import CliRunner
 
 from eve_cli.cli.app import app
 from eve_cli.cli.gc import FINISHED, _remove, collect, parse_duration
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import DANGER_TOOL as DANGER
+from tests.eve_cli.rt_support import call, reply, tool_file, write_agent
 from world import LocalWorld, RunNotFoundError, verify
 
 runner = CliRunner()

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import SLOW_TOOL, Eve, chat_in_slow_tool, data_dir, json_lines
+from tests.eve_cli.cli.cli_helpers import SLOW_TOOL, Eve, chat_in_slow_tool, data_dir, json_lines
 
 
 def new_session(eve: Eve, text: str, *extra: str) -> str:

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import PROMPT, Reader
+
+from tests.eve_cli.cli.cli_helpers import PROMPT, Reader
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import SLOW_TOOL, Eve, EveProc, chat_in_slow_tool, json_lines
+from tests.eve_cli.cli.cli_helpers import SLOW_TOOL, Eve, EveProc, chat_in_slow_tool, json_lines
 
 
 def test_resume_needs_a_session_or_all(eve: Eve) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from scriptserver import ScriptServer, Sleeps
 
 from eve_cli.models._http import RetryPolicy
+from tests.eve_cli.models.scriptserver import ScriptServer, Sleeps
 
 
 @pytest.fixture

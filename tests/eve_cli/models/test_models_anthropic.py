@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scriptserver import STALL, Reply, ScriptServer, Sleeps, failure, generate, sse
-
 from eve_cli.models import ModelRequest, ToolSpec
 from eve_cli.models._http import RetryPolicy
 from eve_cli.models.anthropic import AnthropicModel
+from tests.eve_cli.models.scriptserver import (
+    STALL,
+    Reply,
+    ScriptServer,
+    Sleeps,
+    failure,
+    generate,
+    sse,
+)
 
 KEY = "sk-ant-test-0123456789abcdef"
 TOOLS = [ToolSpec("read", "Read a file", {"type": "object", "properties": {"path": {}}})]
@@ -69,7 +76,7 @@ def end(stop_reason: str, output_tokens: int = 12) -> list[bytes]:
 def test_text_and_tool_use_stream_and_the_request_alternates_roles(
     server: ScriptServer, policy: RetryPolicy
 ) -> None:
-    chunks = [
+    chunks: list[bytes | float | str] = [
         START,
         ev("ping"),
         *text_block(0, "Let me ", "look."),

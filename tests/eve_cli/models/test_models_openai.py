@@ -7,11 +7,19 @@ import logging
 from typing import Any
 
 import pytest
-from scriptserver import STALL, Reply, ScriptServer, Sleeps, failure, generate, sse
 
 from eve_cli.models import ModelRequest, ToolSpec, resolve_model
 from eve_cli.models._http import RetryPolicy
 from eve_cli.models.openai import OpenAIModel
+from tests.eve_cli.models.scriptserver import (
+    STALL,
+    Reply,
+    ScriptServer,
+    Sleeps,
+    failure,
+    generate,
+    sse,
+)
 
 KEY = "sk-test-9f8e7d6c5b4a39281706"
 TOOLS = [ToolSpec("read", "Read a file", {"type": "object", "properties": {"path": {}}})]
@@ -52,7 +60,9 @@ def chunk(
     return sse({"id": "x", "object": "chat.completion.chunk", "choices": [choice]})
 
 
-def frag(index: int, call_id: str | None = None, name: str | None = None, args: Any = "") -> dict:
+def frag(
+    index: int, call_id: str | None = None, name: str | None = None, args: Any = ""
+) -> dict[str, Any]:
     function: dict[str, Any] = {"arguments": args}
     if name is not None:
         function["name"] = name

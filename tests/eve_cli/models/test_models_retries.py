@@ -6,11 +6,11 @@ import email.utils
 import time
 
 import pytest
-from scriptserver import Reply, ScriptServer, Sleeps, failure, generate, sse
 
 from eve_cli.models import ModelRequest
 from eve_cli.models._http import RetryPolicy
 from eve_cli.models.openai import OpenAIModel
+from tests.eve_cli.models.scriptserver import Reply, ScriptServer, Sleeps, failure, generate, sse
 
 REQUEST = ModelRequest(system="", messages=[{"role": "user", "content": "hi"}])
 OK = Reply(

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scriptserver import Reply, ScriptServer, sse
+from tests.eve_cli.models.scriptserver import Reply, ScriptServer, sse
 
 OPENAI_KEY = "sk-e2e-OPENAI-8c1f0a77d2b94e3f"
 ANTHROPIC_KEY = "sk-ant-e2e-ANTHROPIC-51d0c9e2a4"

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_support import DRIVER, AgentFactory, tool_file
-from scriptserver import STALL, Reply, ScriptServer, sse
 
 from eve_cli.runtime import Runtime
+from tests.eve_cli.models.scriptserver import STALL, Reply, ScriptServer, sse
+from tests.eve_cli.rt_support import DRIVER, AgentFactory, tool_file
 
 OPENAI_KEY = "sk-session-openai-5c1f0e9d8b7a"
 ANTHROPIC_KEY = "sk-ant-session-3e2d1c0b9a8f"
@@ -271,7 +271,7 @@ def test_kill_mid_stream_then_resume_requests_the_call_once_more(
     provider_env: ScriptServer, make_agent: AgentFactory, isolated: Path
 ) -> None:
     server = provider_env
-    answer = [
+    answer: list[bytes | float | str] = [
         oa_chunk("The answer"),
         oa_chunk(" is"),
         oa_chunk(" 42."),
