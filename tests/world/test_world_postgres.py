@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_support import fresh_schema, require_server, with_params
 
+from tests.pg_support import fresh_schema, require_server, with_params
 from world import (
     Engine,
     OwnershipError,
@@ -183,9 +183,13 @@ def test_a_run_goes_on_when_its_connections_are_cut_between_steps(url: str) -> N
             tag,
         )
 
+    def record(i: int) -> int:
+        ran.append(i)
+        return i
+
     async def flow(ctx: WorkflowContext, _: None) -> list[int]:
         for i in range(4):
-            await ctx.step(f"s{i}", lambda i=i: ran.append(i) or i)
+            await ctx.step(f"s{i}", record, i)
             await ctx.step(f"cut{i}", cut)
         return ran
 
