@@ -17,8 +17,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast, overload
 
+from eve_cli._facade import SessionStatus, TurnPolicy
 from eve_cli._loader import (
     DEFAULT_AGENT_DIR,
     AgentDefinition,
@@ -31,7 +32,7 @@ from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._streams import EventReader, KeyedStream, stored_event
-from eve_cli.execution._view import TAIL, fold, summary
+from eve_cli.execution._view import TAIL, SessionRow, SessionView, fold, summary
 from eve_cli.harness._input import compact_message, expand_delivery
 from world import (
     Engine,
@@ -55,7 +56,6 @@ __all__ = [
 
 # A session id; a sub-agent's session is a child run: <parent run>.<n>[.<n>...]
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
-TurnPolicy = Literal["steer", "queue"]
 T = TypeVar("T")
 _ENDED = ("completed", "failed", "cancelled")
 # Events after which a session's status depends on nothing earlier.
@@ -461,9 +461,19 @@ class Runtime:
         """Wipe history and state; the session id stays."""
         return await self._operation(sid, "reset")
 
+    @overload
+    async def drive(
+        self, sid: str, *, wait: float | None = None, view: Literal[True] = True
+    ) -> SessionView: ...
+
+    @overload
+    async def drive(
+        self, sid: str, *, wait: float | None = None, view: Literal[False]
+    ) -> SessionStatus: ...
+
     async def drive(
         self, sid: str, *, wait: float | None = None, view: bool = True
-    ) -> dict[str, Any]:
+    ) -> SessionView | SessionStatus:
         """Own the session and run it until it waits, parks or ends; returns its view
         (``view=False``: only ``{"id", "status"}``, from the latest events: the whole view
         folds every event of the session, which costs what the session's age does).
@@ -497,7 +507,7 @@ class Runtime:
         return found
 
     # -- reading ----------------------------------------------------------------------------
-    def session(self, sid: str) -> dict[str, Any]:
+    def session(self, sid: str) -> SessionView:
         """The session's view: status, turns with steps and actions, pending requests."""
         meta = self._meta(sid)
         # Fed only the events appended since the last read, unless the stored ones changed.
@@ -508,7 +518,7 @@ class Runtime:
         view["agentDir"] = meta.get("agentDir")
         return view
 
-    def sessions(self) -> list[dict[str, Any]]:
+    def sessions(self) -> list[SessionRow]:
         """One row per session, most recently active first (reads only each stream's tail)."""
         rows = []
         # One call for every session (no inbox marks: a row needs none), one for their streams.
@@ -517,9 +527,9 @@ class Runtime:
         for family, version in zip(heads, versions, strict=True):
             sid, head = family.root, family.head
             note = head.get("note") if head else None
-            row: dict[str, Any] | None
+            row: SessionRow | None
             if isinstance(note, dict) and _same(note.get("events"), version):
-                row = dict(note["row"])  # nothing appended since the head was written
+                row = cast(SessionRow, dict(note["row"]))  # nothing appended since the head
                 row["bytes"] = note.get("bytes")
             else:
                 row = self._row(sid)
@@ -528,7 +538,7 @@ class Runtime:
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
 
-    def _row(self, sid: str) -> dict[str, Any] | None:
+    def _row(self, sid: str) -> SessionRow | None:
         """The ``sessions()`` row of ``sid`` from its stream's tail; None if not a session."""
         tail = self.events(sid, -TAIL, texts=False)  # a row shows no message text
         if not tail or tail[0].get("sessionId") != sid:

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
 from world import MemoryWorld
 
@@ -44,7 +45,7 @@ def write_script(path: Path | str, entries: list[dict[str, Any]]) -> str:
     return f"scripted:{target}"
 
 
-async def chat(rt: Runtime, sid: str, message: str) -> dict[str, Any]:
+async def chat(rt: Runtime, sid: str, message: str) -> SessionView:
     """Deliver a message and drive the session until it waits; returns the session view."""
     receipt = await rt.deliver(sid, message)
     if receipt.disposition == "rejected":

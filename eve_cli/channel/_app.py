@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from eve_cli._facade import ServingFacade, TurnPolicy
 from eve_cli._version import __version__
 from eve_cli.channel._auth import BearerAuth, is_session_id
 from eve_cli.channel._bodies import (
@@ -34,9 +35,9 @@ from eve_cli.channel._errors import (
     on_http_exception,
 )
 from eve_cli.channel._guard import Peers, RequestGuard
-from eve_cli.channel._port import SessionRuntime, TurnPolicy
 from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
+from eve_cli.execution._view import SessionView
 
 PREFIX = "/eve/v1"
 MODES = ("conversation", "task")
@@ -66,7 +67,7 @@ class ChannelSettings:
 class Channel:
     """The HTTP channel of one runtime: its app, its background drives and its open streams."""
 
-    def __init__(self, runtime: SessionRuntime, settings: ChannelSettings | None = None) -> None:
+    def __init__(self, runtime: ServingFacade, settings: ChannelSettings | None = None) -> None:
         self.runtime = runtime
         self.settings = settings or ChannelSettings()
         self.supervisor = Supervisor(runtime, self.settings.log)
@@ -245,7 +246,7 @@ class Channel:
             raise ChannelError(400, f"malformed session id {sid!r}")
         return sid
 
-    async def _view(self, sid: str) -> dict[str, Any]:
+    async def _view(self, sid: str) -> SessionView:
         """The session's view; raises 404 when it does not exist."""
         view: dict[str, Any] = await self._call_sync(lambda: self.runtime.session(sid), sid)
         return view

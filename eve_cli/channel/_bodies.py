@@ -12,8 +12,8 @@ from typing import Any
 
 from starlette.requests import Request
 
+from eve_cli._facade import TurnPolicy
 from eve_cli.channel._errors import ChannelError
-from eve_cli.channel._port import TurnPolicy
 
 
 async def read_json(

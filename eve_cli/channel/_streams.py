@@ -16,8 +16,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from eve_cli._facade import ServingFacade
 from eve_cli.channel._errors import ChannelError
-from eve_cli.channel._port import SessionRuntime
 
 _END = object()  # queued by the hub when the server shuts down
 
@@ -65,7 +65,7 @@ class StreamHub:
             self._changed.set()
 
 
-async def start_index(request: Request, runtime: SessionRuntime, session_id: str, sse: bool) -> int:
+async def start_index(request: Request, runtime: ServingFacade, session_id: str, sse: bool) -> int:
     """The first index to send: ``Last-Event-ID`` + 1 (SSE reconnect) wins over ``startIndex``.
 
     A negative ``startIndex`` counts back from the tail (-1: the last stored event).
@@ -92,7 +92,7 @@ async def start_index(request: Request, runtime: SessionRuntime, session_id: str
 
 
 async def stream_response(
-    request: Request, runtime: SessionRuntime, hub: StreamHub, session_id: str
+    request: Request, runtime: ServingFacade, hub: StreamHub, session_id: str
 ) -> StreamingResponse:
     """The streaming answer of ``GET /eve/v1/session/{id}/stream``."""
     sse = "text/event-stream" in request.headers.get("accept", "")
@@ -109,7 +109,7 @@ async def stream_response(
 
 
 async def _frames(
-    runtime: SessionRuntime, hub: StreamHub, session_id: str, start: int, follow: bool, sse: bool
+    runtime: ServingFacade, hub: StreamHub, session_id: str, start: int, follow: bool, sse: bool
 ) -> AsyncIterator[bytes]:
     # The first bytes go out at once so the client sees the headers before any event.
     yield b": eve stream\n\n" if sse else b"\n"
@@ -143,7 +143,7 @@ async def _frames(
 
 
 async def _pump(
-    runtime: SessionRuntime, session_id: str, start: int, queue: asyncio.Queue[object]
+    runtime: ServingFacade, session_id: str, start: int, queue: asyncio.Queue[object]
 ) -> None:
     """Copy the session's tail into ``queue`` (the tail is closed when this task ends)."""
     try:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from eve_cli.channel._port import SessionRuntime
+from eve_cli._facade import ServingFacade
 from world import OwnershipError
 
 
 class Supervisor:
     """Owns the background drive tasks of one server."""
 
-    def __init__(self, runtime: SessionRuntime, log: Callable[[str], None]) -> None:
+    def __init__(self, runtime: ServingFacade, log: Callable[[str], None]) -> None:
         self._runtime = runtime
         self._log = log
         self._tasks: dict[str, asyncio.Task[None]] = {}

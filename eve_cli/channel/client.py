@@ -13,9 +13,13 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
+
+if TYPE_CHECKING:
+    from eve_cli._facade import TurnPolicy
+    from eve_cli.execution._view import SessionView
 
 T = TypeVar("T")
 
@@ -60,6 +64,9 @@ class RemoteReceipt:
     reason: str | None = None
 
 
+_ACCEPTED = RemoteReceipt("accepted")
+
+
 class RemoteRuntime:
     """The facade's session methods over HTTP (see ARCHITECTURE §3 and §5)."""
 
@@ -85,14 +92,14 @@ class RemoteRuntime:
         result: dict[str, Any] = self._get("/info")
         return result
 
-    def session(self, sid: str) -> dict[str, Any]:
+    def session(self, sid: str) -> SessionView:
         """The session's view, as ``Runtime.session``."""
-        result: dict[str, Any] = self._get(f"/session/{sid}")
+        result: SessionView = self._get(f"/session/{sid}")
         return result
 
-    def sessions(self) -> list[dict[str, Any]]:
+    def sessions(self) -> list[SessionRow]:
         """Every session, as ``Runtime.sessions``."""
-        result: list[dict[str, Any]] = self._get("/sessions")["sessions"]
+        result: list[SessionRow] = self._get("/sessions")["sessions"]
         return result
 
     def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
@@ -110,7 +117,9 @@ class RemoteRuntime:
         result = await self._post("/session", body)
         return str(result["sessionId"])
 
-    async def deliver(self, sid: str, message: str, turn_policy: str = "steer") -> RemoteReceipt:
+    async def deliver(
+        self, sid: str, message: str, turn_policy: TurnPolicy = "steer"
+    ) -> RemoteReceipt:
         """Deliver a message; the server starts, steers, queues or rejects it."""
         body = {"message": message, "turnPolicy": turn_policy}
         try:
@@ -125,32 +134,40 @@ class RemoteRuntime:
             self._marks[sid] = (index, False)
         return receipt
 
-    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> None:
-        """Answer pending approvals or questions."""
+    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> RemoteReceipt:
+        """Answer pending approvals or questions (a rejection raises `RemoteError`)."""
         await self._marked(sid, f"/session/{sid}", {"inputResponses": responses})
+        return _ACCEPTED
 
-    async def cancel(self, sid: str) -> None:
-        await self._action(sid, "cancel")
+    async def cancel(self, sid: str) -> RemoteReceipt:
+        return await self._action(sid, "cancel")
 
-    async def clear(self, sid: str) -> None:
-        await self._action(sid, "clear")
+    async def clear(self, sid: str) -> RemoteReceipt:
+        return await self._action(sid, "clear")
 
-    async def compact(self, sid: str) -> None:
-        await self._action(sid, "compact")
+    async def compact(self, sid: str) -> RemoteReceipt:
+        return await self._action(sid, "compact")
 
-    async def reset(self, sid: str) -> None:
-        await self._action(sid, "reset")
+    async def reset(self, sid: str) -> RemoteReceipt:
+        return await self._action(sid, "reset")
 
-    async def drive(self, sid: str, *, wait: float | None = None) -> dict[str, Any]:
+    def resumable(self) -> list[str]:
+        """None here: the server drives its own sessions on."""
+        return []
+
+    async def drive(
+        self, sid: str, *, wait: float | None = None, view: bool = True
+    ) -> SessionView:
         """Wait until the server's drive of the session settles; returns the session view.
 
-        `wait` is accepted for the chat loop's sake and ignored: the server owns its sessions.
+        `wait` is accepted for the chat loop's sake and ignored: the server owns its sessions;
+        the view is whole even with ``view=False`` (the server folds it anyway).
         """
         mark, patient = self._marks.pop(sid, (None, False))
         if mark is None:
-            view = self.session(sid)
-            if view.get("status") != "running":
-                return view
+            current = self.session(sid)
+            if current.get("status") != "running":
+                return current
             mark = self._length(sid)
         seen = False
         async with contextlib.aclosing(self._follow(sid, mark)) as events:
@@ -161,9 +178,9 @@ class RemoteRuntime:
                 # once the delivery had its effect (or was not expected to have one).
                 quiet = event is None and (seen or not patient)
                 if quiet or (event is not None and event.get("type") in _SETTLING):
-                    view = self.session(sid)
-                    if view.get("status") != "running":
-                        return view
+                    current = self.session(sid)
+                    if current.get("status") != "running":
+                        return current
                 seen = seen or event is not None
         return self.session(sid)
 
@@ -281,8 +298,9 @@ class RemoteRuntime:
         result: dict[str, Any] = response.json()
         return result
 
-    async def _action(self, sid: str, name: str) -> None:
+    async def _action(self, sid: str, name: str) -> RemoteReceipt:
         await self._marked(sid, f"/session/{sid}/{name}", {})
+        return _ACCEPTED
 
 
 def _raise_for(response: httpx.Response) -> None:

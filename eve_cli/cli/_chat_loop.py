@@ -16,12 +16,15 @@ import functools
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from eve_cli.cli._backend import Backend
+from eve_cli._facade import Facade
 from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
 from eve_cli.cli._events import ERROR_TYPES, describe_request, one_line, request_id, request_kind
 from eve_cli.cli._render import Renderer, is_rich
+
+if TYPE_CHECKING:
+    from eve_cli.execution._view import SessionView
 
 T = TypeVar("T")
 PROBE_WAIT = 1.0  # seconds: how long `eve inspect` / `eve gc` may hold a session's lease
@@ -44,7 +47,7 @@ class ChatLoop:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: Facade,
         session_id: str,
         renderer: Renderer,
         options: ChatOptions,
@@ -61,7 +64,7 @@ class ChatLoop:
         self._undriven: str | None = None  # a message delivered, its turn not yet driven
 
     # -- public steps ---------------------------------------------------------------------
-    def settle(self) -> dict[str, Any]:
+    def settle(self) -> SessionView:
         """Drive until the session waits for a new message; answers or reports pending input."""
         view = self.call(self._drive)
         while view.get("status") == "parked" and view.get("pending"):
@@ -75,7 +78,7 @@ class ChatLoop:
             view = self.call(self._drive)
         return view
 
-    def send(self, message: str) -> dict[str, Any]:
+    def send(self, message: str) -> SessionView:
         """Deliver one user message and settle the turn it starts."""
         self.check_not_in_use()  # before delivering: "try again" must not mean "send twice"
         receipt = self.call(lambda: self.backend.deliver(self.sid, message))
@@ -118,7 +121,7 @@ class ChatLoop:
             "again when it is done, or pass --wait SECONDS"
         )
 
-    def command(self, action: Callable[[str], Awaitable[Any]]) -> dict[str, Any]:
+    def command(self, action: Callable[[str], Awaitable[Any]]) -> SessionView:
         """Run a session command (clear, compact, cancel) and settle what it triggers."""
         self.call(lambda: action(self.sid))
         return self.settle()
@@ -170,7 +173,7 @@ class ChatLoop:
                     raise CliError(f"{gone}; reopen with: {self.chat_command()}") from None
 
     # -- driving and rendering --------------------------------------------------------------
-    async def _drive(self) -> dict[str, Any]:
+    async def _drive(self) -> SessionView:
         from world import OwnershipError
 
         # Not owned now (checked), so a short wait rides over a reader's probe of the lease.

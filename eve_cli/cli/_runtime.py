@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eve_cli.cli._backend import Backend
+from eve_cli._facade import Facade
 from eve_cli.cli._context import Where
 from eve_cli.cli._errors import CliError, user_message
 
@@ -104,7 +104,7 @@ def open_runtime(
 
 
 @contextlib.contextmanager
-def open_remote(url: str, token: str | None) -> Iterator[tuple[Backend, asyncio.AbstractEventLoop]]:
+def open_remote(url: str, token: str | None) -> Iterator[tuple[Facade, asyncio.AbstractEventLoop]]:
     """A client of a running `eve start` server, used exactly like the in-process runtime."""
     import asyncio
 

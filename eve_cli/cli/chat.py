@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from typer._click import exceptions as click_exc
 
-from eve_cli.cli._backend import Backend
+from eve_cli._facade import Facade
 from eve_cli.cli._chat_loop import ChatLoop, ChatOptions
 from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
 from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
@@ -118,7 +118,7 @@ def chat(
         raise CliError("-r/--resume picks at a terminal; elsewhere use -c or -s ID", 2)
     renderer = _renderer(terminal, json_, print_ is not None, data_dir)
     options = ChatOptions(approve=approve.value, interactive=terminal, wait=wait, url=url)
-    opened: contextlib.AbstractContextManager[tuple[Backend, asyncio.AbstractEventLoop]] = (
+    opened: contextlib.AbstractContextManager[tuple[Facade, asyncio.AbstractEventLoop]] = (
         open_remote(url, token or os.environ.get("EVE_AUTH_TOKEN"))
         if url
         else open_runtime(data_dir, agent, model)
@@ -157,7 +157,7 @@ def checked_model(model: str | None) -> str | None:
     return f"scripted:{path.resolve()}"
 
 
-def _picked(rt: Backend, data_dir: Where) -> str:
+def _picked(rt: Facade, data_dir: Where) -> str:
     from eve_cli.cli._picker import pick, recent
 
     rows = recent(rt) if hasattr(rt, "world") else rt.sessions()[:20]  # type: ignore[arg-type]
@@ -248,7 +248,7 @@ def _renderer(terminal: bool, json_: bool, one_shot: bool, data_dir: Where) -> R
 
 
 def _choose_session(
-    rt: Backend,
+    rt: Facade,
     loop: asyncio.AbstractEventLoop,
     session: str | None,
     continue_: bool,
@@ -274,7 +274,7 @@ def _choose_session(
     return loop.run_until_complete(rt.create_session(model=model))
 
 
-def _stream_end(rt: Backend, sid: str) -> int:
+def _stream_end(rt: Facade, sid: str) -> int:
     """Index of the next event of `sid` (only events from now on are shown)."""
     last = rt.events(sid, -1)
     index = last[-1].get("index") if last else None

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from eve_cli.cli._backend import Backend
+from eve_cli._facade import Facade
 
 MESSAGES = (
     "hello",
@@ -29,7 +29,7 @@ ANSWER = "blue"
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / ".workflow-data.example"
 
 
-async def converse(rt: Backend) -> str:
+async def converse(rt: Facade) -> str:
     """Run the example conversation; returns the session id."""
     sid = await rt.create_session()
     for message in MESSAGES:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -118,8 +118,8 @@ def list_sessions(reader: Runtime) -> list[dict[str, Any]]:
     session as `{"id", "status": "damaged", "error"}` (the others are still listed)."""
     from world import WorldError
 
-    try:
-        return reader.sessions()
+    try:  # rows of both kinds are plain JSON objects to the caller
+        return cast("list[dict[str, Any]]", reader.sessions())
     except WorldError:
         pass
     rows: list[dict[str, Any]] = []

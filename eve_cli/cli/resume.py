@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -56,7 +57,7 @@ def resume(
         raise typer.Exit(1)
 
 
-def outcome(view: dict[str, Any]) -> str:
+def outcome(view: Mapping[str, Any]) -> str:
     """`waiting for the next message`, `parked on approval to run …`, `completed`…"""
     status = str(view.get("status"))
     if status == "waiting":

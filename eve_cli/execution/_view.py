@@ -9,9 +9,10 @@ from __future__ import annotations
 import copy
 import pickle
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NotRequired, Required, TypedDict, cast
 
+from eve_cli._events import Event
 from eve_cli.execution._frozen import freeze
 from eve_cli.execution._streams import iso_from_ms
 from world import World, decode, encode
@@ -34,11 +35,97 @@ def as_read(value: Any) -> Any:
     return decode(encode(value))
 
 
+class ActionView(TypedDict, total=False):
+    """A tool call of a step, as the view shows it."""
+
+    callId: Required[str | None]
+    name: Required[str | None]
+    arguments: Required[Any]
+    status: Required[str | None]  # requested, then action.result's status
+    isError: Required[bool]
+    output: Any
+
+
+class StepView(TypedDict, total=False):
+    """One step of a turn: its text, its tool calls, its usage."""
+
+    index: Required[int | None]
+    status: Required[str]  # running | completed | failed
+    text: Required[str]
+    actions: Required[list[ActionView]]
+    usage: Required[dict[str, int] | None]
+    error: Any
+
+
+class TurnView(TypedDict, total=False):
+    """One turn: the message that started it and its steps."""
+
+    id: Required[str | None]
+    status: Required[str]  # running | completed | failed | cancelled
+    input: Required[str | None]
+    steps: Required[list[StepView]]
+    error: Any
+
+
+class SessionView(TypedDict):
+    """A session as readers see it (`Runtime.session`, ``GET /sessions/{id}``)."""
+
+    id: str
+    status: str  # see the module's docstring
+    parkedOn: str | None
+    agent: str | None
+    mode: str | None
+    model: str | None
+    turns: list[TurnView]
+    pending: list[dict[str, Any]]  # input.requested's fields (PENDING_FIELDS)
+    steps: int
+    createdAt: Any  # ISO time; ms since creation while the writer's fold holds it
+    updatedAt: Any
+    events: int
+    compactions: int
+    error: Any
+    agentDir: NotRequired[str | None]  # added by the runtime: the folder the session runs
+
+
+class SessionRow(TypedDict):
+    """A session's row of `Runtime.sessions` (before the runtime adds its size)."""
+
+    id: str
+    status: str
+    parkedOn: str | None
+    agent: str | None
+    turns: int
+    steps: int
+    updatedAt: Any
+    bytes: NotRequired[int | None]  # added by the runtime: what the session stores
+
+
+# The fields of input.requested a pending request keeps.
+PENDING_FIELDS = (
+    "requestId",
+    "kind",
+    "tool",
+    "arguments",
+    "question",
+    "options",
+    "callId",
+    "message",
+    "reason",
+    "turnId",
+)
+_TURN_ENDS = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
+_SESSION_ENDS = frozenset({"session.completed", "session.failed", "session.cancelled"})
+
+
 class ViewFold:
-    """Folds events into the session view incrementally (feed new events as they come)."""
+    """Folds events into the session view incrementally (feed new events as they come).
+
+    Each event type has one handler (:data:`_HANDLERS`); a type without one changes only the
+    view's ``updatedAt`` (and the counts, for those that carry them).
+    """
 
     def __init__(self, session_id: str) -> None:
-        self.view: dict[str, Any] = {
+        self.view: SessionView = {
             "id": session_id,
             "status": "waiting",
             "parkedOn": None,
@@ -54,15 +141,17 @@ class ViewFold:
             "compactions": 0,
             "error": None,
         }
-        self.turn: dict[str, Any] | None = None
-        self.step: dict[str, Any] | None = None
+        self.turn: TurnView | None = None
+        self.step: StepView | None = None
         self._created_ms = 0  # the base of the times :meth:`take` was given
         self.counts = [0, 0]  # turns, steps: see :meth:`row`
 
-    def feed(self, events: list[dict[str, Any]]) -> ViewFold:
+    def feed(self, events: Iterable[Mapping[str, Any]]) -> ViewFold:
+        n = 0
         for event in events:
-            self._apply(event)
-        self.view["events"] += len(events)
+            self._apply(cast(Event, event))
+            n += 1
+        self.view["events"] += n
         return self
 
     def take(self, event: dict[str, Any], created_ms: int) -> None:
@@ -73,11 +162,11 @@ class ViewFold:
         for key, value in event.items():
             if type(value) not in _PLAIN:
                 event[key] = as_read(value)
-        self._apply(event)
+        self._apply(cast(Event, event))
         self.view["events"] += 1
         self._created_ms = created_ms
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> SessionRow:
         """The ``sessions()`` row of what was folded: status, and the counts the latest event
         carrying them gives, plus the turns and steps started since."""
         self.times()
@@ -94,13 +183,15 @@ class ViewFold:
 
     def times(self) -> None:
         """Times taken as stored (see :meth:`take`) in their ISO form, as events have them."""
-        for field in ("createdAt", "updatedAt"):
-            if type(self.view[field]) is int:
-                self.view[field] = iso_from_ms(self._created_ms + self.view[field])
+        view = self.view
+        if type(view["createdAt"]) is int:
+            view["createdAt"] = iso_from_ms(self._created_ms + view["createdAt"])
+        if type(view["updatedAt"]) is int:
+            view["updatedAt"] = iso_from_ms(self._created_ms + view["updatedAt"])
 
-    def _apply(self, event: dict[str, Any]) -> None:
-        view, turn, step = self.view, self.turn, self.step
+    def _apply(self, event: Event) -> None:
         kind = event.get("type", "")
+        view = self.view
         view["updatedAt"] = event.get("at", view["updatedAt"])
         if "turns" in event:
             self.counts = [event["turns"], event.get("steps", self.counts[1])]
@@ -108,102 +199,157 @@ class ViewFold:
             self.counts[0] += 1
         elif kind == "step.started":
             self.counts[1] += 1
-        if kind == "session.started":
-            view["createdAt"] = event.get("at")
-            for field in ("agent", "mode", "model"):
-                if event.get(field) is not None:
-                    view[field] = event[field]
-        elif kind == "turn.started":
-            turn = self.turn = {
-                "id": event.get("turnId"),
-                "status": "running",
-                "input": None,
-                "steps": [],
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, event)
+
+    # -- one handler per event type ---------------------------------------------------------------
+    def _session_started(self, event: Event) -> None:
+        view = self.view
+        view["createdAt"] = event.get("at")
+        if event.get("agent") is not None:
+            view["agent"] = event["agent"]
+        if event.get("mode") is not None:
+            view["mode"] = event["mode"]
+        if event.get("model") is not None:
+            view["model"] = event["model"]
+
+    def _turn_started(self, event: Event) -> None:
+        turn: TurnView = {
+            "id": event.get("turnId"),
+            "status": "running",
+            "input": None,
+            "steps": [],
+        }
+        self.turn = turn
+        self.view["turns"].append(turn)
+        self.view["status"], self.view["parkedOn"] = "running", None
+
+    def _message_received(self, event: Event) -> None:
+        if self.turn is not None:
+            self.turn["input"] = self.turn["input"] or event.get("text")
+
+    def _step_started(self, event: Event) -> None:
+        if self.turn is None:
+            return
+        step: StepView = {
+            "index": event.get("stepIndex"),
+            "status": "running",
+            "text": "",
+            "actions": [],
+            "usage": None,
+        }
+        self.step = step
+        self.turn["steps"].append(step)
+        self.view["steps"] += 1
+
+    def _message_completed(self, event: Event) -> None:
+        if self.step is not None:
+            self.step["text"] = event.get("text", "")
+
+    def _actions_requested(self, event: Event) -> None:
+        if self.step is None:
+            return
+        self.step["actions"] = [
+            {
+                "callId": a.get("callId"),
+                "name": a.get("name"),
+                "arguments": a.get("arguments"),
+                "status": "requested",
+                "isError": False,
             }
-            view["turns"].append(turn)
+            for a in event.get("actions", [])
+        ]
+
+    def _action_result(self, event: Event) -> None:
+        if self.turn is None:
+            return
+        for step in reversed(self.turn["steps"]):
+            for action in step["actions"]:
+                if action["callId"] == event.get("callId"):
+                    action["status"] = event.get("status")
+                    action["isError"] = event.get("isError", False)
+                    action["output"] = event.get("output")
+                    return
+
+    def _step_ended(self, event: Event) -> None:
+        step = self.step
+        if step is None:
+            return
+        step["status"] = "completed" if event["type"] == "step.completed" else "failed"
+        step["usage"] = event.get("usage")
+        if event.get("error"):
+            step["error"] = event["error"]
+
+    def _input_requested(self, event: Event) -> None:
+        self.view["pending"].append({k: v for k, v in event.items() if k in PENDING_FIELDS})
+
+    def _input_resolved(self, event: Event) -> None:
+        view = self.view
+        view["pending"] = [
+            p for p in view["pending"] if p.get("requestId") != event.get("requestId")
+        ]
+        if not view["pending"] and view["status"] == "parked":
             view["status"], view["parkedOn"] = "running", None
-        elif kind == "message.received" and turn is not None:
-            turn["input"] = turn["input"] or event.get("text")
-        elif kind == "step.started" and turn is not None:
-            step = self.step = {
-                "index": event.get("stepIndex"),
-                "status": "running",
-                "text": "",
-                "actions": [],
-                "usage": None,
-            }
-            turn["steps"].append(step)
-            view["steps"] += 1
-        elif kind == "message.completed" and step is not None:
-            step["text"] = event.get("text", "")
-        elif kind == "actions.requested" and step is not None:
-            step["actions"] = [
-                {
-                    "callId": a.get("callId"),
-                    "name": a.get("name"),
-                    "arguments": a.get("arguments"),
-                    "status": "requested",
-                    "isError": False,
-                }
-                for a in event.get("actions", [])
-            ]
-        elif kind == "action.result":
-            _settle_action(turn, event)
-        elif kind in ("step.completed", "step.failed") and step is not None:
-            step["status"] = "completed" if kind == "step.completed" else "failed"
-            step["usage"] = event.get("usage")
-            if event.get("error"):
-                step["error"] = event["error"]
-        elif kind == "input.requested":
-            view["pending"].append(
-                {
-                    k: v
-                    for k, v in event.items()
-                    if k
-                    in (
-                        "requestId",
-                        "kind",
-                        "tool",
-                        "arguments",
-                        "question",
-                        "options",
-                        "callId",
-                        "message",
-                        "reason",
-                        "turnId",
-                    )
-                }
-            )
-        elif kind == "input.resolved":
-            view["pending"] = [
-                p for p in view["pending"] if p.get("requestId") != event.get("requestId")
-            ]
-            if not view["pending"] and view["status"] == "parked":
-                view["status"], view["parkedOn"] = "running", None
-        elif kind == "turn.waiting":
-            view["status"] = "parked"
-            if event.get("on") == "tasks":
-                view["parkedOn"] = "subagent"
-            else:
-                kinds = set(event.get("requests") or [p.get("kind") for p in view["pending"]])
-                view["parkedOn"] = "question" if kinds == {"question"} else "approval"
-        elif kind == "task.settled":
-            if view["parkedOn"] == "subagent":
-                view["status"], view["parkedOn"] = "running", None
-        elif kind in ("turn.completed", "turn.failed", "turn.cancelled") and turn is not None:
-            turn["status"] = kind.split(".")[1]
-            if event.get("error"):
-                turn["error"] = event["error"]
-            view["status"], view["parkedOn"] = "running", None
-            view["pending"] = []
-        elif kind == "session.waiting":
-            view["status"], view["parkedOn"] = "waiting", None
-        elif kind in ("session.completed", "session.failed", "session.cancelled"):
-            view["status"] = kind.split(".")[1]
-            view["parkedOn"] = None
-            view["error"] = event.get("error")
-        elif kind == "compaction.completed" and event.get("status") == "completed":
-            view["compactions"] += 1
+
+    def _turn_waiting(self, event: Event) -> None:
+        view = self.view
+        view["status"] = "parked"
+        if event.get("on") == "tasks":
+            view["parkedOn"] = "subagent"
+        else:
+            asked = [p.get("kind") for p in view["pending"]]
+            kinds = set(event.get("requests") or asked)
+            view["parkedOn"] = "question" if kinds == {"question"} else "approval"
+
+    def _task_settled(self, event: Event) -> None:
+        if self.view["parkedOn"] == "subagent":
+            self.view["status"], self.view["parkedOn"] = "running", None
+
+    def _turn_ended(self, event: Event) -> None:
+        turn, view = self.turn, self.view
+        if turn is None:
+            return
+        turn["status"] = event["type"].split(".")[1]
+        if event.get("error"):
+            turn["error"] = event["error"]
+        view["status"], view["parkedOn"] = "running", None
+        view["pending"] = []
+
+    def _session_waiting(self, event: Event) -> None:
+        self.view["status"], self.view["parkedOn"] = "waiting", None
+
+    def _session_ended(self, event: Event) -> None:
+        view = self.view
+        view["status"] = event["type"].split(".")[1]
+        view["parkedOn"] = None
+        view["error"] = event.get("error")
+
+    def _compaction_completed(self, event: Event) -> None:
+        if event.get("status") == "completed":
+            self.view["compactions"] += 1
+
+
+_Handler = Callable[[ViewFold, Event], None]
+_HANDLERS: dict[str, _Handler] = {
+    "session.started": ViewFold._session_started,
+    "turn.started": ViewFold._turn_started,
+    "message.received": ViewFold._message_received,
+    "step.started": ViewFold._step_started,
+    "message.completed": ViewFold._message_completed,
+    "actions.requested": ViewFold._actions_requested,
+    "action.result": ViewFold._action_result,
+    "step.completed": ViewFold._step_ended,
+    "step.failed": ViewFold._step_ended,
+    "input.requested": ViewFold._input_requested,
+    "input.resolved": ViewFold._input_resolved,
+    "turn.waiting": ViewFold._turn_waiting,
+    "task.settled": ViewFold._task_settled,
+    **dict.fromkeys(_TURN_ENDS, ViewFold._turn_ended),
+    "session.waiting": ViewFold._session_waiting,
+    **dict.fromkeys(_SESSION_ENDS, ViewFold._session_ended),
+    "compaction.completed": ViewFold._compaction_completed,
+}
 
 
 class _Kept:
@@ -248,7 +394,7 @@ class ViewCache:
 
     def view(
         self, session_id: str, stream: str, read: Callable[[int], list[dict[str, Any]]]
-    ) -> dict[str, Any]:
+    ) -> SessionView:
         """The view of ``session_id`` whose events are ``stream``; ``read(start)`` returns
         the stored events from ``start`` (as readers see them)."""
         kept = self._folds.pop(session_id, None)
@@ -273,43 +419,31 @@ class ViewCache:
         return _copy(folded.view, frozen)
 
 
-def _copy(view: dict[str, Any], frozen: list[Any]) -> dict[str, Any]:
+def _copy(view: SessionView, frozen: list[Any]) -> SessionView:
     """A copy of ``view`` sharing nothing changeable with the fold. Events change only the
     last turn, so each turn before it is frozen once (into ``frozen``) and shared from then
     on; the rest is copied afresh."""
     turns = view["turns"]
     while len(frozen) < len(turns) - 1:
         frozen.append(freeze(turns[len(frozen)]))
-    rest = {**view, "turns": turns[len(frozen) :]}
+    rest: SessionView = {**view, "turns": turns[len(frozen) :]}
     try:  # pickle: four times faster than deepcopy on plain data
-        copied: dict[str, Any] = pickle.loads(pickle.dumps(rest, pickle.HIGHEST_PROTOCOL))
+        copied: SessionView = pickle.loads(pickle.dumps(rest, pickle.HIGHEST_PROTOCOL))
     except Exception:
         copied = copy.deepcopy(rest)
     copied["turns"][:0] = frozen
     return copied
 
 
-def fold(session_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+def fold(session_id: str, events: Iterable[Mapping[str, Any]]) -> SessionView:
     """The session view after ``events`` (each carrying its ``index``)."""
     return ViewFold(session_id).feed(events).view
-
-
-def _settle_action(turn: dict[str, Any] | None, event: dict[str, Any]) -> None:
-    if turn is None:
-        return
-    for step in reversed(turn["steps"]):
-        for action in step["actions"]:
-            if action["callId"] == event.get("callId"):
-                action["status"] = event.get("status")
-                action["isError"] = event.get("isError", False)
-                action["output"] = event.get("output")
-                return
 
 
 TAIL = 16
 
 
-def summary(session_id: str, tail: list[dict[str, Any]]) -> dict[str, Any]:
+def summary(session_id: str, tail: Iterable[Mapping[str, Any]]) -> SessionRow:
     """The row of ``sessions()`` from the last :data:`TAIL` events only (cheap for many
     sessions): status from the fold, counts from the latest event that carries them."""
     return ViewFold(session_id).feed(tail).row()

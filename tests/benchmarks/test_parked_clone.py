@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from benchmarks import parked_sessions
+from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
 from world import verify
 
@@ -23,7 +23,7 @@ def test_cloned_sessions_verify_list_and_wake(tmp_path: Path) -> None:
     sid = clones[-1]
     [request] = rt.session(sid)["pending"]
 
-    async def wake() -> dict[str, Any]:
+    async def wake() -> SessionView:
         await rt.respond(sid, [{"requestId": request["requestId"], "approved": True}])
         return await rt.drive(sid)
 

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, call, reply, types
 from tests.worlds import WorldOpener
@@ -19,7 +20,7 @@ async def start(open_world: WorldOpener, agent: Path, **kw: Any) -> tuple[Runtim
     return rt, await rt.create_session(**kw)
 
 
-async def say(rt: Runtime, sid: str, text: str) -> dict[str, Any]:
+async def say(rt: Runtime, sid: str, text: str) -> SessionView:
     await rt.deliver(sid, text)
     return await rt.drive(sid)
 

@@ -44,7 +44,7 @@ def full_row(rt: Runtime, sid: str) -> dict[str, Any]:
 
 def listed(rt: Runtime, sid: str) -> dict[str, Any]:
     [row] = [r for r in rt.sessions() if r["id"] == sid]
-    assert row["bytes"] > 0
+    assert (row["bytes"] or 0) > 0
     return {k: row[k] for k in ("id", "status", "parkedOn", "steps", "updatedAt", "turns")}
 
 

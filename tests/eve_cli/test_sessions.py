@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, call, reply, tool_file, types
 from tests.worlds import WorldOpener
@@ -43,7 +44,7 @@ async def start(open_world: WorldOpener, agent: Path, **kw: Any) -> tuple[Runtim
     return rt, await rt.create_session(**kw)
 
 
-async def say(rt: Runtime, sid: str, text: str) -> dict[str, Any]:
+async def say(rt: Runtime, sid: str, text: str) -> SessionView:
     receipt = await rt.deliver(sid, text)
     assert receipt.disposition != "rejected", receipt
     return await rt.drive(sid)
@@ -144,7 +145,7 @@ def test_approval_approve_deny_and_always(
     async def main() -> None:
         rt, sid = await start(open_world, agent)
 
-        async def answer(**response: Any) -> dict[str, Any]:
+        async def answer(**response: Any) -> SessionView:
             view = rt.session(sid)
             assert (view["status"], view["parkedOn"]) == ("parked", "approval")
             [request] = view["pending"]

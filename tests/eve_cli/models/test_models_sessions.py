@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
 from tests.eve_cli.models.scriptserver import STALL, Reply, ScriptServer, sse
 from tests.eve_cli.rt_support import DRIVER, AgentFactory, tool_file
@@ -122,10 +123,10 @@ def provider_env(server: ScriptServer, monkeypatch: pytest.MonkeyPatch) -> Scrip
     return server
 
 
-def session(agent: Path, message: str) -> tuple[Runtime, str, dict[str, Any]]:
+def session(agent: Path, message: str) -> tuple[Runtime, str, SessionView]:
     rt = Runtime(agent_dir=agent)
 
-    async def main() -> tuple[str, dict[str, Any]]:
+    async def main() -> tuple[str, SessionView]:
         sid = await rt.create_session()
         receipt = await rt.deliver(sid, message)
         assert receipt.disposition == "started", receipt
@@ -213,7 +214,7 @@ def test_no_key_reaches_the_data_directory(
         "openai:gpt-test (HTTP 401): Incorrect API key provided: *** (check OPENAI_API_KEY)"
     ]
 
-    async def again() -> dict[str, Any]:
+    async def again() -> SessionView:
         await rt.deliver(sid, "second")
         return await rt.drive(sid)
 

@@ -1,0 +1,117 @@
+"""The events of a session (SPEC §8), as readers see them: declared so mypy checks their fields.
+
+An event is a JSON object; these types name every field a producer in eve writes, so a reader
+that spells one wrongly fails the type check. Events are open: a reader keeps fields it does
+not know (an event written by a later eve), and none of these types is checked at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Required, TypedDict
+
+EventType = Literal[
+    "session.started",
+    "session.waiting",
+    "session.completed",
+    "session.failed",
+    "session.cancelled",
+    "turn.started",
+    "turn.waiting",
+    "turn.completed",
+    "turn.failed",
+    "turn.cancelled",
+    "message.received",
+    "message.appended",
+    "message.completed",
+    "step.started",
+    "step.completed",
+    "step.failed",
+    "actions.requested",
+    "action.result",
+    "input.requested",
+    "input.resolved",
+    "compaction.requested",
+    "compaction.completed",
+    "context.cleared",
+    "task.started",
+    "task.settled",
+]
+
+
+class ActionRequest(TypedDict):
+    """One tool call of ``actions.requested``."""
+
+    callId: str
+    name: str
+    arguments: Any
+
+
+class Event(TypedDict, total=False):
+    """Any event: the scope every event carries, then the data fields of each type."""
+
+    # -- every event
+    type: Required[str]
+    index: int
+    sessionId: str
+    at: Any  # ISO time as read; ms since the session's creation inside the writer's fold
+    # -- scoped events
+    turnId: str
+    stepIndex: int
+    # -- session.started
+    agent: str
+    mode: str | None
+    model: str | None
+    parent: str | None
+    # -- session.waiting, turn.waiting: the session's counts so far
+    turns: int
+    steps: int
+    # -- message.*
+    role: str
+    text: str
+    delta: str
+    disposition: str  # message.received: started | steered | queued
+    # -- actions.requested / action.result
+    actions: list[ActionRequest]
+    callId: str
+    name: str
+    status: str  # action.result: completed | failed | rejected | cancelled; task / compaction
+    isError: bool
+    output: Any
+    progress: list[str]
+    durationMs: int
+    # -- step.completed / *.failed
+    usage: dict[str, int] | None
+    error: Any
+    # -- input.requested / input.resolved
+    requestId: str
+    kind: str
+    tool: str
+    arguments: Any
+    question: str
+    options: list[str] | None
+    message: str
+    reason: str
+    limit: str
+    answer: str
+    approved: bool
+    always: bool
+    # -- turn.waiting
+    on: Literal["input", "tasks"]
+    requests: list[str]
+    # -- compaction.*
+    estimatedTokens: int
+    threshold: int
+    forced: bool
+    keptHistory: bool
+    removedMessages: int
+    keptMessages: int
+    summaryTokens: int
+    # -- context.cleared
+    reset: bool
+    # -- task.*
+    taskId: str
+    childSessionId: str
+    stream: str
+
+
+__all__ = ["ActionRequest", "Event", "EventType"]

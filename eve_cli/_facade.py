@@ -1,0 +1,124 @@
+"""The runtime facade (ARCHITECTURE §3): the one description of what a caller of sessions uses.
+
+Two implementations: :class:`eve_cli.runtime.Runtime` in-process, and
+:class:`eve_cli.channel.RemoteRuntime` over the HTTP channel. Every caller (the channel, the
+chat loop, the other commands) is typed against :class:`Facade`, and ``_conformance`` below
+makes mypy check both implementations against it, so they cannot drift apart. The channel,
+which serves sessions, needs two more calls only the store's own process can answer
+(:class:`ServingFacade`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
+
+if TYPE_CHECKING:
+    from eve_cli.channel.client import RemoteRuntime
+    from eve_cli.execution._view import SessionRow, SessionView
+    from eve_cli.runtime import Runtime
+
+TurnPolicy = Literal["steer", "queue"]
+T = TypeVar("T")
+
+
+class Receipt(Protocol):
+    """The answer to a delivery or an operation: what happened to it (SPEC D7)."""
+
+    @property
+    def disposition(self) -> str: ...  # started | steered | queued | accepted | rejected
+
+    @property
+    def reason(self) -> str | None: ...
+
+
+class SessionStatus(TypedDict):
+    """What ``drive(..., view=False)`` returns at least (a whole view also fits)."""
+
+    id: str
+    status: str
+
+
+class Facade(Protocol):
+    """The session calls: create, deliver, answer, operate, drive, read, follow."""
+
+    async def create_session(
+        self, mode: str | None = None, model: str | None = None, operation_id: str | None = None
+    ) -> str: ...
+
+    async def deliver(self, sid: str, message: str, turn_policy: TurnPolicy = "steer") -> Receipt:
+        """Start, steer or queue a turn with ``message``, or say why not."""
+        ...
+
+    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> Receipt:
+        """Answer pending approvals or questions."""
+        ...
+
+    async def cancel(self, sid: str) -> Receipt: ...
+
+    async def clear(self, sid: str) -> Receipt: ...
+
+    async def compact(self, sid: str) -> Receipt: ...
+
+    async def reset(self, sid: str) -> Receipt: ...
+
+    @overload
+    async def drive(
+        self, sid: str, *, wait: float | None = None, view: Literal[True] = True
+    ) -> SessionView: ...
+
+    @overload
+    async def drive(
+        self, sid: str, *, wait: float | None = None, view: Literal[False]
+    ) -> SessionStatus: ...
+
+    async def drive(
+        self, sid: str, *, wait: float | None = None, view: bool = True
+    ) -> SessionView | SessionStatus:
+        """Run the session until it waits, parks or ends (``view=False``: only its status)."""
+        ...
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Make one of these sync calls from an event loop (off it where the world's every
+        call is a round trip)."""
+        ...
+
+    def resumable(self) -> list[str]:
+        """Sessions this process should drive on: interrupted ones with work left."""
+        ...
+
+    def session(self, sid: str) -> SessionView: ...
+
+    def sessions(self) -> list[SessionRow]: ...
+
+    def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
+        """Stored events from ``start`` (negative: from the tail), without following."""
+        ...
+
+    def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """Stored events from ``start``, then live ones."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ServingFacade(Facade, Protocol):
+    """What a server of sessions (the HTTP channel) needs beyond :class:`Facade`: only the
+    process that owns the store can answer these, so `RemoteRuntime` has no such methods."""
+
+    def operation_session(self, operation_id: str) -> str | None:
+        """The session a create with this ``operation_id`` made, if any (a retried create)."""
+        ...
+
+    def ever_delivered(self, sid: str) -> bool:
+        """Whether the session ever received a delivery."""
+        ...
+
+
+def _conformance(local: Runtime, remote: RemoteRuntime) -> tuple[ServingFacade, Facade]:
+    """Never called: mypy checks here that both implementations are a :class:`Facade` (and
+    the in-process one a :class:`ServingFacade`)."""
+    return local, remote
+
+
+__all__ = ["Facade", "Receipt", "ServingFacade", "SessionStatus", "TurnPolicy"]
