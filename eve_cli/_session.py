@@ -19,9 +19,34 @@ from __future__ import annotations
 
 import copy
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from typing import Any, Required, TypedDict
 
 SNAPSHOT_VERSION = 3
+
+
+class Resolution(TypedDict, total=False):
+    """The answer to a pending request: ``answer`` to a question, else ``approved``."""
+
+    answer: str
+    approved: bool
+    always: bool  # approved for every later call of the tool too
+
+
+class PendingRequest(TypedDict, total=False):
+    """An input request a turn waits on, as the snapshot keeps it (the ``input.requested``
+    event carries the same fields but ``step``)."""
+
+    requestId: Required[str]
+    kind: Required[str]  # approval | question | limit; cancelled once the turn is
+    callId: str
+    tool: str
+    arguments: Any
+    question: str
+    options: list[str] | None
+    limit: str  # token | time
+    message: str
+    step: int
+    resolution: Resolution  # set when answered; acted on at the next step
 
 
 @dataclass
@@ -48,7 +73,7 @@ class Snapshot:
     compactions: int = 0
     state: dict[str, Any] = field(default_factory=dict)
     approved_tools: list[str] = field(default_factory=list)
-    pending: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[PendingRequest] = field(default_factory=list)
     queued: list[dict[str, Any]] = field(default_factory=list)
     task: str | None = None  # the task of a task-mode (sub-agent) session
     parent: str | None = None  # parent session id of a sub-agent session

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from eve_cli._session import PendingRequest, Resolution
 from eve_cli.harness._host import StepHost
 
 Effect = Literal["none", "steered", "cancel"]
@@ -86,7 +87,7 @@ def resolve(host: StepHost, response: dict[str, Any], key: str, step: int | None
         if request["requestId"] != rid or "resolution" in request:
             continue
         if request["kind"] == "question":
-            resolution: dict[str, Any] = {"answer": str(response.get("answer", ""))}
+            resolution: Resolution = {"answer": str(response.get("answer", ""))}
         else:
             resolution = {"approved": bool(response.get("approved"))}
             if response.get("always") and resolution["approved"]:
@@ -117,5 +118,5 @@ def cancel_pending(host: StepHost) -> None:
     host.snap.pending = [r for r in host.snap.pending if r["kind"] != "limit"]
 
 
-def unresolved(host: StepHost) -> list[dict[str, Any]]:
+def unresolved(host: StepHost) -> list[PendingRequest]:
     return [r for r in host.snap.pending if "resolution" not in r]

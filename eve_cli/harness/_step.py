@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from eve_cli._agent_api import ToolContext, bind_state, unbind_state
+from eve_cli._session import PendingRequest
 from eve_cli._tool_threads import QUICK_WAIT
 from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
 from eve_cli.harness._compaction import compact, needs_compaction
@@ -386,7 +387,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
 
 
 def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> None:
-    request: dict[str, Any] = {
+    request: PendingRequest = {
         "requestId": request_id(host, call["id"]),
         "kind": kind,
         "callId": call["id"],
@@ -547,7 +548,7 @@ def check_limits(host: StepHost, index: int) -> StepResult | None:
     what = "tokens per session" if which == "token" else "session timeout"
     if snap.mode == "task":
         return StepResult("failed", f"limit reached: {what} (a task cannot ask to go on)")
-    request = {
+    request: PendingRequest = {
         "requestId": f"{host.turn_id}:limit:{index}",
         "kind": "limit",
         "limit": which,

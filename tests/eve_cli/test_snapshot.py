@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from eve_cli._session import CODES, SNAPSHOT_VERSION, Snapshot, session_base
+from eve_cli._session import CODES, SNAPSHOT_VERSION, PendingRequest, Snapshot, session_base
 
 
 def test_every_field_has_a_distinct_stored_name() -> None:
@@ -18,7 +18,7 @@ def test_every_field_has_a_distinct_stored_name() -> None:
 
 def test_round_trip_leaves_out_the_id_and_keeps_everything_else() -> None:
     snap = Snapshot(id="s_1", token="tok", turns=3, history_len=7, summary_at=5,
-                    pending=[{"requestId": "r"}], state={"n": 1})  # fmt: skip
+                    pending=[{"requestId": "r", "kind": "approval"}], state={"n": 1})  # fmt: skip
     data = snap.to_data()
     assert data["v"] == SNAPSHOT_VERSION == 3
     assert "id" not in data and "s_1" not in data.values()
@@ -39,7 +39,9 @@ def test_a_newer_version_is_refused() -> None:
 
 
 def test_changes_applied_to_the_start_give_the_end() -> None:
-    start = Snapshot(id="s_1", token="tok", turns=1, pending=[{"requestId": "r"}], task="x")
+    start = Snapshot(
+        id="s_1", token="tok", turns=1, pending=[{"requestId": "r", "kind": "approval"}], task="x"
+    )
     end = start.copy()
     end.turns, end.pending, end.task, end.queued = 2, [], None, [{"kind": "message"}]
     changes = end.changes_since(start)
@@ -52,10 +54,11 @@ def test_version_3_leaves_out_what_the_base_holds() -> None:
     meta = {"token": "t" * 32, "agentDir": "/agents/a", "model": None, "mode": "conversation",
             "created": 1700000000.25}  # fmt: skip
     base = session_base(meta)
+    request: PendingRequest = {"requestId": "r", "kind": "approval"}
     snap = Snapshot(id="s_1", token="t" * 32, agent_dir="/agents/a", created_at=1700000000.25,
-                    turns=4, history_len=8, pending=[{"requestId": "r"}])  # fmt: skip
+                    turns=4, history_len=8, pending=[request])  # fmt: skip
     data = snap.to_data(base)
-    assert data == {"t": 4, "hl": 8, "p": [{"requestId": "r"}], "v": 3}
+    assert data == {"t": 4, "hl": 8, "p": [{"requestId": "r", "kind": "approval"}], "v": 3}
     assert Snapshot.from_data(data, "s_1", base) == snap
     # A field back at its default while the base has another value is stored (a task
     # session in the family of a conversation: no token of its own).
@@ -82,7 +85,7 @@ def test_a_copy_shares_nothing_changeable() -> None:
     snap = Snapshot(id="s", state={"a": [1]}, pending=[], queued=[{"k": 1}])
     copied = snap.copy()
     assert copied == snap
-    copied.pending.append({"x": 1})
+    copied.pending.append({"requestId": "x", "kind": "question"})
     copied.state["a"].append(2)
     copied.queued[0]["k"] = 2
     copied.approved_tools.append("t")
