@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from eve_cli._events import EventType
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import pack, unpack
@@ -203,7 +204,7 @@ class SessionHost:
 
     def emit(
         self,
-        type: str,
+        type: EventType,
         data: dict[str, Any],
         key: str,
         step: int | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from eve_cli._events import EventType
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
 from eve_cli.harness._input import (
@@ -147,7 +148,11 @@ def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any
     data: dict[str, Any] = {}
     if error:
         data["error"] = error
-    event = {"completed": "turn.completed", "failed": "turn.failed", "cancelled": "turn.cancelled"}
+    event: dict[str, EventType] = {
+        "completed": "turn.completed",
+        "failed": "turn.failed",
+        "cancelled": "turn.cancelled",
+    }
     host.emit(event[outcome], data, f"{host.turn_id}:end")
     # Journaled three times (the turn's result, the driver's copy, the head): only what changed.
     result: dict[str, Any] = {"outcome": outcome}

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from eve_cli._events import EventType
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
 from eve_cli.models import Message, Model
@@ -75,7 +76,7 @@ class StepHost(Protocol):
 
     def emit(
         self,
-        type: str,
+        type: EventType,
         data: dict[str, Any],
         key: str,
         step: int | None = None,
