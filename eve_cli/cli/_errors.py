@@ -12,17 +12,6 @@ EXIT_USAGE = 2
 EXIT_WAITING = 3  # waiting for input that nobody present can give
 EXIT_INTERRUPTED = 130
 
-# What to do about damaged data: world's errors say what and where, the CLI says which command.
-REPAIR_HINT = "run `eve doctor` to inspect and repair (damaged data is quarantined, never deleted)"
-
-
-def user_message(exc: BaseException) -> str:
-    """`exc`'s one-line message for a user, with what to do when it reports damaged data."""
-    from world import CorruptJournalError
-
-    return f"{exc}; {REPAIR_HINT}" if isinstance(exc, CorruptJournalError) else str(exc)
-
-
 class CliError(Exception):
     """A failure the user can act on: printed as one line on stderr, never a traceback.
 

@@ -129,7 +129,7 @@ def list_sessions(reader: Runtime) -> list[dict[str, Any]]:
         except LookupError:
             continue  # not a session (another workflow's run)
         except WorldError as exc:
-            error = one_line(str(exc), 400)
+            error = one_line(user_message(exc), 400)
             rows.append(
                 {"id": sid, "status": "damaged", "turns": None, "steps": None, "error": error}
             )

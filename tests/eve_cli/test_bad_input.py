@@ -223,6 +223,30 @@ def test_unknown_sessions(stored: tuple[Path, str, dict[str, str]]) -> None:
     _unchanged(data, before)
 
 
+def test_a_damaged_journal_is_one_line_naming_file_and_offset_and_what_to_do(
+    stored: tuple[Path, str, dict[str, str]],
+) -> None:
+    from world import CorruptJournalError
+
+    data, sid, _ = stored
+    journal = data / "runs" / sid / "journal.msgpack"
+    damaged = bytearray(journal.read_bytes())
+    damaged[len(damaged) // 3] ^= 0x55  # a record in the middle: valid ones follow it
+    journal.write_bytes(bytes(damaged))
+    (data / "runs" / sid / "head.msgpack").unlink()  # the status is read from the journal
+    for args in (["resume", sid], ["chat", "-s", sid, "-p", "hi"], ["inspect", sid]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        _one_line(result.stderr, str(journal), "offset", "run `eve doctor --repair`")
+    # world says what and where; which command repairs it is the CLI's to say.
+    reader = Runtime(data, load_agent=False)
+    with pytest.raises(CorruptJournalError) as err:
+        reader.session(sid)
+    reader.close()
+    assert str(journal) in str(err.value) and "eve " not in str(err.value)
+    assert journal.read_bytes() == bytes(damaged)  # nothing was rewritten or lost
+
+
 # -- answers to requests ---------------------------------------------------------------------------
 def test_answers_that_are_not_pending_are_rejected_and_change_nothing(
     isolated: Path, stored: tuple[Path, str, dict[str, str]]
