@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from channel_support import WAIT, EveProcess, eventually, read_events, settled
-from slow_model import SlowModelServer
+
+from tests.eve_cli.channel.channel_support import WAIT, EveProcess, eventually, read_events, settled
+from tests.eve_cli.slow_model import SlowModelServer
 
 API = "/eve/v1"
 

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import PROMPT, SCRIPT, TWO_TOOLS, Terminal, tool_results, wait_for
-from slow_model import SlowModelServer
+
+from tests.eve_cli.cli.cli_helpers import PROMPT, SCRIPT, TWO_TOOLS, Terminal, tool_results, wait_for
+from tests.eve_cli.slow_model import SlowModelServer
 
 
 @pytest.fixture
