@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from worlds import WORLDS, WorldOpener, world_kinds
 
+from tests.worlds import WORLDS, WorldOpener, world_kinds
 from world import World
 
 # Property tests check behaviour, not speed: a shared, loaded machine must not fail them on

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from outside_world import OutsideWorld
-from pg_support import fresh_schema
-
+from tests.outside_world import OutsideWorld
+from tests.pg_support import fresh_schema
 from world import LocalWorld, MemoryWorld, World
 
 # Opens the test's world again: another opener of the same storage at each call.

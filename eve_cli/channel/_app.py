@@ -248,7 +248,7 @@ class Channel:
 
     async def _view(self, sid: str) -> SessionView:
         """The session's view; raises 404 when it does not exist."""
-        view: dict[str, Any] = await self._call_sync(lambda: self.runtime.session(sid), sid)
+        view: SessionView = await self._call_sync(lambda: self.runtime.session(sid), sid)
         return view
 
     async def _check_pending(self, sid: str, responses: list[dict[str, Any]]) -> None:

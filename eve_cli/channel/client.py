@@ -155,9 +155,7 @@ class RemoteRuntime:
         """None here: the server drives its own sessions on."""
         return []
 
-    async def drive(
-        self, sid: str, *, wait: float | None = None, view: bool = True
-    ) -> SessionView:
+    async def drive(self, sid: str, *, wait: float | None = None, view: bool = True) -> SessionView:
         """Wait until the server's drive of the session settles; returns the session view.
 
         `wait` is accepted for the chat loop's sake and ignored: the server owns its sessions;

@@ -229,8 +229,6 @@ def strip_key(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k != KEY}
 
 
-
-
 def stored_event(
     type: str, at: float, data: dict[str, Any], since: float | None = None
 ) -> dict[str, Any]:

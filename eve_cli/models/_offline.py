@@ -38,5 +38,3 @@ def offline_summary(messages: list[Message]) -> str:
             text = text[:77] + "..."
         lines.append(f"- {role}: {text}")
     return "Summary of the earlier conversation:\n" + "\n".join(lines[-SUMMARY_LINES:])
-
-

@@ -34,9 +34,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from chaos_support import FAULTS, MESSAGES, ChaosFailure, Run, check, transcript
-
 from eve_cli.runtime import Runtime
+from tests.chaos.chaos_support import FAULTS, MESSAGES, ChaosFailure, Run, check, transcript
 from world import _faults
 
 MAX_KILLS_PER_SESSION = 60

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from worlds import WorldOpener
 
+from tests.worlds import WorldOpener
 from world import (
     Engine,
     FamilyHead,

@@ -3,12 +3,14 @@ a real server in test_channel_web_attacks)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from eve_cli.channel._guard import Peers
 
 
-def peers(host: str, port: int = 8000, **kw: tuple[str, ...]) -> Peers:
+def peers(host: str, port: int = 8000, **kw: Any) -> Peers:
     p = Peers(**kw)
     p.bind(host, port)
     return p

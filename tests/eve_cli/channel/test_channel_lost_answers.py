@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from channel_support import (
+
+from tests.eve_cli.channel.channel_support import (
     WAIT,
     ServerThread,
     read_events,

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from channel_support import (
+
+from tests.eve_cli.channel.channel_support import (
     WAIT,
     EveProcess,
     ServerThread,
@@ -118,11 +119,11 @@ def test_a_rebound_name_can_neither_read_nor_approve(
             assert status == 421, (path, answer)
             assert b"wipe" not in answer and sid.encode() not in answer
     approve = json.dumps({"inputResponses": [{"requestId": request_id, "approved": True}]})
-    for origin in ({}, {"origin": f"http://{rebound}"}):
+    for headers in ({}, {"origin": f"http://{rebound}"}):
         status, _ = raw(
             server.url,
             browser_post(
-                server.url, f"/session/{sid}", approve, "application/json", host=rebound, **origin
+                server.url, f"/session/{sid}", approve, "application/json", host=rebound, **headers
             ),
         )
         assert status == 421
