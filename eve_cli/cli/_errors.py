@@ -12,6 +12,7 @@ EXIT_USAGE = 2
 EXIT_WAITING = 3  # waiting for input that nobody present can give
 EXIT_INTERRUPTED = 130
 
+
 class CliError(Exception):
     """A failure the user can act on: printed as one line on stderr, never a traceback.
 
