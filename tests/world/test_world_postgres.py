@@ -23,7 +23,8 @@ from world import (
     WorldError,
 )
 from world._pg_schema import VERSION
-from world.postgres import PostgresWorld, redact
+from world._select import redact_url as redact
+from world.postgres import PostgresWorld
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cli_helpers import Eve, EveProc, json_lines
-from pg_support import fresh_schema, require_server
 
+from tests.eve_cli.cli.cli_helpers import Eve, EveProc, json_lines
+from tests.pg_support import fresh_schema, require_server
 from world import PostgresWorld
 from world._pg_schema import VERSION
 
