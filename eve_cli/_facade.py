@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, ov
 
 if TYPE_CHECKING:
     from eve_cli.channel.client import RemoteRuntime
-    from eve_cli.execution._view import SessionRow, SessionView
+    from eve_cli.execution._view import SessionView
     from eve_cli.runtime import Runtime
 
 TurnPolicy = Literal["steer", "queue"]
@@ -89,7 +89,9 @@ class Facade(Protocol):
 
     def session(self, sid: str) -> SessionView: ...
 
-    def sessions(self) -> list[SessionRow]: ...
+    def sessions(self) -> list[dict[str, Any]]:
+        """One `SessionRow` a session, most recently active first."""
+        ...
 
     def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
         """Stored events from ``start`` (negative: from the tail), without following."""

@@ -518,9 +518,10 @@ class Runtime:
         view["agentDir"] = meta.get("agentDir")
         return view
 
-    def sessions(self) -> list[SessionRow]:
-        """One row per session, most recently active first (reads only each stream's tail)."""
-        rows = []
+    def sessions(self) -> list[dict[str, Any]]:
+        """One row per session, most recently active first (reads only each stream's tail);
+        each a `SessionRow`, open to what a caller adds (a listing's live status, a title)."""
+        rows: list[dict[str, Any]] = []
         # One call for every session (no inbox marks: a row needs none), one for their streams.
         heads = self.world.heads(inbox=False)
         versions = self.world.stream_versions([events_stream(h.root) for h in heads])
@@ -534,7 +535,7 @@ class Runtime:
             else:
                 row = self._row(sid)
             if row is not None:
-                rows.append(row)
+                rows.append(cast("dict[str, Any]", row))
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
 

@@ -135,8 +135,8 @@ class Disk:
             yield (
                 f"mix{n}",
                 Choice(
-                    lambda _, r=rng: r.choice(("synced", "current", "zeros")),
-                    lambda _, r=rng: r.random() < 0.5,
+                    lambda _, r=rng: r.choice(("synced", "current", "zeros")),  # type: ignore[misc]
+                    lambda _, r=rng: r.random() < 0.5,  # type: ignore[misc]
                 ),
             )
 

@@ -97,9 +97,9 @@ class RemoteRuntime:
         result: SessionView = self._get(f"/session/{sid}")
         return result
 
-    def sessions(self) -> list[SessionRow]:
+    def sessions(self) -> list[dict[str, Any]]:
         """Every session, as ``Runtime.sessions``."""
-        result: list[SessionRow] = self._get("/sessions")["sessions"]
+        result: list[dict[str, Any]] = self._get("/sessions")["sessions"]
         return result
 
     def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:

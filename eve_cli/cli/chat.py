@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -192,7 +192,7 @@ def _introduce(
         _check_agent(chat_loop, view, agent)
 
 
-def _check_agent(chat_loop: ChatLoop, view: dict[str, Any], agent: Path) -> None:
+def _check_agent(chat_loop: ChatLoop, view: Mapping[str, Any], agent: Path) -> None:
     """Say so when ``--agent`` names another agent than the one the session belongs to."""
     stored = view.get("agentDir")
     same = stored is not None and Path(str(stored)).resolve() == agent.resolve()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -119,7 +119,7 @@ def list_sessions(reader: Runtime) -> list[dict[str, Any]]:
     from world import WorldError
 
     try:  # rows of both kinds are plain JSON objects to the caller
-        return cast("list[dict[str, Any]]", reader.sessions())
+        return reader.sessions()
     except WorldError:
         pass
     rows: list[dict[str, Any]] = []

@@ -85,6 +85,7 @@ class SessionView(TypedDict):
     compactions: int
     error: Any
     agentDir: NotRequired[str | None]  # added by the runtime: the folder the session runs
+    resume: NotRequired[str]  # added by `eve inspect` to an interrupted session: the command
 
 
 class SessionRow(TypedDict):

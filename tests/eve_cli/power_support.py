@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ class Ack:
     delivered: str | None = None  # a message whose delivery was acknowledged
 
 
-def turns_of(view: dict[str, Any]) -> list[Any]:
+def turns_of(view: Mapping[str, Any]) -> list[Any]:
     """Each turn's input, and each step's text and finished actions."""
     return [
         (

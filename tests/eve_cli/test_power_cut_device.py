@@ -22,15 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from power_support import Ack, check_store
-from rt_support import AgentFactory, call, reply, side_effect_tool
+
+from tests.eve_cli.power_support import Ack, check_store
+from tests.eve_cli.rt_support import AgentFactory, call, reply, side_effect_tool
 
 DRIVER = r"""
 import asyncio, json, sys
 from eve_cli.runtime import Runtime
 
 sys.path.insert(0, sys.argv[3])
-from power_support import turns_of
+from tests.eve_cli.power_support import turns_of
 
 def say(*words):
     sys.stdout.write(" ".join(map(str, words)) + "\n")

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from power_cut import Disk
-from power_support import Ack, check_store, turns_of
-from rt_support import DANGER_TOOL, AgentFactory, call, reply, side_effect_tool
 
 from eve_cli.runtime import Runtime
+from tests.eve_cli.power_support import Ack, check_store, turns_of
+from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, reply, side_effect_tool
+from tests.power_cut import Disk
 
 MIXES = 2  # seeded mixed states per moment, besides "all synced" and "all as now"
 
@@ -91,7 +91,8 @@ RUNNING_SCRIPT = [
     reply("spare"),
 ]
 
-WORKLOADS: dict[str, tuple[Callable[[Run], Awaitable[None]], list[dict[str, Any]], str]] = {
+Workload = Callable[[Run], Coroutine[Any, Any, None]]
+WORKLOADS: dict[str, tuple[Workload, list[dict[str, Any]], str]] = {
     "chat-with-tools": (chat_with_tools, TOOLS_SCRIPT, "record"),
     "parked-approval": (parked_approval, APPROVAL_SCRIPT, "danger"),
     "delivery-while-running": (delivery_while_running, RUNNING_SCRIPT, "record"),

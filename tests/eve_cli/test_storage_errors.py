@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from power_cut import fill, small_disk
-from rt_support import AgentFactory, call, reply, side_effect_tool
-
 from eve_cli._session import history_stream
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, call, reply, side_effect_tool
+from tests.power_cut import fill, small_disk
 from world import STORAGE_ERRORS, CorruptJournalError, StorageError
 
 __all__ = ["small_disk"]  # the fixture, used here

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from power_cut import Disk
 
 from world import LocalWorld, Order, WorldError, encode
 from world._streams import encode_index, index_offsets

@@ -4,10 +4,10 @@ the store goes on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from power_cut import fill, small_disk
 
 from world import LocalWorld, StorageError, encode
 
@@ -26,8 +26,12 @@ def test_a_full_disk_is_one_clear_error_and_loses_nothing(small_disk: Path) -> N
     world.append("r1", [encode({"t": "note", "i": 1})])
     filler = fill(small_disk)
 
-    attempts = {
-        "stream": lambda: (world.stream_append("s", {"big": BIG}), world._streams.flush()),
+    def stream() -> None:
+        world.stream_append("s", {"big": BIG})
+        world._streams.flush()
+
+    attempts: dict[str, Callable[[], object]] = {
+        "stream": stream,
         "journal": lambda: world.append("r1", [encode({"t": "note", "big": BIG})]),
         "inbox": lambda: world.deliver("r1", "tok", {"big": BIG}),
         "head": lambda: world.write_head("r1", {"status": "running", "big": BIG}),

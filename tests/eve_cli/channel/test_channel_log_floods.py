@@ -7,9 +7,8 @@ import socket
 import time
 from collections.abc import Callable
 
-from channel_support import WAIT, EveProcess
-
 from eve_cli.channel._conn import FloodGuard, loop_error_logger
+from tests.eve_cli.channel.channel_support import WAIT, EveProcess
 
 
 def test_garbage_connections_do_not_flood_the_log(eve_process: Callable[..., EveProcess]) -> None:
@@ -41,14 +40,14 @@ def test_loop_errors_are_one_line_for_the_system_and_a_traceback_for_a_bug() -> 
     lines: list[str] = []
     handle = loop_error_logger(lines.append)
     handle(
-        None,
+        None,  # type: ignore[arg-type]
         {
             "message": "socket.accept() out of system resource",
             "exception": OSError(24, "Too many open files"),
         },
-    )  # type: ignore[arg-type]
+    )
     try:
-        {}["missing"]
+        dict[str, int]()["missing"]
     except KeyError as exc:
         handle(None, {"message": "Task exception was never retrieved", "exception": exc})  # type: ignore[arg-type]
     assert lines[0] == (

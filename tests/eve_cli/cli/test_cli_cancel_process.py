@@ -10,11 +10,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.eve_cli.cli.cli_helpers import SCRIPT, TWO_TOOLS, Reader, data_dir, tool_results, wait_for
-
 from eve_cli.runtime import Runtime
-from tests.eve_cli.cli.cli_helpers import Reader, data_dir, wait_for
-from tests.eve_cli.cli.test_cli_pty_cancel import SCRIPT, TWO_TOOLS, tool_results
+from tests.eve_cli.cli.cli_helpers import (
+    SCRIPT,
+    TWO_TOOLS,
+    Reader,
+    data_dir,
+    tool_results,
+    wait_for,
+)
 
 
 def test_a_cancel_from_another_process_stops_the_next_tool(

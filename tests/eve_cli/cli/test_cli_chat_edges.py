@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import EveProc, Reader
+from tests.eve_cli.cli.cli_helpers import EveProc, Reader
 
 
 def test_a_positional_message_works_like_print_in_a_pipe(eve_proc: EveProc) -> None:

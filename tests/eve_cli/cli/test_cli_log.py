@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import SLOW_TOOL, EveProc, chat_in_slow_tool
+from tests.eve_cli.cli.cli_helpers import SLOW_TOOL, EveProc, chat_in_slow_tool
 
 
 def test_log_prints_the_latest_session_as_a_transcript(eve_proc: EveProc) -> None:

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.eve_cli.cli.cli_helpers import PROMPT, SCRIPT, TWO_TOOLS, Terminal, tool_results, wait_for
+from tests.eve_cli.cli.cli_helpers import (
+    PROMPT,
+    SCRIPT,
+    TWO_TOOLS,
+    Terminal,
+    tool_results,
+    wait_for,
+)
 from tests.eve_cli.slow_model import SlowModelServer
 
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from cli_helpers import PROMPT, EveProc, Reader, Terminal
+from tests.eve_cli.cli.cli_helpers import PROMPT, EveProc, Reader, Terminal
 
 LEFT, HOME = "\x1b[D", "\x01"  # ← and Ctrl-A
 UP, DOWN = "\x1b[A", "\x1b[B"
