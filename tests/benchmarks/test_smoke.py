@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from pg_support import require_server
 
 from benchmarks import BENCHMARKS
+from tests.pg_support import require_server
 
 EXPECTED = {
     "step_overhead": {

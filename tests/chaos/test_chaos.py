@@ -34,7 +34,7 @@ from tests.chaos.chaos_support import (
     transcript,
     write_agent,
 )
-from pg_support import fresh_schema, require_server
+from tests.pg_support import fresh_schema, require_server
 
 WORKERS = 2
 

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from channel_support import (
+
+from tests.eve_cli.channel.channel_support import (
     WAIT,
     EveProcess,
     call,
@@ -24,7 +25,7 @@ from channel_support import (
     write_agent,
     write_script,
 )
-from pg_support import fresh_schema, require_server
+from tests.pg_support import fresh_schema, require_server
 
 API = "/eve/v1"
 JSON = {"content-type": "application/json"}
