@@ -7,9 +7,8 @@ import asyncio
 import threading
 from typing import Any
 
-from rt_support import AgentFactory, reply
-
 from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, reply
 from world import IO, MemoryWorld
 
 

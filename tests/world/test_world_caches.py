@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.power_cut import Disk
 from world import LocalWorld, Order, WorldError, encode
 from world._streams import encode_index, index_offsets
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.power_cut import fill, small_disk
 from world import LocalWorld, StorageError, encode
 
 __all__ = ["small_disk"]  # the fixture, used here
