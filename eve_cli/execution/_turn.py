@@ -20,7 +20,8 @@ from eve_cli.harness._input import (
     fold_message,
     unresolved,
 )
-from eve_cli.harness._step import admit_resolved, run_step
+from eve_cli.harness._step import run_step
+from eve_cli.harness._tool_calls import admit_resolved
 from world import WorkflowContext
 
 if TYPE_CHECKING:

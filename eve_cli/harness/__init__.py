@@ -4,6 +4,7 @@ It talks to the execution layer only through :class:`StepHost`.
 """
 
 from eve_cli.harness._host import StepHost
-from eve_cli.harness._step import StepResult, run_step
+from eve_cli.harness._outcome import StepResult
+from eve_cli.harness._step import run_step
 
 __all__ = ["StepHost", "StepResult", "run_step"]

@@ -35,7 +35,7 @@ class StoredReply:
 
 
 class StreamedText(Protocol):
-    """The delta events a model call streamed its text into (``harness._step.DeltaBuffer``)."""
+    """The delta events a model call streamed its text into (``harness._deltas.DeltaBuffer``)."""
 
     def holds(self, text: str) -> bool:
         """Whether this run's events hold ``text`` whole."""

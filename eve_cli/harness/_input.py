@@ -41,7 +41,7 @@ def fold_message(
     """A user message becomes part of the running turn (``index``: it is in history already).
 
     The event refers to the history item (``_h``) instead of copying the text; readers see
-    the text (``execution._streams.EventReader``).
+    the text (``execution._stored_events.EventReader``).
     """
     if index is None:
         index = host.append_history({"role": "user", "content": text}, f"{key}:u")

@@ -1,0 +1,102 @@
+"""A model call's streamed text as ``message.appended`` events (see :class:`DeltaBuffer`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from eve_cli.harness._host import StepHost
+
+DELTA_MAX = 2000  # characters of one message.appended event at most
+
+
+class DeltaBuffer:
+    """Coalesces streamed text into ``message.appended`` events: the first deltas at the
+    loop's next turn (whatever arrived together: a model that yields its whole text at once
+    stores one event), then whatever arrived within 0.2 s of the text held first, as one
+    event (at most :data:`DELTA_MAX` characters). A reader sees text at most 0.2 s after the
+    model sent it, and a fast stream stores a few events a second, not one per token.
+
+    Keys carry the text offset (``<call>@<start>+<length>``): when an interrupted call runs
+    again, the part of its text already streamed is not appended a second time.
+    """
+
+    def __init__(self, host: StepHost, key: str, step: int) -> None:
+        self.host, self.key, self.step = host, key, step
+        self.held: list[str] = []
+        self.size = 0  # characters held
+        self.offset = 0  # characters flushed so far
+        self.timer: asyncio.Handle | None = None
+        # Characters an earlier run of this call already stored.
+        self.streamed = max((start + length for start, length, _ in self.spans()), default=0)
+        self.sent: list[str] = []  # what this run appended
+        self.indexes: list[int] = []  # where (event indexes)
+
+    async def add(self, text: str) -> None:
+        self.held.append(text)
+        self.size += len(text)
+        if self.size >= DELTA_MAX:
+            self.flush()
+        elif self.timer is None:
+            loop = asyncio.get_running_loop()
+            # The first text at once (the loop's next turn), later text within 0.2 s.
+            first = self.offset == 0
+            self.timer = loop.call_soon(self.flush) if first else loop.call_later(0.2, self.flush)
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        text, self.held, self.size = "".join(self.held), [], 0
+        if not text:
+            return  # nothing arrived since the last flush
+        start, self.offset = self.offset, self.offset + len(text)
+        if self.offset <= self.streamed:
+            return  # stored by an earlier run of this call
+        if start < self.streamed:
+            text, start = text[self.streamed - start :], self.streamed
+        key = f"{self.key}@{start}+{len(text)}"
+        self.host.emit("message.appended", {"delta": text}, key, self.step)
+        self.sent.append(text)
+        index = self.host.emitted_index(key)
+        if index is not None:
+            self.indexes.append(index)
+
+    def spans(self) -> list[tuple[int, int, str]]:
+        """``(start, length, key)`` of each delta event of this call stored so far."""
+        spans = []
+        for key in self.host.emitted_keys(f"{self.key}@"):
+            start, _, length = key[len(self.key) + 1 :].partition("+")
+            if start.isdigit() and length.isdigit():
+                spans.append((int(start), int(length), key))
+        return spans
+
+    def holds(self, text: str) -> bool:
+        """True when this run's events hold ``text`` whole (none came from an earlier run,
+        whose text a non-deterministic model may not repeat)."""
+        return (
+            self.streamed == 0
+            and len(self.indexes) == len(self.sent)
+            and "".join(self.sent) == text
+        )
+
+    def text_events(self) -> tuple[str, list[int]] | None:
+        """The text this call's delta events hold and their indexes: what this run appended
+        (when it made the call), else what is stored (a replay)."""
+        if self.sent and self.streamed == 0:
+            return "".join(self.sent), list(self.indexes)
+        return self.stored_text()
+
+    def stored_text(self) -> tuple[str, list[int]] | None:
+        """The text of this call's stored delta events, in order, and their indexes; None
+        when they are not one unbroken run from the start."""
+        text, indexes = "", []
+        for start, length, key in sorted(self.spans()):
+            event = self.host.emitted_event(key) or {}
+            delta, index = event.get("delta"), self.host.emitted_index(key)
+            if start != len(text) or not isinstance(delta, str) or len(delta) != length:
+                return None
+            if index is None:
+                return None
+            text += delta
+            indexes.append(index)
+        return text, indexes

@@ -1,0 +1,147 @@
+"""One model call of a step: the request (system prompt, tool specs, the history), the call
+as a durable action stopped by a cancel while in flight, and its reply kept by the host."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from eve_cli.harness._deltas import DeltaBuffer
+from eve_cli.harness._host import Reply, StepHost
+from eve_cli.models import ModelError, ModelRequest, ToolSpec
+from world import STORAGE_ERRORS
+
+T = TypeVar("T")
+
+
+def tool_specs(host: StepHost) -> list[ToolSpec]:
+    specs = [t.spec for t in host.agent.tools.values()]
+    for name, sub in host.agent.subagents.items():
+        specs.append(
+            ToolSpec(
+                name,
+                f"Delegate a task to the {name} sub-agent: {sub.description}",
+                {
+                    "type": "object",
+                    "properties": {"task": {"type": "string"}},
+                    "required": ["task"],
+                    "additionalProperties": False,
+                },
+            )
+        )
+    return specs
+
+
+def system_prompt(host: StepHost) -> str:
+    config = host.agent.config
+    text = host.agent.instructions
+    if config.output_schema:
+        import json
+
+        text += "\n\nYour final answer must be JSON matching this schema:\n" + json.dumps(
+            config.output_schema
+        )
+    return text
+
+
+async def call_model(
+    host: StepHost, index: int, m: int, system: str, specs: list[ToolSpec]
+) -> dict[str, Any]:
+    snap = host.snap
+    n = snap.model_calls
+    model = host.model()
+    request = ModelRequest(
+        system=system,
+        messages=[],
+        tools=specs,
+        call_index=n,
+        session_id=host.session_id,
+    )
+    deltas = DeltaBuffer(host, f"{host.turn_id}:{index}:{m}:d", index)
+    reply_key = f"{host.turn_id}:{index}:{m}:a"
+
+    async def generate() -> dict[str, Any]:
+        messages, (_, tokens) = host.read_history(), host.history_tokens()
+        full = ModelRequest(**{**request.__dict__, "messages": messages, "messages_tokens": tokens})
+        try:
+            try:
+                response = await unless_cancelled(host, model.generate(full, deltas.add))
+            finally:
+                deltas.flush()
+        except ModelError as exc:
+            return {"error": str(exc)}
+        except STORAGE_ERRORS:
+            raise  # storing the deltas failed: the drive stops, the model is not to blame
+        except Exception as exc:
+            return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
+        if response is None:  # cancelled: the stream is closed, the turn ends
+            return {"cancelled": True, "partial": "".join(deltas.sent)}
+        bad = {c.id: {"error": c.argument_error, "raw": c.raw_arguments}
+               for c in response.tool_calls
+               if c.argument_error is not None or c.raw_arguments is not None}  # fmt: skip
+        reply = Reply(
+            text=response.text,
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
+            ],
+            usage={"input": response.usage.input_tokens, "output": response.usage.output_tokens},
+            call_errors=bad,
+        )
+        return host.keep_reply(reply, deltas)  # journaled with the step (its one fsync)
+
+    # Nobody sees a model's request: what came before it is written at the loop's next turn
+    # or before the next tool (a step of instant tools writes its items once, not twice).
+    result: dict[str, Any] = await host.action(f"model:{n}", generate, ordered=False)
+    snap.model_calls += 1
+    if "error" in result or result.get("cancelled"):
+        return result
+    # In history from workflow code after the step, which a replay repeats (stored once).
+    stored = host.store_reply(result, reply_key, deltas)
+    if stored is None:
+        return {"error": f"the reply of model call {n} is missing from the event stream"}
+    message = host.adopt_history(stored.index)
+    calls = [{**c, **stored.call_errors.get(c.get("id"), {})}
+             for c in message.get("tool_calls") or []]  # fmt: skip
+    return {
+        "h": stored.index,
+        "usage": result["usage"],
+        "text": message.get("content") or "",
+        "tool_calls": calls,
+    }
+
+
+async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:
+    """``call``'s result, or None when a cancel is asked of this process first: ``call`` is
+    then cancelled at once (a streaming HTTP response is closed, the server sees it).
+
+    ``call`` runs in the caller's task, not a task of its own: racing two tasks would yield to
+    the loop even for a model that answers at once, and a yield lets a world make its pending
+    records durable on their own instead of with the model's record (one fsync more a step).
+    """
+    task = asyncio.current_task()
+    assert task is not None
+    in_call, asked = True, False
+
+    def stop(signal: asyncio.Future[None]) -> None:
+        nonlocal asked
+        # Runs from the loop, so only while this task waits: inside ``call``, or already past
+        # it (then there is nothing to stop).
+        if in_call and not signal.cancelled():
+            asked = True
+            task.cancel()
+
+    signal = asyncio.ensure_future(host.cancel_signalled())
+    signal.add_done_callback(stop)
+    try:
+        result = await call
+    except asyncio.CancelledError:
+        if not asked or task.uncancel() > 0:
+            raise  # a cancel of the caller's own: not ours to swallow
+        return None
+    finally:
+        in_call = False
+        signal.cancel()
+    if asked:  # the call finished despite being cancelled (it caught the CancelledError)
+        task.uncancel()
+    return result

@@ -1,0 +1,206 @@
+"""A step's tool calls: each run, rejected or parked for an answer (approval, question) by
+its validity and approval policy, and its result recorded for the model and the events."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from eve_cli._agent_api import ToolContext, bind_state, unbind_state
+from eve_cli._session import PendingRequest
+from eve_cli._tool_threads import QUICK_WAIT
+from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
+from eve_cli.harness._host import StepHost
+
+CANCELLED_CALL = "The turn was cancelled."  # the result of a call that never ran
+
+
+def request_id(host: StepHost, call_id: str) -> str:
+    return f"{host.turn_id}:{call_id}"
+
+
+async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> None:
+    """Run, reject or park one tool call according to its validity and approval policy."""
+    name = call["name"]
+    tool = host.agent.tools.get(name)
+    if call.get("arguments") is None:
+        why = call.get("error") or "arguments could not be parsed"
+        record_result(host, index, call, f"Invalid arguments for tool {name!r}: {why}", True)
+        return
+    if name in host.agent.subagents:
+        task = call["arguments"].get("task")
+        if not isinstance(task, str):
+            record_result(host, index, call, "Invalid arguments: 'task' must be a string", True)
+            return
+        result = await host.run_subagent(name, task, call["id"], index)
+        record_result(host, index, call, result["content"], result["isError"])
+        return
+    if tool is None:
+        known = ", ".join(sorted([*host.agent.tools, *host.agent.subagents]))
+        record_result(host, index, call, f"Unknown tool {name!r}; available: {known}", True)
+        return
+    try:
+        checked = tool.validate(call["arguments"])
+    except InvalidArguments as exc:
+        record_result(host, index, call, f"Invalid arguments for tool {name!r}: {exc}", True)
+        return
+    if name == ASK_QUESTION:
+        park_call(host, index, call, "question")
+        return
+    try:
+        decision = tool.approval.decide(
+            call["arguments"], approved_before=name in host.snap.approved_tools
+        )
+    except Exception as exc:
+        record_result(host, index, call, f"Approval policy failed: {exc}", True)
+        return
+    if decision == "approved":
+        await run_tool(host, index, call, tool, checked)
+    elif decision == "denied":
+        record_result(host, index, call, "The approval policy denied this call.", True, "rejected")
+    else:
+        park_call(host, index, call, "approval")
+
+
+def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> None:
+    request: PendingRequest = {
+        "requestId": request_id(host, call["id"]),
+        "kind": kind,
+        "callId": call["id"],
+        "tool": call["name"],
+        "arguments": call["arguments"],
+        "step": index,
+    }
+    if kind == "question":
+        request["question"] = call["arguments"].get("question", "")
+        request["options"] = call["arguments"].get("options")
+    host.snap.pending.append(request)
+    host.emit(
+        "input.requested",
+        {k: v for k, v in request.items() if k != "step"},
+        f"{host.turn_id}:{call['id']}:ireq",
+        index,
+    )
+
+
+async def run_tool(
+    host: StepHost,
+    index: int,
+    call: dict[str, Any],
+    tool: Tool,
+    checked: dict[str, Any] | None = None,
+) -> None:
+    """Run one tool call as a durable action; its state changes are saved with its result.
+    ``checked``: its arguments as :meth:`Tool.validate` returned them just now."""
+    snap = host.snap
+    key = f"{host.session_id}:{host.turn_id}:{call['id']}"
+    ctx = ToolContext(
+        session_id=host.session_id,
+        call_id=call["id"],
+        idempotency_key=key,
+        turn_id=host.turn_id or "",
+    )
+    before = dict(snap.state)
+
+    async def execute() -> dict[str, Any]:
+        values = dict(before)
+        token = bind_state(values)
+        began = time.monotonic()
+        try:
+            result = await tool.execute(
+                call["arguments"], ctx, wait=QUICK_WAIT if host.solo() else 0.0, checked=checked
+            )
+        finally:
+            unbind_state(token)
+        changed = values if values != before else None
+        return {
+            "content": result.content,
+            "isError": result.is_error,
+            "state": changed,
+            "progress": ctx.progress_messages,
+            # Journaled with the result, so a replay reports the duration of the real run.
+            "durationMs": round((time.monotonic() - began) * 1000),
+        }
+
+    outcome: dict[str, Any] = await host.action(f"tool:{call['id']}", execute)
+    if outcome.get("state") is not None:
+        snap.state = outcome["state"]
+    record_result(
+        host,
+        index,
+        call,
+        outcome["content"],
+        outcome["isError"],
+        progress=outcome.get("progress") or None,
+        duration_ms=outcome.get("durationMs"),
+    )
+
+
+def record_result(
+    host: StepHost,
+    index: int,
+    call: dict[str, Any],
+    content: str,
+    is_error: bool,
+    status: str | None = None,
+    progress: list[str] | None = None,
+    duration_ms: int | None = None,
+) -> None:
+    """Append the tool message the model will see and emit ``action.result``."""
+    host.append_history(
+        {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": call["name"],
+            "content": content,
+            "is_error": is_error,
+        },
+        f"{host.turn_id}:{call['id']}:r",
+    )
+    data: dict[str, Any] = {
+        "callId": call["id"],
+        "name": call["name"],
+        "status": status or ("failed" if is_error else "completed"),
+        "isError": is_error,
+        "output": content,
+    }
+    if progress:
+        data["progress"] = progress
+    if duration_ms is not None:
+        data["durationMs"] = duration_ms
+    host.emit("action.result", data, f"{host.turn_id}:{call['id']}:res", index)
+
+
+async def admit_resolved(host: StepHost, index: int) -> str | None:
+    """Act on answered requests: run approved calls, reject denied ones, answer questions.
+
+    Returns an error when the turn must fail (a denied request to go past a limit).
+    """
+    snap = host.snap
+    ready = [r for r in snap.pending if "resolution" in r]
+    snap.pending = [r for r in snap.pending if "resolution" not in r]
+    for request in ready:
+        resolution = request["resolution"]
+        if request["kind"] == "limit":
+            if not resolution.get("approved"):
+                return f"stopped at the {request['limit']} limit: continuing was not approved"
+            # Going on grants a fresh budget of the same size, counted from now.
+            if request["limit"] == "token":
+                snap.token_allowance = snap.tokens
+            else:
+                snap.time_allowance = host.now() - snap.created_at
+            continue
+        call = {"id": request["callId"], "name": request["tool"], "arguments": request["arguments"]}
+        if request["kind"] == "question":
+            record_result(host, index, call, str(resolution.get("answer", "")), False)
+        elif request["kind"] == "cancelled":
+            record_result(host, index, call, CANCELLED_CALL, True, "rejected")
+        elif resolution.get("approved"):
+            tool = host.agent.tools.get(call["name"])
+            if tool is None:
+                record_result(host, index, call, f"Tool {call['name']!r} no longer exists", True)
+            else:
+                await run_tool(host, index, call, tool)
+        else:
+            record_result(host, index, call, "The user denied this call.", True, "rejected")
+    return None
