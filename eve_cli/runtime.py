@@ -31,7 +31,8 @@ from eve_cli._session import Snapshot, events_stream, history_stream, session_ba
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._host import read_window, window_messages
-from eve_cli.execution._streams import EventReader, KeyedStream, stored_event
+from eve_cli.execution._stored_events import EventReader, stored_event
+from eve_cli.execution._streams import KeyedStream
 from eve_cli.execution._view import TAIL, SessionRow, SessionView, fold, summary
 from eve_cli.harness._input import compact_message, expand_delivery
 from world import (

@@ -16,6 +16,7 @@ from eve_cli._events import EventType
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._event_form import pack, unpack
+from eve_cli.execution._keys import EventKeys, HistoryKeys
 from eve_cli.execution._replies import (
     call_errors,
     journaled,
@@ -24,14 +25,8 @@ from eve_cli.execution._replies import (
     reply_text,
     resolve,
 )
-from eve_cli.execution._streams import (
-    KEY,
-    REF,
-    EventKeys,
-    HistoryKeys,
-    stored_time,
-    strip_key,
-)
+from eve_cli.execution._stored_events import REF, stored_time
+from eve_cli.execution._streams import KEY, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.harness._host import Reply, StoredReply, StreamedText
 from eve_cli.harness._input import expand_delivery

@@ -14,7 +14,7 @@ from typing import Any, NotRequired, Required, TypedDict, cast
 
 from eve_cli._events import Event
 from eve_cli.execution._frozen import freeze
-from eve_cli.execution._streams import iso_from_ms
+from eve_cli.execution._stored_events import iso_from_ms
 from world import World, decode, encode
 
 _PLAIN = frozenset((str, int, float, bool, type(None)))  # read back as they were stored

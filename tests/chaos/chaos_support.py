@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from eve_cli.execution._streams import EventReader
+from eve_cli.execution._stored_events import EventReader
 from eve_cli.harness._input import expand_delivery
 from world import Engine, World, open_world
 

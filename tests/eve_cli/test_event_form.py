@@ -56,7 +56,7 @@ def test_names_and_codes_are_distinct() -> None:
 def test_event_times_read_as_datetime_formats_them(at: float) -> None:
     from datetime import UTC, datetime
 
-    from eve_cli.execution._streams import iso_ms
+    from eve_cli.execution._stored_events import iso_ms
 
     assert iso_ms(at) == datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
     stored = round(at, 3)  # as events store it
@@ -67,7 +67,7 @@ def test_event_times_read_as_datetime_formats_them(at: float) -> None:
 def test_event_times_in_milliseconds_read_as_datetime_formats_them(ms: int) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from eve_cli.execution._streams import iso_from_ms
+    from eve_cli.execution._stored_events import iso_from_ms
 
     moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
     assert iso_from_ms(ms) == moment.isoformat(timespec="milliseconds")

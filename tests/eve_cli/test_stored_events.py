@@ -10,14 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from eve_cli.execution._event_form import unpack
+from eve_cli.execution._keys import EventKeys, HistoryKeys
 from eve_cli.execution._replies import resolve
-from eve_cli.execution._streams import (
-    EventKeys,
-    EventReader,
-    HistoryKeys,
-    KeyedStream,
-    stored_event,
-)
+from eve_cli.execution._stored_events import EventReader, stored_event
+from eve_cli.execution._streams import KeyedStream
 from eve_cli.harness._input import compact_message, expand_delivery
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, call, reply

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eve_cli.execution._streams import EventReader
+from eve_cli.execution._stored_events import EventReader
 from tests.eve_cli.rt_support import call, reply, tool_file, write_agent
 from world import LocalWorld
 

@@ -1,0 +1,153 @@
+"""A session's events as stored (the compact form of :mod:`._event_form`, a time relative to
+the session's creation) and as readers see them (SPEC §8), with the texts they refer to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from eve_cli._session import history_stream
+from eve_cli.execution._event_form import pack, unpack
+from eve_cli.execution._replies import resolve
+from eve_cli.execution._streams import KEY
+from world import World
+
+REF = "_h"  # an event's reference to the history item holding its text
+
+
+def stored_event(
+    type: str, at: float, data: dict[str, Any], since: float | None = None
+) -> dict[str, Any]:
+    """An event as stored: no session id (the stream names it), in the compact form of
+    :mod:`eve_cli.execution._event_form`; ``at`` as epoch seconds (a float), or, given the
+    session's creation time (``since``: its run's meta ``created``), whole milliseconds
+    since then (an int: 3-5 bytes, not 9)."""
+    return pack({"type": type, "at": stored_time(at, since), **data})
+
+
+def stored_time(at: float, since: float | None) -> float | int:
+    """An event's ``at`` as stored (see :func:`stored_event`)."""
+    return round(at, 3) if since is None else round(at * 1000) - round(since * 1000)
+
+
+def read_event(
+    session_id: str,
+    index: int,
+    item: dict[str, Any],
+    texts: dict[int, str] | None = None,
+    meta: Callable[[], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A stored event as readers see it (SPEC §8): with index, session id and ISO time,
+    ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index),
+    and a ``session.waiting`` stored without its ``continuationToken`` (the session's own)
+    with it again, after ``at``, where it always was. ``meta()``: the session run's meta
+    (its ``token``, and ``created``, the base of an ``at`` stored as an int)."""
+    event: dict[str, Any] = {}
+    stored = unpack(item)
+    waiting = stored.get("type") == "session.waiting" and "continuationToken" not in stored
+    for k, v in stored.items():
+        if k == REF:
+            event["text"] = (texts or {}).get(v, "")
+        elif k != KEY:
+            event[k] = v
+        if k == "at" and waiting:
+            event["continuationToken"] = (meta() if meta is not None else {}).get("token")
+    at = event.get("at")
+    if isinstance(at, int) and not isinstance(at, bool):
+        since = (meta() if meta is not None else {}).get("created") or 0.0
+        event["at"] = iso_from_ms(round(float(since) * 1000) + at)
+    elif isinstance(at, float):
+        event["at"] = iso_ms(at)
+    event["index"] = index
+    event.setdefault("sessionId", session_id)
+    return event
+
+
+_SECONDS: dict[int, str] = {}  # epoch second -> its ISO form up to the seconds (UTC)
+
+
+def iso_ms(at: float) -> str:
+    """``datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")``, without
+    building a datetime per event (a view reads every event of a turn)."""
+    if not 0 <= at < 253402300800:  # outside years 1970-9999: the slow way says what is wrong
+        return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    second = int(at)
+    micros = round((at - second) * 1e6)  # as fromtimestamp rounds: half to even
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    return f"{_second_iso(second)}.{micros // 1000:03d}+00:00"
+
+
+def iso_from_ms(ms: int) -> str:
+    """The ISO time (UTC, milliseconds) of ``ms`` milliseconds since the epoch."""
+    if not 0 <= ms < 253402300800000:
+        moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+        return moment.isoformat(timespec="milliseconds")
+    return f"{_second_iso(ms // 1000)}.{ms % 1000:03d}+00:00"
+
+
+def _second_iso(second: int) -> str:
+    prefix = _SECONDS.get(second)
+    if prefix is None:
+        if len(_SECONDS) > 4096:
+            _SECONDS.clear()
+        prefix = _SECONDS[second] = datetime.fromtimestamp(second, UTC).isoformat()[:19]
+    return prefix
+
+
+class EventReader:
+    """Reads one session's stored events as SPEC §8 events (see :func:`read_event`)."""
+
+    def __init__(
+        self, world: World, session_id: str, meta: Callable[[], dict[str, Any]] | None = None
+    ) -> None:
+        self.world = world
+        self.session_id = session_id
+        self.history = history_stream(session_id)
+        self._meta = meta  # the session run's meta, asked for once when needed
+        self._known: list[dict[str, Any]] = []
+
+    def meta(self) -> dict[str, Any]:
+        if not self._known:
+            self._known.append(self._meta() if self._meta is not None else {})
+        return self._known[0]
+
+    def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[dict[str, Any]]:
+        """The events stored at ``first``, ``first + 1``, ... (as read from the stream);
+        ``texts=False``: an event that refers to a history item gets ``text`` "" (no read).
+
+        The events end before the first one whose history item is not stored: the item is
+        appended before the event, so it is being written, or a power cut kept the event and
+        not the item (both written after the last journal record); a resume stores the item
+        again, at the same index, with the same text. Never shown as ""."""
+        refs = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
+        # A reply's text may be in its delta events, which come just before the reference.
+        found = self.texts(refs, dict(enumerate(items, first)) if refs else None)
+        if len(found) < len(refs):
+            for i, item in enumerate(items):
+                if isinstance(item, dict) and REF in item and item[REF] not in found:
+                    items = items[:i]
+                    break
+        return [
+            read_event(self.session_id, first + i, item, found, self.meta)
+            for i, item in enumerate(items)
+        ]
+
+    def texts(self, refs: set[int], events: dict[int, Any] | None = None) -> dict[int, str]:
+        """The text (``content``) of the history items ``refs``: one read when they are close
+        together (a session's events refer to about every history item), else one each.
+        ``events``: stored events at hand, by index (a reply's text may be in them)."""
+        if not refs:
+            return {}
+        low, high = min(refs), max(refs)
+        spans = [(low, high + 1)] if high - low < 4 * len(refs) + 64 else [(r, r + 1) for r in refs]
+        found: dict[int, str] = {}
+        for start, end in spans:
+            items = self.world.stream_read(self.history, start, end)
+            items = [i if start + n in refs else None for n, i in enumerate(items)]
+            items = resolve(self.world, self.session_id, start, items, events=events)
+            for offset, item in enumerate(items):
+                if isinstance(item, dict):
+                    found[start + offset] = str(item.get("content") or "")
+        return found
