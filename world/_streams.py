@@ -1,9 +1,7 @@
 """Named append-only streams on disk: `streams/<name>.msgpack` plus a rebuildable `.idx`.
 
 The data file is a journal (header, then one checksummed frame `{"v": item}` per item); the
-index holds one little-endian offset per item: 4 bytes after the 8-byte mark `_NARROW` (index
-version 2, what a new stream gets), or 8 bytes with no mark (version 1, every older index; also
-a stream grown past 4 GiB, whose index is rewritten so once). Either form is read. Writers
+index holds one offset per item, in either of the forms of `_stream_index`. Writers
 append under an exclusive `flock` on the data file, so several processes may append; the
 index is checked against the data on every append and rebuilt from the data (in the form it
 has) when it is short or wrong. Appends are not fsync'd: `flush()` (called before each journal
@@ -26,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import operator
 import os
 import sys
 import threading
@@ -34,20 +31,21 @@ import weakref
 import zlib
 from array import array
 from collections.abc import AsyncIterator, Callable
-from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import _journal
+from . import _journal, _stream_index
 from ._errors import CorruptJournalError, StorageError, storage_error
+from ._stream_index import (
+    HEADER,
+    NARROW,
+    encode_index,
+    index_form,
+    offsets_of,
+    plausible,
+)
 from ._watch import DirWatcher, touched
 from ._world import check_name
-
-_HEADER = _journal.frame(_journal.header("eve-world-stream"))
-
-
-_NARROW = b"eveidx4\n"  # opens an index of 4-byte offsets (a version-1 entry never looks so)
-_NARROW_LIMIT = 1 << 32  # an offset from here on needs the 8-byte form
 
 
 def lost_item_error(path: str, offset: int) -> CorruptJournalError:
@@ -64,53 +62,6 @@ def lost_item_error(path: str, offset: int) -> CorruptJournalError:
         "quarantine/ and left a gap record in its place, so it cannot be read",
         advice=f"{owner} cannot go on: start a new one (its journal is intact)",
     )
-
-
-def index_form(data: bytes) -> tuple[int, int]:
-    """`(where entries begin, bytes an entry)` of an index beginning with `data` (an empty
-    one is a new stream's: 4-byte)."""
-    return (len(_NARROW), 4) if not data or data.startswith(_NARROW) else (0, 8)
-
-
-def _offsets(data: bytes) -> array[int]:
-    """The offsets an index (either form) holds; a partial entry at its end is left out."""
-    base, width = index_form(data)
-    offsets, stored = array("Q"), array("I" if width == 4 else "Q")
-    if offsets.itemsize != 8 or array("I").itemsize != 4:  # pragma: no cover - every platform
-        raise StorageError("unsupported platform: array('Q'/'I') is not 8/4 bytes")
-    body = data[base:]
-    stored.frombytes(body[: len(body) - len(body) % width])
-    return stored if width == 8 else array("Q", stored)
-
-
-def index_offsets(data: bytes) -> list[int]:
-    """The offsets an index file's bytes `data` hold (either form)."""
-    return list(_offsets(data))
-
-
-def _plausible(offsets: array[int], size: int) -> array[int]:
-    """The longest prefix of `offsets` that can index a data file of `size` bytes: the first
-    entry just past the header, each one after the one before, all inside the file (what a
-    zero-filled or torn page of an index breaks). Checked once per read of the index file,
-    in C loops over the whole array (the usual case: all of it)."""
-    if not offsets:
-        return offsets
-    if offsets[0] != len(_HEADER):
-        return array("Q")
-    if offsets[-1] < size and all(map(operator.lt, offsets, islice(offsets, 1, None))):
-        return offsets
-    for i in range(1, len(offsets)):
-        if not offsets[i - 1] < offsets[i] < size:
-            return offsets[:i]
-    return offsets  # pragma: no cover - the check above found a bad entry
-
-
-def encode_index(offsets: array[int] | list[int], width: int = 4) -> bytes:
-    """An index of `offsets`: 4-byte form (with its mark) unless one needs 8 bytes or
-    `width` is 8."""
-    if width == 4 and (not offsets or max(offsets) < _NARROW_LIMIT):
-        return _NARROW + array("I", offsets).tobytes()
-    return array("Q", offsets).tobytes()
 
 
 class _Writer:
@@ -234,7 +185,7 @@ class StreamStore:
         else:
             try:
                 with open(idx_path, "rb") as f:
-                    offsets = _offsets(f.read())
+                    offsets = offsets_of(f.read())
             except FileNotFoundError:
                 offsets = array("Q")
         offsets, end = self._complete(data_path, offsets, st.st_size)
@@ -250,9 +201,9 @@ class StreamStore:
         """The offsets of every item of the data file `path` (`size` bytes) and where its
         last complete item ends: the entries of the index `offsets` that check out, completed
         from the data. An index is a cache a power cut may leave zero-filled, short or stale:
-        only its longest prefix that can be one (see `_plausible`) whose last entry starts a
+        only its longest prefix that can be one (see `plausible`) whose last entry starts a
         valid frame is believed; the rest is read from the data."""
-        offsets = _plausible(offsets, size)
+        offsets = plausible(offsets, size)
         start = offsets[-1] if offsets else 0
         try:
             result = _journal.read_file(path, start)
@@ -465,14 +416,14 @@ class StreamStore:
         _journal.write_all(writer.data_fd, b"".join(frames), at)
         if writer.width == 8:
             _journal.write_all(writer.idx_fd, offsets.tobytes(), 8 * index)
-        elif offsets[-1] < _NARROW_LIMIT:
+        elif offsets[-1] < _stream_index.NARROW_LIMIT:
             entries = array("I", offsets).tobytes()
             if index == 0:
-                _journal.write_all(writer.idx_fd, _NARROW + entries, 0)
+                _journal.write_all(writer.idx_fd, NARROW + entries, 0)
             else:
-                _journal.write_all(writer.idx_fd, entries, len(_NARROW) + 4 * index)
+                _journal.write_all(writer.idx_fd, entries, len(NARROW) + 4 * index)
         else:  # past 4 GiB: the whole index in the 8-byte form, once
-            stored = _offsets(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
+            stored = offsets_of(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
             wide = array("Q", stored[:index]) + offsets
             os.ftruncate(writer.idx_fd, 0)
             _journal.write_all(writer.idx_fd, wide.tobytes(), 0)
@@ -554,25 +505,25 @@ class StreamStore:
         """Bring the writer up to date with the files (another process may have appended)."""
         data_path, _ = self._files(name)
         size = os.fstat(writer.data_fd).st_size
-        if size and not os.pread(writer.data_fd, len(_HEADER), 0).strip(b"\0"):
+        if size and not os.pread(writer.data_fd, len(HEADER), 0).strip(b"\0"):
             size = 0  # zeros where the header goes: nothing of it was ever durable (a cut)
         if size == 0:
             with self._known_lock:
                 self._known.pop(name, None)
             os.ftruncate(writer.data_fd, 0)
-            _journal.write_all(writer.data_fd, _HEADER, 0)
+            _journal.write_all(writer.data_fd, HEADER, 0)
             os.ftruncate(writer.idx_fd, 0)
-            writer.end, writer.count, writer.width = len(_HEADER), 0, 4
+            writer.end, writer.count, writer.width = len(HEADER), 0, 4
             return
         raw = os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0)
-        offsets, end = self._complete(str(data_path), _offsets(raw), size)
+        offsets, end = self._complete(str(data_path), offsets_of(raw), size)
         if end != size:
             os.ftruncate(writer.data_fd, end)  # a torn tail from a crashed writer
             with self._known_lock:
                 self._known.pop(name, None)  # it may have known the bytes cut
         # Rebuilt in the form it has (an older index stays 8-byte), unless nothing of it checked
         # out (a zero-filled one reads as the 8-byte form); never half one, half other.
-        kept = _plausible(_offsets(raw), size)
+        kept = plausible(offsets_of(raw), size)
         fresh = encode_index(offsets, index_form(raw)[1] if kept else 4)
         if offsets and fresh != raw:
             os.ftruncate(writer.idx_fd, 0)

@@ -44,7 +44,8 @@ import msgpack
 from . import _codec, _journal
 from ._errors import CorruptJournalError, StorageError, WorldError
 from ._family import GAP, load_family
-from ._streams import encode_index, index_form, index_offsets, lost_item_error
+from ._stream_index import encode_index, index_form, index_offsets
+from ._streams import lost_item_error
 
 if TYPE_CHECKING:
     from .local import LocalWorld

@@ -10,7 +10,7 @@ import pytest
 
 from tests.power_cut import Disk
 from world import LocalWorld, Order, WorldError, encode
-from world._streams import encode_index, index_offsets
+from world._stream_index import encode_index, index_offsets
 
 ITEMS = [{"text": f"reply {i}", "n": i} for i in range(40)]
 

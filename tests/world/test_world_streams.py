@@ -87,7 +87,7 @@ def test_index_is_rebuilt_when_lost_or_short(tmp_path: Path) -> None:
 def test_reads_keep_offsets_while_the_file_is_unchanged_and_complete_them_as_it_grows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from world import _journal, _streams
+    from world import _journal, _stream_index, _streams
 
     world, writer = LocalWorld(tmp_path / "data"), LocalWorld(tmp_path / "data")
     for i in range(50):
@@ -95,7 +95,7 @@ def test_reads_keep_offsets_while_the_file_is_unchanged_and_complete_them_as_it_
     assert world.stream_read("s", -1) == [49]
     index_reads: list[int] = []
     starts: list[int] = []
-    real_offsets, real_read_file = _streams._offsets, _journal.read_file
+    real_offsets, real_read_file = _stream_index.offsets_of, _journal.read_file
 
     def offsets(data: bytes) -> Any:
         index_reads.append(len(data))
@@ -105,7 +105,7 @@ def test_reads_keep_offsets_while_the_file_is_unchanged_and_complete_them_as_it_
         starts.append(start)
         return real_read_file(path, start)
 
-    monkeypatch.setattr(_streams, "_offsets", offsets)
+    monkeypatch.setattr(_streams, "offsets_of", offsets)
     monkeypatch.setattr(_journal, "read_file", read_file)
     for _ in range(3):
         assert world.stream_length("s") == 50 and world.stream_read("s", 10, 12) == [10, 11]
@@ -504,7 +504,7 @@ def test_a_new_index_holds_4_byte_offsets_and_an_8_byte_one_still_reads_and_grow
 ) -> None:
     from array import array
 
-    from world import _streams, _verify
+    from world import _stream_index, _verify
 
     folder = tmp_path / "data"
     world = LocalWorld(folder)
@@ -514,7 +514,7 @@ def test_a_new_index_holds_4_byte_offsets_and_an_8_byte_one_still_reads_and_grow
     idx = folder / "streams" / "s.idx"
     raw = idx.read_bytes()
     assert raw.startswith(b"eveidx4\n") and len(raw) == 8 + 5 * 4
-    offsets = _streams.index_offsets(raw)
+    offsets = _stream_index.index_offsets(raw)
     idx.write_bytes(array("Q", offsets).tobytes())  # index version 1, as older eve wrote it
     old = LocalWorld(folder)
     assert old.stream_read("s", 1, 3) == [{"i": 1}, {"i": 2}] and old.stream_length("s") == 5
@@ -534,9 +534,9 @@ def test_a_new_index_holds_4_byte_offsets_and_an_8_byte_one_still_reads_and_grow
 def test_an_index_past_the_4_byte_limit_is_rewritten_in_8_byte_form(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from world import _streams, _verify
+    from world import _stream_index, _verify
 
-    monkeypatch.setattr(_streams, "_NARROW_LIMIT", 200)  # as if the data passed 4 GiB
+    monkeypatch.setattr(_stream_index, "NARROW_LIMIT", 200)  # as if the data passed 4 GiB
     folder = tmp_path / "data"
     world = LocalWorld(folder)
     for i in range(12):
@@ -544,7 +544,7 @@ def test_an_index_past_the_4_byte_limit_is_rewritten_in_8_byte_form(
     world.close()
     raw = (folder / "streams" / "s.idx").read_bytes()
     assert not raw.startswith(b"eveidx4\n") and len(raw) == 12 * 8
-    assert max(_streams.index_offsets(raw)) >= 200
+    assert max(_stream_index.index_offsets(raw)) >= 200
     fresh = LocalWorld(folder)
     assert fresh.stream_read("s") == ["x" * 20 + str(i) for i in range(12)]
     assert not [f for f in _verify.verify(folder) if not f.ok]
