@@ -236,6 +236,7 @@ class AgentConfig:
     context_window: int | None = None
     name: str | None = None
     description: str | None = None
+    mcp_servers: dict[str, Any] | None = None
     source_file: str | None = None
     source_line: int | None = None
 
@@ -252,6 +253,7 @@ def define_agent(
     context_window: int | None = None,
     name: str | None = None,
     description: str | None = None,
+    mcp_servers: dict[str, Any] | None = None,
 ) -> AgentConfig:
     """Describe an agent (in ``agent/agent.py``: ``agent = define_agent(...)``).
 
@@ -265,6 +267,9 @@ def define_agent(
         model_calls_per_step: model calls per durable step (default 1).
         context_window: overrides the model's known context window.
         name / description: how a sub-agent is presented to its parent as a tool.
+        mcp_servers: MCP servers by name, each as in ``mcp.json`` (``command``/``args``/
+            ``env``/``cwd`` or ``url``/``headers``, ``allow``, ``deny``, ``timeout``), whose
+            ``approval`` may also be a policy object or callable, or a dict of them by tool.
     """
     if mode not in ("conversation", "task"):
         raise ValueError(f"mode must be 'conversation' or 'task', not {mode!r}")
@@ -284,6 +289,7 @@ def define_agent(
         context_window=context_window,
         name=name,
         description=description,
+        mcp_servers=dict(mcp_servers) if mcp_servers else None,
         source_file=caller.f_code.co_filename,
         source_line=caller.f_lineno,
     )

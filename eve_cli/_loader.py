@@ -18,6 +18,8 @@ from pathlib import Path
 
 from eve_cli._agent_api import AgentConfig, ToolFunction
 from eve_cli._tools import ASK_QUESTION, Tool, ToolDefinitionError, ask_question_tool, build_tool
+from eve_cli.mcp._config import McpConfigError, ServerSpec, load_servers
+from eve_cli.mcp._names import PREFIX as MCP_PREFIX
 
 DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
 DEFAULT_MODEL = "demo"
@@ -38,6 +40,7 @@ class AgentDefinition:
     instructions: str
     tools: dict[str, Tool]
     subagents: dict[str, AgentDefinition] = field(default_factory=dict)
+    mcp: tuple[ServerSpec, ...] = ()  # its MCP servers (mcp.json, define_agent(mcp_servers=))
 
     @property
     def model(self) -> str:
@@ -109,6 +112,10 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
             "define_agent(instructions=...)"
         )
     tools = _load_tools(directory / "tools")
+    try:
+        servers = load_servers(directory, config.mcp_servers, where)
+    except McpConfigError as exc:
+        raise AgentLoadError(str(exc)) from None
     subagents: dict[str, AgentDefinition] = {}
     sub_root = directory / "subagents"
     if sub_root.is_dir():
@@ -128,6 +135,7 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
         instructions=instructions or "",
         tools=tools,
         subagents=subagents,
+        mcp=servers,
     )
 
 
@@ -144,6 +152,11 @@ def _load_tools(tools_dir: Path) -> dict[str, Tool]:
                 continue
             line = getattr(getattr(value.fn, "__code__", None), "co_firstlineno", 1)
             where = f"{path}:{line}"
+            if value.name.startswith(MCP_PREFIX):
+                raise AgentLoadError(
+                    f"{where}: tool name {value.name!r}: names starting {MCP_PREFIX!r} are "
+                    "those of MCP servers' tools; rename it"
+                )
             try:
                 built = build_tool(value, where)
             except ToolDefinitionError as exc:

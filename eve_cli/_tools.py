@@ -29,10 +29,12 @@ class InvalidArguments(ValueError):
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What the model sees for one call: ``content`` text, ``is_error`` flag."""
+    """What the model sees for one call: ``content`` text, ``is_error`` flag; ``extra``: what
+    else is kept with it (an MCP call's server, tool, images, structured content)."""
 
     content: str
     is_error: bool = False
+    extra: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

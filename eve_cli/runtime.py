@@ -634,4 +634,5 @@ class Runtime:
             yield events[0]
 
     def close(self) -> None:
+        self.executor.close()
         self.world.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
 from eve_cli._session import events_stream, history_stream
@@ -21,6 +21,11 @@ from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
 from eve_cli.execution._turn import turn_workflow
 from eve_cli.execution._view import ViewCache
 from world import Engine, WorkflowContext, World
+
+if TYPE_CHECKING:
+    from eve_cli._tools import Tool
+    from eve_cli.mcp._pool import McpPool
+    from eve_cli.models import ToolSpec
 
 _KEPT_WINDOWS = 32
 _KEPT_STREAMS = 64
@@ -69,6 +74,7 @@ class Executor:
         self._texts: OrderedDict[str, dict[int, str]] = OrderedDict()
         self.views = ViewCache(world)  # session views; fed by the hosts as they emit
         self.cancels = CancelSignals()  # cancels asked of this process (see _cancel)
+        self._mcp: McpPool | None = None  # started with the first MCP server an agent uses
         self.engine = Engine(
             world,
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},
@@ -102,6 +108,32 @@ class Executor:
         self.load_errors.pop(key, None)
         self._agents[key] = (signature, agent)
         return agent
+
+    @property
+    def mcp(self) -> McpPool:
+        """This process's MCP servers (the SDK is imported now, not before)."""
+        if self._mcp is None:
+            from eve_cli.mcp._pool import McpPool
+
+            self._mcp = McpPool()
+        return self._mcp
+
+    def mcp_tool(self, agent: AgentDefinition, name: str) -> Tool | None:
+        """The MCP tool ``name`` of ``agent``'s servers, from the name alone."""
+        from eve_cli.mcp._tool import find_tool
+
+        return find_tool(agent.mcp, name, self.mcp)
+
+    async def mcp_turn_tools(self, agent: AgentDefinition) -> tuple[list[ToolSpec], str]:
+        """The tools ``agent``'s MCP servers list now, and a note on those unavailable."""
+        from eve_cli.mcp._tool import turn_tools
+
+        return await turn_tools(agent.mcp, self.mcp)
+
+    def close(self) -> None:
+        """Stop this process's MCP servers."""
+        if self._mcp is not None:
+            self._mcp.close()
 
     def keyed(self, name: str, gen: int, codec: KeyCodec | None = None) -> KeyedStream:
         """The keyed stream ``name`` of session generation ``gen``. A parent replayed after

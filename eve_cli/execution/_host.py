@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._events import EventType
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
+from eve_cli._tools import Tool
 from eve_cli.execution._event_form import pack, unpack
 from eve_cli.execution._keys import EventKeys, HistoryKeys
 from eve_cli.execution._replies import (
@@ -30,7 +31,7 @@ from eve_cli.execution._streams import KEY, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.harness._host import Reply, StoredReply, StreamedText
 from eve_cli.harness._input import expand_delivery
-from eve_cli.models import Message, Model, resolve_model
+from eve_cli.models import Message, Model, ToolSpec, resolve_model
 from eve_cli.models._tokens import message_tokens
 from world import HookHandle, WorkflowContext, World
 
@@ -157,6 +158,7 @@ class SessionHost:
         self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
         self.cancelled = False  # a cancel was taken or signalled during this turn's step
         self._watch: HookHandle | None = None  # the hook cancel_requested polls
+        self._served: tuple[list[ToolSpec], str] | None = None  # MCP tools, read once a turn
 
     @property
     def agent(self) -> AgentDefinition:
@@ -191,6 +193,19 @@ class SessionHost:
 
     def solo(self) -> bool:
         return self.executor.engine.driving <= 1
+
+    def find_tool(self, name: str) -> Tool | None:
+        tool = self.agent.tools.get(name)
+        if tool is None and self.agent.mcp:
+            return self.executor.mcp_tool(self.agent, name)
+        return tool
+
+    async def turn_tools(self) -> tuple[list[ToolSpec], str]:
+        if not self.agent.mcp:
+            return [], ""
+        if self._served is None:
+            self._served = await self.executor.mcp_turn_tools(self.agent)
+        return self._served
 
     async def action(
         self, name: str, fn: Callable[[], Awaitable[Any]], *, ordered: bool = True

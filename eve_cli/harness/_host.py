@@ -13,7 +13,8 @@ from typing import Any, Protocol
 from eve_cli._events import EventType
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
-from eve_cli.models import Message, Model
+from eve_cli._tools import Tool
+from eve_cli.models import Message, Model, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,18 @@ class StepHost(Protocol):
 
     def model(self) -> Model:
         """The model of this turn (built from the current definition and the -m override)."""
+        ...
+
+    def find_tool(self, name: str) -> Tool | None:
+        """The agent's tool the model calls ``name``: a local one or an MCP server's, found
+        from the name alone (no server is asked, so a replay dispatches as the run did)."""
+        ...
+
+    async def turn_tools(self) -> tuple[list[ToolSpec], str]:
+        """The MCP servers' tools for this turn's model calls, read from the servers once a
+        turn, and a note for the system prompt naming those unavailable. Asked only inside a
+        model call's action (a replay does not ask); returns at once for an agent without
+        servers."""
         ...
 
     def solo(self) -> bool:

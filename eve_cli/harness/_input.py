@@ -95,7 +95,8 @@ def resolve(host: StepHost, response: dict[str, Any], key: str, step: int | None
         request["resolution"] = resolution
         tool = request.get("tool")
         if request["kind"] == "approval" and resolution.get("approved") and tool:
-            policy = host.agent.tools[tool].approval.kind if tool in host.agent.tools else ""
+            found = host.find_tool(tool)
+            policy = found.approval.kind if found is not None else ""
             if (resolution.get("always") or policy == "once") and (
                 tool not in host.snap.approved_tools
             ):

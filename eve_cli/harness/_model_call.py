@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from eve_cli.harness._deltas import DeltaBuffer
 from eve_cli.harness._host import Reply, StepHost
-from eve_cli.models import ModelError, ModelRequest, ToolSpec
+from eve_cli.models import ModelError, ModelRequest, ModelResponse, ToolSpec
 from world import STORAGE_ERRORS
 
 T = TypeVar("T")
@@ -61,12 +61,18 @@ async def call_model(
     deltas = DeltaBuffer(host, f"{host.turn_id}:{index}:{m}:d", index)
     reply_key = f"{host.turn_id}:{index}:{m}:a"
 
-    async def generate() -> dict[str, Any]:
+    async def ask() -> ModelResponse:
         messages, (_, tokens) = host.read_history(), host.history_tokens()
-        full = ModelRequest(**{**request.__dict__, "messages": messages, "messages_tokens": tokens})
+        served, note = await host.turn_tools()  # MCP servers' tools, read live (not replayed)
+        fields = {"messages": messages, "messages_tokens": tokens}
+        if served or note:
+            fields.update(tools=[*specs, *served], system=system + note)
+        return await model.generate(ModelRequest(**{**request.__dict__, **fields}), deltas.add)
+
+    async def generate() -> dict[str, Any]:
         try:
             try:
-                response = await unless_cancelled(host, model.generate(full, deltas.add))
+                response = await unless_cancelled(host, ask())
             finally:
                 deltas.flush()
         except ModelError as exc:

@@ -22,7 +22,7 @@ def request_id(host: StepHost, call_id: str) -> str:
 async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> None:
     """Run, reject or park one tool call according to its validity and approval policy."""
     name = call["name"]
-    tool = host.agent.tools.get(name)
+    tool = host.find_tool(name)
     if call.get("arguments") is None:
         why = call.get("error") or "arguments could not be parsed"
         record_result(host, index, call, f"Invalid arguments for tool {name!r}: {why}", True)
@@ -196,7 +196,7 @@ async def admit_resolved(host: StepHost, index: int) -> str | None:
         elif request["kind"] == "cancelled":
             record_result(host, index, call, CANCELLED_CALL, True, "rejected")
         elif resolution.get("approved"):
-            tool = host.agent.tools.get(call["name"])
+            tool = host.find_tool(call["name"])
             if tool is None:
                 record_result(host, index, call, f"Tool {call['name']!r} no longer exists", True)
             else:
