@@ -81,6 +81,10 @@ class Tool:
             kwargs = dict(checked) if checked is not None else self.validate(arguments)
         except InvalidArguments as exc:
             return ToolResult(f"Invalid arguments for tool {self.name!r}: {exc}", is_error=True)
+        return await self.invoke(kwargs, ctx, wait)
+
+    async def invoke(self, kwargs: dict[str, Any], ctx: ToolContext, wait: float) -> ToolResult:
+        """Run the tool on checked arguments (a failure is a tool-error result)."""
         if self.fn is None:
             return ToolResult(f"tool {self.name!r} has no local implementation", is_error=True)
         if self.ctx_param is not None:

@@ -37,19 +37,8 @@ class McpTool(Tool):
             raise InvalidArguments(f"arguments must be a JSON object, got {arguments!r}")
         return dict(arguments)  # the server's schema is checked at the call
 
-    async def execute(
-        self,
-        arguments: dict[str, Any] | None,
-        ctx: ToolContext,
-        *,
-        wait: float = 0.0,
-        checked: dict[str, Any] | None = None,
-    ) -> ToolResult:
+    async def invoke(self, kwargs: dict[str, Any], ctx: ToolContext, wait: float) -> ToolResult:
         assert self.server is not None and self.pool is not None
-        try:
-            kwargs = dict(checked) if checked is not None else self.validate(arguments)
-        except InvalidArguments as exc:
-            return ToolResult(f"Invalid arguments for tool {self.name!r}: {exc}", is_error=True)
         return await self.pool.call(self.server, self.name, kwargs, ctx)
 
 

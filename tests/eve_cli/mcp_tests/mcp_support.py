@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rt_support import AgentFactory
+from tests.eve_cli.rt_support import AgentFactory
 
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 WAIT = 20.0

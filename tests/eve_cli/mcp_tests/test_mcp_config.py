@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from rt_support import AgentFactory, tool_file
 
 from eve_cli._loader import AgentLoadError, load_agent
 from eve_cli.mcp._config import MissingVariableError, expand
 from eve_cli.mcp._names import MAX_NAME, exposed_name, server_of
+from tests.eve_cli.rt_support import AgentFactory, tool_file
 
 
 def with_mcp(make_agent: AgentFactory, text: str, **kwargs: object) -> Path:

@@ -11,10 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcp_support import alive, calls, eventually, mcp_agent, pids, stdio_entry
-from rt_support import DRIVER, AgentFactory, call, reply
-
 from eve_cli.runtime import Runtime
+from tests.eve_cli.mcp_tests.mcp_support import (
+    alive,
+    calls,
+    eventually,
+    mcp_agent,
+    pids,
+    stdio_entry,
+)
+from tests.eve_cli.rt_support import DRIVER, AgentFactory, call, reply
 
 SCRIPT = [
     reply("", call("mcp__srv__add", a=2, b=3), call("mcp__srv__record", text="x")),

@@ -13,11 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import alive, calls, mcp_agent, pids, start_http_server, stdio_entry
-from rt_support import AgentFactory, call, reply, tool_file
 
 from eve_cli.runtime import Runtime
 from eve_cli.testing import chat
+from tests.eve_cli.mcp_tests.mcp_support import (
+    alive,
+    calls,
+    mcp_agent,
+    pids,
+    start_http_server,
+    stdio_entry,
+)
+from tests.eve_cli.rt_support import AgentFactory, call, reply, tool_file
 from world import MemoryWorld
 
 PNG = base64.b64decode(
