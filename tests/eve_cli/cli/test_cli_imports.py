@@ -27,6 +27,7 @@ sys.__stderr__.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 
 HTTP = ("httpx", "httpcore", "h11", "uvicorn", "starlette", "eve_cli.channel")
 PROVIDERS = ("eve_cli.models.openai", "eve_cli.models.anthropic", "eve_cli.models._http")
+MCP_SDK = ("mcp", "mcp_types", "eve_cli.mcp._pool")  # ~1 s to import: only for MCP servers
 OTHER_COMMANDS = tuple(
     f"eve_cli.cli.{name}" for name in ("chat", "inspect", "resume", "init", "serve", "gc", "doctor")
 )
@@ -53,7 +54,15 @@ def test_inspect_on_an_empty_store_imports_no_runtime_rich_or_agent_api() -> Non
     modules = imported("inspect")
     assert "eve_cli.cli.inspect" in modules
     others = tuple(m for m in OTHER_COMMANDS if m != "eve_cli.cli.inspect")
-    forbidden = (*HTTP, *PROVIDERS, *others, "rich", "eve_cli.runtime", "eve_cli._agent_api")
+    forbidden = (
+        *HTTP,
+        *PROVIDERS,
+        *others,
+        *MCP_SDK,
+        "rich",
+        "eve_cli.runtime",
+        "eve_cli._agent_api",
+    )
     assert loaded(modules, forbidden) == []
 
 
@@ -80,7 +89,14 @@ def test_chat_without_a_terminal_imports_no_rich_or_http_stack(how: str) -> None
     else:
         modules = imported("chat", "-m", "demo", stdin="hello\nwhat time is it?\n")
     assert "eve_cli.models.demo" in modules  # the turn ran
-    forbidden = (*HTTP, *PROVIDERS, "rich", "eve_cli.cli._render_rich", "eve_cli.cli.serve")
+    forbidden = (
+        *HTTP,
+        *PROVIDERS,
+        *MCP_SDK,
+        "rich",
+        "eve_cli.cli._render_rich",
+        "eve_cli.cli.serve",
+    )
     assert loaded(modules, forbidden) == []
 
 
