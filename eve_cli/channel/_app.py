@@ -38,6 +38,7 @@ from eve_cli.channel._guard import Peers, RequestGuard
 from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
 from eve_cli.execution._view import SessionView
+from eve_cli.mcp._endpoint import McpEndpoint
 
 PREFIX = "/eve/v1"
 MODES = ("conversation", "task")
@@ -74,6 +75,7 @@ class Channel:
         self.hub = StreamHub(self.settings.heartbeat, self.settings.log)
         self._create_lock = asyncio.Lock()
         self.peers = Peers(self.settings.allowed_hosts, self.settings.allowed_origins)
+        self.mcp = McpEndpoint(self._mcp_server)  # `/mcp`: the agent as an MCP server (§13)
         cors = (
             [
                 Middleware(
@@ -104,6 +106,14 @@ class Channel:
     def begin_shutdown(self) -> None:
         """End open streams at once (called on SIGTERM, before connections are awaited)."""
         self.hub.close()
+        self.mcp.begin_close()
+
+    def _mcp_server(self) -> Any:
+        from eve_cli.mcp._serve import build_server
+        from eve_cli.mcp._service import AgentService
+
+        name = str(self.settings.info.get("agent") or "eve")
+        return build_server(AgentService(self.runtime, self.supervisor), name)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -123,6 +133,7 @@ class Channel:
                 with contextlib.suppress(asyncio.CancelledError):
                     await sweeping
             self.hub.close()
+            await self.mcp.aclose()
             await self.supervisor.close(self.settings.grace)
 
     def _routes(self) -> list[Route]:
@@ -137,6 +148,7 @@ class Channel:
             Route(s + "/stream", self.stream, methods=["GET"]),
             *(Route(f"{s}/{a}", self._action(a), methods=["POST"]) for a in _ACTIONS),
             Route(PREFIX + "/session/{rest:path}", self.malformed, methods=["GET", "POST"]),
+            Route("/mcp", self.mcp, methods=["GET", "POST", "DELETE"]),
         ]
 
     # -- routes --------------------------------------------------------------------------

@@ -68,6 +68,12 @@ class Supervisor:
         """Ids of the sessions being driven now."""
         return sorted(self._tasks)
 
+    async def settled(self, session_id: str) -> None:
+        """Wait until ``session_id`` is not being driven here (its drive and any kick made
+        during it are done)."""
+        while (task := self._tasks.get(session_id)) is not None:
+            await asyncio.wait([task])
+
     async def idle(self) -> None:
         """Wait until no session is being driven (tests and shutdown)."""
         while self._tasks:

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "gc": "gc",
     "doctor": "doctor",
     "log": "log",
+    "mcp": "mcp",
 }
 
 

@@ -29,7 +29,8 @@ HTTP = ("httpx", "httpcore", "h11", "uvicorn", "starlette", "eve_cli.channel")
 PROVIDERS = ("eve_cli.models.openai", "eve_cli.models.anthropic", "eve_cli.models._http")
 MCP_SDK = ("mcp", "mcp_types", "eve_cli.mcp._pool")  # ~1 s to import: only for MCP servers
 OTHER_COMMANDS = tuple(
-    f"eve_cli.cli.{name}" for name in ("chat", "inspect", "resume", "init", "serve", "gc", "doctor")
+    f"eve_cli.cli.{name}"
+    for name in ("chat", "inspect", "resume", "init", "serve", "gc", "doctor", "mcp")
 )
 
 

@@ -1,0 +1,152 @@
+"""The agent as an MCP server (SPEC §13): the SDK's low-level server with the five
+``agent_*`` tools of :class:`~eve_cli.mcp._service.AgentService`, over stdio (``eve mcp``) or
+Streamable HTTP (``_endpoint.McpEndpoint``, ``/mcp`` of ``eve start`` / ``eve dev``).
+
+Each answer is the service's data as JSON text and as structured content. A call that cannot
+be served (bad arguments, an unknown session, a rejected delivery) is a tool error with one
+line, never a protocol error, so a model driving eve can read it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from eve_cli._version import __version__
+from eve_cli.mcp._schemas import argument_problem
+from eve_cli.mcp._service import AgentService, Progress, ServiceError
+
+_ID = {"type": "string", "description": "The session id an earlier call returned."}
+_WAIT = {
+    "type": "number",
+    "minimum": 0,
+    "description": "Seconds to wait for the session to settle before answering (at most 300).",
+}
+_RESPONSE = {
+    "type": "object",
+    "properties": {
+        "requestId": {"type": "string"},
+        "approved": {"type": "boolean"},
+        "always": {"type": "boolean"},
+        "answer": {"type": "string"},
+    },
+    "required": ["requestId"],
+}
+
+
+def _tool(name: str, description: str, props: dict[str, Any], required: list[str]) -> types.Tool:
+    schema = {"type": "object", "properties": props, "required": required,
+              "additionalProperties": False}  # fmt: skip
+    return types.Tool(name=name, description=description, input_schema=schema)
+
+
+TOOLS = [
+    _tool(
+        "agent_start",
+        "Start a session with a first message. The same `key` again returns that session "
+        "(its message is delivered once). Answers the session id, status and events.",
+        {"message": {"type": "string"}, "key": {"type": "string"}, "wait": _WAIT},
+        ["message"],
+    ),
+    _tool(
+        "agent_send",
+        "Send a message to a session: it starts a turn, steers the running one (`steer`, the "
+        "default) or waits for the next (`queue`).",
+        {
+            "sessionId": _ID,
+            "message": {"type": "string"},
+            "policy": {"enum": ["steer", "queue"]},
+            "wait": _WAIT,
+        },
+        ["sessionId", "message"],
+    ),
+    _tool(
+        "agent_get",
+        "A session's status, pending requests, last reply and events from index `since` "
+        "(answer `next` is where to ask from next); `wait` seconds for news first.",
+        {"sessionId": _ID, "since": {"type": "integer", "minimum": 0}, "wait": _WAIT},
+        ["sessionId"],
+    ),
+    _tool(
+        "agent_respond",
+        "Answer pending requests: approvals {requestId, approved, always?} and questions "
+        "{requestId, answer}.",
+        {
+            "sessionId": _ID,
+            "responses": {"type": "array", "items": _RESPONSE, "minItems": 1},
+            "wait": _WAIT,
+        },
+        ["sessionId", "responses"],
+    ),
+    _tool("agent_cancel", "Cancel a session's running turn.", {"sessionId": _ID}, ["sessionId"]),
+]
+_SCHEMAS = {tool.name: tool.input_schema for tool in TOOLS}
+
+Handler = Callable[[AgentService, dict[str, Any], Progress], Awaitable[dict[str, Any]]]
+HANDLERS: dict[str, Handler] = {
+    "agent_start": lambda s, a, p: s.start(a["message"], a.get("key"), a.get("wait", 0), p),
+    "agent_send": lambda s, a, p: s.send(
+        a["sessionId"], a["message"], a.get("policy", "steer"), a.get("wait", 0), p
+    ),
+    "agent_get": lambda s, a, p: s.get(a["sessionId"], a.get("since", 0), a.get("wait", 0)),
+    "agent_respond": lambda s, a, p: s.respond(a["sessionId"], a["responses"], a.get("wait", 0), p),
+    "agent_cancel": lambda s, a, p: s.cancel(a["sessionId"]),
+}
+
+
+def build_server(service: AgentService, name: str, description: str = "") -> Server[Any]:
+    """The MCP server of one agent."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=TOOLS)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        arguments = params.arguments or {}
+        handler = HANDLERS.get(params.name)
+        if handler is None:
+            return _error(f"no tool {params.name!r}: eve serves {', '.join(HANDLERS)}")
+        if problem := argument_problem(_SCHEMAS[params.name], arguments):
+            return _error(f"invalid arguments for {params.name}: {problem}")
+
+        async def progress(count: int, message: str) -> None:
+            await ctx.session.report_progress(count, None, message)
+
+        try:
+            result = await handler(service, arguments, progress)
+        except ServiceError as exc:
+            return _error(str(exc))
+        text = json.dumps(result, default=str, ensure_ascii=False)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=json.loads(text),
+        )
+
+    return Server(
+        name,
+        version=__version__,
+        instructions=(
+            f"The eve agent {name!r}{': ' + description if description else ''}. Start a "
+            "session with agent_start, follow it with agent_get, answer its approvals and "
+            "questions with agent_respond. Sessions are durable: keep the session id."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve ``server`` on this process's stdin and stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())

@@ -1,0 +1,225 @@
+"""The agent as a service for MCP clients: the five tools' logic on top of the runtime facade
+and a :class:`~eve_cli.channel._supervisor.Supervisor` that drives sessions in the
+background (no SDK here: ``_serve`` puts it on the wire).
+
+A session is durable and a connection is not: every answer names the session, and a client
+that comes back with that id (or starts again with the same ``key``) finds everything there.
+Answers are plain data: ``sessionId``, ``status`` (SPEC §9 words), ``parkedOn``, ``pending``
+(the requests ``agent_respond`` answers), ``reply`` (the agent's last words), ``events`` since
+the asked index (§8 events, at most :data:`MAX_EVENTS`), ``next`` (the index to ask from next).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from eve_cli._facade import ServingFacade, TurnPolicy
+from eve_cli.channel._supervisor import Supervisor
+from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
+
+MAX_EVENTS = 200  # events in one answer; `next` says where the rest begins
+MAX_WAIT = 300.0  # seconds one call may wait for a session
+Progress = Callable[[int, str], Awaitable[None]]  # (count, what happened)
+
+
+class ServiceError(Exception):
+    """A call that cannot be served; ``str()`` is one line for the client."""
+
+
+class AgentService:
+    """``agent_start`` / ``agent_send`` / ``agent_get`` / ``agent_respond`` / ``agent_cancel``."""
+
+    def __init__(self, runtime: ServingFacade, supervisor: Supervisor) -> None:
+        self.runtime = runtime
+        self.supervisor = supervisor
+        self._create_lock = asyncio.Lock()
+
+    async def start(
+        self,
+        message: str,
+        key: str | None = None,
+        wait: float = 0.0,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """A new session with its first message; the same ``key`` again is that session (its
+        message is delivered once, however the first call ended)."""
+        rt = self.runtime
+        # One start at a time: a repeated key must find the first one's session, and must not
+        # deliver its message twice.
+        async with self._create_lock:
+            existed = key is not None and await rt.call(rt.operation_session, key) is not None
+            sid = await rt.create_session(operation_id=key)
+            out: dict[str, Any] = {"sessionId": sid, "created": not existed}
+            if not existed or not await rt.call(rt.ever_delivered, sid):
+                out.update(await self._deliver(sid, message, "steer"))
+        return {**out, **await self._settled(sid, 0, wait, progress)}
+
+    async def send(
+        self,
+        session_id: str,
+        message: str,
+        policy: TurnPolicy = "steer",
+        wait: float = 0.0,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Deliver a message: it starts a turn, steers the running one or is queued for the
+        next (``disposition`` says which)."""
+        since = await self._length(session_id)
+        out = await self._deliver(session_id, message, policy)
+        if out["disposition"] == "rejected":
+            raise ServiceError(f"session {session_id}: message rejected: {out.get('reason')}")
+        return {**out, **await self._settled(session_id, since, wait, progress)}
+
+    async def get(self, session_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any]:
+        """The session now, with its events from ``since``; with ``wait``, first up to that
+        many seconds for an event after ``since`` (a poll that returns when there is news)."""
+        if wait > 0 and await self._length(session_id) <= since:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._next_event(session_id, since), min(wait, MAX_WAIT))
+        return await self._state(session_id, since)
+
+    async def respond(
+        self,
+        session_id: str,
+        responses: list[dict[str, Any]],
+        wait: float = 0.0,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Answer pending requests: approvals ``{requestId, approved, always?}``, questions
+        ``{requestId, answer}``."""
+        since = await self._length(session_id)
+        receipt = await self._guard(session_id, self.runtime.respond(session_id, responses))
+        if receipt.disposition == "rejected":
+            raise ServiceError(f"session {session_id}: {receipt.reason}")
+        self.supervisor.kick(session_id)
+        return {
+            "accepted": len(responses),
+            **await self._settled(session_id, since, wait, progress),
+        }
+
+    async def cancel(self, session_id: str) -> dict[str, Any]:
+        """Cancel the running turn (nothing cancelled runs; the session stays)."""
+        since = await self._length(session_id)
+        receipt = await self._guard(session_id, self.runtime.cancel(session_id))
+        if receipt.disposition == "rejected":
+            raise ServiceError(f"session {session_id}: {receipt.reason}")
+        self.supervisor.kick(session_id)
+        return {"cancelled": True, **await self._state(session_id, since)}
+
+    async def _deliver(self, sid: str, message: str, policy: TurnPolicy) -> dict[str, Any]:
+        receipt = await self._guard(sid, self.runtime.deliver(sid, message, turn_policy=policy))
+        out: dict[str, Any] = {"disposition": receipt.disposition}
+        if receipt.reason:
+            out["reason"] = receipt.reason
+        if receipt.disposition != "rejected":
+            self.supervisor.kick(sid)
+        return out
+
+    async def _settled(
+        self, sid: str, since: int, wait: float, progress: Progress | None
+    ) -> dict[str, Any]:
+        """The state after the session's drive settled (at most ``wait`` seconds), telling
+        ``progress`` each event meanwhile."""
+        if wait > 0:
+            told = _Told(since)
+            follower = (
+                asyncio.get_running_loop().create_task(self._follow(sid, told, progress))
+                if progress is not None
+                else None
+            )
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.supervisor.settled(sid), min(wait, MAX_WAIT))
+            finally:
+                if follower is not None:
+                    follower.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await follower
+            if progress is not None:  # what the follower had not reached yet
+                for event in await self.runtime.call(self.runtime.events, sid, told.next):
+                    await told.tell(event, progress)
+        return await self._state(sid, since)
+
+    async def _follow(self, sid: str, told: _Told, progress: Progress) -> None:
+        async for event in self.runtime.tail(sid, told.next):
+            await told.tell(event, progress)
+
+    async def _next_event(self, sid: str, since: int) -> None:
+        async for _ in self.runtime.tail(sid, since):
+            return
+
+    async def _state(self, sid: str, since: int) -> dict[str, Any]:
+        rt = self.runtime
+        view = await self._guard(sid, rt.call(rt.session, sid))
+        events = await rt.call(rt.events, sid, max(0, since))
+        page = events[:MAX_EVENTS]
+        state: dict[str, Any] = {
+            "sessionId": sid,
+            "status": view["status"],
+            "pending": view.get("pending") or [],
+            "reply": last_reply(view),
+            "events": page,
+            "next": max(0, since) + len(page),
+        }
+        if view.get("parkedOn"):
+            state["parkedOn"] = view["parkedOn"]
+        if len(events) > len(page):
+            state["more"] = True
+        return state
+
+    async def _length(self, sid: str) -> int:
+        """How many events the session has (the index a call's own events begin at)."""
+        last = await self._guard(sid, self.runtime.call(self.runtime.events, sid, -1))
+        return int(last[-1]["index"]) + 1 if last else 0
+
+    async def _guard(self, sid: str, call: Awaitable[Any]) -> Any:
+        try:
+            return await call
+        except InvalidSessionIdError:
+            raise ServiceError(f"malformed session id {sid!r}") from None
+        except SessionNotFoundError:
+            raise ServiceError(f"no session {sid!r}") from None
+
+
+class _Told:
+    """How far a call's progress notifications went."""
+
+    def __init__(self, since: int) -> None:
+        self.next = since  # the index of the next event to tell
+        self.count = 0
+
+    async def tell(self, event: dict[str, Any], progress: Progress) -> None:
+        index = int(event.get("index", self.next))
+        if index < self.next:
+            return
+        self.next = index + 1
+        if event.get("type") != "message.appended":  # deltas are for streams
+            self.count += 1
+            await progress(self.count, describe(event))
+
+
+def last_reply(view: Any) -> str:
+    """The agent's last words in a session view ("" before any)."""
+    for turn in reversed(view.get("turns") or []):
+        for step in reversed(turn.get("steps") or []):
+            if step.get("text"):
+                return str(step["text"])
+    return ""
+
+
+def describe(event: dict[str, Any]) -> str:
+    """One progress line for an event."""
+    kind = str(event.get("type"))
+    if kind == "message.completed" and event.get("text"):
+        return f"{kind}: {str(event['text'])[:200]}"
+    if kind in ("actions.requested",):
+        names = ", ".join(str(a.get("name")) for a in event.get("actions") or [])
+        return f"{kind}: {names}"
+    if kind == "action.result":
+        return f"{kind}: {event.get('name')} {event.get('status')}"
+    if kind == "input.requested":
+        return f"{kind}: {event.get('kind')} for {event.get('tool')}"
+    return kind
