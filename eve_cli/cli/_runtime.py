@@ -96,11 +96,24 @@ def open_runtime(
         raise CliError(user_message(exc)) from None
     finally:
         try:
+            _end_tasks(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
             rt.close()
+
+
+def _end_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what still runs on ``loop`` and let it finish, as ``asyncio.run`` does (an MCP
+    server's connection stops its server in its own task, not in a finalizer)."""
+    import asyncio
+
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
 @contextlib.contextmanager

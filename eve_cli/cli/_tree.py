@@ -120,6 +120,8 @@ class _Builder:
                 requested = action.pop("requestedAt", None)
                 own = event.get("durationMs")  # the tool's run, without any approval wait
                 action["durationMs"] = own if own is not None else _ms(requested, event.get("at"))
+                if event.get("server"):  # an MCP server's tool: which server, which tool
+                    action["server"], action["tool"] = event["server"], event.get("tool")
                 return
 
     def step_event(self, step: dict[str, Any], kind: str, event: Event) -> None:

@@ -252,6 +252,8 @@ def _action_label(action: Mapping[str, Any]) -> Text:
     else:
         call = format_call(str(action.get("name")), action.get("arguments"), 60)
         text = Text.assemble(("tool ", "cyan"), call, "  ", status_text(action))
+        if action.get("server"):
+            text.append(f"  MCP {action['server']}/{action.get('tool')}", style="dim")
         if action.get("isError"):
             text.append("  error", style="red")
     if action.get("durationMs") is not None:
