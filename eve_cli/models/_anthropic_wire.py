@@ -6,6 +6,7 @@ are merged, tool results travel as ``tool_result`` blocks in a user turn (before
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,14 +47,7 @@ def to_messages(system: str, messages: list[Message]) -> tuple[str, list[dict[st
         elif role == "assistant":
             _add(turns, "assistant", _assistant_blocks(content, message.get("tool_calls") or []))
         elif role == "tool":
-            block: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": str(message.get("tool_call_id", "")),
-                "is_error": bool(message.get("is_error")),
-            }
-            if content:
-                block["content"] = content
-            _add(turns, "user", [block])
+            _add(turns, "user", [_tool_result(message, content)])
         else:
             raise ValueError(f"history message {position} has unknown role {role!r}")
     for turn in turns:
@@ -67,6 +61,34 @@ def to_messages(system: str, messages: list[Message]) -> tuple[str, list[dict[st
 
 def _text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
+
+
+def _tool_result(message: Message, content: str) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": str(message.get("tool_call_id", "")),
+        "is_error": bool(message.get("is_error")),
+    }
+    if content:
+        block["content"] = content
+    if images := _images(message):  # an MCP tool's images, kept as bytes in history
+        block["content"] = [_text_block(content or "(image)"), *images]
+    return block
+
+
+_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")  # what the API takes
+
+
+def _images(message: Message) -> list[dict[str, Any]]:
+    """A tool message's images as ``image`` blocks (other kinds stay in its text)."""
+    blocks = []
+    for part in message.get("parts") or []:
+        data = part.get("data") if isinstance(part, dict) else None
+        if part.get("type") == "image" and part.get("mimeType") in _IMAGE_TYPES and data:
+            encoded = base64.b64encode(data).decode() if isinstance(data, bytes) else str(data)
+            source = {"type": "base64", "media_type": part["mimeType"], "data": encoded}
+            blocks.append({"type": "image", "source": source})
+    return blocks
 
 
 def _assistant_blocks(text: str, calls: list[Message]) -> list[dict[str, Any]]:
