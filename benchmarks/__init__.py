@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "server_throughput": "benchmarks.server_throughput",
     "postgres": "benchmarks.postgres_bench",
     "workers": "benchmarks.workers_bench",
+    "mcp": "benchmarks.mcp_bench",
 }
 
 

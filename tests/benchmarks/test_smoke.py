@@ -45,6 +45,7 @@ EXPECTED = {
         "cli_startup.chat_piped",
     },
     "postgres": {"postgres.step", "postgres.bytes_per_turn", "postgres.growth"},
+    "mcp": {"mcp.step", "mcp.start", "mcp.list", "mcp.call"},
     "workers": {
         "workers.steps_per_s.1",
         "workers.steps_per_s.2",
