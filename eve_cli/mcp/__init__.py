@@ -2,15 +2,16 @@
 
 Client side, tools from MCP servers in an agent: the declarations (``_config``: ``mcp.json``
 and ``define_agent(mcp_servers=)``, ``${VAR}`` expanded only in memory), the model's names for
-their tools (``_names``), the stdio transport (``_stdio``: servers die with eve), the
-per-process server pool (``_pool``), results (``_results``), schemas (``_schemas``) and the
-tools the harness dispatches (``_tool``). Served side, the agent as an MCP server: the tools
-``agent_start`` / ``agent_send`` / ``agent_get`` / ``agent_respond`` / ``agent_cancel``
-(``_serve``) over stdio (``eve mcp``) and Streamable HTTP (``/mcp``).
+their tools (``_names``), the stdio transport (``_stdio``: servers die with eve), one server's
+connection (``_connection``), the per-process pool of them (``_pool``), results (``_results``),
+schemas (``_schemas``) and the tools the harness dispatches (``_tool``). Served side, the agent
+as an MCP server: the five tools' logic (``_service``), the SDK server (``_serve``: ``eve
+mcp`` over stdio) and ``/mcp`` on the HTTP channel (``_endpoint``).
 
-The SDK (``mcp``) takes a second to import: only ``_pool``, ``_stdio``, ``_results`` and the
-served side import it, and this package's names load on first use, so an agent without MCP
-servers never pays for it.
+The SDK (``mcp``) takes a second to import: only ``_connection``, ``_pool``, ``_stdio``,
+``_results`` and ``_serve`` import it (``_endpoint`` at its first request), and this package's
+names load on first use, so an agent without MCP servers never pays for it. Nothing here
+imports from ``eve_cli.cli``.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ if TYPE_CHECKING:
     from eve_cli.mcp._config import McpConfigError as McpConfigError
     from eve_cli.mcp._config import ServerSpec as ServerSpec
     from eve_cli.mcp._config import load_servers as load_servers
+    from eve_cli.mcp._connection import ServerUnavailable as ServerUnavailable
     from eve_cli.mcp._names import exposed_name as exposed_name
     from eve_cli.mcp._pool import McpPool as McpPool
-    from eve_cli.mcp._pool import ServerUnavailable as ServerUnavailable
 
 _WHERE = {
     "McpConfigError": "_config",
@@ -32,7 +33,7 @@ _WHERE = {
     "load_servers": "_config",
     "exposed_name": "_names",
     "McpPool": "_pool",
-    "ServerUnavailable": "_pool",
+    "ServerUnavailable": "_connection",
 }
 
 __all__ = sorted(_WHERE)
