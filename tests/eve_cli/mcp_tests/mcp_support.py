@@ -75,10 +75,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_http_server(ctl: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """The test server on Streamable HTTP at 127.0.0.1 (a process the test owns) and its URL."""
+def start_http_server(ctl: Path, port: int = 0) -> tuple[subprocess.Popen[bytes], str]:
+    """The test server on Streamable HTTP at 127.0.0.1 (a process the test owns) and its URL
+    (``port``: a given one, e.g. to start it again where it was)."""
     ctl.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
         [sys.executable, str(SERVER), str(ctl), "--http", str(port)],
         stderr=subprocess.PIPE,

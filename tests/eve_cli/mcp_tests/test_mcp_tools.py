@@ -277,16 +277,34 @@ def test_streamable_http_server_with_headers(
 ) -> None:
     ctl = tmp_path / "ctl"
     proc, url = start_http_server(ctl)
+    procs = [proc]
     try:
         monkeypatch.setenv("EVE_TEST_TOKEN", "tok-123456")
         entry = {"url": url, "headers": {"Authorization": "Bearer ${EVE_TEST_TOKEN}"}}
-        script = [reply("", call("mcp__web__add", a=20, b=22)), reply("ok")]
+        script = [
+            reply("", call("mcp__web__add", a=20, b=22)),
+            reply("ok"),
+            reply("", call("mcp__web__add", a=1, b=2)),
+            reply("ok again"),
+        ]
         rt = Runtime(agent_dir=mcp_agent(make_agent, script, {"web": entry}), world=MemoryWorld())
-        sid, _ = run(rt, "go")
-        assert results(rt, sid) == [("mcp__web__add", "42", False)]
-        assert (ctl / "auth.log").read_text().splitlines() == ["Bearer tok-123456"]
+
+        async def turns() -> str:
+            sid = await rt.create_session()
+            await chat(rt, sid, "go")
+            # The remote server restarts between turns: the next turn reaches the new one.
+            procs[0].kill()
+            procs[0].communicate(timeout=10)
+            procs.append(start_http_server(ctl, int(url.split(":")[2].split("/")[0]))[0])
+            await chat(rt, sid, "again")
+            return sid
+
+        sid = asyncio.run(turns())
+        assert results(rt, sid) == [("mcp__web__add", "42", False), ("mcp__web__add", "3", False)]
+        assert set((ctl / "auth.log").read_text().splitlines()) == {"Bearer tok-123456"}
         assert calls(ctl)[f"call add {sid}:t1:call_0_0"] == 1
         rt.close()
     finally:
-        proc.kill()
-        proc.communicate(timeout=10)
+        for each in procs:
+            each.kill()
+            each.communicate(timeout=10)
