@@ -120,6 +120,7 @@ async def run_tool(
             "progress": ctx.progress_messages,
             # Journaled with the result, so a replay reports the duration of the real run.
             "durationMs": round((time.monotonic() - began) * 1000),
+            **({"extra": result.extra} if result.extra else {}),
         }
 
     outcome: dict[str, Any] = await host.action(f"tool:{call['id']}", execute)
@@ -133,6 +134,7 @@ async def run_tool(
         outcome["isError"],
         progress=outcome.get("progress") or None,
         duration_ms=outcome.get("durationMs"),
+        extra=outcome.get("extra"),
     )
 
 
@@ -145,18 +147,21 @@ def record_result(
     status: str | None = None,
     progress: list[str] | None = None,
     duration_ms: int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
-    """Append the tool message the model will see and emit ``action.result``."""
-    host.append_history(
-        {
-            "role": "tool",
-            "tool_call_id": call["id"],
-            "name": call["name"],
-            "content": content,
-            "is_error": is_error,
-        },
-        f"{host.turn_id}:{call['id']}:r",
+    """Append the tool message the model will see and emit ``action.result``. ``extra``:
+    what an MCP call returned besides text (kept in history: images as bytes)."""
+    message: dict[str, Any] = {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "name": call["name"],
+        "content": content,
+        "is_error": is_error,
+    }
+    kept: dict[str, Any] = (
+        {k: extra[k] for k in ("parts", "structured") if k in extra} if extra else {}
     )
+    host.append_history({**message, **kept}, f"{host.turn_id}:{call['id']}:r")
     data: dict[str, Any] = {
         "callId": call["id"],
         "name": call["name"],
@@ -168,6 +173,8 @@ def record_result(
         data["progress"] = progress
     if duration_ms is not None:
         data["durationMs"] = duration_ms
+    if extra and "server" in extra:
+        data["server"], data["tool"] = extra["server"], extra.get("tool")
     host.emit("action.result", data, f"{host.turn_id}:{call['id']}:res", index)
 
 
