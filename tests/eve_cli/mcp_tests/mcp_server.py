@@ -19,15 +19,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
+DIR = Path(sys.argv[1])
+if (DIR / "fail-start").exists():  # before the SDK's import: a failing start costs little
+    sys.stderr.write("starting\ncannot open the database: permission denied\n")
+    sys.exit(2)
+
+import mcp_types as types  # noqa: E402
+from mcp.server.lowlevel import Server  # noqa: E402
+from mcp.server.stdio import stdio_server  # noqa: E402
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
 KEY = "eve/idempotencyKey"
-DIR = Path(sys.argv[1])
 
 
 def _tool(name: str, properties: dict[str, Any], required: list[str]) -> types.Tool:
@@ -102,9 +106,6 @@ server = Server("test-server", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 async def main() -> None:
-    if (DIR / "fail-start").exists():
-        sys.stderr.write("starting\ncannot open the database: permission denied\n")
-        sys.exit(2)
     with open(DIR / "pids", "a") as f:
         f.write(f"{os.getpid()}\n")
     (DIR / "argv").write_text(" ".join(sys.argv[2:]))
