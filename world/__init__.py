@@ -6,7 +6,8 @@ default, `MemoryWorld` serves tests. Modules: `_codec` (values ↔ msgpack), `_j
 (checksummed record files), `_world` (the storage interface), `local` / `memory` / `postgres`
 (backends; `PostgresWorld` is imported on first use, so psycopg loads only then), `_pg_schema`
 (its migrations), `_select` (a world from a URL or a directory), `_streams` (stream files),
-`_family` / `_engine` / `_context` (replay and driving), `_errors`,
+`_family` / `_engine` / `_context` (replay and driving), `_fork` (a family copied as of a
+checkpoint), `_errors`,
 `_faults` (fault injection for crash tests, `EVE_FAULTS`), `_verify` (checking and safely
 repairing a data directory: what `eve doctor` runs).
 """
@@ -34,6 +35,7 @@ from ._errors import (
     WorkflowNotFoundError,
     WorldError,
 )
+from ._fork import ForkError, ForkPlan
 from ._select import is_database_url, open_world, redact_url
 from ._verify import Finding, repair, verify
 from ._world import (
@@ -73,6 +75,8 @@ __all__ = [
     "FamilyUsage",
     "FatalError",
     "Finding",
+    "ForkError",
+    "ForkPlan",
     "HookConflictError",
     "HookHandle",
     "InboxItem",

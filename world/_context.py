@@ -135,6 +135,15 @@ class WorkflowContext:
         """True while the workflow is still reading recorded results."""
         return self._pos < len(self._run.records)
 
+    def checkpoint(self) -> int | None:
+        """A journal position to fork at (`Engine.fork(at=)`) that resumes this run here: the
+        family's latest record, once this run has passed everything recorded of it (None
+        while it replays: the latest record is then not where it stands). Every record the
+        family holds up to it was written before this point of the run."""
+        if self.is_replaying:
+            return None
+        return self._family.end
+
     def now(self) -> dt.datetime:
         """The time of the latest journal record the workflow has passed (UTC)."""
         return dt.datetime.fromtimestamp(self._now, dt.UTC)

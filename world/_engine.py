@@ -35,6 +35,7 @@ from ._errors import (
     WorldError,
 )
 from ._family import FINISHED, Family, Run, build_head, load_family
+from ._fork import ForkPlan, check_plan, plan_fork
 from ._world import IO, LAZY, RECORD, Order, World, check_name, check_run_id, root_of
 
 Workflow = Callable[[WorkflowContext, Any], Awaitable[Any]]
@@ -178,6 +179,34 @@ class Engine:
         family.apply(pos, _codec.decode(body))
         await self.off_loop(self._write_head, family)
         return run_id
+
+    async def fork(
+        self,
+        source: str,
+        target: str | None = None,
+        *,
+        at: int | None = None,
+        streams: Mapping[str, int] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> ForkPlan:
+        """Create root run `target` (default: a new id) as a fork of the family of root run
+        `source` at journal position `at` (`WorkflowContext.checkpoint()`; None: its latest
+        record), with the first `n` items of each of its streams named in `streams` (source
+        name → n) copied under the fork's names; `meta`: the fork's root meta (default the
+        source's; its hook tokens are replaced as everywhere). The source is only read: it
+        may be driven meanwhile. Returns what was written (`ForkPlan`: the fork's id, its
+        streams, the token map). Driving the fork replays what was recorded up to `at`
+        without running any of it again; what follows runs in the fork alone."""
+        target = check_run_id(target) if target is not None else "r_" + secrets.token_hex(16)
+        planned = functools.partial(plan_fork, at=at, streams=streams, meta=meta)
+        plan = await self.off_loop(planned, self.world, source, target)
+        await self.off_loop(check_plan, self.world, plan)
+        await self.io(
+            self.world.fork_family, target, plan.bodies, streams=plan.streams, hooks=plan.hooks
+        )
+        family = await self.off_loop(load_family, self.world, target)
+        await self.off_loop(self._write_head, family)
+        return plan
 
     async def run(self, run_id: str, *, wait: float | None = None) -> RunInfo:
         """Own the run's family and drive it until nothing in it can progress."""

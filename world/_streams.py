@@ -23,6 +23,7 @@ file only grew, the offsets are completed from the new bytes alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import sys
@@ -556,6 +557,47 @@ class StreamStore:
             with self._dirty_lock:
                 if self._dirty.get(fd) == number:
                     del self._dirty[fd]
+
+    def copy(self, source: str, target: str, count: int, aside: Path) -> None:
+        """Make stream `target` hold the first `count` items of `source`: their stored bytes
+        copied (header and frames as they are), written in folder `aside` (on the same file
+        system; what a crash leaves there is the caller's to clean), fsync'd and renamed into
+        place, the folder fsync'd, so the new stream is whole and durable on return (one
+        left by an interrupted copy is replaced). `StorageError` if `source` holds fewer."""
+        offsets, n, end = self._index(source)
+        if n < count:
+            raise StorageError(f"stream {source!r} holds {n} items, not the {count} to copy")
+        stop = offsets[count] if count < n else end
+        src, _ = self._strings(source)
+        data_path, idx_path = self._strings(target)
+        self.forget([target])
+        tmp = str(aside / f"{os.path.basename(data_path)}.tmp{os.getpid()}")
+        tmp_idx = str(aside / f"{os.path.basename(idx_path)}.tmp{os.getpid()}")
+        try:
+            with open(tmp, "wb") as out:
+                if stop:
+                    with open(src, "rb") as f:
+                        left = stop
+                        while left:
+                            chunk = f.read(min(left, 1 << 20))
+                            if not chunk:
+                                raise StorageError(f"{src}: shorter than its index says")
+                            out.write(chunk)
+                            left -= len(chunk)
+                else:
+                    out.write(_HEADER)
+                out.flush()
+                os.fsync(out.fileno())
+            with open(tmp_idx, "wb") as out:  # a cache: never fsync'd
+                out.write(encode_index(offsets[:count]))
+            os.replace(tmp_idx, idx_path)
+            os.replace(tmp, data_path)
+            _journal.fsync_dir(self.path)
+        except OSError as exc:
+            for path in (tmp, tmp_idx):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            raise storage_error(data_path, f"copying stream {source!r}", exc) from None
 
     def forget(self, names: list[str]) -> None:
         """Drop what this store holds of the streams `names` (their files are being removed):

@@ -18,11 +18,11 @@ from __future__ import annotations
 import enum
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Hashable, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._errors import InvalidNameError
+from ._errors import HookConflictError, InvalidNameError, RunExistsError, WorldError
 
 if TYPE_CHECKING:
     from ._verify import Finding
@@ -250,6 +250,40 @@ class World(ABC):
         as it is (False). A `deliver` or `acquire` that comes after finds no family
         (`RunNotFoundError`). A removal interrupted by a crash leaves a remnant (or a family
         still listed), which the next call removes."""
+
+    def fork_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]],
+        hooks: Mapping[str, str],
+    ) -> list[int]:
+        """Create family `root` as `create_family` does, with what it starts from: stream
+        `name` holding the first `n` items of stream `source` for each `name: (source, n)`
+        of `streams` (items copied as stored, none shared), and each `token: run_id` of
+        `hooks` claimed. Whoever sees the family sees all of it: the streams and hooks are
+        durable first, so a crash leaves at most a remnant (`remnants`), never a family
+        missing part of them. `RunExistsError` if the family exists, `HookConflictError` if
+        another run holds a token (nothing is created then but what a remnant holds).
+
+        This default goes through the public calls, item by item (`Engine.fork` uses it);
+        a world overrides it to copy stored bytes, and where stream appends are not durable
+        by the time they return, to make them so before the family appears."""
+        if self.family_exists(root):
+            raise RunExistsError(f"run {root!r} already exists")
+        for name, (source, n) in streams.items():
+            have = self.stream_length(name)  # a remnant of an interrupted fork goes on
+            if have > n:
+                raise WorldError(f"stream {name} exists already (a remnant: remove it first)")
+            for item in self.stream_read(source, have, n):
+                self.stream_append(name, item)
+        for token, run_id in hooks.items():
+            owner = self.claim_hook(token, run_id)
+            if owner != run_id:
+                raise HookConflictError(f"hook token {token!r} is owned by run {owner}")
+        self.before_effect()
+        return self.create_family(root, bodies)
 
     def verify(self) -> list[Finding]:
         """Check everything stored without changing it: one `Finding` per stored object."""

@@ -23,7 +23,7 @@ import shutil
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ import filelock
 from . import _faults, _journal
 from ._errors import (
     CorruptJournalError,
+    HookConflictError,
     OwnershipError,
     RunExistsError,
     RunNotFoundError,
@@ -330,6 +331,31 @@ class LocalWorld(World):
             positions.append(pos)
             pos += len(frame)
         return positions
+
+    def fork_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]],
+        hooks: Mapping[str, str],
+    ) -> list[int]:
+        # The run folder is made first and holds the copies while they are written: a crash
+        # leaves a folder without a journal (a remnant `eve gc` removes, `eve doctor` names).
+        check_run_id(root)
+        if self.family_exists(root):
+            raise RunExistsError(f"run {root!r} already exists")
+        folder = self._dir(root)
+        with _guard(folder, "forking a run family"):
+            make_dirs(folder)
+            make_dirs(self.path / "streams")
+            for name, (source, n) in streams.items():
+                self._streams.copy(source, name, n, folder)
+        for token, run_id in hooks.items():
+            owner = self.claim_hook(token, run_id)
+            if owner != run_id:
+                raise HookConflictError(f"hook token {token!r} is owned by run {owner}")
+        return self.create_family(root, bodies)
 
     def families(self) -> list[str]:
         try:

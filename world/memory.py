@@ -10,12 +10,18 @@ import asyncio
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Hashable, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _codec, _journal
-from ._errors import OwnershipError, RunExistsError, RunNotFoundError
+from ._errors import (
+    HookConflictError,
+    OwnershipError,
+    RunExistsError,
+    RunNotFoundError,
+    WorldError,
+)
 from ._signals import Signals
 from ._world import (
     RECORD,
@@ -74,6 +80,39 @@ class MemoryWorld(World):
         with self._lock:
             if root in self._families:
                 raise RunExistsError(f"run {root!r} already exists")
+            header = _journal.frame(_journal.header())
+            self._families[root] = _Family(frames=[header, *frames])
+            return list(range(1, len(frames) + 1))
+
+    def fork_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]],
+        hooks: Mapping[str, str],
+    ) -> list[int]:
+        check_run_id(root)
+        frames = [_journal.frame_body(body) for body in bodies]
+        with self._lock:  # all at once: no one sees a part of it
+            if root in self._families:
+                raise RunExistsError(f"run {root!r} already exists")
+            for token, run_id in hooks.items():
+                owner = self._hooks.get(token, run_id)
+                if owner != run_id:
+                    raise HookConflictError(f"hook token {token!r} is owned by run {owner}")
+            copies = {}
+            for name, (source, n) in streams.items():
+                check_name(name, "stream name")
+                items = self._streams.get(source, [])
+                if len(items) < n:
+                    raise WorldError(f"stream {source!r} holds {len(items)} items, not {n}")
+                copies[name] = list(items[:n])  # frames are bytes: nothing shared changes
+            now = time.time()
+            for name, kept in copies.items():
+                self._streams[name] = kept
+                self._stream_written[name] = now
+            self._hooks.update(hooks)
             header = _journal.frame(_journal.header())
             self._families[root] = _Family(frames=[header, *frames])
             return list(range(1, len(frames) + 1))

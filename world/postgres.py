@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -49,6 +49,7 @@ import psycopg_pool
 from . import _codec, _faults, _journal, _pg_schema
 from ._errors import (
     CorruptJournalError,
+    HookConflictError,
     OwnershipError,
     RunExistsError,
     RunNotFoundError,
@@ -338,6 +339,56 @@ class PostgresWorld(World):
             raise RunExistsError(f"run {root!r} already exists")
         self._after_write(fault)
         return list(range(1, len(frames) + 1))
+
+    def fork_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]],
+        hooks: Mapping[str, str],
+    ) -> list[int]:
+        # One statement: the family, its records, the stream copies (rows copied inside the
+        # database, from one snapshot of the source) and the hooks commit together or not.
+        frames = [_journal.frame_body(body) for body in bodies]
+        check_run_id(root)
+        for name in streams:
+            check_name(name, "stream name")
+        self._writable()
+        token = secrets.token_hex(8)
+        names = list(streams)
+        params = {
+            "root": root, "frames": frames, "next": len(frames) + 1, "token": token,
+            "names": names, "sources": [streams[n][0] for n in names],
+            "counts": [streams[n][1] for n in names], "roots": [_stream_root(n) for n in names],
+            "tokens": list(hooks), "runs": [hooks[t] for t in hooks],
+        }  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> bool:
+            if attempt:  # the first try may have committed: then the family is ours
+                mine = conn.execute(self._sql["created_by"], params).fetchone()
+                if mine is not None:
+                    return bool(mine[0] == token)
+            try:
+                row = conn.execute(self._sql["fork"], params).fetchone()
+            except psycopg.errors.UniqueViolation:
+                taken = [t for t in hooks if self._owner_on(conn, t) not in (None, hooks[t])]
+                if taken:
+                    message = f"hook token {taken[0]!r} is owned by another run"
+                    raise HookConflictError(message) from None
+                raise WorldError(f"{self.where}: a stream of the fork {root} exists already "
+                                 "(a remnant: remove it first)") from None  # fmt: skip
+            return bool(row and row[0])
+
+        fault = self._write_fault()
+        if not self._call(go):
+            raise RunExistsError(f"run {root!r} already exists")
+        self._after_write(fault)
+        return list(range(1, len(frames) + 1))
+
+    def _owner_on(self, conn: psycopg.Connection[Any], token: str) -> str | None:
+        row = conn.execute(self._sql["hook_owner"], {"token": token}).fetchone()
+        return None if row is None else str(row[0])
 
     def families(self) -> list[str]:
         return [row[0] for row in self._all("families", {})]
@@ -838,6 +889,31 @@ _SQL: dict[str, str] = {
             INSERT INTO {s}.records (root, pos, frame)
             SELECT f.root, u.i, u.frame
             FROM f, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)
+        )
+        SELECT count(*) FROM f""",
+    "fork": """
+        WITH f AS (
+            INSERT INTO {s}.families (root, next_pos, created_by)
+            VALUES (%(root)s, %(next)s, %(token)s) ON CONFLICT (root) DO NOTHING RETURNING root
+        ), r AS (
+            INSERT INTO {s}.records (root, pos, frame)
+            SELECT f.root, u.i, u.frame
+            FROM f, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)
+        ), st AS (
+            INSERT INTO {s}.streams (name, length, root)
+            SELECT u.name, u.n, u.root
+            FROM f, unnest(%(names)s::text[], %(counts)s::bigint[], %(roots)s::text[])
+                AS u(name, n, root)
+        ), si AS (
+            INSERT INTO {s}.stream_items (name, idx, frame)
+            SELECT u.name, i.idx, i.frame
+            FROM f, unnest(%(names)s::text[], %(sources)s::text[], %(counts)s::bigint[])
+                AS u(name, source, n)
+            JOIN {s}.stream_items i ON i.name = u.source AND i.idx < u.n
+        ), h AS (
+            INSERT INTO {s}.hooks (token, run_id, root)
+            SELECT u.token, u.run, f.root
+            FROM f, unnest(%(tokens)s::text[], %(runs)s::text[]) AS u(token, run)
         )
         SELECT count(*) FROM f""",
     "created_by": "SELECT created_by FROM {s}.families WHERE root = %(root)s",

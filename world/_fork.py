@@ -1,0 +1,181 @@
+"""Forking a run family: a new family whose durable state is another's as of a checkpoint.
+
+A checkpoint is a journal position (`WorkflowContext.checkpoint()` tells one; the latest
+record by default) plus how many items of each of the family's streams go with it (the caller
+knows which items its workflow code had appended by then). The fork holds:
+
+* the journal records a replay of the source at that position would read (from the earliest
+  current generation of a run unfinished there, `Family.scan_start`), and nothing older;
+* the first `n` items of each named stream, under the fork's name (`<kind>.<fork>[...]`);
+* fresh hook tokens in place of every token the source's runs hold, everywhere they occur
+  in the copied records (inputs and results included: 128+ random bits never collide with
+  other data), claimed for the fork's runs.
+
+Records are stored whole (the version-1 form every reader takes), so they need neither the
+source's head nor its inbox: a delivery a copied run had received is carried in its `recv`
+record with no inbox id (the fork's inbox starts empty and belongs to it alone). Replaying the
+fork returns every recorded step result without running the step again (D1); what comes after
+the checkpoint runs live, in the fork only. The source is only read (no lease): it may be
+driven by another process meanwhile, and a read of its journal is a prefix of it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _codec
+from ._errors import WorldError
+from ._family import GAP, START_TYPES, Family
+from ._world import World, check_run_id, stream_family
+
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+@dataclass(frozen=True)
+class ForkPlan:
+    """What a fork writes: the fork's journal (`bodies`), the streams it copies (fork name →
+    (source name, items)), the hooks it claims (token → run id), and the token map."""
+
+    root: str
+    bodies: list[bytes]
+    streams: dict[str, tuple[str, int]]
+    hooks: dict[str, str]
+    tokens: dict[str, str] = field(default_factory=dict)  # source token -> fork token
+
+
+class ForkError(WorldError):
+    """A family cannot be forked at that point (says why and what to do)."""
+
+
+def fresh_token(old: str) -> str:
+    """A new token shaped like `old` (hex of its length, else 192 random bits)."""
+    if _HEX.fullmatch(old) and len(old) % 2 == 0 and len(old) >= 32:
+        return secrets.token_hex(len(old) // 2)
+    return secrets.token_urlsafe(24)
+
+
+def renamed_stream(name: str, source: str, target: str) -> str:
+    """`<kind>.<source>[...]` as the fork's stream: `<kind>.<target>[...]`."""
+    kind, _, rest = name.partition(".")
+    if stream_family(name) != source:
+        raise ForkError(f"stream {name!r} does not belong to run family {source}")
+    return f"{kind}.{target}{rest[len(source) :]}"
+
+
+def plan_fork(
+    world: World,
+    source: str,
+    target: str,
+    *,
+    at: int | None = None,
+    streams: Mapping[str, int] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> ForkPlan:
+    """The fork of family `source` at journal position `at` (inclusive; None: the latest
+    record) as family `target`, with the first `n` items of each stream in `streams`
+    (source name → n); `meta`: the fork's root meta (default: the source's), in which the
+    source's tokens are replaced like everywhere else."""
+    check_run_id(source)
+    check_run_id(target)
+    if "." in source or "." in target:
+        raise ForkError("only a root run's family can be forked, as a root run")
+    family = Family(source)
+    family.inbox_name = world.inbox_name(source)
+    family.read_inbox(world)  # `recv` records take their payloads from it
+    read: list[tuple[int, dict[str, Any]]] = []
+    for pos, stored in world.load(source, 0).records:
+        if at is not None and pos > at:
+            break
+        read.append((pos, family.apply(pos, stored)))
+    if not read or (at is not None and all(pos != at for pos, _ in read)):
+        raise ForkError(
+            f"run family {source} has no record at position {at}: no such checkpoint is stored"
+        )
+    scan = family.scan_start()
+    kept = [(pos, rec) for pos, rec in read if pos >= scan and rec.get("t") != GAP]
+    if not kept:
+        raise ForkError(f"run family {source} has finished: there is nothing left to fork")
+    if any(pos >= scan for pos in family.gaps):
+        raise family.gap_error(next(pos for pos in family.gaps if pos >= scan))
+    for _, whole in kept:
+        if "lost" in whole:
+            raise family.lost_error(whole)
+    runs = {whole["run"] for _, whole in kept if isinstance(whole.get("run"), str)}
+    held: dict[str, set[str]] = {r: set(family.runs[r].gen_hooks) for r in runs}
+    for _, whole in kept:
+        if whole.get("t") == "hook":
+            held[whole["run"]].add(whole["token"])
+    tokens: dict[str, str] = {}
+    for r in sorted(runs):
+        for token in sorted(held[r]):
+            tokens.setdefault(token, fresh_token(token))
+    for run in family.runs.values():  # a token also stands in data after its run let it go
+        for token in sorted(run.hooks):
+            tokens.setdefault(token, fresh_token(token))
+
+    def rid(run_id: str) -> str:
+        return target + run_id[len(source) :]
+
+    if meta is None:
+        meta = family.runs[source].meta if source in family.runs else {}
+    first: set[str] = set()
+    bodies: list[bytes] = []
+    for _, whole in kept:
+        rec: dict[str, Any] = _swap(whole, tokens)
+        run_id = rec["run"]
+        rec["run"] = rid(run_id)
+        kind = rec["t"]
+        if kind in START_TYPES:
+            rec["inbox"] = {"w": 0, "x": []}  # the fork's own inbox: empty
+            if rec.get("parent"):
+                rec["parent"] = rid(rec["parent"])
+            if run_id not in first:  # what a load beginning here would take from the head
+                run = family.runs[run_id]
+                rec["workflow"] = run.workflow
+                rec["meta"] = _swap(meta if run_id == source else run.meta, tokens)
+                rec["created"] = run.created
+        elif kind == "recv":
+            rec["ids"] = []  # carried here: the fork's inbox never held it
+            rec.pop("c", None)
+        elif kind in ("child", "child_done"):
+            rec["child"] = rid(rec["child"])
+        elif kind == "park" and isinstance((rec.get("waiting") or {}).get("child"), str):
+            rec["waiting"] = {**rec["waiting"], "child": rid(rec["waiting"]["child"])}
+        first.add(run_id)
+        bodies.append(_codec.encode(rec))
+    hooks = {tokens[t]: rid(r) for r in sorted(runs) if not family.runs[r].finished
+             for t in sorted(held[r])}  # fmt: skip
+    wanted = (streams or {}).items()
+    copied = {renamed_stream(name, source, target): (name, n) for name, n in wanted}
+    return ForkPlan(target, bodies, copied, hooks, tokens)
+
+
+def _swap(value: Any, tokens: Mapping[str, str]) -> Any:
+    """`value` copied with every string equal to a source token replaced by the fork's."""
+    if isinstance(value, str):
+        return tokens.get(value, value)
+    if isinstance(value, dict):
+        return {k: _swap(v, tokens) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap(v, tokens) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_swap(v, tokens) for v in value)
+    if isinstance(value, set | frozenset):
+        return type(value)(_swap(v, tokens) for v in value)
+    return value
+
+
+def check_plan(world: World, plan: ForkPlan) -> None:
+    """Refuse a plan whose streams are not stored as far as it copies them (the checkpoint
+    is newer than what a reader of them sees yet)."""
+    for source, n in plan.streams.values():
+        have = world.stream_length(source)
+        if have < n:
+            raise ForkError(
+                f"stream {source} holds {have} items, the checkpoint needs {n}: it is not "
+                f"stored yet (fork an earlier checkpoint, or try again)"
+            )
