@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, ov
 
 if TYPE_CHECKING:
     from eve_cli.channel.client import RemoteRuntime
+    from eve_cli.execution._fork import Lineage
     from eve_cli.execution._view import SessionView
     from eve_cli.runtime import Runtime
 
@@ -76,6 +77,15 @@ class Facade(Protocol):
         self, sid: str, *, wait: float | None = None, view: bool = True
     ) -> SessionView | SessionStatus:
         """Run the session until it waits, parks or ends (``view=False``: only its status)."""
+        ...
+
+    async def fork(self, sid: str, at: str | None = None) -> dict[str, Any]:
+        """A new session from checkpoint ``at`` of ``sid`` (``T`` or ``T.S``; None: the
+        latest): ``{"sessionId", "forkedFrom", "checkpoint"}`` (SPEC §15)."""
+        ...
+
+    def lineage(self, sid: str) -> Lineage:
+        """``{"forkedFrom": {"session", "checkpoint", "at"} | None, "forks": [ids]}``."""
         ...
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import re
 import secrets
@@ -30,6 +31,7 @@ from eve_cli._loader import (
 from eve_cli._session import Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution import SESSION_WORKFLOW, Executor
 from eve_cli.execution._driver import started_event
+from eve_cli.execution._fork import ForkPointError, Lineage, fork_session, lineage
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._stored_events import EventReader, stored_event
 from eve_cli.execution._streams import KeyedStream
@@ -48,6 +50,7 @@ from world import (
 __all__ = [
     "AgentLoadError",
     "DeliveryReceipt",
+    "ForkPointError",
     "InvalidSessionIdError",
     "Runtime",
     "RuntimeErrorBase",
@@ -462,6 +465,23 @@ class Runtime:
         """Wipe history and state; the session id stays."""
         return await self._operation(sid, "reset")
 
+    async def fork(self, sid: str, at: str | None = None) -> dict[str, Any]:
+        """A new session whose history and state are ``sid``'s as of checkpoint ``at``
+        (``T``: after turn T; ``T.S``: after step S of turn T; None: the latest), recorded
+        as its fork; ``sid`` is only read (another process may drive it). Returns
+        ``{"sessionId", "forkedFrom", "checkpoint"}``; `ForkPointError` (a LookupError) when
+        there is no such checkpoint, ValueError for a malformed ``at``."""
+        meta = await self.call(self._meta, sid)
+        if "." in sid:
+            raise ValueError(f"{sid} is a sub-agent's session: fork the session it serves")
+        events = await self.call(functools.partial(self.events, sid, texts=False))
+        return await fork_session(self.engine, sid, events, meta, at)
+
+    def lineage(self, sid: str) -> Lineage:
+        """``{"forkedFrom": {"session", "checkpoint", "at"} | None, "forks": [ids]}``: where
+        ``sid`` was forked from, and the sessions forked from it (reads every head)."""
+        return lineage(self.engine, sid, self._meta(sid))
+
     @overload
     async def drive(
         self, sid: str, *, wait: float | None = None, view: Literal[True] = True
@@ -523,6 +543,7 @@ class Runtime:
         """One row per session, most recently active first (reads only each stream's tail);
         each a `SessionRow`, open to what a caller adds (a listing's live status, a title)."""
         rows: list[dict[str, Any]] = []
+        forks: dict[str, list[str]] = {}
         # One call for every session (no inbox marks: a row needs none), one for their streams.
         heads = self.world.heads(inbox=False)
         versions = self.world.stream_versions([events_stream(h.root) for h in heads])
@@ -537,6 +558,12 @@ class Runtime:
                 row = self._row(sid)
             if row is not None:
                 rows.append(cast("dict[str, Any]", row))
+                origin = row.get("forkedFrom")
+                if isinstance(origin, dict):  # lineage, both ways, from the rows alone
+                    forks.setdefault(str(origin.get("session")), []).append(sid)
+        for listed in rows:
+            if listed["id"] in forks:
+                listed["forks"] = sorted(forks[listed["id"]])
         rows.sort(key=lambda r: r["updatedAt"] or "", reverse=True)
         return rows
 
@@ -550,6 +577,7 @@ class Runtime:
         row = summary(sid, tail)
         if row["agent"] is None:  # session.started is older than the tail
             row["agent"] = self._agent_name(sid)
+        self._add_origin(row, sid)
         row["bytes"] = self._bytes(sid)
         return row
 
@@ -563,12 +591,22 @@ class Runtime:
         if row is not None:
             row["agent"] = row["agent"] or self._agent_name(root)
             row["bytes"] = self._bytes(root)
+            self._add_origin(row, root)
         else:
             row = self._row(root)
         if row is None:
             return None
         bytes_ = row.pop("bytes")
         return {"row": row, "events": count, "bytes": bytes_}
+
+    def _add_origin(self, row: SessionRow, sid: str) -> None:
+        """A fork's row names where it came from (its meta's ``forkedFrom``)."""
+        try:
+            origin = self._meta(sid).get("forkedFrom")
+        except (WorldError, RuntimeErrorBase):
+            return
+        if isinstance(origin, dict):
+            row["forkedFrom"] = origin
 
     def _event_count(self, sid: str) -> Any:
         """What identifies the stored events of ``sid`` (`World.stream_versions`: any append

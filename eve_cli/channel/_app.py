@@ -146,6 +146,7 @@ class Channel:
             Route(s, self.get_session, methods=["GET"]),
             Route(s, self.deliver, methods=["POST"]),
             Route(s + "/stream", self.stream, methods=["GET"]),
+            Route(s + "/fork", self.fork, methods=["POST"]),
             *(Route(f"{s}/{a}", self._action(a), methods=["POST"]) for a in _ACTIONS),
             Route(PREFIX + "/session/{rest:path}", self.malformed, methods=["GET", "POST"]),
             Route("/mcp", self.mcp, methods=["GET", "POST", "DELETE"]),
@@ -198,7 +199,24 @@ class Channel:
 
     async def get_session(self, request: Request) -> Response:
         sid = self._session_id(request)
-        return JSONResponse(await self._view(sid))
+        view = await self._view(sid)
+        found = await self._call_sync(lambda: self.runtime.lineage(sid), sid)
+        view["forkedFrom"], view["forks"] = found["forkedFrom"], found["forks"]
+        return JSONResponse(view)
+
+    async def fork(self, request: Request) -> Response:
+        """A new session from a checkpoint of this one (``at``: ``T`` or ``T.S``; none: the
+        latest): 201 ``{sessionId, forkedFrom, checkpoint}``."""
+        sid = self._session_id(request)
+        at = optional_str(await self._json(request, allow_empty=True), "at")
+        try:
+            out = await self.runtime.fork(sid, at)
+        except Exception as exc:
+            mapped = self._answer(exc, sid)
+            if mapped is exc and isinstance(exc, ValueError):  # a malformed checkpoint
+                raise ChannelError(400, str(exc)) from None
+            raise mapped from None
+        return JSONResponse(out, 201)
 
     async def deliver(self, request: Request) -> Response:
         sid = self._session_id(request)

@@ -20,9 +20,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eve_cli._hints import user_message
-from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
+from eve_cli.runtime import ForkPointError, InvalidSessionIdError, SessionNotFoundError
 from world import (
     CorruptJournalError,
+    ForkError,
     HookConflictError,
     NoActiveRunError,
     OwnershipError,
@@ -82,6 +83,8 @@ FACADE_ERRORS: dict[type[BaseException], tuple[int, str, str]] = {
     SessionNotFoundError: (404, "not_found", "{missing}"),
     RunNotFoundError: (404, "not_found", "{missing}"),
     InvalidSessionIdError: (400, "bad_request", "{error}"),
+    ForkPointError: (409, "conflict", "{error}"),
+    ForkError: (409, "conflict", "{error}"),
     OwnershipError: (409, "conflict", "{error}"),
     HookConflictError: (409, "conflict", "{error}"),
     NoActiveRunError: (409, "conflict", "session {sid} has ended; it takes no deliveries"),

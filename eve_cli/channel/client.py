@@ -19,6 +19,7 @@ import httpx
 
 if TYPE_CHECKING:
     from eve_cli._facade import TurnPolicy
+    from eve_cli.execution._fork import Lineage
     from eve_cli.execution._view import SessionView
 
 T = TypeVar("T")
@@ -150,6 +151,17 @@ class RemoteRuntime:
 
     async def reset(self, sid: str) -> RemoteReceipt:
         return await self._action(sid, "reset")
+
+    async def fork(self, sid: str, at: str | None = None) -> dict[str, Any]:
+        """Fork the session at checkpoint ``at`` (None: the latest); the new session's id,
+        ``forkedFrom`` and ``checkpoint``."""
+        return await self._post(f"/session/{sid}/fork", {"at": at} if at else {})
+
+    def lineage(self, sid: str) -> Lineage:
+        """Where the session was forked from and its forks (from its view)."""
+        view = self.session(sid)
+        found: Lineage = {"forkedFrom": view.get("forkedFrom"), "forks": view.get("forks") or []}
+        return found
 
     def resumable(self) -> list[str]:
         """None here: the server drives its own sessions on."""

@@ -69,7 +69,9 @@ def sessions_table(rows: Sequence[Mapping[str, Any]], current: str | None = None
     from rich.text import Text
 
     table = Table(title=None, show_edge=False, header_style="bold")
-    for name in ("session", "agent", "status", "turns", "steps", "last activity", "size"):
+    lineage = any(row.get("forkedFrom") or row.get("forks") for row in rows)
+    names = ["session", "agent", "status", "turns", "steps", "last activity", "size"]
+    for name in names + (["lineage"] if lineage else []):
         table.add_column(
             name,
             justify="right" if name in ("turns", "steps", "size") else "left",
@@ -85,5 +87,18 @@ def sessions_table(rows: Sequence[Mapping[str, Any]], current: str | None = None
             str(row.get("steps", "")),
             when(row.get("updatedAt")),
             human_bytes(row.get("bytes")),
+            *([lineage_text(row)] if lineage else []),
         )
     return table
+
+
+def lineage_text(row: Mapping[str, Any]) -> str:
+    """`fork of S at T.S`, `forked 2×` or both: a session's place among its forks."""
+    parts = []
+    origin = row.get("forkedFrom")
+    if isinstance(origin, Mapping):
+        parts.append(f"fork of {origin.get('session')} at {origin.get('checkpoint')}")
+    forks = row.get("forks") or []
+    if forks:
+        parts.append(f"forked {len(forks)}×")
+    return "; ".join(parts)

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "doctor",
     "log": "log",
     "mcp": "mcp",
+    "fork": "fork",
 }
 
 

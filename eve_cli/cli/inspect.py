@@ -74,6 +74,8 @@ def _inspect(
         damage = _damage(reader, session, where)
         try:
             view = reader.session(session)
+            found = reader.lineage(session)
+            view["forkedFrom"], view["forks"] = found["forkedFrom"], found["forks"]
             view["status"] = live_status(reader, session, str(view.get("status")))
             if view["status"] == "interrupted":
                 view["resume"] = f"eve resume {session}"
@@ -207,6 +209,11 @@ def _emit_session(
         f"  agent {obj.get('agent', '?')}  model {obj.get('model', '?')}",
     )
     root = Tree(head)
+    origin = obj.get("forkedFrom")
+    if isinstance(origin, Mapping):
+        root.add(Text(f"fork of {origin.get('session')} at checkpoint {origin.get('checkpoint')}"))
+    if obj.get("forks"):
+        root.add(Text(f"forks: {', '.join(obj['forks'])}"))
     for turn in obj["turns"]:
         label = Text.assemble(
             (f"turn {turn['number']}", "bold"),

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
 
 SESSION_WORKFLOW = "eve.session"
+# Events that mark a point a session can be forked at (`execution._fork`): between turns, at
+# the end of a step, and where a turn parks for input (not for a sub-agent: the fork would
+# copy the sub-agent's session as it is by then, not as it was).
+CHECKPOINTS = frozenset({"session.waiting", "step.completed", "turn.waiting"})
 TURN_WORKFLOW = "eve.turn"
 
 
@@ -228,6 +232,13 @@ class SessionHost:
         if step is not None:
             event["stepIndex"] = step
         event.update(data)
+        if type in CHECKPOINTS and "." not in self.snap.id and data.get("on") != "tasks":
+            # Where `eve fork` can cut: the journal position and the history length here
+            # (the event's own index is the events' cut). Only a root session's: a fork
+            # copies its sub-agents' sessions whole.
+            at = self.ctx.checkpoint()
+            if at is not None:
+                event["ck"] = [at, self.snap.history_len]
         index = self.events.append(key, pack(event))
         if index is None or self._since is None or (REF in data and text is None):
             return

@@ -86,6 +86,10 @@ class SessionView(TypedDict):
     error: Any
     agentDir: NotRequired[str | None]  # added by the runtime: the folder the session runs
     resume: NotRequired[str]  # added by `eve inspect` to an interrupted session: the command
+    # Added by `eve inspect` and GET /session/{id} (`Runtime.lineage`): where it was forked
+    # from ({"session", "checkpoint", "at"}) and the sessions forked from it.
+    forkedFrom: NotRequired[dict[str, Any] | None]
+    forks: NotRequired[list[str]]
 
 
 class SessionRow(TypedDict):
@@ -99,6 +103,8 @@ class SessionRow(TypedDict):
     steps: int
     updatedAt: Any
     bytes: NotRequired[int | None]  # added by the runtime: what the session stores
+    forkedFrom: NotRequired[dict[str, Any]]  # added by the runtime: a fork's origin
+    forks: NotRequired[list[str]]  # added by the runtime: the sessions forked from it
 
 
 # The fields of input.requested a pending request keeps.

@@ -74,13 +74,17 @@ DANGER_TOOL = tool_file(
 )
 
 
+_RUN_OWN = ("at", "index", "sessionId", "durationMs", "ck")  # differ between equal runs
+
+
 def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """Events without times and deltas: what must be equal between two runs."""
+    """Events without times, deltas and checkpoint positions (``ck``: where each run's
+    journal put its records): what must be equal between two runs."""
     out: list[tuple[Any, ...]] = []
     for e in events:
         if e["type"] == "message.appended":
             continue
-        data = {k: v for k, v in e.items() if k not in ("at", "index", "sessionId", "durationMs")}
+        data = {k: v for k, v in e.items() if k not in _RUN_OWN}
         if e["type"] == "session.waiting":
             data.pop("continuationToken", None)
         out.append((e["type"], repr(sorted(data.items()))))

@@ -12,8 +12,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from worlds import WorldOpener
 
+from tests.worlds import WorldOpener
 from world import (
     Engine,
     ForkError,
@@ -88,7 +88,7 @@ def _fork(s: Session, source: str, target: str, label: str | None) -> dict[str, 
     at, length = s.marks[label] if label else (None, s.world.stream_length(f"events.{source}"))
     plan = s.run(s.engine.fork(source, target, at=at, streams={f"events.{source}": length}))
     assert plan.root == target
-    return plan.tokens
+    return dict(plan.tokens)
 
 
 def test_a_fork_mid_run_replays_what_was_recorded_and_runs_the_rest_in_the_fork(

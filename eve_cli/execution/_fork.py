@@ -1,0 +1,153 @@
+"""Forking a session at a checkpoint: a new session whose history and state are the
+original's as of that point (SPEC §15).
+
+The checkpoints are the events that carry ``ck`` (``[journal position, history length]``,
+written by ``SessionHost.emit``): ``session.waiting`` (between turns: ``--at T`` is after turn
+``T``), ``step.completed`` and ``turn.waiting`` (``--at T.S``: after step ``S`` of turn ``T``;
+where the turn then parked, if it did). A fork is `world.Engine.fork` at that position with
+the events up to the checkpoint's own, the history up to its length, and the sessions of the
+sub-agents started before it whole: driving the fork replays every recorded model answer and
+tool result up to the point and runs what follows live, in the fork alone. The original is
+only read (another process may be driving it) and keeps working.
+
+Lineage: the fork's meta holds ``forkedFrom`` (``{"session", "checkpoint", "at"}``); the
+original's forks are the sessions whose meta names it (`lineage`).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from eve_cli._session import events_stream, history_stream
+from world import Engine, World, stream_family
+
+_TURN = re.compile(r"[0-9]{1,9}")
+_STEP = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A point a session can be forked at: ``ref`` (``T`` after turn T, ``T.S`` after step
+    S of turn T), the event marking it (``event``: its index), the journal position and the
+    history length there."""
+
+    ref: str
+    kind: str  # the marking event's type
+    event: int
+    at: int
+    history: int
+
+
+class Lineage(TypedDict):
+    """Where a session was forked from (``{"session", "checkpoint", "at"}``; None: it was not)
+    and the sessions forked from it."""
+
+    forkedFrom: dict[str, Any] | None
+    forks: list[str]
+
+
+class ForkPointError(LookupError):
+    """No checkpoint of that name (the message lists the ones there are)."""
+
+
+def checkpoints(events: list[dict[str, Any]]) -> list[Checkpoint]:
+    """The checkpoints of a session's events, in stream order."""
+    numbers: dict[str, int] = {}
+    out: list[Checkpoint] = []
+    for event in events:
+        turn = event.get("turnId")
+        if isinstance(turn, str) and turn not in numbers:
+            numbers[turn] = len(numbers) + 1
+        mark = event.get("ck")
+        if not (isinstance(mark, list) and len(mark) == 2):
+            continue
+        kind = str(event.get("type"))
+        if kind == "session.waiting":
+            ref = str(event.get("turns", len(numbers)))
+        elif isinstance(turn, str):
+            step = event.get("stepIndex")
+            if not isinstance(step, int):  # a turn parks after its last step
+                last = next(
+                    (c for c in reversed(out) if c.ref.startswith(f"{numbers[turn]}.")), None
+                )
+                step = int(last.ref.split(".")[1]) if last is not None else 0
+            ref = f"{numbers[turn]}.{step}"
+        else:
+            continue
+        out.append(Checkpoint(ref, kind, int(event["index"]), int(mark[0]), int(mark[1])))
+    return out
+
+
+def choose(found: list[Checkpoint], ref: str | None, sid: str) -> Checkpoint:
+    """The checkpoint ``ref`` names (None: the latest); the latest of that name when there
+    are several (a turn that parked after its step: where it parked)."""
+    if not found:
+        raise ForkPointError(
+            f"session {sid} has no checkpoint to fork at (it was recorded by an eve before "
+            "forks, or has not run yet)"
+        )
+    if ref is None:
+        return found[-1]
+    ref = ref.strip()
+    if not (_TURN.fullmatch(ref) or _STEP.fullmatch(ref)):
+        raise ValueError(f"--at takes TURN or TURN.STEP (e.g. 2 or 2.0), not {ref!r}")
+    if _STEP.fullmatch(ref):
+        turn, step = ref.split(".")
+        ref = f"{int(turn)}.{int(step)}"
+    else:
+        ref = str(int(ref))
+    named = [c for c in found if c.ref == ref]
+    if not named and "." not in ref:  # no wait between that turn and the next: its last step
+        named = [c for c in found if c.ref.split(".")[0] == ref and "." in c.ref]
+    if not named:
+        listed = ", ".join(dict.fromkeys(c.ref for c in found))
+        raise ForkPointError(f"session {sid} has no checkpoint {ref} (checkpoints: {listed})")
+    return named[-1]
+
+
+def fork_streams(
+    world: World, sid: str, point: Checkpoint, events: list[dict[str, Any]]
+) -> dict[str, int]:
+    """What of the session's streams the fork copies: its events up to the checkpoint's, its
+    history up to its length, and the streams of sub-agent sessions started before it."""
+    streams = {events_stream(sid): point.event + 1, history_stream(sid): point.history}
+    children = {
+        str(e["childSessionId"])
+        for e in events[: point.event + 1]
+        if e.get("type") == "task.started" and isinstance(e.get("childSessionId"), str)
+    }
+    for name in world.family_streams(sid):
+        run = name.split(".", 1)[1] if stream_family(name) == sid else ""
+        if any(run == c or run.startswith(c + ".") for c in children):
+            streams[name] = world.stream_length(name)
+    return streams
+
+
+async def fork_session(
+    engine: Engine, sid: str, events: list[dict[str, Any]], meta: dict[str, Any], ref: str | None
+) -> dict[str, Any]:
+    """Fork session ``sid`` (its stored ``events`` and ``meta``) at checkpoint ``ref`` (None:
+    the latest); returns ``{"sessionId", "forkedFrom", "checkpoint"}``."""
+    point = choose(checkpoints(events), ref, sid)
+    world = engine.world
+    streams = fork_streams(world, sid, point, events)
+    origin = {"session": sid, "checkpoint": point.ref, "at": time.time()}
+    new = f"s_{secrets.token_hex(12)}"
+    await engine.fork(sid, new, at=point.at, streams=streams, meta={**meta, "forkedFrom": origin})
+    return {"sessionId": new, "forkedFrom": sid, "checkpoint": point.ref}
+
+
+def lineage(engine: Engine, sid: str, meta: dict[str, Any]) -> Lineage:
+    """``{"forkedFrom": {"session", "checkpoint", "at"} | None, "forks": [ids]}`` of ``sid``
+    (its forks from every family's head: one listing)."""
+    forks = sorted(
+        info.run_id
+        for info in engine.runs()
+        if info.parent is None and (info.meta.get("forkedFrom") or {}).get("session") == sid
+    )
+    origin = meta.get("forkedFrom")
+    return {"forkedFrom": origin if isinstance(origin, dict) else None, "forks": forks}

@@ -1,0 +1,131 @@
+"""`Runtime.fork` (SPEC §15) on every world: a session forked at a turn boundary, after a step
+inside a turn, or parked; tools append to a file, so what ran again shows."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from eve_cli.execution._view import SessionView
+from eve_cli.runtime import ForkPointError, Runtime
+from eve_cli.testing import chat
+from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
+from world import World
+
+
+def _tick_tool(log: Path) -> str:
+    return tool_file(
+        f"""
+        @tool
+        def tick(label: str) -> str:
+            \"\"\"Record a side effect.\"\"\"
+            with open({str(log)!r}, "a") as f:
+                f.write(label + "\\n")
+            return "ticked " + label
+        """
+    )
+
+
+def _ticks(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+SCRIPT = [
+    reply("", call("tick", label="a")),  # turn 1, step 0
+    reply("", call("tick", label="b")),  # turn 1, step 1
+    reply("done one"),  # turn 1, step 2
+    reply("", call("tick", label="c")),  # turn 2
+    reply("done two"),
+    reply("", call("tick", label="d")),  # whoever asks next
+    reply("done three"),
+]
+
+
+def _texts(view: SessionView) -> list[str]:
+    return [s["text"] for t in view["turns"] for s in t["steps"] if s["text"]]
+
+
+def test_a_fork_after_a_step_runs_the_rest_of_the_turn_live_and_nothing_before_again(
+    world: World, make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    log = tmp_path / "ticks"
+    agent = make_agent(script=SCRIPT, tools={"tick": _tick_tool(log)})
+
+    async def go() -> None:
+        rt = Runtime(agent_dir=agent, world=world)
+        sid = await rt.create_session()
+        await chat(rt, sid, "one")
+        await chat(rt, sid, "two")
+        assert _ticks(log) == ["a", "b", "c"]
+        before = rt.events(sid)
+        out = await rt.fork(sid, "1.0")  # after tick a, before the model asked for b
+        new = out["sessionId"]
+        assert out == {"sessionId": new, "forkedFrom": sid, "checkpoint": "1.0"}
+        view = await rt.drive(new)
+        # tick a came from the journal; the rest of turn 1 ran live, in the fork only.
+        assert _ticks(log) == ["a", "b", "c", "b"]
+        assert view["status"] == "waiting" and len(view["turns"]) == 1
+        assert _texts(view) == ["done one"]
+        view = await chat(rt, new, "again")
+        assert _ticks(log) == ["a", "b", "c", "b", "c"] and _texts(view)[-1] == "done two"
+        assert rt.events(sid) == before  # the original is untouched
+        assert rt.lineage(sid) == {"forkedFrom": None, "forks": [new]}
+        origin = rt.lineage(new)["forkedFrom"]
+        assert origin is not None and origin["session"] == sid and origin["checkpoint"] == "1.0"
+        view = await chat(rt, sid, "three")  # and goes on by itself
+        assert _ticks(log)[-1] == "d" and _texts(view)[-1] == "done three"
+
+    asyncio.run(go())
+
+
+def test_a_fork_between_turns_has_the_history_of_then_and_runs_nothing(
+    world: World, make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    log = tmp_path / "ticks"
+    agent = make_agent(script=SCRIPT, tools={"tick": _tick_tool(log)})
+
+    async def go() -> None:
+        rt = Runtime(agent_dir=agent, world=world)
+        sid = await rt.create_session()
+        await chat(rt, sid, "one")
+        after_one = rt.history(sid)
+        await chat(rt, sid, "two")
+        new = (await rt.fork(sid, "1"))["sessionId"]
+        view = await rt.drive(new)
+        assert view["status"] == "waiting" and _ticks(log) == ["a", "b", "c"]
+        assert rt.history(new) == after_one and len(view["turns"]) == 1
+        with pytest.raises(ForkPointError, match=r"no checkpoint 7 \(checkpoints: 0, 1\.0"):
+            await rt.fork(sid, "7")
+        with pytest.raises(ValueError, match=r"--at takes TURN or TURN\.STEP"):
+            await rt.fork(sid, "x.y")
+
+    asyncio.run(go())
+
+
+def test_a_parked_sessions_fork_waits_for_the_same_and_is_answered_independently(
+    world: World, make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    script = [reply("", call("danger", x=1)), reply("after")]
+    agent = make_agent(script=script, tools={"danger": DANGER_TOOL})
+
+    async def go() -> None:
+        rt = Runtime(agent_dir=agent, world=world)
+        sid = await rt.create_session()
+        view = await chat(rt, sid, "go")
+        assert view["status"] == "parked"
+        new = (await rt.fork(sid))["sessionId"]
+        forked = await rt.drive(new)
+        assert forked["status"] == "parked" and forked["pending"] == view["pending"]
+        request = view["pending"][0]["requestId"]
+        await rt.respond(new, [{"requestId": request, "approved": True}])
+        forked = await rt.drive(new)
+        assert forked["status"] == "waiting"
+        assert forked["turns"][0]["steps"][0]["actions"][0]["output"] == "1"
+        assert (await rt.drive(sid))["status"] == "parked"  # the original still waits
+        await rt.respond(sid, [{"requestId": request, "approved": False}])
+        view = await rt.drive(sid)
+        assert view["turns"][0]["steps"][0]["actions"][0]["status"] == "rejected"
+
+    asyncio.run(go())
