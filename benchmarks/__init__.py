@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "postgres": "benchmarks.postgres_bench",
     "workers": "benchmarks.workers_bench",
     "mcp": "benchmarks.mcp_bench",
+    "fork_cost": "benchmarks.fork_cost",
 }
 
 
