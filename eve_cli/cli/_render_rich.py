@@ -38,6 +38,8 @@ SLASH_HELP: tuple[tuple[str, str], ...] = (
     ("/compact", "summarise older history now"),
     ("/cancel", "cancel the current turn"),
     ("/sessions", "list the sessions in this data directory"),
+    ("/fork", "go on in a fork of this session (the original stays as it is)"),
+    ("/rewind", "/rewind [N]: go back N turns (default 1) in a fork of this session"),
 )
 
 APPROVAL_CHOICES = {"y": "y", "yes": "y", "n": "n", "no": "n", "a": "a", "always": "a"}

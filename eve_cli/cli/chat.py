@@ -15,6 +15,7 @@ import typer
 from typer._click import exceptions as click_exc
 
 from eve_cli._facade import Facade
+from eve_cli.cli._branch import branch
 from eve_cli.cli._chat_loop import ChatLoop, ChatOptions
 from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
 from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
@@ -318,7 +319,9 @@ def _slash(command: str, chat_loop: ChatLoop, renderer: Renderer) -> bool:
         if is_rich(renderer):
             renderer.show_help()
         else:
-            renderer.notice("commands: /help /exit /clear /compact /cancel /sessions")
+            renderer.notice(
+                "commands: /help /exit /clear /compact /cancel /sessions /fork /rewind [N]"
+            )
     elif name == "/clear":
         chat_loop.command(rt.clear)
     elif name == "/compact":
@@ -334,6 +337,8 @@ def _slash(command: str, chat_loop: ChatLoop, renderer: Renderer) -> bool:
         else:
             for row in rows:
                 renderer.notice(f"{row.get('id')}  {row.get('status')}  turns={row.get('turns')}")
+    elif name in ("/fork", "/rewind"):
+        branch(command, chat_loop, renderer)
     else:
         renderer.notice(f"unknown command {one_line(name, 40)}; /help lists the commands")
     return False
