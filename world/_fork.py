@@ -83,6 +83,34 @@ def plan_fork(
     check_run_id(target)
     if "." in source or "." in target:
         raise ForkError("only a root run's family can be forked, as a root run")
+    family, kept = _read_to(world, source, at)
+    runs = {whole["run"] for _, whole in kept if isinstance(whole.get("run"), str)}
+    held: dict[str, set[str]] = {r: set(family.runs[r].gen_hooks) for r in runs}
+    for _, whole in kept:
+        if whole.get("t") == "hook":
+            held[whole["run"]].add(whole["token"])
+    tokens: dict[str, str] = {}
+    for r in sorted(runs):
+        for token in sorted(held[r]):
+            tokens.setdefault(token, fresh_token(token))
+    for run in family.runs.values():  # a token also stands in data after its run let it go
+        for token in sorted(run.hooks):
+            tokens.setdefault(token, fresh_token(token))
+    if meta is None:
+        meta = family.runs[source].meta if source in family.runs else {}
+    rename = _Renamer(family, source, target, tokens, meta)
+    bodies = [_codec.encode(rename.record(whole)) for _, whole in kept]
+    hooks = {tokens[t]: rename.run(r) for r in sorted(runs) if not family.runs[r].finished
+             for t in sorted(held[r])}  # fmt: skip
+    wanted = (streams or {}).items()
+    copied = {renamed_stream(name, source, target): (name, n) for name, n in wanted}
+    return ForkPlan(target, bodies, copied, hooks, tokens)
+
+
+def _read_to(
+    world: World, source: str, at: int | None
+) -> tuple[Family, list[tuple[int, dict[str, Any]]]]:
+    """The family `source` as of position `at` and the records (whole) a replay there reads."""
     family = Family(source)
     family.inbox_name = world.inbox_name(source)
     family.read_inbox(world)  # `recv` records take their payloads from it
@@ -101,57 +129,54 @@ def plan_fork(
         raise ForkError(f"run family {source} has finished: there is nothing left to fork")
     if any(pos >= scan for pos in family.gaps):
         raise family.gap_error(next(pos for pos in family.gaps if pos >= scan))
-    for _, whole in kept:
-        if "lost" in whole:
-            raise family.lost_error(whole)
-    runs = {whole["run"] for _, whole in kept if isinstance(whole.get("run"), str)}
-    held: dict[str, set[str]] = {r: set(family.runs[r].gen_hooks) for r in runs}
-    for _, whole in kept:
-        if whole.get("t") == "hook":
-            held[whole["run"]].add(whole["token"])
-    tokens: dict[str, str] = {}
-    for r in sorted(runs):
-        for token in sorted(held[r]):
-            tokens.setdefault(token, fresh_token(token))
-    for run in family.runs.values():  # a token also stands in data after its run let it go
-        for token in sorted(run.hooks):
-            tokens.setdefault(token, fresh_token(token))
+    lost = next((whole for _, whole in kept if "lost" in whole), None)
+    if lost is not None:
+        raise family.lost_error(lost)
+    return family, kept
 
-    def rid(run_id: str) -> str:
-        return target + run_id[len(source) :]
 
-    if meta is None:
-        meta = family.runs[source].meta if source in family.runs else {}
-    first: set[str] = set()
-    bodies: list[bytes] = []
-    for _, whole in kept:
-        rec: dict[str, Any] = _swap(whole, tokens)
+class _Renamer:
+    """Turns the source's whole records into the fork's: runs renamed, tokens replaced, each
+    run's first record carrying what a load would otherwise take from the source's head."""
+
+    def __init__(
+        self,
+        family: Family,
+        source: str,
+        target: str,
+        tokens: Mapping[str, str],
+        meta: dict[str, Any],
+    ) -> None:
+        self.family, self.source, self.target = family, source, target
+        self.tokens, self.meta = tokens, meta
+        self.first: set[str] = set()
+
+    def run(self, run_id: str) -> str:
+        return self.target + run_id[len(self.source) :]
+
+    def record(self, whole: dict[str, Any]) -> dict[str, Any]:
+        rec: dict[str, Any] = _swap(whole, self.tokens)
         run_id = rec["run"]
-        rec["run"] = rid(run_id)
+        rec["run"] = self.run(run_id)
         kind = rec["t"]
         if kind in START_TYPES:
             rec["inbox"] = {"w": 0, "x": []}  # the fork's own inbox: empty
             if rec.get("parent"):
-                rec["parent"] = rid(rec["parent"])
-            if run_id not in first:  # what a load beginning here would take from the head
-                run = family.runs[run_id]
+                rec["parent"] = self.run(rec["parent"])
+            if run_id not in self.first:  # what a load beginning here would take from the head
+                run = self.family.runs[run_id]
                 rec["workflow"] = run.workflow
-                rec["meta"] = _swap(meta if run_id == source else run.meta, tokens)
+                rec["meta"] = _swap(self.meta if run_id == self.source else run.meta, self.tokens)
                 rec["created"] = run.created
         elif kind == "recv":
             rec["ids"] = []  # carried here: the fork's inbox never held it
             rec.pop("c", None)
         elif kind in ("child", "child_done"):
-            rec["child"] = rid(rec["child"])
+            rec["child"] = self.run(rec["child"])
         elif kind == "park" and isinstance((rec.get("waiting") or {}).get("child"), str):
-            rec["waiting"] = {**rec["waiting"], "child": rid(rec["waiting"]["child"])}
-        first.add(run_id)
-        bodies.append(_codec.encode(rec))
-    hooks = {tokens[t]: rid(r) for r in sorted(runs) if not family.runs[r].finished
-             for t in sorted(held[r])}  # fmt: skip
-    wanted = (streams or {}).items()
-    copied = {renamed_stream(name, source, target): (name, n) for name, n in wanted}
-    return ForkPlan(target, bodies, copied, hooks, tokens)
+            rec["waiting"] = {**rec["waiting"], "child": self.run(rec["waiting"]["child"])}
+        self.first.add(run_id)
+        return rec
 
 
 def _swap(value: Any, tokens: Mapping[str, str]) -> Any:
