@@ -8,19 +8,31 @@ rt = memory_runtime("agent", model=model)
 sid = await rt.create_session()
 view = await chat(rt, sid, "add 1 and 2")
 ```
+
+A recorded conversation as a regression test (``eve export SESSION -o tests/hello.json``):
+
+```python
+from eve_cli.testing import replay_cassette
+
+def test_hello_still_behaves_as_recorded() -> None:
+    assert replay_cassette("tests/hello.json", agent="agent") == []
+```
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from eve_cli._replay import Divergence
 from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
 from world import MemoryWorld
 
-__all__ = ["call", "chat", "memory_runtime", "reply", "write_script"]
+__all__ = ["Divergence", "call", "chat", "memory_runtime", "replay_cassette", "reply",
+           "write_script"]  # fmt: skip
 
 
 def memory_runtime(agent_dir: Path | str | None = None, *, model: str | None = None) -> Runtime:
@@ -51,3 +63,19 @@ async def chat(rt: Runtime, sid: str, message: str) -> SessionView:
     if receipt.disposition == "rejected":
         raise RuntimeError(f"message rejected: {receipt.reason}")
     return await rt.drive(sid)
+
+
+def replay_cassette(
+    path: Path | str, agent: Path | str | None = None, *, live_tools: Iterable[str] = ()
+) -> list[Divergence]:
+    """Replay the cassette at ``path`` (``eve export``) against the agent folder ``agent``
+    (default: ``./agent``, else the built-in one) with its recorded model answers and tool
+    results (``live_tools``: run these for real); the divergences, empty when the agent
+    behaves as recorded. `eve_cli._cassette.CassetteError` for a file that is no cassette."""
+    import asyncio
+
+    from eve_cli._cassette import load
+    from eve_cli._replay import play
+
+    report = asyncio.run(play(load(path), agent, live_tools=live_tools))
+    return report.divergences

@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_WAITING = 3  # waiting for input that nobody present can give
+EXIT_DIVERGED = 4  # `eve replay`: the current code behaves otherwise than the recording
 EXIT_INTERRUPTED = 130
 
 

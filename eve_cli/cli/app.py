@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "log": "log",
     "mcp": "mcp",
     "fork": "fork",
+    "replay": "replay",
+    "export": "export",
 }
 
 

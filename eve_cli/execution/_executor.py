@@ -135,6 +135,12 @@ class Executor:
         if self._mcp is not None:
             self._mcp.close()
 
+    def pin(self, directory: Path | str, agent: AgentDefinition) -> None:
+        """Serve ``agent`` for the folder ``directory`` while its files stay as they are now
+        (`eve replay`: the folder's own definition with its tools answered from a
+        recording)."""
+        self._agents[str(Path(directory))] = (_signature(Path(directory)), agent)
+
     def keyed(self, name: str, gen: int, codec: KeyCodec | None = None) -> KeyedStream:
         """The keyed stream ``name`` of session generation ``gen``. A parent replayed after
         its turn (same generation) gets the turn's object: otherwise it would read back every

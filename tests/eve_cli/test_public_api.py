@@ -29,7 +29,9 @@ def test_testing_helpers_are_pinned_and_work(tmp_path: object) -> None:
 
     from eve_cli import testing
 
-    assert sorted(testing.__all__) == ["call", "chat", "memory_runtime", "reply", "write_script"]
+    assert sorted(testing.__all__) == [
+        "Divergence", "call", "chat", "memory_runtime", "replay_cassette", "reply", "write_script",
+    ]  # fmt: skip
     model = testing.write_script(Path(str(tmp_path)) / "s.json", [testing.reply("hello")])
     rt = testing.memory_runtime(model=model)
 

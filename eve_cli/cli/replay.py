@@ -1,0 +1,143 @@
+"""`eve replay SESSION|CASSETTE|--all`: run recorded sessions against the current agent code
+with the recorded model answers and tool results, and report where it behaves otherwise
+(SPEC §15). Exit 0: nothing diverged; 4: something did."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from eve_cli.cli._context import DataOption, WorldOption, choose_world
+from eve_cli.cli._errors import EXIT_DIVERGED, CliError, user_message
+from eve_cli.cli._runtime import open_reader, user_errors
+
+if TYPE_CHECKING:
+    from eve_cli._cassette import Cassette
+    from eve_cli._replay import ReplayReport
+    from eve_cli.runtime import Runtime
+
+
+def replay(
+    session: Annotated[
+        str | None,
+        typer.Argument(metavar="[SESSION|CASSETTE]", help="Session id, or a cassette file."),
+    ] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every session in the store.")] = False,
+    agent: Annotated[
+        Path | None,
+        typer.Option(
+            "--agent", metavar="DIR", help="The agent folder to check (default: the session's own)."
+        ),
+    ] = None,
+    live_tools: Annotated[
+        str | None,
+        typer.Option(
+            "--live-tools",
+            metavar="NAME,...",
+            help="Run these (pure) tools for real and compare their results.",
+        ),
+    ] = None,
+    live_model: Annotated[
+        bool,
+        typer.Option(
+            "--live-model",
+            help="Ask the live model instead of the recorded "
+            "answers; report where its tool calls depart from the recording.",
+        ),
+    ] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Write the report as JSON.")] = False,
+    data: DataOption = None,
+    world: WorldOption = None,
+) -> None:
+    """Replay recorded sessions against the current code; exit 4 if anything diverged."""
+    if bool(session) == all_:
+        raise CliError("give a SESSION id (or a cassette file) or --all (see: eve inspect)", 2)
+    if agent is not None and not agent.is_dir():
+        raise CliError(f"agent folder {agent} does not exist", 2)
+    tools = [t.strip() for t in (live_tools or "").split(",") if t.strip()]
+    tapes = _tapes(session, all_, data, world)
+    reports: list[dict[str, Any]] = []
+    for sid, tape, folder in tapes:
+        chosen = agent or folder
+        model = (tape.get("model") or None) if live_model else None
+        if live_model and model is None:
+            raise CliError(f"{sid}: the recording names no model to ask (use -m in chat)", 2)
+        try:
+            found = asyncio.run(_play(tape, chosen, tools, model))
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+        except user_errors() as exc:
+            raise CliError(f"{sid}: {user_message(exc)}") from None
+        reports.append(_entry(sid, tape, found))
+    _print(reports, json_)
+    if any(r["divergences"] for r in reports):
+        raise typer.Exit(EXIT_DIVERGED)
+
+
+async def _play(
+    tape: Cassette, agent: Path | None, tools: list[str], model: str | None
+) -> ReplayReport:
+    from eve_cli._replay import play
+
+    return await play(tape, agent, live_tools=tools, live_model=model)
+
+
+def _tapes(
+    session: str | None, all_: bool, data: Path | None, world: str | None
+) -> list[tuple[str, Cassette, Path | None]]:
+    """(name, cassette, the agent folder it ran) of each session to replay."""
+    from eve_cli._cassette import CassetteError, load
+
+    if session and ("/" in session or session.endswith(".json") or os.path.isfile(session)):
+        try:
+            return [(session, load(session), None)]
+        except CassetteError as exc:
+            raise CliError(str(exc)) from None
+    where = choose_world(data, world)
+    with open_reader(where) as reader:
+        ids = [session] if session else _recorded_sessions(reader)
+        return [_from_store(reader, sid) for sid in ids]
+
+
+def _recorded_sessions(reader: Runtime) -> list[str]:
+    return sorted(str(r["id"]) for r in reader.sessions() if r.get("turns"))
+
+
+def _from_store(reader: Runtime, sid: str) -> tuple[str, Cassette, Path | None]:
+    from eve_cli._cassette import cassette
+
+    view = reader.session(sid)
+    folder = view.get("agentDir")
+    tape = cassette(sid, reader.events(sid), agent=view.get("agent"), model=view.get("model"))
+    return sid, tape, Path(folder) if folder else None
+
+
+def _entry(sid: str, tape: Cassette, found: ReplayReport) -> dict[str, Any]:
+    return {
+        "session": sid,
+        "turns": len(tape.get("turns") or []),
+        "divergences": [d.as_dict() for d in found.divergences],
+    }
+
+
+def _print(reports: list[dict[str, Any]], json_: bool) -> None:
+    if json_:
+        diverged = any(r["divergences"] for r in reports)
+        typer.echo(json.dumps({"diverged": diverged, "sessions": reports}))
+        return
+    for report in reports:
+        if not report["divergences"]:
+            typer.echo(f"{report['session']}: no divergence ({report['turns']} turn(s) replayed)")
+            continue
+        typer.echo(f"{report['session']}: {len(report['divergences'])} divergence(s)")
+        for d in report["divergences"]:
+            typer.echo(f"  [{d['kind']}] {d['message']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay)
