@@ -477,6 +477,11 @@ class Runtime:
         events = await self.call(functools.partial(self.events, sid, texts=False))
         return await fork_session(self.engine, sid, events, meta, at)
 
+    def stored_model(self, sid: str) -> str | None:
+        """The model string the session was started with (``-m``); None: its agent's own."""
+        model = self._meta(sid).get("model")
+        return str(model) if model else None
+
     def lineage(self, sid: str) -> Lineage:
         """``{"forkedFrom": {"session", "checkpoint", "at"} | None, "forks": [ids]}``: where
         ``sid`` was forked from, and the sessions forked from it (reads every head)."""

@@ -4,7 +4,6 @@ with the recorded model answers and tool results, and report where it behaves ot
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -59,6 +58,8 @@ def replay(
         raise CliError("give a SESSION id (or a cassette file) or --all (see: eve inspect)", 2)
     if agent is not None and not agent.is_dir():
         raise CliError(f"agent folder {agent} does not exist", 2)
+    import asyncio
+
     tools = [t.strip() for t in (live_tools or "").split(",") if t.strip()]
     tapes = _tapes(session, all_, data, world)
     reports: list[dict[str, Any]] = []
@@ -113,7 +114,13 @@ def _from_store(reader: Runtime, sid: str) -> tuple[str, Cassette, Path | None]:
 
     view = reader.session(sid)
     folder = view.get("agentDir")
-    tape = cassette(sid, reader.events(sid), agent=view.get("agent"), model=view.get("model"))
+    model = reader.stored_model(sid)
+    if model is None:  # the agent's own, as its folder says now
+        try:
+            model = reader.executor.agent_for(folder).model
+        except Exception:  # a broken folder: the replay reports it with file and line
+            model = None
+    tape = cassette(sid, reader.events(sid), agent=view.get("agent"), model=model)
     return sid, tape, Path(folder) if folder else None
 
 

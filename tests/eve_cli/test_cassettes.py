@@ -109,6 +109,8 @@ def test_a_real_run_becomes_a_cassette_and_a_three_line_regression_test(
     report = json.loads(replayed.stdout)
     assert report["diverged"] and report["sessions"][0]["divergences"][0]["turn"] == 1
     assert len(server.requests) == asked  # a replay asks no model
+    every = _eve("replay", "--all")
+    assert every.returncode == 4 and f"{sid}: 1 divergence(s)" in every.stdout, every.stdout
 
 
 def test_a_live_models_trajectory_is_compared_with_the_recording(
