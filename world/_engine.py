@@ -188,17 +188,19 @@ class Engine:
         at: int | None = None,
         streams: Mapping[str, int] | None = None,
         meta: dict[str, Any] | None = None,
+        aliases: Mapping[str, str] | None = None,
     ) -> ForkPlan:
         """Create root run `target` (default: a new id) as a fork of the family of root run
         `source` at journal position `at` (`WorkflowContext.checkpoint()`; None: its latest
         record), with the first `n` items of each of its streams named in `streams` (source
         name → n) copied under the fork's names; `meta`: the fork's root meta (default the
-        source's; its hook tokens are replaced as everywhere). The source is only read: it
+        source's; its hook tokens are replaced as everywhere; `aliases`: more exact strings to
+        replace so, e.g. the source's id where its data holds it). The source is only read: it
         may be driven meanwhile. Returns what was written (`ForkPlan`: the fork's id, its
         streams, the token map). Driving the fork replays what was recorded up to `at`
         without running any of it again; what follows runs in the fork alone."""
         target = check_run_id(target) if target is not None else "r_" + secrets.token_hex(16)
-        planned = functools.partial(plan_fork, at=at, streams=streams, meta=meta)
+        planned = functools.partial(plan_fork, at=at, streams=streams, meta=meta, aliases=aliases)
         plan = await self.off_loop(planned, self.world, source, target)
         await self.off_loop(check_plan, self.world, plan)
         await self.io(
@@ -333,6 +335,19 @@ class Engine:
         root = root_of(check_run_id(run_id))
         log = load_family(self.world, root, full=True, log=True).log or []
         return [rec for rec in log if rec.get("run") == run_id]
+
+    def generations(self, run_id: str) -> list[tuple[int, int, Any]]:
+        """``(journal position, generation, input)`` of each generation of the run, oldest
+        first (reads the whole journal): the points `fork(at=)` can begin the run afresh at,
+        nothing of it recorded yet but its input."""
+        root = root_of(check_run_id(run_id))
+        family = Family(root)
+        out: list[tuple[int, int, Any]] = []
+        for pos, stored in self.world.load(root, 0).records:
+            whole = family.apply(pos, stored)  # a `recv` it cannot fill is marked, not raised
+            if whole.get("run") == run_id and whole.get("t") in ("start", "gen"):
+                out.append((pos, int(whole.get("g", 0)), whole.get("input")))
+        return out
 
     async def wait(self, run_id: str, timeout: float) -> bool:
         """Wait (no lock held) until the run's family has a delivery or a due timer."""

@@ -74,11 +74,13 @@ def plan_fork(
     at: int | None = None,
     streams: Mapping[str, int] | None = None,
     meta: dict[str, Any] | None = None,
+    aliases: Mapping[str, str] | None = None,
 ) -> ForkPlan:
     """The fork of family `source` at journal position `at` (inclusive; None: the latest
     record) as family `target`, with the first `n` items of each stream in `streams`
     (source name → n); `meta`: the fork's root meta (default: the source's), in which the
-    source's tokens are replaced like everywhere else."""
+    source's tokens are replaced like everywhere else; `aliases`: more strings replaced so
+    (the caller's own names for the family that its data holds, such as its id)."""
     check_run_id(source)
     check_run_id(target)
     if "." in source or "." in target:
@@ -98,7 +100,7 @@ def plan_fork(
             tokens.setdefault(token, fresh_token(token))
     if meta is None:
         meta = family.runs[source].meta if source in family.runs else {}
-    rename = _Renamer(family, source, target, tokens, meta)
+    rename = _Renamer(family, source, target, tokens, meta, aliases or {})
     bodies = [_codec.encode(rename.record(whole)) for _, whole in kept]
     hooks = {tokens[t]: rename.run(r) for r in sorted(runs) if not family.runs[r].finished
              for t in sorted(held[r])}  # fmt: skip
@@ -146,35 +148,40 @@ class _Renamer:
         target: str,
         tokens: Mapping[str, str],
         meta: dict[str, Any],
+        aliases: Mapping[str, str],
     ) -> None:
         self.family, self.source, self.target = family, source, target
-        self.tokens, self.meta = tokens, meta
+        self.tokens, self.meta = tokens, meta  # the caller's meta: its tokens alone replaced
+        self.values = {**aliases, **tokens}
         self.first: set[str] = set()
 
     def run(self, run_id: str) -> str:
         return self.target + run_id[len(self.source) :]
 
     def record(self, whole: dict[str, Any]) -> dict[str, Any]:
-        rec: dict[str, Any] = _swap(whole, self.tokens)
-        run_id = rec["run"]
+        # The world's own fields are renamed from the record as read (an alias may be a
+        # run id: it must not be replaced there before it is renamed).
+        rec: dict[str, Any] = _swap(whole, self.values)
+        run_id = whole["run"]
         rec["run"] = self.run(run_id)
         kind = rec["t"]
         if kind in START_TYPES:
             rec["inbox"] = {"w": 0, "x": []}  # the fork's own inbox: empty
-            if rec.get("parent"):
-                rec["parent"] = self.run(rec["parent"])
+            if whole.get("parent"):
+                rec["parent"] = self.run(whole["parent"])
             if run_id not in self.first:  # what a load beginning here would take from the head
                 run = self.family.runs[run_id]
                 rec["workflow"] = run.workflow
-                rec["meta"] = _swap(self.meta if run_id == self.source else run.meta, self.tokens)
+                kept = self.meta if run_id == self.source else _swap(run.meta, self.values)
+                rec["meta"] = _swap(kept, self.tokens)
                 rec["created"] = run.created
         elif kind == "recv":
             rec["ids"] = []  # carried here: the fork's inbox never held it
             rec.pop("c", None)
         elif kind in ("child", "child_done"):
-            rec["child"] = self.run(rec["child"])
-        elif kind == "park" and isinstance((rec.get("waiting") or {}).get("child"), str):
-            rec["waiting"] = {**rec["waiting"], "child": self.run(rec["waiting"]["child"])}
+            rec["child"] = self.run(whole["child"])
+        elif kind == "park" and isinstance((whole.get("waiting") or {}).get("child"), str):
+            rec["waiting"] = {**rec["waiting"], "child": self.run(whole["waiting"]["child"])}
         self.first.add(run_id)
         return rec
 

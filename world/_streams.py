@@ -585,7 +585,7 @@ class StreamStore:
                             out.write(chunk)
                             left -= len(chunk)
                 else:
-                    out.write(_HEADER)
+                    out.write(HEADER)
                 out.flush()
                 os.fsync(out.fileno())
             with open(tmp_idx, "wb") as out:  # a cache: never fsync'd

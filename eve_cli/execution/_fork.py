@@ -22,7 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from eve_cli._session import events_stream, history_stream
+from eve_cli._session import Snapshot, events_stream, history_stream, session_base
+from eve_cli.execution._keys import EventKeys
+from eve_cli.execution._streams import KeyedStream
 from world import Engine, World, stream_family
 
 _TURN = re.compile(r"[0-9]{1,9}")
@@ -127,17 +129,46 @@ def fork_streams(
     return streams
 
 
+def generation_checkpoints(engine: Engine, sid: str, meta: dict[str, Any]) -> list[Checkpoint]:
+    """The turn boundaries of a session whose events carry no ``ck`` (recorded before forks):
+    the start of each driver generation (`Engine.generations`), its history as its snapshot
+    says, its events those keyed with an earlier generation (every item is keyed ``<gen>:``,
+    and a generation's come after the one before's)."""
+    world = engine.world
+    name = events_stream(sid)
+    stream = KeyedStream(world, name, 0, EventKeys())
+    items = world.stream_read(name)
+    gens = [_key_gen(stream.key_of(item)) for item in items]
+    out = []
+    for at, _, data in engine.generations(sid):
+        snap = Snapshot.from_data(data, sid, session_base(meta))
+        cut = next((i for i, g in enumerate(gens) if g is not None and g >= snap.gen), len(gens))
+        out.append(Checkpoint(str(snap.turns), "generation", cut - 1, at, snap.history_len))
+    return out
+
+
+def _key_gen(key: str) -> int | None:
+    head = key.split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
 async def fork_session(
     engine: Engine, sid: str, events: list[dict[str, Any]], meta: dict[str, Any], ref: str | None
 ) -> dict[str, Any]:
     """Fork session ``sid`` (its stored ``events`` and ``meta``) at checkpoint ``ref`` (None:
-    the latest); returns ``{"sessionId", "forkedFrom", "checkpoint"}``."""
-    point = choose(checkpoints(events), ref, sid)
+    the latest); returns ``{"sessionId", "forkedFrom", "checkpoint"}``. A session recorded
+    before events carried checkpoints forks at its turn boundaries."""
+    found = checkpoints(events)
+    if not found:
+        found = await engine.off_loop(generation_checkpoints, engine, sid, meta)
+    point = choose(found, ref, sid)
     world = engine.world
     streams = fork_streams(world, sid, point, events)
     origin = {"session": sid, "checkpoint": point.ref, "at": time.time()}
     new = f"s_{secrets.token_hex(12)}"
-    await engine.fork(sid, new, at=point.at, streams=streams, meta={**meta, "forkedFrom": origin})
+    # Older snapshots hold the session's id (versions 1 and 2): the fork's is its own.
+    await engine.fork(sid, new, at=point.at, streams=streams, meta={**meta, "forkedFrom": origin},
+                      aliases={sid: new})  # fmt: skip
     return {"sessionId": new, "forkedFrom": sid, "checkpoint": point.ref}
 
 

@@ -45,11 +45,13 @@ def read_event(
     (its ``token``, and ``created``, the base of an ``at`` stored as an int)."""
     event: dict[str, Any] = {}
     stored = unpack(item)
-    waiting = stored.get("type") == "session.waiting" and "continuationToken" not in stored
+    waiting = stored.get("type") == "session.waiting" and (
+        "continuationToken" not in stored or _forked(meta)
+    )  # a fork's copy of an older event names the original's token: its own is in the meta
     for k, v in stored.items():
         if k == REF:
             event["text"] = (texts or {}).get(v, "")
-        elif k != KEY:
+        elif k != KEY and not (waiting and k == "continuationToken"):
             event[k] = v
         if k == "at" and waiting:
             event["continuationToken"] = (meta() if meta is not None else {}).get("token")
@@ -60,8 +62,14 @@ def read_event(
     elif isinstance(at, float):
         event["at"] = iso_ms(at)
     event["index"] = index
-    event.setdefault("sessionId", session_id)
+    # The stream's session, whatever an older form stored (a fork's copy of it names the
+    # session it was copied from).
+    event["sessionId"] = session_id
     return event
+
+
+def _forked(meta: Callable[[], dict[str, Any]] | None) -> bool:
+    return meta is not None and "forkedFrom" in meta()
 
 
 _SECONDS: dict[int, str] = {}  # epoch second -> its ISO form up to the seconds (UTC)

@@ -4,6 +4,7 @@ inside a turn, or parked; tools append to a file, so what ran again shows."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,32 @@ def test_a_parked_sessions_fork_waits_for_the_same_and_is_answered_independently
         assert view["turns"][0]["steps"][0]["actions"][0]["status"] == "rejected"
 
     asyncio.run(go())
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / ".workflow-data.example"
+
+
+def test_a_session_recorded_before_forks_forks_at_its_turn_boundaries_leaving_it_untouched(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(EXAMPLE, data)
+    files = {p: p.read_bytes() for p in data.rglob("*") if p.is_file()}
+
+    async def go() -> None:
+        rt = Runtime(data_dir=data)
+        [sid] = [row["id"] for row in rt.sessions()]
+        token = rt.events(sid)[1]["continuationToken"]
+        new = (await rt.fork(sid, "2"))["sessionId"]
+        view = await chat(rt, new, "hello again")
+        assert [t["input"] for t in view["turns"]] == ["hello", "what time is it?", "hello again"]
+        events = rt.events(new)
+        assert {e["sessionId"] for e in events} == {new}  # older events stored the original's
+        waits = [e["continuationToken"] for e in events if e["type"] == "session.waiting"]
+        assert waits and token not in waits
+        assert rt.lineage(sid)["forks"] == [new]
+        rt.close()
+
+    asyncio.run(go())
+    for path, content in files.items():  # nothing of the original was written
+        assert path.read_bytes() == content, path
