@@ -139,10 +139,15 @@ def test_a_fork_at_a_generation_start_copies_one_record(world: World) -> None:
     s.start("src")
     for word in ("one", "two", "three"):
         s.say("src", TOKEN, word)
-    plan = s.run(s.engine.fork("src", "dup", at=s.marks["wait-1"][0], streams={"events.src": 2}))
+    at = s.marks["wait-1"][0]
+    assert [(g, pos == at) for pos, g, _ in s.engine.generations("src")][:2] == [
+        (0, False), (1, True),
+    ]  # fmt: skip
+    fork = s.engine.fork("src", "dup", at=at, streams={"events.src": 2}, aliases={"one": "uno"})
+    plan = s.run(fork)
     assert len(plan.bodies) == 1  # the generation's start: nothing of the turns before
     assert s.run(s.engine.run("dup")).status == "parked"
-    assert s._input("dup") == [["one", "A-ONE", "B-ONE"]]
+    assert s._input("dup") == [["uno", "A-ONE", "B-ONE"]]  # an alias replaced in the data
     assert s.say("dup", plan.tokens[TOKEN], "autre") == "parked"
     assert s._input("dup")[-1] == ["autre", "A-AUTRE", "B-AUTRE"]
     assert world.stream_read("events.dup") == ["a-one", "b-one", "a-autre", "b-autre"]
