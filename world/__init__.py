@@ -23,6 +23,7 @@ from ._errors import (
     CorruptJournalError,
     DivergenceError,
     FatalError,
+    ForkError,
     HookConflictError,
     InvalidNameError,
     NoActiveRunError,
@@ -35,7 +36,7 @@ from ._errors import (
     WorkflowNotFoundError,
     WorldError,
 )
-from ._fork import ForkError, ForkPlan
+from ._fork import ForkPlan
 from ._select import is_database_url, open_world, redact_url
 from ._verify import Finding, repair, verify
 from ._world import (

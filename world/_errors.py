@@ -13,6 +13,7 @@ WorldError                      anything the world refuses or cannot do
 ├── HookConflictError           the hook token is owned by another run
 ├── NoActiveRunError            no run waits on that token (the resume-or-start signal)
 ├── DivergenceError             replayed workflow code asked for a different operation
+├── ForkError                   a family cannot be forked at that point (`Engine.fork`)
 ├── StepFailedError             a step failed for good (raised inside the workflow)
 └── ChildFailedError            an awaited child run failed (raised inside the workflow)
 FatalError                      raised by step code: stop retrying at once
@@ -136,6 +137,10 @@ class DivergenceError(WorldError):
         self.position = position
         self.expected = expected
         self.actual = actual
+
+
+class ForkError(WorldError):
+    """A family cannot be forked at that point (says why and what to do)."""
 
 
 class StepFailedError(WorldError):

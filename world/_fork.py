@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _codec
-from ._errors import WorldError
+from ._errors import ForkError
 from ._family import GAP, START_TYPES, Family
 from ._world import World, check_run_id, stream_family
 
@@ -45,10 +45,6 @@ class ForkPlan:
     streams: dict[str, tuple[str, int]]
     hooks: dict[str, str]
     tokens: dict[str, str] = field(default_factory=dict)  # source token -> fork token
-
-
-class ForkError(WorldError):
-    """A family cannot be forked at that point (says why and what to do)."""
 
 
 def fresh_token(old: str) -> str:

@@ -6,7 +6,8 @@ import world
 def test_exported_names_are_pinned() -> None:
     assert sorted(world.__all__) == [
         "ChildFailedError", "ChildHandle", "CorruptJournalError", "DivergenceError", "Engine",
-        "FamilyHead", "FamilyLog", "FamilyUsage", "FatalError", "Finding", "HookConflictError",
+        "FamilyHead", "FamilyLog", "FamilyUsage", "FatalError", "Finding", "ForkError", "ForkPlan",
+        "HookConflictError",
         "HookHandle", "IO", "InboxItem",
         "InvalidNameError", "LAZY", "Lease", "LocalWorld", "MemoryWorld", "NoActiveRunError",
         "Order", "OwnershipError", "PostgresWorld", "RECORD", "RetryPolicy",
@@ -23,6 +24,6 @@ def test_exported_names_are_pinned() -> None:
 
 def test_every_error_is_a_world_error_except_fatal() -> None:
     errors = [n for n in world.__all__ if n.endswith("Error")]
-    assert len(errors) == 15
+    assert len(errors) == 16
     for name in errors:
         assert issubclass(getattr(world, name), world.WorldError) == (name != "FatalError")
