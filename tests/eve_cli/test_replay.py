@@ -120,3 +120,24 @@ def test_a_moved_compaction_point_is_reported(make_agent: AgentFactory) -> None:
     assert _kinds(tape, roomy) == []
     kinds = {kind for kind, _, _ in _kinds(tape, small)}
     assert kinds == {"compaction-moved"}
+
+
+def test_an_mcp_call_is_answered_from_the_recording_without_starting_its_server(
+    make_agent: AgentFactory,
+) -> None:
+    events: list[dict[str, object]] = [
+        {"type": "message.received", "turnId": "t1", "text": "go", "disposition": "started"},
+        {"type": "message.completed", "turnId": "t1", "stepIndex": 0, "text": ""},
+        {"type": "actions.requested", "turnId": "t1", "stepIndex": 0,
+         "actions": [{"callId": "m1", "name": "mcp__files__read", "arguments": {"p": "a"}}]},
+        {"type": "action.result", "turnId": "t1", "stepIndex": 0, "callId": "m1",
+         "status": "completed", "isError": False, "output": "contents of a"},
+        {"type": "message.completed", "turnId": "t1", "stepIndex": 1, "text": "read it"},
+        {"type": "turn.completed", "turnId": "t1"},
+    ]  # fmt: skip
+    tape = cassette("s_x", events, agent="a", model=None)
+    served = make_agent(script=[])
+    # A server that cannot start: a replay never starts it.
+    (served / "mcp.json").write_text('{"mcpServers": {"files": {"command": "/nonexistent"}}}')
+    assert _kinds(tape, served) == []
+    assert _kinds(tape, make_agent(script=[])) == [("tool-missing", 1, "m1")]
