@@ -17,7 +17,6 @@ import pytest
 
 from eve_cli._cassette import REDACTED, SECRET, cassette
 from eve_cli._replay import play
-from eve_cli.testing import replay_cassette
 from tests.eve_cli.models.scriptserver import Reply, ScriptServer, sse
 from tests.eve_cli.rt_support import tool_file, write_agent
 
@@ -136,8 +135,3 @@ def test_a_live_models_trajectory_is_compared_with_the_recording(
     moved = asyncio.run(play(tape, agent, live_model="openai:gpt-4o"))
     assert [(d.kind, d.turn) for d in moved.divergences] == [("trajectory", 1)]
     assert "Bergen" in moved.divergences[0].message
-
-
-def test_the_example_cassette_in_the_repository_replays() -> None:
-    # Recorded with `eve chat` on the built-in agent and the demo model, then `eve export`.
-    assert replay_cassette(Path(__file__).parent / "cassettes" / "hello.json") == []
