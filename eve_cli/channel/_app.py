@@ -35,8 +35,10 @@ from eve_cli.channel._errors import (
     on_http_exception,
 )
 from eve_cli.channel._guard import Peers, RequestGuard
+from eve_cli.channel._reload import DevState
 from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
+from eve_cli.channel._web import web_routes
 from eve_cli.execution._view import SessionView
 from eve_cli.mcp._endpoint import McpEndpoint
 
@@ -76,6 +78,8 @@ class Channel:
         self._create_lock = asyncio.Lock()
         self.peers = Peers(self.settings.allowed_hosts, self.settings.allowed_origins)
         self.mcp = McpEndpoint(self._mcp_server)  # `/mcp`: the agent as an MCP server (§13)
+        # Set by `eve dev`: its reloads' results, shown by `GET /info` (and the browser view).
+        self.dev: DevState | None = None
         cors = (
             [
                 Middleware(
@@ -150,6 +154,7 @@ class Channel:
             *(Route(f"{s}/{a}", self._action(a), methods=["POST"]) for a in _ACTIONS),
             Route(PREFIX + "/session/{rest:path}", self.malformed, methods=["GET", "POST"]),
             Route("/mcp", self.mcp, methods=["GET", "POST", "DELETE"]),
+            *web_routes(),
         ]
 
     # -- routes --------------------------------------------------------------------------
@@ -166,6 +171,8 @@ class Channel:
             "maxBodyBytes": self.settings.max_body,
             **self.settings.info,
         }
+        if self.dev is not None:
+            body["dev"] = self.dev.as_json()
         return JSONResponse(body)
 
     async def create(self, request: Request) -> Response:

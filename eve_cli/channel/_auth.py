@@ -9,9 +9,11 @@ import re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from eve_cli.channel._errors import error_response
+from eve_cli.channel._web import WEB_PATHS
 
-# Paths anyone may call without a token: a liveness probe reveals nothing.
-_OPEN_PATHS = frozenset({"/eve/v1/health"})
+# Paths anyone may call without a token: a liveness probe and the browser view's own files
+# reveal nothing (the page asks for the token before it reads anything).
+_OPEN_PATHS = frozenset({"/eve/v1/health", *WEB_PATHS})
 
 # Session ids (ARCHITECTURE §3): letters, digits, '-' and '_'; never a path.
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -153,7 +153,7 @@ def run(
         mode = "dev (hot reload)" if reload else "start"
         typer.echo(f"eve {mode}: serving {url} (agent {info.get('agent')}, data {data_dir})")
 
-    background = _reloader(runtime, log_line) if reload else None
+    background = _reloader(runtime, log_line, channel) if reload else None
     server = ChannelServer(channel, sock, on_ready=ready)
     try:
         sig = asyncio.run(server.serve(background))
@@ -178,9 +178,11 @@ def _agent_info(runtime: Any, data_dir: Where) -> dict[str, Any]:
     }
 
 
-def _reloader(runtime: Any, log: Callable[[str], None]) -> Callable[[], Coroutine[Any, Any, None]]:
+def _reloader(
+    runtime: Any, log: Callable[[str], None], channel: Any
+) -> Callable[[], Coroutine[Any, Any, None]]:
     from eve_cli._loader import DEFAULT_AGENT_DIR
-    from eve_cli.channel._reload import watch_agent
+    from eve_cli.channel._reload import DevState, watch_agent
 
     directory = Path(runtime.agent_dir)
 
@@ -189,8 +191,11 @@ def _reloader(runtime: Any, log: Callable[[str], None]) -> Callable[[], Coroutin
             log("serving the built-in agent: nothing to reload (pass --agent DIR)")
             return
         stop = asyncio.Event()
+        channel.dev = state = DevState(str(directory.resolve()), str(runtime.agent.name))
         try:
-            await watch_agent(directory, lambda: str(runtime.reload_agent().name), log, stop)
+            await watch_agent(
+                directory, lambda: str(runtime.reload_agent().name), log, stop, state=state
+            )
         finally:
             stop.set()
 

@@ -62,3 +62,30 @@ def eve_process() -> Iterator[Callable[..., EveProcess]]:
     yield start
     for process in started:
         process.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the whole test session (a context per test keeps them apart)."""
+    from browser_support import open_browser
+
+    with open_browser() as chromium:
+        yield chromium
+
+
+@pytest.fixture
+def tab(browser: Any) -> Iterator[Callable[..., Any]]:
+    """``tab(**context_options)``: a page in a fresh context; its script must raise nothing."""
+    from browser_support import Tab
+
+    opened: list[Tab] = []
+
+    def open_tab(**context: Any) -> Tab:
+        opened.append(Tab(browser, **context))
+        return opened[-1]
+
+    yield open_tab
+    errors = [e for t in opened for e in t.errors]
+    for t in opened:
+        t.close()
+    assert not errors, f"the page's script raised: {errors}"

@@ -1,0 +1,1003 @@
+// The eve browser view (SPEC §14). Written by hand, no build step, no dependency: it talks
+// only to the JSON routes under /eve/v1, so it can do nothing the API does not allow. Text
+// from sessions (model replies, tool output, user messages) only ever becomes DOM text nodes
+// (textContent), never HTML: Markdown is parsed here into elements, so no model reply can
+// inject markup or script.
+"use strict";
+
+(() => {
+  const API = "/eve/v1";
+  const TOKEN_KEY = "eve.token"; // sessionStorage: the token lives as long as the tab
+  const THEME_KEY = "eve.theme"; // localStorage: light | dark | (absent: the system's)
+  const POLL_MS = 1000; // the session list and the dev reload state are polled
+  const FINAL = new Set(["completed", "failed", "cancelled"]);
+  const STATUSES = ["running", "waiting", "parked", "interrupted", "completed", "failed", "cancelled"];
+
+  // -- small DOM helpers ----------------------------------------------------------------
+
+  /** An element: el("a", {href: "#", class: "x", onclick: f}, "text", child...). */
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = value;
+      else if (value === true) node.setAttribute(key, "");
+      else node.setAttribute(key, String(value));
+    }
+    for (const child of children) append(node, child);
+    return node;
+  }
+
+  function append(node, child) {
+    if (child === undefined || child === null || child === false) return;
+    if (Array.isArray(child)) child.forEach((c) => append(node, c));
+    else node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+
+  const $ = (selector, root) => (root || document).querySelector(selector);
+
+  function toast(message, bad) {
+    const box = $("#toast");
+    box.textContent = message;
+    box.className = bad ? "toast bad" : "toast";
+    box.hidden = false;
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => { box.hidden = true; }, bad ? 6000 : 2500);
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  // -- the API --------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, message) { super(message); this.status = status; }
+  }
+
+  function headers(extra) {
+    const out = { accept: "application/json", ...extra };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) out.authorization = "Bearer " + token;
+    return out;
+  }
+
+  /** A JSON call; a 401 asks for the token (and rejects), other errors reject with the
+      server's one-line message. */
+  async function api(method, path, body) {
+    const init = { method, headers: headers() };
+    if (method === "POST") {
+      init.headers["content-type"] = "application/json";
+      init.body = JSON.stringify(body || {});
+    }
+    let response;
+    try {
+      response = await fetch(API + path, init);
+    } catch (err) {
+      throw new ApiError(0, "the server cannot be reached");
+    }
+    const data = await response.json().catch(() => ({}));
+    if (response.status === 401) {
+      askToken(data.error ? data.error.message : "this server needs a token");
+      throw new ApiError(401, "a token is needed");
+    }
+    if (!response.ok) {
+      const message = data.error ? data.error.message : response.status + " " + response.statusText;
+      throw new ApiError(response.status, message);
+    }
+    return data;
+  }
+
+  // -- the token ------------------------------------------------------------------------
+
+  let asking = false;
+
+  function askToken(reason) {
+    if (asking) {
+      const why = $("#token-why");
+      if (why) why.textContent = reason;
+      return;
+    }
+    asking = true;
+    stopView();
+    const input = el("input", {
+      id: "token", type: "password", autocomplete: "off", required: true,
+      "aria-describedby": "token-why", placeholder: "bearer token",
+    });
+    const form = el("form", { class: "card token", onsubmit: (event) => {
+      event.preventDefault();
+      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      asking = false;
+      route();
+    } },
+      el("h1", { text: "This server needs a token" }),
+      el("p", { id: "token-why", class: "muted", text: reason }),
+      el("label", { for: "token", text: "Token (kept only in this tab)" }),
+      input,
+      el("button", { type: "submit", class: "primary", text: "Open" }),
+    );
+    show(form);
+    input.focus();
+  }
+
+  // -- formatting -----------------------------------------------------------------------
+
+  function ago(iso) {
+    const then = Date.parse(iso);
+    if (Number.isNaN(then)) return "";
+    const s = Math.max(0, (Date.now() - then) / 1000);
+    if (s < 60) return "just now";
+    for (const [size, unit] of [[86400, "d"], [3600, "h"], [60, "m"]]) {
+      if (s >= size) return Math.floor(s / size) + unit + " ago";
+    }
+    return "";
+  }
+
+  function clock(iso) {
+    const d = new Date(iso);
+    return Number.isNaN(d.getTime()) ? "" : d.toLocaleTimeString();
+  }
+
+  function bytes(n) {
+    if (typeof n !== "number") return "";
+    if (n < 1024) return n + " B";
+    if (n < 1 << 20) return (n / 1024).toFixed(1) + " KB";
+    return (n / (1 << 20)).toFixed(1) + " MB";
+  }
+
+  function ms(value) {
+    if (typeof value !== "number") return "";
+    return value < 1000 ? value + " ms" : (value / 1000).toFixed(1) + " s";
+  }
+
+  function json(value) {
+    if (typeof value === "string") return value;
+    try { return JSON.stringify(value, null, 2); } catch (err) { return String(value); }
+  }
+
+  function oneLine(value, limit) {
+    const text = (typeof value === "string" ? value : JSON.stringify(value) || "").replace(/\s+/g, " ").trim();
+    return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
+  }
+
+  function call(name, args) {
+    if (!args || typeof args !== "object") return name + "()";
+    const parts = Object.entries(args).map(([k, v]) => k + "=" + JSON.stringify(v));
+    return oneLine(name + "(" + parts.join(", ") + ")", 80);
+  }
+
+  /** A tool result's word: its status (completed | failed | rejected), failed for an error. */
+  function outcome(status, isError) {
+    return (status || "completed") === "completed" && isError ? "failed" : status || "completed";
+  }
+
+  function badge(status, parkedOn) {
+    const word = status || "?";
+    const label = word === "parked" && parkedOn ? "parked: " + parkedOn : word;
+    return el("span", { class: "badge s-" + word, text: label });
+  }
+
+  // -- Markdown, to elements only -------------------------------------------------------
+
+  const SAFE_SCHEMES = new Set(["http:", "https:", "mailto:"]);
+
+  function safeUrl(raw) {
+    try {
+      const url = new URL(raw, location.href);
+      return SAFE_SCHEMES.has(url.protocol) ? url.href : null;
+    } catch (err) {
+      return null;
+    }
+  }
+
+  function link(text, href) {
+    const url = safeUrl(href);
+    if (!url) return [text];
+    return [el("a", { href: url, target: "_blank", rel: "noopener noreferrer nofollow" }, text)];
+  }
+
+  // Inline spans, leftmost first: code, links, autolinks, bold, italics, strike.
+  const INLINE = [
+    [/`([^`\n]+)`/, (m) => [el("code", { text: m[1] })]],
+    [/\[([^\]\n]+)\]\(([^)\s]+)\)/, (m) => link(inline(m[1]), m[2])],
+    [/<(https?:\/\/[^>\s]+)>/, (m) => link(m[1], m[1])],
+    [/https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"]/, (m) => link(m[0], m[0])],
+    [/\*\*(?=\S)([\s\S]*?\S)\*\*|__(?=\S)([\s\S]*?\S)__/, (m) => [el("strong", {}, inline(m[1] || m[2]))]],
+    [/\*(?=\S)([^*]*?\S)\*|\b_(?=\S)([^_]*?\S)_\b/, (m) => [el("em", {}, inline(m[1] || m[2]))]],
+    [/~~(?=\S)([\s\S]*?\S)~~/, (m) => [el("del", {}, inline(m[1]))]],
+  ];
+
+  function inline(text) {
+    const out = [];
+    let rest = text;
+    while (rest) {
+      let best = null;
+      for (const [pattern, make] of INLINE) {
+        const m = pattern.exec(rest);
+        if (m && (best === null || m.index < best.m.index)) best = { m, make };
+      }
+      if (!best) { out.push(...breaks(rest)); break; }
+      if (best.m.index) out.push(...breaks(rest.slice(0, best.m.index)));
+      out.push(...best.make(best.m));
+      rest = rest.slice(best.m.index + best.m[0].length);
+    }
+    return out;
+  }
+
+  function breaks(text) {
+    const out = [];
+    text.split("\n").forEach((line, i) => {
+      if (i) out.push(el("br"));
+      if (line) out.push(line);
+    });
+    return out;
+  }
+
+  const FENCE = /^\s*(```+|~~~+)\s*([\w+-]*)/;
+  const HEADING = /^(#{1,6})\s+(.*?)\s*#*\s*$/;
+  const RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
+  const ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
+  const QUOTE = /^\s*>\s?(.*)$/;
+  const TABLE_SEP = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+
+  function isBlockStart(line, next) {
+    return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || ITEM.test(line) ||
+      QUOTE.test(line) || (line.includes("|") && next !== undefined && TABLE_SEP.test(next));
+  }
+
+  /** Markdown text as a list of block elements. */
+  function markdown(text) {
+    const lines = String(text).replace(/\r\n?/g, "\n").split("\n");
+    const out = [];
+    let i = 0;
+    while (i < lines.length) {
+      const line = lines[i];
+      let m;
+      if (!line.trim()) { i++; continue; }
+      if ((m = FENCE.exec(line))) {
+        const body = [];
+        i++;
+        while (i < lines.length && !lines[i].trim().startsWith(m[1])) body.push(lines[i++]);
+        i++;
+        out.push(el("pre", {}, el("code", { class: m[2] ? "lang-" + m[2] : null, text: body.join("\n") })));
+      } else if ((m = HEADING.exec(line))) {
+        out.push(el("h" + Math.min(6, m[1].length + 2), { class: "md-h" }, inline(m[2])));
+        i++;
+      } else if (RULE.test(line)) {
+        out.push(el("hr"));
+        i++;
+      } else if (QUOTE.test(line)) {
+        const body = [];
+        while (i < lines.length && (m = QUOTE.exec(lines[i]))) { body.push(m[1]); i++; }
+        out.push(el("blockquote", {}, markdown(body.join("\n"))));
+      } else if (ITEM.test(line)) {
+        i = list(lines, i, out);
+      } else if (line.includes("|") && TABLE_SEP.test(lines[i + 1] || "")) {
+        i = table(lines, i, out);
+      } else {
+        const body = [line];
+        i++;
+        while (i < lines.length && lines[i].trim() && !isBlockStart(lines[i], lines[i + 1])) body.push(lines[i++]);
+        out.push(el("p", {}, inline(body.join("\n"))));
+      }
+    }
+    return out;
+  }
+
+  function list(lines, i, out) {
+    const first = ITEM.exec(lines[i]);
+    const indent = first[1].length;
+    const ordered = /\d/.test(first[2]);
+    const node = el(ordered ? "ol" : "ul");
+    if (ordered && parseInt(first[2], 10) !== 1) node.setAttribute("start", parseInt(first[2], 10));
+    let item = null;
+    while (i < lines.length) {
+      const line = lines[i];
+      const m = ITEM.exec(line);
+      if (m && m[1].length === indent && /\d/.test(m[2]) === ordered) {
+        if (item) node.append(el("li", {}, markdown(item.join("\n"))));
+        item = [m[3]];
+      } else if (line.trim() && (line.search(/\S/) > indent || (!isBlockStart(line) && !m))) {
+        item.push(line.slice(Math.min(line.search(/\S/), indent + 2)));
+      } else if (!line.trim() && i + 1 < lines.length && lines[i + 1].search(/\S/) > indent) {
+        item.push("");
+      } else {
+        break;
+      }
+      i++;
+    }
+    if (item) node.append(el("li", {}, markdown(item.join("\n"))));
+    out.push(node);
+    return i;
+  }
+
+  function cells(line) {
+    return line.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => c.trim());
+  }
+
+  function table(lines, i, out) {
+    const head = cells(lines[i]);
+    i += 2;
+    const rows = [];
+    while (i < lines.length && lines[i].includes("|") && lines[i].trim()) rows.push(cells(lines[i++]));
+    out.push(el("div", { class: "md-table" }, el("table", {},
+      el("thead", {}, el("tr", {}, head.map((c) => el("th", {}, inline(c))))),
+      el("tbody", {}, rows.map((r) => el("tr", {}, head.map((_, k) => el("td", {}, inline(r[k] || "")))))),
+    )));
+    return i;
+  }
+
+  // -- a session's events, folded as `eve inspect` folds them ---------------------------
+
+  /** Status, pending requests and the turns → steps → actions tree of one session. */
+  class Fold {
+    constructor() {
+      this.events = [];
+      this.status = "waiting";
+      this.parkedOn = null;
+      this.pending = new Map();
+      this.turns = [];
+      this.byTurn = new Map();
+    }
+
+    add(event) {
+      this.events.push(event);
+      const kind = event.type;
+      this.status_(event, kind);
+      const turn = this.turn(event);
+      if (!turn) return;
+      if (kind === "message.received" && turn.message === null) turn.message = event.text || "";
+      if (kind === "turn.completed" || kind === "turn.failed" || kind === "turn.cancelled") {
+        turn.status = kind.split(".")[1];
+        turn.error = event.error ? oneLine(event.error.message || event.error, 300) : null;
+      } else if (kind === "turn.waiting") {
+        turn.status = "parked";
+      }
+      if (kind === "action.result" || kind === "input.requested") this.callEvent(turn, kind, event);
+      const step = this.step(turn, event);
+      if (step) {
+        step.lastEvent = event.index;
+        this.stepEvent(step, kind, event);
+      }
+    }
+
+    status_(event, kind) {
+      if (kind === "turn.started") { this.status = "running"; this.parkedOn = null; }
+      else if (kind === "input.requested") this.pending.set(event.requestId, event);
+      else if (kind === "input.resolved") {
+        this.pending.delete(event.requestId);
+        if (!this.pending.size && this.status === "parked") this.status = "running";
+      } else if (kind === "turn.waiting") {
+        this.status = "parked";
+        if (event.on === "tasks") this.parkedOn = "subagent";
+        else {
+          const kinds = new Set(event.requests || [...this.pending.values()].map((p) => p.kind));
+          this.parkedOn = kinds.size === 1 && kinds.has("question") ? "question" : "approval";
+        }
+      } else if (kind === "task.settled" && this.parkedOn === "subagent") {
+        this.status = "running"; this.parkedOn = null;
+      } else if (kind === "turn.completed" || kind === "turn.failed" || kind === "turn.cancelled") {
+        this.status = "running"; this.parkedOn = null; this.pending.clear();
+      } else if (kind === "context.cleared") this.pending.clear();
+      else if (kind === "session.waiting") { this.status = "waiting"; this.parkedOn = null; }
+      else if (kind === "session.completed" || kind === "session.failed" || kind === "session.cancelled") {
+        this.status = kind.split(".")[1]; this.parkedOn = null;
+      }
+    }
+
+    turn(event) {
+      if (event.turnId === undefined || event.turnId === null) return null;
+      let turn = this.byTurn.get(event.turnId);
+      if (!turn) {
+        turn = { id: event.turnId, number: this.turns.length + 1, status: "running", message: null, steps: [] };
+        this.turns.push(turn);
+        this.byTurn.set(event.turnId, turn);
+      }
+      return turn;
+    }
+
+    step(turn, event) {
+      if (typeof event.stepIndex !== "number") return null;
+      let step = turn.steps.find((s) => s.index === event.stepIndex);
+      if (!step) {
+        step = { index: event.stepIndex, status: "running", startedAt: event.at, durationMs: null,
+          usage: null, actions: [], firstEvent: event.index, lastEvent: event.index };
+        turn.steps.push(step);
+      }
+      return step;
+    }
+
+    callEvent(turn, kind, event) {
+      for (const step of [...turn.steps].reverse()) {
+        const action = step.actions.find((a) => a.kind === "tool" && a.callId === event.callId);
+        if (!action) continue;
+        if (kind === "input.requested") { action.status = "waiting"; return; }
+        action.status = event.status || "completed";
+        action.isError = Boolean(event.isError);
+        action.output = event.output !== undefined ? event.output : event.result;
+        action.durationMs = typeof event.durationMs === "number" ? event.durationMs : since(action.requestedAt, event.at);
+        return;
+      }
+    }
+
+    stepEvent(step, kind, event) {
+      if (kind === "message.completed") {
+        step.actions.push({ kind: "model", status: "completed", text: event.text || "", durationMs: since(step.startedAt, event.at) });
+      } else if (kind === "actions.requested") {
+        for (const a of event.actions || []) {
+          step.actions.push({ kind: "tool", callId: a.callId, name: a.name, arguments: a.arguments, status: "requested", requestedAt: event.at });
+        }
+      } else if (kind === "step.completed" || kind === "step.failed") {
+        step.status = kind === "step.completed" ? "completed" : "failed";
+        step.durationMs = since(step.startedAt, event.at);
+        step.usage = event.usage || null;
+        if (kind === "step.failed") step.error = oneLine((event.error && event.error.message) || event.error || "", 300);
+      }
+    }
+
+    /** The checkpoint before `step` in stream order (maybe an earlier turn's last). */
+    previous(step) {
+      let before = null;
+      for (const turn of this.turns) {
+        for (const s of turn.steps) {
+          if (s === step) return before;
+          before = { turn, step: s };
+        }
+      }
+      return before;
+    }
+
+    /** What the checkpoint added since the previous one, one line each (as `eve inspect --step`). */
+    changes(step) {
+      const previous = this.previous(step);
+      const first = previous ? previous.step.lastEvent + 1 : 0;
+      return this.events.filter((e) => e.index >= first && e.index <= step.lastEvent).map(change).filter(Boolean);
+    }
+  }
+
+  function since(start, end) {
+    const a = Date.parse(start), b = Date.parse(end);
+    return Number.isNaN(a) || Number.isNaN(b) ? null : Math.max(0, b - a);
+  }
+
+  function change(event) {
+    switch (event.type) {
+      case "message.received": return "+ user: " + (event.text || "");
+      case "message.completed": return event.text ? "+ assistant: " + event.text : "+ assistant: (tool calls only)";
+      case "actions.requested": return "+ tool calls: " + (event.actions || []).map((a) => call(a.name, a.arguments)).join(", ");
+      case "action.result": return "+ result " + event.name + " [" + (event.status || "completed") + "]: " + oneLine(event.output !== undefined ? event.output : "", 2000);
+      case "input.requested": return "+ waiting for " + request(event);
+      case "input.resolved": return "answer" in event ? "+ answered: " + oneLine(event.answer, 160) : "+ " + (event.approved ? "approved" : "denied");
+      case "step.completed": return "= step.completed" + (event.usage ? " usage " + oneLine(event.usage, 120) : "");
+      case "step.failed": return "= failed: " + oneLine((event.error && event.error.message) || event.error || "", 300);
+      case "compaction.completed": case "context.cleared": return "= " + event.type;
+      default: return null;
+    }
+  }
+
+  function request(p) {
+    if (p.kind === "question") return "an answer: " + (p.question || (p.arguments && p.arguments.question) || "");
+    return "approval of " + call(p.tool || "?", p.arguments);
+  }
+
+  // -- the SSE stream, read with fetch (EventSource cannot send the token) --------------
+
+  /** Follows a session's stream from `next`, reconnecting (with Last-Event-ID) after a drop
+      or a server restart; stops when the session is final or `stop()` is called. */
+  class Follow {
+    constructor(sid, onEvents, onState) {
+      this.sid = sid;
+      this.onEvents = onEvents;
+      this.onState = onState;
+      this.next = 0;
+      this.abort = new AbortController();
+      this.stopped = false;
+      this.run();
+    }
+
+    stop() { this.stopped = true; this.abort.abort(); }
+
+    async run() {
+      let pause = 250;
+      while (!this.stopped) {
+        try {
+          const extra = { accept: "text/event-stream" };
+          if (this.next > 0) extra["last-event-id"] = String(this.next - 1);
+          const response = await fetch(`${API}/session/${encodeURIComponent(this.sid)}/stream?startIndex=${this.next}`,
+            { headers: headers(extra), signal: this.abort.signal, cache: "no-store" });
+          if (response.status === 401) { askToken("the token was refused"); return; }
+          if (!response.ok) {
+            const data = await response.json().catch(() => ({}));
+            throw new ApiError(response.status, data.error ? data.error.message : String(response.status));
+          }
+          this.onState("live");
+          pause = 250;
+          await this.read(response.body.getReader());
+          // Ended: the session is final (nothing more will come) or the server is stopping.
+          const view = await api("GET", `/session/${encodeURIComponent(this.sid)}`);
+          if (FINAL.has(view.status)) { this.onState("ended"); return; }
+        } catch (err) {
+          if (this.stopped) return;
+          if (err instanceof ApiError && (err.status === 404 || err.status === 400 || err.status === 401)) {
+            this.onState("gone", err.message);
+            return;
+          }
+        }
+        if (this.stopped) return;
+        this.onState("reconnecting");
+        await sleep(pause);
+        pause = Math.min(pause * 2, 2000);
+      }
+    }
+
+    async read(reader) {
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buffer += decoder.decode(value, { stream: true });
+        const frames = buffer.split("\n\n");
+        buffer = frames.pop();
+        const events = [];
+        for (const frame of frames) {
+          const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+          if (!data) continue; // a comment: the opening line or a heartbeat
+          const event = JSON.parse(data);
+          if (typeof event.index === "number" && event.index < this.next) continue;
+          this.next = (typeof event.index === "number" ? event.index : this.next) + 1;
+          events.push(event);
+        }
+        if (events.length && !this.stopped) this.onEvents(events);
+      }
+    }
+  }
+
+  // -- views ----------------------------------------------------------------------------
+
+  let current = null; // the shown view: {stop()}
+
+  function stopView() {
+    if (current) current.stop();
+    current = null;
+  }
+
+  function show(node) {
+    const main = $("#main");
+    main.replaceChildren(node);
+  }
+
+  function connState(state, detail) {
+    const words = { live: "live", reconnecting: "reconnecting…", ended: "ended", gone: detail || "not found", offline: "server unreachable" };
+    const box = $("#conn");
+    box.textContent = words[state] || "";
+    box.className = "conn c-" + state;
+  }
+
+  // The session list: polled, filterable by status.
+  function listView() {
+    const filter = new URLSearchParams(location.hash.split("?")[1] || "").get("status") || "all";
+    const rows = el("div", { class: "rows", id: "sessions", "aria-live": "polite" });
+    const chips = el("div", { class: "chips", role: "group", "aria-label": "filter by status" });
+    const message = el("textarea", { id: "first", rows: 2, placeholder: "Start a session: the first message…", "aria-label": "first message" });
+    const start = el("form", { class: "card new", onsubmit: async (event) => {
+      event.preventDefault();
+      const text = message.value.trim();
+      if (!text) return;
+      try {
+        const out = await api("POST", "/session", { message: text });
+        location.hash = "#/s/" + out.sessionId;
+      } catch (err) { toast(err.message, true); }
+    } }, message, el("button", { type: "submit", class: "primary", text: "Start" }));
+    composerKeys(message, () => start.requestSubmit());
+    let stopped = false;
+    let timer = null;
+
+    function render(sessions) {
+      const counts = {};
+      for (const s of sessions) counts[s.status] = (counts[s.status] || 0) + 1;
+      chips.replaceChildren(...["all", ...STATUSES].filter((s) => s === "all" || counts[s] || s === filter).map((s) =>
+        el("a", { class: "chip" + (s === filter ? " on" : "") + " s-" + s, href: s === "all" ? "#/" : "#/?status=" + s,
+          "aria-pressed": s === filter ? "true" : "false" }, s, " ", el("span", { class: "n", text: s === "all" ? sessions.length : counts[s] || 0 }))));
+      const shown = sessions.filter((s) => filter === "all" || s.status === filter);
+      if (!shown.length) {
+        rows.replaceChildren(el("p", { class: "muted empty", text: sessions.length ? "No " + filter + " sessions." : "No sessions yet: start one above." }));
+        return;
+      }
+      rows.replaceChildren(el("table", { class: "list" },
+        el("thead", {}, el("tr", {}, ["status", "session", "agent", "turns", "steps", "last activity", "size"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, shown.map((s) => el("tr", { class: "row s-" + s.status, "data-id": s.id },
+          el("td", { "data-label": "status" }, badge(s.status, s.parkedOn)),
+          el("td", { "data-label": "session" }, el("a", { class: "sid", href: "#/s/" + s.id, text: s.id })),
+          el("td", { "data-label": "agent", text: s.agent || "" }),
+          el("td", { "data-label": "turns", class: "num", text: s.turns ?? "" }),
+          el("td", { "data-label": "steps", class: "num", text: s.steps ?? "" }),
+          el("td", { "data-label": "last activity", title: s.updatedAt || "", text: ago(s.updatedAt) }),
+          el("td", { "data-label": "size", class: "num", text: bytes(s.bytes) }),
+        ))),
+      ));
+    }
+
+    async function poll() {
+      if (stopped) return;
+      try {
+        const data = await api("GET", "/sessions");
+        if (stopped) return;
+        render(data.sessions || []);
+        connState("live");
+      } catch (err) {
+        if (err.status === 401) return;
+        connState("offline");
+      }
+      if (!stopped) timer = setTimeout(poll, POLL_MS);
+    }
+
+    show(el("section", { class: "page list-page" },
+      el("h1", { class: "title", text: "Sessions" }), start, chips, rows));
+    poll();
+    return { stop() { stopped = true; clearTimeout(timer); } };
+  }
+
+  /** Enter sends, Shift+Enter is a new line, Escape leaves the box. */
+  function composerKeys(box, send) {
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); send(); }
+      else if (event.key === "Escape") box.blur();
+    });
+  }
+
+  // One session: conversation, pending requests, acting, and the step tree.
+  function sessionView(sid, stepRef) {
+    const fold = new Fold();
+    const conv = el("div", { class: "conv", id: "conv", "aria-live": "polite" });
+    const pendingBox = el("div", { class: "pending", id: "pending" });
+    const tree = el("div", { class: "tree", id: "tree" });
+    const detail = el("div", { class: "detail", id: "step-detail" });
+    const head = el("div", { class: "session-head" });
+    const bubbles = new Map(); // "turn:step" → {node, text}
+    const cards = new Map(); // callId → card parts
+    let selected = stepRef || null;
+    let scheduled = false;
+    let stopped = false;
+
+    const box = el("textarea", { id: "message", rows: 2, placeholder: "Message… (Enter sends)", "aria-label": "message" });
+    const policy = el("select", { id: "policy", "aria-label": "while a turn runs" },
+      el("option", { value: "steer", text: "steer the running turn" }),
+      el("option", { value: "queue", text: "queue for the next turn" }));
+    const send = async () => {
+      const text = box.value.trim();
+      if (!text) return;
+      try {
+        const out = await api("POST", `/session/${sid}`, { message: text, turnPolicy: policy.value });
+        box.value = "";
+        toast(out.disposition === "queued" ? "queued for the next turn" : out.disposition === "steered" ? "steered into the running turn" : "sent");
+      } catch (err) { toast(err.message, true); }
+    };
+    composerKeys(box, send);
+    const act = (name, confirmText) => async () => {
+      if (confirmText && !window.confirm(confirmText)) return;
+      try {
+        await api("POST", `/session/${sid}/${name}`, {});
+        toast(name + ": asked");
+      } catch (err) { toast(err.message, true); }
+    };
+    const actions = el("div", { class: "actions", role: "toolbar", "aria-label": "session actions" },
+      el("button", { type: "button", id: "act-cancel", onclick: act("cancel"), text: "Cancel turn" }),
+      el("button", { type: "button", id: "act-compact", onclick: act("compact"), text: "Compact" }),
+      el("button", { type: "button", id: "act-clear", onclick: act("clear", "Clear this session's context? Its history stays stored."), text: "Clear" }));
+    const composer = el("form", { class: "composer", onsubmit: (e) => { e.preventDefault(); send(); } },
+      box, el("div", { class: "composer-row" }, policy, el("button", { type: "submit", class: "primary", id: "send", text: "Send" })));
+
+    const tabs = el("div", { class: "tabs", role: "tablist" },
+      el("button", { type: "button", role: "tab", class: "tab on", "data-pane": "talk", onclick: pane, text: "Conversation" }),
+      el("button", { type: "button", role: "tab", class: "tab", "data-pane": "steps", onclick: pane, text: "Steps" }));
+    const page = el("section", { class: "page session-page", "data-pane": "talk" },
+      head, tabs,
+      el("div", { class: "cols" },
+        el("div", { class: "col talk" }, conv, pendingBox, composer, actions),
+        el("aside", { class: "col steps", "aria-label": "turns, steps and actions" }, el("h2", { text: "Turns → steps → actions" }), tree, detail)));
+
+    function pane(event) {
+      const name = event.currentTarget.dataset.pane;
+      page.dataset.pane = name;
+      for (const t of tabs.children) t.classList.toggle("on", t.dataset.pane === name);
+    }
+
+    function renderHead() {
+      head.replaceChildren(
+        el("a", { href: "#/", class: "back", text: "← sessions" }),
+        el("h1", { class: "title" }, el("span", { class: "sid", text: sid })),
+        badge(fold.status, fold.parkedOn));
+      page.dataset.status = fold.status;
+    }
+
+    function bubble(event) {
+      const key = event.turnId + ":" + event.stepIndex;
+      let b = bubbles.get(key);
+      if (!b) {
+        const body = el("div", { class: "md" });
+        b = { node: el("div", { class: "msg assistant streaming", "data-key": key }, body), body, text: "", dirty: true };
+        bubbles.set(key, b);
+        conv.append(b.node);
+      }
+      return b;
+    }
+
+    function item(kind, ...children) {
+      const node = el("div", { class: "msg " + kind }, ...children);
+      conv.append(node);
+      return node;
+    }
+
+    function toolCard(action, event) {
+      const status = el("span", { class: "badge s-requested", text: "requested" });
+      const output = el("pre", { class: "out", hidden: true });
+      const duration = el("span", { class: "muted dur" });
+      const node = el("details", { class: "msg tool", "data-call": action.callId },
+        el("summary", {}, el("span", { class: "tool-name", text: "tool " }), el("code", { text: call(action.name, action.arguments) }), " ", status, " ", duration),
+        el("div", { class: "label", text: "arguments" }), el("pre", { class: "args", text: json(action.arguments) }),
+        output);
+      conv.append(node);
+      cards.set(action.callId, { node, status, output, duration, turn: event.turnId });
+    }
+
+    function settle(event) {
+      const card = cards.get(event.callId);
+      if (!card) return;
+      const status = outcome(event.status, event.isError);
+      card.status.className = "badge s-" + status;
+      card.status.textContent = status;
+      card.duration.textContent = ms(event.durationMs);
+      card.output.hidden = false;
+      card.output.textContent = json(event.output !== undefined ? event.output : event.result);
+      card.node.classList.toggle("error", Boolean(event.isError));
+    }
+
+    function onEvent(event) {
+      switch (event.type) {
+        case "message.received":
+          item("user", el("div", { class: "who", text: "you" }), el("div", { class: "plain", text: event.text || "" }));
+          break;
+        case "message.appended": {
+          const b = bubble(event);
+          b.text += event.delta || "";
+          b.dirty = true;
+          break;
+        }
+        case "message.completed": {
+          if (!event.text && !bubbles.has(event.turnId + ":" + event.stepIndex)) break;
+          const b = bubble(event);
+          b.text = event.text || b.text;
+          b.dirty = true;
+          b.done = true;
+          break;
+        }
+        case "actions.requested":
+          for (const a of event.actions || []) toolCard(a, event);
+          break;
+        case "action.result":
+          settle(event);
+          break;
+        case "input.requested": {
+          const card = cards.get(event.callId);
+          if (card) { card.status.className = "badge s-parked"; card.status.textContent = "waiting for " + (event.kind === "question" ? "an answer" : "approval"); }
+          break;
+        }
+        case "input.resolved":
+          item("note", "answer" in event ? "answered: " + oneLine(event.answer, 200) : event.approved ? "approved" : "denied");
+          break;
+        case "task.started":
+          item("task", "sub-agent ", el("strong", { text: event.name || "" }), " → ",
+            el("a", { href: "#/s/" + event.childSessionId, class: "sid", text: event.childSessionId }));
+          break;
+        case "task.settled":
+          item("task", "sub-agent ", el("strong", { text: event.name || "" }), " " + (event.status || "") + ": ", oneLine(event.output || "", 300));
+          break;
+        case "compaction.completed":
+          item("divider", event.status === "completed"
+            ? "context compacted: " + (event.removedMessages ?? "?") + " messages summarized"
+            : "compaction " + (event.status || "failed"));
+          break;
+        case "context.cleared": item("divider", "context cleared"); break;
+        case "turn.cancelled": item("divider", "turn cancelled"); break;
+        case "turn.failed": case "step.failed": case "session.failed":
+          item("error", event.type + ": " + oneLine((event.error && event.error.message) || event.error || "", 500));
+          break;
+        default: break;
+      }
+    }
+
+    function onEvents(events) {
+      for (const event of events) {
+        fold.add(event);
+        onEvent(event);
+      }
+      schedule();
+    }
+
+    // Rendering Markdown, the tree and the pending requests once per frame, not per delta.
+    function schedule() {
+      if (scheduled) return;
+      scheduled = true;
+      requestAnimationFrame(() => {
+        scheduled = false;
+        if (stopped) return;
+        const near = conv.scrollHeight - conv.scrollTop - conv.clientHeight < 80;
+        for (const b of bubbles.values()) {
+          if (!b.dirty) continue;
+          b.dirty = false;
+          b.body.replaceChildren(...markdown(b.text));
+          b.node.classList.toggle("streaming", !b.done);
+        }
+        renderHead();
+        renderPending();
+        renderTree();
+        if (near) conv.scrollTop = conv.scrollHeight;
+      });
+    }
+
+    function respond(body) {
+      return async () => {
+        try {
+          await api("POST", `/session/${sid}`, { inputResponses: [body] });
+        } catch (err) { toast(err.message, true); }
+      };
+    }
+
+    function renderPending() {
+      const cards_ = [...fold.pending.values()].map((p) => {
+        if (p.kind === "question") {
+          const answer = el("input", { type: "text", class: "answer", "aria-label": "answer", placeholder: "your answer" });
+          const options = (p.options || (p.arguments && p.arguments.options) || []).map((o) =>
+            el("button", { type: "button", class: "option", onclick: respond({ requestId: p.requestId, answer: String(o) }), text: String(o) }));
+          return el("form", { class: "card ask", "data-request": p.requestId, onsubmit: (e) => {
+            e.preventDefault();
+            if (answer.value.trim()) respond({ requestId: p.requestId, answer: answer.value.trim() })();
+          } },
+            el("div", { class: "label", text: "question" }),
+            el("p", { class: "plain", text: p.question || (p.arguments && p.arguments.question) || "" }),
+            options.length ? el("div", { class: "opts" }, options) : null,
+            el("div", { class: "composer-row" }, answer, el("button", { type: "submit", class: "primary", text: "Answer" })));
+        }
+        return el("div", { class: "card ask", "data-request": p.requestId },
+          el("div", { class: "label", text: "approval" }),
+          el("p", {}, "Run ", el("code", { text: call(p.tool || "?", p.arguments) }), "?"),
+          el("div", { class: "opts" },
+            el("button", { type: "button", class: "primary approve", onclick: respond({ requestId: p.requestId, approved: true }), text: "Approve" }),
+            el("button", { type: "button", class: "deny", onclick: respond({ requestId: p.requestId, approved: false }), text: "Deny" }),
+            el("button", { type: "button", class: "always", title: "approve, and do not ask again for this tool", onclick: respond({ requestId: p.requestId, approved: true, always: true }), text: "Always" })));
+      });
+      const have = [...pendingBox.children].map((c) => c.dataset.request).join(" ");
+      const want = [...fold.pending.keys()].join(" ");
+      if (have !== want) pendingBox.replaceChildren(...cards_); // keep a half-typed answer
+    }
+
+    function renderTree() {
+      tree.replaceChildren(...fold.turns.map((turn) => el("div", { class: "turn" },
+        el("div", { class: "turn-head" }, el("strong", { text: "turn " + turn.number }), " ", badge(turn.status),
+          turn.message ? el("span", { class: "muted", text: " “" + oneLine(turn.message, 60) + "”" }) : null),
+        turn.error ? el("div", { class: "error", text: turn.error }) : null,
+        el("ul", {}, turn.steps.map((step) => {
+          const ref = turn.number + "." + step.index;
+          return el("li", {},
+            el("a", { class: "step" + (ref === selected ? " on" : ""), href: `#/s/${sid}/${ref}`, "data-ref": ref,
+              "aria-current": ref === selected ? "true" : null },
+            "step " + ref + " ", badge(step.status), " ", el("span", { class: "muted", text: ms(step.durationMs) }),
+            step.usage ? el("span", { class: "muted", text: " · " + (step.usage.inputTokens ?? "?") + " in / " + (step.usage.outputTokens ?? "?") + " out" }) : null),
+            el("ul", {}, step.actions.map((a) => el("li", { class: "action" },
+              a.kind === "model"
+                ? [el("span", { class: "kind", text: "model call " }), a.text ? el("span", { class: "muted", text: "“" + oneLine(a.text, 50) + "” " }) : null]
+                : [el("span", { class: "kind", text: "tool " }), el("code", { text: call(a.name, a.arguments) }), " ", badge(outcome(a.status, a.isError))],
+              " ", el("span", { class: "muted", text: ms(a.durationMs) })))));
+        })))));
+      renderDetail();
+    }
+
+    function renderDetail() {
+      if (!selected) { detail.replaceChildren(); return; }
+      const [t, s] = selected.split(".");
+      const turn = fold.turns.find((x) => String(x.number) === t);
+      const step = turn && turn.steps.find((x) => String(x.index) === s);
+      if (!step) { detail.replaceChildren(el("p", { class: "muted", text: "no step " + selected + " (yet)" })); return; }
+      const previous = fold.previous(step);
+      detail.replaceChildren(el("div", { class: "card checkpoint" },
+        el("h3", { text: "checkpoint " + selected }),
+        el("p", { class: "muted", text: "events " + step.firstEvent + "–" + step.lastEvent + " · " + step.status +
+          (step.usage ? " · usage " + oneLine(step.usage, 100) : "") }),
+        el("div", { class: "label", text: "changes since " + (previous ? "step " + previous.turn.number + "." + previous.step.index : "the session start") }),
+        el("pre", { class: "changes", text: fold.changes(step).join("\n") })));
+    }
+
+    show(page);
+    renderHead();
+    const follow = new Follow(sid, onEvents, (state, detailText) => {
+      connState(state, detailText);
+      if (state === "gone") conv.replaceChildren(el("p", { class: "error", text: detailText }));
+    });
+    return {
+      stop() { stopped = true; follow.stop(); },
+      select(ref) { selected = ref; renderTree(); },
+      sid,
+      focus() { box.focus(); },
+    };
+  }
+
+  // -- dev reload results ---------------------------------------------------------------
+
+  let devTimer = null;
+
+  async function pollInfo() {
+    clearTimeout(devTimer);
+    try {
+      const info = await api("GET", "/info");
+      $("#agent").textContent = [info.agent, info.model].filter(Boolean).join(" · ");
+      const bar = $("#dev");
+      const dev = info.dev;
+      if (!dev) { bar.hidden = true; }
+      else {
+        const last = dev.last;
+        bar.hidden = false;
+        bar.className = "dev" + (last && !last.ok ? " bad" : "");
+        bar.replaceChildren(el("strong", { text: "eve dev " }),
+          !last ? "watching " + dev.watching + " (agent " + dev.agent + ")"
+            : last.ok ? "reloaded agent " + last.agent + " at " + clock(last.at) + " (changed: " + last.changed + ")"
+              : el("span", {}, "reload failed at " + clock(last.at) + ", still serving the last good agent " + (last.agent || "") + ": ",
+                el("code", { class: "reload-error", text: last.error || "" })));
+      }
+    } catch (err) {
+      if (err.status === 401) { devTimer = null; return; } // polled again once the token is in
+    }
+    devTimer = setTimeout(pollInfo, POLL_MS);
+  }
+
+  // -- routing, theme, keys -------------------------------------------------------------
+
+  function route() {
+    if (asking) return;
+    const hash = location.hash.replace(/^#/, "");
+    const m = /^\/s\/([A-Za-z0-9_-]{1,64})(?:\/(\d+\.\d+))?$/.exec(hash);
+    if (m && current && current.sid === m[1]) { current.select(m[2] || null); return; }
+    stopView();
+    current = m ? sessionView(m[1], m[2] || null) : listView();
+    if (!devTimer) pollInfo();
+  }
+
+  function applyTheme() {
+    const theme = localStorage.getItem(THEME_KEY);
+    if (theme) document.documentElement.dataset.theme = theme;
+    else delete document.documentElement.dataset.theme;
+    $("#theme").textContent = theme || "auto";
+  }
+
+  function cycleTheme() {
+    const order = [null, "light", "dark"];
+    const now = localStorage.getItem(THEME_KEY);
+    const next = order[(order.indexOf(now) + 1) % order.length];
+    if (next) localStorage.setItem(THEME_KEY, next);
+    else localStorage.removeItem(THEME_KEY);
+    applyTheme();
+  }
+
+  function typing(target) {
+    return target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.tagName === "SELECT");
+  }
+
+  document.addEventListener("keydown", (event) => {
+    if (typing(event.target) || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.key === "/") {
+      const box = $("#message") || $("#first") || $("#token");
+      if (box) { event.preventDefault(); box.focus(); }
+    } else if (event.key === "Escape" && location.hash.startsWith("#/s/")) {
+      location.hash = "#/";
+    } else if (event.key === "t") {
+      cycleTheme();
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("#theme").addEventListener("click", cycleTheme);
+    applyTheme();
+    window.addEventListener("hashchange", route);
+    route();
+  });
+})();
