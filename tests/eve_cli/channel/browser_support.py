@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from channel_support import WAIT
+
+from tests.eve_cli.channel.channel_support import WAIT
 
 CHROMIUM = os.environ.get("EVE_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [

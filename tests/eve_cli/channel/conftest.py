@@ -67,7 +67,7 @@ def eve_process() -> Iterator[Callable[..., EveProcess]]:
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """One headless Chromium for the whole test session (a context per test keeps them apart)."""
-    from browser_support import open_browser
+    from tests.eve_cli.channel.browser_support import open_browser
 
     with open_browser() as chromium:
         yield chromium
@@ -76,7 +76,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def tab(browser: Any) -> Iterator[Callable[..., Any]]:
     """``tab(**context_options)``: a page in a fresh context; its script must raise nothing."""
-    from browser_support import Tab
+    from tests.eve_cli.channel.browser_support import Tab
 
     opened: list[Tab] = []
 

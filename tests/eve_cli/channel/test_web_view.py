@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from browser_support import PHONE, Tab, expect
-from channel_support import (
+
+from tests.eve_cli.channel.browser_support import PHONE, Tab, expect
+from tests.eve_cli.channel.channel_support import (
     WAIT,
     EveProcess,
     call,
