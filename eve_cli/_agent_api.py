@@ -237,6 +237,7 @@ class AgentConfig:
     name: str | None = None
     description: str | None = None
     mcp_servers: dict[str, Any] | None = None
+    tracing: bool = False
     source_file: str | None = None
     source_line: int | None = None
 
@@ -254,6 +255,7 @@ def define_agent(
     name: str | None = None,
     description: str | None = None,
     mcp_servers: dict[str, Any] | None = None,
+    tracing: bool = False,
 ) -> AgentConfig:
     """Describe an agent (in ``agent/agent.py``: ``agent = define_agent(...)``).
 
@@ -270,6 +272,9 @@ def define_agent(
         mcp_servers: MCP servers by name, each as in ``mcp.json`` (``command``/``args``/
             ``env``/``cwd`` or ``url``/``headers``, ``allow``, ``deny``, ``timeout``), whose
             ``approval`` may also be a policy object or callable, or a dict of them by tool.
+        tracing: OpenTelemetry spans of this agent's turns (``pip install 'eve-cli[otel]'``;
+            ``EVE_OTEL=1`` turns them on for every agent), exported over OTLP/HTTP as the
+            ``OTEL_EXPORTER_OTLP_*`` variables say.
     """
     if mode not in ("conversation", "task"):
         raise ValueError(f"mode must be 'conversation' or 'task', not {mode!r}")
@@ -290,6 +295,7 @@ def define_agent(
         name=name,
         description=description,
         mcp_servers=dict(mcp_servers) if mcp_servers else None,
+        tracing=tracing,
         source_file=caller.f_code.co_filename,
         source_line=caller.f_lineno,
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from eve_cli import _tracing
 from eve_cli._events import EventType
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
@@ -36,6 +37,7 @@ from eve_cli.models._tokens import message_tokens
 from world import HookHandle, WorkflowContext, World
 
 if TYPE_CHECKING:
+    from eve_cli._tracing._otel import TurnTrace
     from eve_cli.execution._executor import Executor
 
 SESSION_WORKFLOW = "eve.session"
@@ -163,6 +165,8 @@ class SessionHost:
         self.cancelled = False  # a cancel was taken or signalled during this turn's step
         self._watch: HookHandle | None = None  # the hook cancel_requested polls
         self._served: tuple[list[ToolSpec], str] | None = None  # MCP tools, read once a turn
+        self._trace: TurnTrace | None = None  # this turn's spans (tracing on: _tracing)
+        self._traced = False  # whether _trace was decided
 
     @property
     def agent(self) -> AgentDefinition:
@@ -193,7 +197,31 @@ class SessionHost:
                 context_window=self.agent.config.context_window,
                 base_dir=base if base.is_dir() else None,
             )
+            if (trace := self.trace()) is not None:
+                self._model = trace.model(self._model)
         return self._model
+
+    def trace(self) -> TurnTrace | None:
+        """This turn's trace when tracing is on (decided at the turn's first event)."""
+        if not self._traced:
+            self._traced = True
+            if self.turn_id is not None:
+                self._trace = _tracing.begin(self._trace_info, self.agent.config.tracing)
+        return self._trace
+
+    def _trace_info(self) -> _tracing.TurnInfo:
+        assert self.turn_id is not None
+        return _tracing.TurnInfo(
+            self.snap.id, self.turn_id, self.agent.name, self.model_string(), self._stored_at
+        )
+
+    def _stored_at(self, key: str) -> float | None:
+        """The epoch seconds of this session's stored event ``key`` (None: not stored)."""
+        event = self.emitted_event(key)
+        at = event.get("at") if event else None
+        if not isinstance(at, int | float):
+            return None
+        return at / 1000 + self._since if self._since is not None else float(at)
 
     def solo(self) -> bool:
         return self.executor.engine.driving <= 1
@@ -214,6 +242,8 @@ class SessionHost:
     async def action(
         self, name: str, fn: Callable[[], Awaitable[Any]], *, ordered: bool = True
     ) -> Any:
+        if (trace := self.trace()) is not None:
+            fn = trace.action(name, fn)
         return await self.ctx.step(name, fn, ordered=ordered)
 
     def emit(
@@ -240,6 +270,8 @@ class SessionHost:
             if at is not None:
                 event["ck"] = [at, self.snap.history_len]
         index = self.events.append(key, pack(event))
+        if self.turn_id is not None and (trace := self.trace()) is not None:
+            trace.event(type, key, event, fresh=index is not None)
         if index is None or self._since is None or (REF in data and text is None):
             return
         # The session's kept view takes the event as written: a view after the turn reads

@@ -14,6 +14,9 @@ import pytest
 
 from eve_cli.channel import ChannelSettings
 from tests.eve_cli.channel.channel_support import WAIT, EveProcess, ServerThread, readline_bounded
+from tests.otlp_receiver import receiver
+
+__all__ = ["browser", "eve_process", "receiver", "serve", "tab"]
 
 
 @pytest.fixture

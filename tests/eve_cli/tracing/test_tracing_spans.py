@@ -1,0 +1,154 @@
+"""OpenTelemetry spans of a turn (SPEC §14), exported over OTLP/HTTP to a real receiver: the
+tree turn → step → model call / tool call / compaction with the GenAI conventions, on every
+world; content only when asked for; nothing imported when tracing is off."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from eve_cli import _tracing
+from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, call, reply
+from tests.otlp_receiver import Receiver, Span
+from tests.worlds import WorldOpener
+
+TOOLS = {
+    "main": """
+    from eve_cli import tool
+
+    @tool
+    def add(a: int, b: int) -> int:
+        \"\"\"Add two numbers.\"\"\"
+        return a + b
+    """
+}
+
+
+def by_name(spans: list[Span], prefix: str) -> list[Span]:
+    return [s for s in spans if s.name.startswith(prefix)]
+
+
+def run_turns(agent: Path, world: WorldOpener | None, *messages: str) -> str:
+    async def main() -> str:
+        rt = Runtime(agent_dir=agent, world=world() if world else None)
+        try:
+            sid = await rt.create_session()
+            for message in messages:
+                await rt.deliver(sid, message)
+                await rt.drive(sid)
+            return sid
+        finally:
+            rt.close()
+
+    sid = asyncio.run(main())
+    _tracing.shutdown()  # exports what is pending
+    return sid
+
+
+def test_a_turn_is_a_span_tree_with_the_genai_conventions(
+    receiver: Receiver, make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
+    agent = make_agent(
+        script=[
+            reply("", call("add", a=2, b=3)),
+            reply("five"),
+            reply("word " * 800),
+            reply("after"),
+        ],
+        tools=TOOLS,
+        # A small window: the third turn's model call needs older history compacted first.
+        agent_args="tracing=True, context_window=600",
+    )
+    sid = run_turns(agent, open_world, "add 2 and 3", "say a lot", "and now?")
+    spans = receiver.wait_for(lambda s: len(by_name(s, "invoke_agent")) == 3)
+
+    [turn] = [s for s in by_name(spans, "invoke_agent") if s.attributes["eve.turn.id"] == "t1"]
+    assert turn.trace_id == f"{_tracing.trace_id(sid, 't1'):032x}"
+    assert turn.parent_id == "" and turn.span_id == f"{_tracing.span_id(sid, 't1', 'turn'):016x}"
+    assert turn.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert turn.attributes["gen_ai.conversation.id"] == sid
+    assert turn.attributes["eve.turn.status"] == "completed"
+    assert turn.service == "eve"
+    mine = [s for s in spans if s.trace_id == turn.trace_id]
+    steps = by_name(mine, "step ")
+    assert sorted(s.name for s in steps) == ["step t1.0", "step t1.1"]
+    assert all(s.parent_id == turn.span_id for s in steps)
+    step0 = next(s for s in steps if s.name == "step t1.0")
+    [tool] = by_name(mine, "execute_tool")
+    assert tool.name == "execute_tool add" and tool.parent_id == step0.span_id
+    assert tool.attributes["gen_ai.tool.name"] == "add"
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_0_0"
+    chats = by_name(mine, "chat ")
+    assert len(chats) == 2 and {c.parent_id for c in chats} == {s.span_id for s in steps}
+    for chat in chats:
+        assert chat.attributes["gen_ai.operation.name"] == "chat"
+        assert chat.attributes["gen_ai.provider.name"] == "scripted"
+        assert chat.attributes["gen_ai.usage.input_tokens"] > 0
+        assert chat.attributes["gen_ai.usage.output_tokens"] > 0
+        assert chat.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
+        assert chat.start_ns <= chat.end_ns
+    assert turn.attributes["gen_ai.usage.input_tokens"] == sum(
+        s.attributes["gen_ai.usage.input_tokens"] for s in steps
+    )
+    assert turn.start_ns <= min(s.start_ns for s in mine)
+    assert turn.end_ns >= max(s.end_ns for s in mine)
+    # Content is recorded only when asked for.
+    for span in spans:
+        assert not {k for k in span.attributes if "messages" in k or "call.arguments" in k}
+        assert "add 2 and 3" not in json.dumps(span.attributes)
+
+    [compaction] = by_name(spans, "compaction")
+    third = _tracing.trace_id(sid, "t3")
+    assert compaction.trace_id == f"{third:032x}"
+    assert compaction.attributes["gen_ai.usage.output_tokens"] > 0
+
+
+def test_content_is_recorded_only_when_asked_for(
+    receiver: Receiver, make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(_tracing.ENV, "1")  # every agent's turns, without the option
+    monkeypatch.setenv(_tracing.CONTENT_ENV, "true")
+    agent = make_agent(script=[reply("", call("add", a=2, b=3)), reply("five")], tools=TOOLS)
+    run_turns(agent, None, "add 2 and 3")
+    spans = receiver.wait_for(lambda s: bool(by_name(s, "invoke_agent")))
+    first = next(s for s in by_name(spans, "chat ") if "add 2 and 3" in str(s.attributes))
+    assert "add 2 and 3" in first.attributes["gen_ai.input.messages"]
+    assert json.loads(first.attributes["gen_ai.output.messages"])[0]["tool_calls"][0]["name"] == (
+        "add"
+    )
+    [tool] = by_name(spans, "execute_tool")
+    assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"a": 2, "b": 3}
+    assert tool.attributes["gen_ai.tool.call.result"] == "5"
+
+
+def test_tracing_off_imports_no_opentelemetry(make_agent: AgentFactory) -> None:
+    agent = make_agent(script=[reply("", call("add", a=1, b=1)), reply("two")], tools=TOOLS)
+    code = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        from eve_cli.runtime import Runtime
+        from world import MemoryWorld
+
+        async def main():
+            rt = Runtime(agent_dir={str(agent)!r}, world=MemoryWorld())
+            sid = await rt.create_session()
+            await rt.deliver(sid, "add")
+            view = await rt.drive(sid)
+            assert view["turns"][0]["status"] == "completed", view
+            rt.close()
+
+        asyncio.run(main())
+        wanted = ("opentelemetry", "eve_cli._tracing.")
+        print(sorted(m for m in sys.modules if m.startswith(wanted)))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
