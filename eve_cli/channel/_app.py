@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from eve_cli._facade import ServingFacade, TurnPolicy
 from eve_cli._version import __version__
-from eve_cli.channel._auth import BearerAuth, is_session_id
+from eve_cli.channel._auth import BearerAuth, is_session_id, parent_of
 from eve_cli.channel._bodies import (
     input_responses,
     optional_str,
@@ -264,7 +264,7 @@ class Channel:
 
     async def malformed(self, request: Request) -> Response:
         first = request.path_params["rest"].split("/", 1)[0]
-        if not is_session_id(first):
+        if not is_session_id(first, child=request.method == "GET"):
             raise ChannelError(400, f"malformed session id {first!r}")
         raise HTTPException(404)
 
@@ -278,10 +278,17 @@ class Channel:
         return out
 
     def _session_id(self, request: Request) -> str:
+        """The path's session id; a sub-agent's session can be read, not written to."""
         sid = str(request.path_params["sid"])
-        if not is_session_id(sid):
-            raise ChannelError(400, f"malformed session id {sid!r}")
-        return sid
+        if is_session_id(sid, child=request.method == "GET"):
+            return sid
+        if (root := parent_of(sid)) is not None:
+            raise ChannelError(
+                400,
+                f"session {sid} is a sub-agent's: its parent's turn drives it, so it takes "
+                f"no requests; send them to session {root}",
+            )
+        raise ChannelError(400, f"malformed session id {sid!r}")
 
     async def _view(self, sid: str) -> SessionView:
         """The session's view; raises 404 when it does not exist."""

@@ -17,6 +17,8 @@ _OPEN_PATHS = frozenset({"/eve/v1/health", *WEB_PATHS})
 
 # Session ids (ARCHITECTURE §3): letters, digits, '-' and '_'; never a path.
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A sub-agent's session: its parent's id and `.<n>` parts (as the runtime has them).
+_CHILD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9}){1,16}")
 
 
 class BindRefusedError(Exception):
@@ -42,9 +44,15 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
-def is_session_id(value: str) -> bool:
-    """True when ``value`` is a well-formed session id (says nothing about existence)."""
-    return bool(_SESSION_ID.fullmatch(value))
+def is_session_id(value: str, *, child: bool = False) -> bool:
+    """True when ``value`` is a well-formed session id (says nothing about existence);
+    with ``child``, a sub-agent's session id too."""
+    return bool(_SESSION_ID.fullmatch(value) or (child and _CHILD_ID.fullmatch(value)))
+
+
+def parent_of(sid: str) -> str | None:
+    """The root session of a sub-agent's session id (None for any other value)."""
+    return sid.split(".", 1)[0] if _CHILD_ID.fullmatch(sid) else None
 
 
 def token_matches(header: str | None, token: str) -> bool:

@@ -955,7 +955,7 @@
   function route() {
     if (asking) return;
     const hash = location.hash.replace(/^#/, "");
-    const m = /^\/s\/([A-Za-z0-9_-]{1,64})(?:\/(\d+\.\d+))?$/.exec(hash);
+    const m = /^\/s\/([A-Za-z0-9_-]{1,64}(?:\.\d{1,9})*)(?:\/(\d+\.\d+))?$/.exec(hash);
     if (m && current && current.sid === m[1]) { current.select(m[2] || null); return; }
     stopView();
     current = m ? sessionView(m[1], m[2] || null) : listView();

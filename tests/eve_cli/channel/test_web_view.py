@@ -198,6 +198,30 @@ def test_a_question_cancel_compact_and_clear_from_the_page(
     assert "turn.cancelled" in types and "compaction.completed" in types
 
 
+def test_a_sub_agent_task_links_to_its_session(
+    eve_process: Start, tab: Callable[..., Tab], tmp_path: Path
+) -> None:
+    agent = agent_with(tmp_path, [call("helper", task="count the files"), reply("parent done")])
+    child = write_script(tmp_path / "child.json", [reply("child done")])
+    write_agent(tmp_path / "agent" / "subagents" / "helper", child)
+    server = eve_process("start", "--port", "0", "--agent", str(agent))
+    sid = create(server, "delegate")
+    t = tab()
+    t.page.goto(f"{server.url}/#/s/{sid}")
+    expect(t.page.locator(".msg.assistant").last).to_have_text("parent done")
+    task = t.page.locator(".msg.task a.sid").first
+    expect(task).to_be_visible()
+    child_id = task.inner_text()
+    assert child_id != sid
+    task.click()
+    expect(t.page.locator(".session-head .sid")).to_have_text(child_id)
+    expect(t.page.locator(".msg.user")).to_have_text(re.compile("count the files"))
+    expect(t.page.locator(".msg.assistant")).to_have_text("child done")
+    # Readable, not writable: its parent's turn drives it.
+    refused = httpx.post(f"{server.url}{API}/session/{child_id}", json={"message": "x"})
+    assert refused.status_code == 400 and sid in refused.json()["error"]["message"]
+
+
 def test_the_page_survives_a_server_killed_and_restarted(
     eve_process: Start, tab: Callable[..., Tab], tmp_path: Path, world_spec: str
 ) -> None:
