@@ -93,7 +93,9 @@ def test_a_streamed_reply_renders_progressively_as_safe_markdown(
         "[click](javascript:window.pwned=3) and [docs](https://example.org/x)\n\n"
         "- one\n- two"
     )
-    agent = agent_with(tmp_path, [{"text": hostile, "tool_calls": [], "delay": 1.5}])
+    agent = agent_with(
+        tmp_path, [{"text": hostile, "tool_calls": [], "delay": 1.5}, reply("the queued one")]
+    )
     server = eve_process("start", "--port", "0", "--agent", str(agent))
     sid = create(server)
     t = tab()
@@ -105,7 +107,14 @@ def test_a_streamed_reply_renders_progressively_as_safe_markdown(
     # The first delta is shown while the model is still answering (it sleeps after it).
     expect(bubble).to_have_class(re.compile(r"\bstreaming\b"))
     expect(bubble).to_have_text("*")
-    expect(bubble).not_to_have_class(re.compile(r"\bstreaming\b"))
+    # While it runs, a message queued from the page waits for the next turn.
+    t.page.locator("#policy").select_option("queue")
+    t.page.locator("#message").fill("after that")
+    t.page.locator("#message").press("Enter")
+    expect(t.page.locator("#toast")).to_have_text("queued for the next turn")
+    expect(bubble.first).not_to_have_class(re.compile(r"\bstreaming\b"))
+    expect(bubble.last).to_have_text("the queued one")
+    bubble = bubble.first
     expect(bubble.locator("strong")).to_have_text("Bold")
     expect(bubble.locator("li")).to_have_count(2)
     assert bubble.locator("img, script, iframe").count() == 0
