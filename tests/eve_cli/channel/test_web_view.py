@@ -310,6 +310,9 @@ def test_a_phone_sized_dark_page_fits_and_switches_panes(
     expect(t.page.locator("#conv")).to_be_hidden()
     t.page.keyboard.press("Escape")  # back to the list
     expect(t.page.locator("#sessions")).to_be_visible()
+    t.page.keyboard.press("/")  # to the first-message box
+    expect(t.page.locator("#first")).to_be_focused()
+    t.page.keyboard.press("Escape")  # out of it again
     t.page.keyboard.press("t")  # theme: auto → light
     expect(t.page.locator("html")).to_have_attribute("data-theme", "light")
 

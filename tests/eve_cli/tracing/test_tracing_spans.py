@@ -110,6 +110,64 @@ def test_a_turn_is_a_span_tree_with_the_genai_conventions(
     assert compaction.attributes["gen_ai.usage.output_tokens"] > 0
 
 
+GATED = {
+    "main": """
+    from eve_cli import always, tool
+
+    @tool(approval=always())
+    def gate() -> str:
+        \"\"\"Needs approval.\"\"\"
+        return "open"
+    """
+}
+
+
+def test_a_turn_parked_and_resumed_by_another_runtime_is_one_trace(
+    receiver: Receiver, make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
+    agent = make_agent(
+        script=[reply("", call("gate")), reply("went through")],
+        tools=GATED,
+        agent_args="tracing=True",
+    )
+
+    async def park() -> tuple[str, str]:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        try:
+            sid = await rt.create_session()
+            await rt.deliver(sid, "open it")
+            view = await rt.drive(sid)
+            assert view["status"] == "parked", view
+            return sid, str(view["pending"][0]["requestId"])
+        finally:
+            rt.close()
+
+    async def resume(sid: str, request: str) -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())  # another process would do the same
+        try:
+            await rt.respond(sid, [{"requestId": request, "approved": True}])
+            view = await rt.drive(sid)
+            assert view["turns"][0]["status"] == "completed", view
+        finally:
+            rt.close()
+
+    sid, request = asyncio.run(park())
+    _tracing.shutdown()
+    parked = receiver.wait_for(lambda s: any(x.name == "step t1.0" for x in s))
+    assert not by_name(parked, "invoke_agent")  # the turn has not ended: no span yet
+    asyncio.run(resume(sid, request))
+    _tracing.shutdown()
+    spans = receiver.wait_for(lambda s: bool(by_name(s, "invoke_agent")))
+    assert {s.trace_id for s in spans} == {f"{_tracing.trace_id(sid, 't1'):032x}"}
+    [turn] = by_name(spans, "invoke_agent")
+    assert sorted(s.name for s in by_name(spans, "step ")) == ["step t1.0", "step t1.1"]
+    assert {s.parent_id for s in by_name(spans, "step ")} == {turn.span_id}
+    [tool] = by_name(spans, "execute_tool")  # run after the approval, in step 1
+    step1 = next(s for s in spans if s.name == "step t1.1")
+    assert tool.parent_id == step1.span_id
+    assert turn.start_ns < step1.start_ns and turn.attributes["eve.turn.steps"] == 2
+
+
 def test_content_is_recorded_only_when_asked_for(
     receiver: Receiver, make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
