@@ -134,6 +134,10 @@ def test_an_approval_clicked_in_the_page_resumes_the_parked_turn(
             reply("after approve"),
             call("gate", reason="r2"),
             reply("after deny"),
+            call("gate", reason="r3"),
+            reply("after always"),
+            call("gate", reason="r4"),
+            reply("not asked again"),
         ],
     )
     server = eve_process("start", "--port", "0", "--agent", str(agent), "--world", world_spec)
@@ -156,6 +160,14 @@ def test_an_approval_clicked_in_the_page_resumes_the_parked_turn(
     t.page.get_by_role("button", name="Deny").click()
     expect(t.page.locator(".msg.assistant").last).to_have_text("after deny")
     expect(t.page.locator('.msg.tool[data-call="call_2_0"] .badge')).to_have_text("rejected")
+    box.fill("third")
+    box.press("Enter")
+    t.page.get_by_role("button", name="Always").click()
+    expect(t.page.locator(".msg.assistant").last).to_have_text("after always")
+    box.fill("fourth")
+    box.press("Enter")  # the tool was approved for the session: no question this time
+    expect(t.page.locator(".msg.assistant").last).to_have_text("not asked again")
+    expect(t.page.locator('.msg.tool[data-call="call_6_0"] .badge')).to_have_text("completed")
 
     # The step tree, and one checkpoint with what changed since the previous one.
     t.page.locator('a.step[data-ref="1.1"]').click()
@@ -167,7 +179,9 @@ def test_an_approval_clicked_in_the_page_resumes_the_parked_turn(
     events = read_events(server.url, sid, of_type("turn.completed"), start=0)
     resolved = [e for e in events if e["type"] == "input.resolved"]
     assert [e["approved"] for e in resolved] == [True]  # the second turn's came later
-    read_events(server.url, sid, lambda e: e["type"] == "input.resolved" and not e["approved"])
+    events = read_events(server.url, sid, lambda e: e.get("text") == "not asked again")
+    assert [e["approved"] for e in events if e["type"] == "input.resolved"] == [True, False, True]
+    assert sum(e["type"] == "input.requested" for e in events) == 3
 
 
 def test_a_question_cancel_compact_and_clear_from_the_page(
