@@ -94,7 +94,7 @@ def test_a_streamed_reply_renders_progressively_as_safe_markdown(
         "- one\n- two"
     )
     agent = agent_with(
-        tmp_path, [{"text": hostile, "tool_calls": [], "delay": 1.5}, reply("the queued one")]
+        tmp_path, [{"text": hostile, "tool_calls": [], "delay": 3.0}, reply("the queued one")]
     )
     server = eve_process("start", "--port", "0", "--agent", str(agent))
     sid = create(server)
