@@ -38,6 +38,17 @@
 
   const $ = (selector, root) => (root || document).querySelector(selector);
 
+  /** Run `render` (which rebuilds `box`), keeping the keyboard focus on the link it was on. */
+  function keepFocus(box, render) {
+    const focused = document.activeElement;
+    const href = focused && box.contains(focused) ? focused.getAttribute("href") : null;
+    render();
+    if (href) {
+      const again = [...box.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === href);
+      if (again) again.focus();
+    }
+  }
+
   function toast(message, bad) {
     const box = $("#toast");
     box.textContent = message;
@@ -618,12 +629,20 @@
       ));
     }
 
+    let shown = null; // what the list shows now (re-rendered only when it changes)
+
     async function poll() {
       if (stopped) return;
       try {
         const data = await api("GET", "/sessions");
         if (stopped) return;
-        render(data.sessions || []);
+        const sessions = data.sessions || [];
+        // "last activity" says minutes: a minute's tick re-renders an unchanged list too.
+        const now = JSON.stringify(sessions) + Math.floor(Date.now() / 60000);
+        if (now !== shown) {
+          shown = now;
+          keepFocus(page, () => render(sessions));
+        }
         connState("live");
       } catch (err) {
         if (err.status === 401) return;
@@ -632,8 +651,9 @@
       if (!stopped) timer = setTimeout(poll, POLL_MS);
     }
 
-    show(el("section", { class: "page list-page" },
-      el("h1", { class: "title", text: "Sessions" }), start, chips, rows));
+    const page = el("section", { class: "page list-page" },
+      el("h1", { class: "title", text: "Sessions" }), start, chips, rows);
+    show(page);
     poll();
     return { stop() { stopped = true; clearTimeout(timer); } };
   }
@@ -829,9 +849,9 @@
           b.body.replaceChildren(...markdown(b.text));
           b.node.classList.toggle("streaming", !b.done);
         }
-        renderHead();
+        keepFocus(head, renderHead);
         renderPending();
-        renderTree();
+        keepFocus(tree, renderTree);
         if (near) conv.scrollTop = conv.scrollHeight;
       });
     }

@@ -70,12 +70,15 @@ def test_a_new_session_appears_in_the_list_without_a_reload_and_parked_ones_filt
     read_events(server.url, waiting, settled())
     row = t.page.locator(f'tr[data-id="{waiting}"]')
     expect(row).to_contain_text("waiting")
+    row.locator("a.sid").focus()  # the keyboard is on a row while the list changes
     parked = create(server, "hi")  # a session's N-th model call answers entry N of the script
     read_events(server.url, parked, settled())
     httpx.post(f"{server.url}{API}/session/{parked}", json={"message": "gate"}, timeout=WAIT)
     read_events(server.url, parked, of_type("turn.waiting"))
     expect(t.page.locator(f'tr[data-id="{parked}"]')).to_contain_text("parked: approval")
     assert navigations == [server.url + "/"], "the list changed by reloading the page"
+    focused = t.page.evaluate("document.activeElement.getAttribute('href')")
+    assert focused == f"#/s/{waiting}", "a live update took the keyboard focus away"
 
     t.page.get_by_role("link", name=re.compile(r"^parked")).click()
     expect(t.page.locator("tr.row")).to_have_count(1)
