@@ -43,7 +43,8 @@ class ServerSpec:
 
     ``command``/``args``/``env``/``cwd`` for a stdio server, ``url``/``headers`` for Streamable
     HTTP. ``allow`` (None: every tool) and ``deny`` filter its tools by their MCP names;
-    ``approval`` is the server's policy, ``tool_approval`` per tool (MCP name).
+    ``approval`` is the server's policy, ``tool_approval`` per tool (MCP name); ``timeout``
+    the seconds a call may take, ``tool_timeout`` per tool.
     """
 
     name: str
@@ -60,6 +61,7 @@ class ServerSpec:
     approval: ApprovalPolicy = field(default_factory=never)
     tool_approval: tuple[tuple[str, ApprovalPolicy], ...] = ()
     timeout: float = DEFAULT_TIMEOUT
+    tool_timeout: tuple[tuple[str, float], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -77,6 +79,9 @@ class ServerSpec:
 
     def policy(self, tool: str) -> ApprovalPolicy:
         return dict(self.tool_approval).get(tool, self.approval)
+
+    def timeout_for(self, tool: str) -> float:
+        return dict(self.tool_timeout).get(tool, self.timeout)
 
 
 @dataclass(frozen=True)
@@ -174,9 +179,7 @@ def parse_server(name: Any, body: Any, directory: Path, source: str) -> ServerSp
     kind = body.get("type")
     if kind not in (None, "stdio", "http", "streamable-http", "streamableHttp"):
         raise McpConfigError(f"{where}: type {kind!r}: eve speaks stdio and http")
-    timeout = body.get("timeout", DEFAULT_TIMEOUT)
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-        raise McpConfigError(f"{where}: timeout must be a positive number of seconds")
+    timeout, per_tool_timeout = _timeouts(body.get("timeout", DEFAULT_TIMEOUT), where)
     approval, per_tool = _approvals(body.get("approval"), where)
     allow = body.get("allow")
     return ServerSpec(
@@ -193,8 +196,19 @@ def parse_server(name: Any, body: Any, directory: Path, source: str) -> ServerSp
         deny=frozenset(_strings(body.get("deny", []), "deny", where)),
         approval=approval,
         tool_approval=per_tool,
-        timeout=float(timeout),
+        timeout=timeout,
+        tool_timeout=per_tool_timeout,
     )
+
+
+def _timeouts(value: Any, where: str) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """``timeout``: seconds for every tool, or ``{"<tool>" | "*": seconds}``."""
+    given = dict(value) if isinstance(value, Mapping) else {"*": value}
+    for seconds in given.values():
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
+            raise McpConfigError(f"{where}: timeout must be a positive number of seconds")
+    default = float(given.pop("*", DEFAULT_TIMEOUT))
+    return default, tuple(sorted((str(k), float(v)) for k, v in given.items()))
 
 
 def _approvals(

@@ -159,7 +159,7 @@ class Connection:
                 progress_callback=progress,
                 meta=cast(mcp_types.RequestParamsMeta, {IDEMPOTENCY_META: ctx.idempotency_key}),
             ),
-            self.spec.timeout,
+            self.spec.timeout_for(tool.name),
         )
         return to_result(result, self.spec.name, tool.name)
 

@@ -130,6 +130,7 @@ class McpPool:
         """Call the tool the model calls ``exposed``; every failure is a tool-error result
         (never raises but for a cancel)."""
         conn: Connection | None = None
+        tool: ListedTool | None = None
         try:
             conn = await self.connect(spec)
             tool = conn.tools.get(exposed)
@@ -143,7 +144,8 @@ class McpPool:
         except ServerUnavailable as exc:
             return ToolResult(str(exc), True)
         except TimeoutError:
-            what = f"did not answer a call of {exposed!r} within {spec.timeout:g} s"
+            seconds = spec.timeout_for(tool.name) if tool is not None else spec.timeout
+            what = f"did not answer a call of {exposed!r} within {seconds:g} s"
             return ToolResult(conn.describe(what) if conn else what, True)
         except MCPError as exc:
             assert conn is not None

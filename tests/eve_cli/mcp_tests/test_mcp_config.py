@@ -36,6 +36,7 @@ def with_mcp(make_agent: AgentFactory, text: str, **kwargs: object) -> Path:
             "approval 'sometimes'",
         ),
         ('{"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}}', "env must map names"),
+        ('{"mcpServers": {"a": {"command": "x", "timeout": {"t": 0}}}}', "timeout must be"),
     ],
 )
 def test_a_bad_declaration_is_one_line_with_file_and_line(
@@ -110,11 +111,12 @@ def test_references_expand_only_at_a_start(make_agent: AgentFactory, tmp_path: P
         make_agent,
         json.dumps({"mcpServers": {"s": {
             "command": "${BIN:-srv}", "cwd": "sub", "headers": {},
-            "env": {"TOKEN": "Bearer ${TOKEN}"}, "args": ["${MISSING}"],
+            "env": {"TOKEN": "Bearer ${TOKEN}"}, "args": ["${MISSING}"], "timeout": {"slow": 2.5},
         }}}),
     )  # fmt: skip
     [spec] = load_agent(folder).mcp
     assert dict(spec.env) == {"TOKEN": "Bearer ${TOKEN}"}  # what the definition holds
+    assert (spec.timeout_for("any"), spec.timeout_for("slow")) == (60.0, 2.5)
     with pytest.raises(MissingVariableError, match=r"\$\{MISSING\} is not set"):
         expand(spec, {"TOKEN": "t0ps3cret"})
     launch = expand(spec, {"TOKEN": "t0ps3cret", "MISSING": "m"})

@@ -29,6 +29,7 @@ SCRIPT = [
     reply("hello"),
     reply("", call("danger", x=7)),
     reply("approved and done"),
+    reply("and the queued one"),
 ]
 
 
@@ -94,12 +95,17 @@ def test_eve_mcp_over_stdio(make_agent: AgentFactory, world_spec: str) -> None:
         async with Client(eve_mcp(agent, world_spec), cache=None) as client:
             got = await use(client, "agent_get", sessionId=sid)
             assert (got["status"], got["pending"][0]["requestId"]) == ("parked", request)
+            later = {"sessionId": sid, "message": "then this", "policy": "queue"}
+            assert (await use(client, "agent_send", **later))["disposition"] == "queued"
             answer = {"requestId": request, "approved": True}
             done = await use(client, "agent_respond", sessionId=sid, responses=[answer], wait=30)
-            assert (done["status"], done["reply"]) == ("waiting", "approved and done")
-            later = await use(client, "agent_get", sessionId=sid, since=done["next"] - 2)
-            assert [e["index"] for e in later["events"]] == [done["next"] - 2, done["next"] - 1]
-            assert later["next"] == done["next"]
+            # The approved call finished its turn, then the queued message had its own.
+            assert (done["status"], done["reply"]) == ("waiting", "and the queued one")
+            texts = [e.get("text") for e in done["events"] if e["type"] == "message.completed"]
+            assert texts[-2:] == ["approved and done", "and the queued one"]
+            tail = await use(client, "agent_get", sessionId=sid, since=done["next"] - 2)
+            assert [e["index"] for e in tail["events"]] == [done["next"] - 2, done["next"] - 1]
+            assert tail["next"] == done["next"]
             cancelled = await use(client, "agent_cancel", sessionId=sid)
             assert cancelled["cancelled"] is True
 

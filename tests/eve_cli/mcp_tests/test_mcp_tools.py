@@ -120,17 +120,31 @@ def test_results_errors_a_new_tool_and_a_crash(tmp_path: Path, make_agent: Agent
 def test_one_server_serves_every_turn_and_session_of_a_process(
     tmp_path: Path, make_agent: AgentFactory
 ) -> None:
+    """Declared by `define_agent(mcp_servers=)`, with a callable approval policy for a tool."""
     ctl = tmp_path / "ctl"
-    script = [reply("", call("mcp__srv__add", a=1, b=2)), reply("ok")]
-    agent = mcp_agent(make_agent, script, {"srv": stdio_entry(ctl)})
-    rt = Runtime(agent_dir=agent, world=MemoryWorld())
+    script = [
+        reply("", call("mcp__srv__add", a=1, b=2), call("mcp__srv__add", a=13, b=0)),
+        reply("ok"),
+    ]
+    entry = stdio_entry(ctl)
+    declared = (
+        f"mcp_servers={{'srv': {{'command': {entry['command']!r}, 'args': {entry['args']!r}, "
+        "'approval': {'add': lambda args: 'denied' if args.get('a') == 13 else 'approved'}}}"
+    )
+    rt = Runtime(agent_dir=make_agent(script=script, agent_args=declared), world=MemoryWorld())
 
-    async def sessions() -> None:
+    async def sessions() -> list[str]:
+        sids = []
         for _ in range(3):
-            sid = await rt.create_session()
-            await chat(rt, sid, "go")
+            sids.append(await rt.create_session())
+            await chat(rt, sids[-1], "go")
+        return sids
 
-    asyncio.run(sessions())
+    for sid in asyncio.run(sessions()):
+        assert results(rt, sid) == [
+            ("mcp__srv__add", "3", False),
+            ("mcp__srv__add", "The approval policy denied this call.", True),
+        ]
     assert len(pids(ctl)) == 1
     assert sum(n for line, n in calls(ctl).items() if line.startswith("done add")) == 3
     rt.close()
@@ -180,7 +194,7 @@ def test_hostile_answers_are_bounded(tmp_path: Path, make_agent: AgentFactory) -
         ),
         reply("ok"),
     ]
-    entry = stdio_entry(ctl, timeout=1)
+    entry = stdio_entry(ctl, timeout={"slow": 1, "*": 30})
     rt = Runtime(agent_dir=mcp_agent(make_agent, script, {"srv": entry}), world=MemoryWorld())
     sid, _ = run(rt, "go")
     huge, slow, too_big, broken, add = results(rt, sid)
