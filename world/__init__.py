@@ -33,6 +33,7 @@ from ._errors import (
     SerializationError,
     StepFailedError,
     StorageError,
+    StoreFormatError,
     WorkflowNotFoundError,
     WorldError,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "SerializationError",
     "StepFailedError",
     "StorageError",
+    "StoreFormatError",
     "Workflow",
     "WorkflowContext",
     "WorkflowNotFoundError",

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 # Types the replay cursor matches against workflow calls; others are skipped.
-COMMANDS = frozenset({"step", "attempt", "hook", "recv", "sleep", "wake", "child", "child_done"})
+COMMANDS = frozenset({"step", "attempt", "hook", "recv", "sleep", "wake", "child"})
 
 
 class _Park(BaseException):
@@ -81,8 +81,6 @@ def _describe(rec: dict[str, Any]) -> str:
         return f"receive on hook {rec.get('token')!r}"
     if kind == "child":
         return f"child run of {rec.get('workflow')!r}"
-    if kind == "child_done":
-        return f"result of child {rec.get('child')}"
     return str(kind)
 
 
@@ -434,20 +432,12 @@ class WorkflowContext:
 
     def _child_result(self, child_id: str) -> Any:
         # Nothing is recorded: a child's end is in the journal, durable before the parent can
-        # see it, and final, so a replay observes the same outcome at the same point. Journals
-        # before version 3 hold a `child_done` record here; it is passed over.
-        what = f"result of child {child_id}"
-        rec = self._next_command()
-        if rec is not None and rec.get("t") == "child_done":
-            if rec.get("child") != child_id:
-                raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
-            self._advance(rec)
-            error, result = rec.get("error"), rec.get("result")
-        else:
-            child = self._family.runs.get(child_id)
-            if child is None or not child.finished:
-                raise self._park({"child": child_id})
-            error, result = child.error, child.result
+        # see it, and final, so a replay observes the same outcome at the same point.
+        self._check_alive()
+        child = self._family.runs.get(child_id)
+        if child is None or not child.finished:
+            raise self._park({"child": child_id})
+        error, result = child.error, child.result
         if error is not None:
             raise ChildFailedError(child_id, error.get("type", ""), error.get("message", ""))
         return result

@@ -5,6 +5,7 @@ WorldError                      anything the world refuses or cannot do
 ├── SerializationError          a value has no msgpack form (names the path to it)
 ├── CorruptJournalError         a bad record with valid data after it (names file, offset)
 ├── StorageError                the disk refused a write (ENOSPC, EIO, permissions)
+├── StoreFormatError            a store or file in a format this version does not read
 ├── InvalidNameError            a run id, token or stream name outside the allowed alphabet
 ├── RunNotFoundError            no run with that id
 ├── RunExistsError              a run with that id already exists
@@ -68,6 +69,11 @@ class CorruptJournalError(WorldError):
 
 class StorageError(WorldError):
     """The storage refused an operation; nothing partial was left behind."""
+
+
+class StoreFormatError(WorldError):
+    """A store, or a file of one, in a format this version does not read: a newer one, or a
+    pre-release one from before the format was frozen. Nothing was read or changed."""
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)

@@ -4,8 +4,8 @@ The journal is the truth (a `park` record says what a run waits on); the head is
 cache for listing, and says where the current generations start (`scan`) so a load can skip
 everything before them.
 
-Records in memory are whole: `{run, g, at, t, ...}`. Journal version 2 stores them compact
-(`Family.pack`; `Family.expand` makes them whole again, version-1 records are stored whole):
+Records in memory are whole: `{run, g, at, t, ...}`. The journal stores them compact
+(`Family.pack`; `Family.expand` makes them whole again):
 
 * `r`: the run id after the root id and its dot (absent for the root run); a child's parent
   is implied by its id (`<parent>.<n>`), a record's generation by the run's last `start`/`gen`.
@@ -14,12 +14,12 @@ Records in memory are whole: `{run, g, at, t, ...}`. Journal version 2 stores th
 * `recv` keeps the inbox ids and their records' checksums (`c`), not the token and payloads:
   they are read back from the inbox (append-only), and a missing or different delivery is a
   `CorruptJournalError` naming the inbox, never a different payload.
-* `child`, `child_done` and a parked `waiting` name the child relative (as `r`);
-  `child_done` keeps no result: the child's `done`/`failed` record precedes it in the journal.
-* `gen` leaves out its workflow (version 4), meta and created (they live in the `start`
-  record and the head, which a load beginning at a `gen` record has) and stores hex hook
-  tokens as bytes (version 4); defaults are left out (nc 0, meta {}, hooks [], n 1).
-* `start`/`gen` store the inbox state `{w, x}` as `w` alone when `x` is empty (version 5).
+* `child` and a parked `waiting` name the child relative (as `r`); a parent records nothing
+  when it reads a child's end (the child's `done`/`failed` is in the same journal, final).
+* `gen` leaves out its workflow when it is the run's, meta and created (they live in the
+  `start` record and the head, which a load beginning at a `gen` record has) and stores hex
+  hook tokens as bytes; defaults are left out (nc 0, meta {}, hooks [], n 1).
+* `start`/`gen` store the inbox state `{w, x}` as `w` alone when `x` is empty.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ KEPT_CHILDREN = 10  # finished child runs the head keeps (the latest ones)
 FINISHED = frozenset({"completed", "failed"})
 # Record types that carry a run's progress (replayed in order by the workflow context).
 START_TYPES = frozenset({"start", "gen"})
-# Keys of a whole record that its stored (version 2) form leaves implied.
+# Keys of a whole record that its stored form leaves implied.
 _IMPLIED = frozenset({"t", "run", "g", "seq", "at", "parent", "created"})
 _UNSET = object()
 _DEFAULTS: dict[str, dict[str, Any]] = {
@@ -164,7 +164,7 @@ class Family:
         return run_id[len(self.root) + 1 :]
 
     def pack(self, rec: dict[str, Any], gen_at: float) -> dict[str, Any]:
-        """The stored (version 2) form of the whole record `rec` of a run whose current
+        """The stored form of the whole record `rec` of a run whose current
         generation began at `gen_at`."""
         kind = rec["t"]
         out: dict[str, Any] = {"t": kind}
@@ -181,7 +181,7 @@ class Family:
             (k, v) for k, v in rec.items() if k not in _IMPLIED and defaults.get(k, _UNSET) != v
         )
         if kind in START_TYPES and out.get("inbox", {}).get("x") == []:
-            out["inbox"] = out["inbox"]["w"]  # version 5: the watermark alone
+            out["inbox"] = out["inbox"]["w"]  # the watermark alone
         if kind == "recv":
             del out["token"], out["values"]
             out["c"] = [self.items[i].check for i in rec["ids"]]
@@ -208,8 +208,8 @@ class Family:
         return waiting
 
     def expand(self, stored: dict[str, Any]) -> dict[str, Any]:
-        """The whole form of a stored record (version-1 records are stored whole)."""
-        if "run" in stored or "t" not in stored or stored["t"] == GAP:
+        """The whole form of a stored record."""
+        if "t" not in stored or stored["t"] == GAP:
             return stored
         rec = dict(stored)
         rel, kind = rec.pop("r", None), rec["t"]
@@ -234,13 +234,11 @@ class Family:
         rec["g"], rec["at"] = run.g, run.gen_at + rec.pop("d", 0) / 1000
         if kind == "recv":
             self._received(rec)
-        elif kind in ("child", "child_done"):
+        elif kind == "child":
             rec["child"] = child_id = f"{self.root}.{rec['child']}"
             child = self.runs.get(child_id)
-            if kind == "child" and child is not None:
+            if child is not None:
                 rec.setdefault("workflow", child.workflow)
-            elif kind == "child_done":
-                self._child_outcome(rec, child_id)
         elif kind == "park":
             rec["waiting"] = self._expand_waiting(rec["waiting"], run)
         return rec
@@ -323,22 +321,6 @@ class Family:
             advice=CANNOT_GO_ON,
         )
 
-    def _child_outcome(self, rec: dict[str, Any], child_id: str) -> None:
-        child = self.runs.get(child_id)
-        if child is None or not child.finished:
-            raise CorruptJournalError(
-                f"journal of run family {self.root}",
-                0,
-                "missing child end",
-                what=f"run {rec['run']} observed the end of child {child_id}, which the "
-                "journal does not hold",
-                advice=CANNOT_GO_ON,
-            )
-        if child.status == "completed":
-            rec["result"] = child.result
-        else:
-            rec["error"] = child.error
-
     def inbox_state(self) -> dict[str, Any]:
         """The consumption watermark carried by `start` and `gen` records."""
         unconsumed = [item.id for item in self.pending if item.id not in self.consumed]
@@ -411,7 +393,7 @@ def _is_scan_start(rec: dict[str, Any]) -> bool:
 
 
 def _inbox_state(stored: Any) -> Any:
-    """A `start`/`gen` record's inbox state whole (version 5 stores `{w, x: []}` as `w`)."""
+    """A `start`/`gen` record's inbox state whole (`{w, x: []}` is stored as `w`)."""
     return {"w": stored, "x": []} if isinstance(stored, int) else stored
 
 

@@ -34,23 +34,19 @@ from typing import Any
 import msgpack
 
 from . import _codec, _faults
-from ._errors import CorruptJournalError, StorageError, WorldError
+from ._errors import CorruptJournalError, StorageError, StoreFormatError, WorldError
 
 FRAME_VERSION = 1
 JOURNAL_FORMAT = "eve-world-journal"
-# 2: compact records (run id relative to the root, `d` = ms since the generation began, `recv`
-# and `child_done` refer to the inbox and the child instead of copying). 3: no `child_done`,
-# a `child` link leaves its workflow to the child's `start`, `park` names a hook of its `gen`
-# by index. 4: `gen` leaves its workflow to the run's `start` (or the head) and stores a hex
-# hook token as its bytes. 5: `start`/`gen` store an inbox state with no extra consumed ids as
-# its watermark alone. Older records are still read, also in a file that goes on with
-# newer ones.
+# The record forms of each kind of file, frozen with store format 2 (`local.FORMAT`): one
+# version each, the one a file of the kind is created with; a header of any other version is
+# refused (versions below these were pre-release forms, `Family.pack` describes the current).
 JOURNAL_VERSION = 5
 INBOX_FORMAT = "eve-world-inbox"
-# 2: compact deliveries (`_world.inbox_record`); version-1 items still read. 3: the header of a
-# compacted inbox carries `base`, the id of the first byte after it: a delivery's id stays its
-# offset in the file as if never compacted (file position + `base` - header length). A header
-# without `base` (every older file): ids are file positions.
+# Deliveries as `_world.inbox_record` stores them; the header of a compacted inbox carries
+# `base`, the id of the first byte after it: a delivery's id stays its offset in the file as if
+# never compacted (file position + `base` - header length). Without `base` (an inbox never
+# compacted) ids are file positions.
 INBOX_VERSION = 3
 HEADER_MAX = 256  # an inbox header frame is ~70 bytes
 _FRAME_START = b"\x93\x01"  # fixarray(3) then the frame version 1
@@ -276,9 +272,14 @@ def check_header(path: str, record: dict[str, Any]) -> None:
         raise WorldError(f"{path}: not an eve-world journal (no header record)")
     version, known = record.get("version"), VERSIONS.get(record.get("format", ""), 1)
     if not isinstance(version, int) or version > known:
-        raise WorldError(
+        raise StoreFormatError(
             f"{path}: journal version {version!r} is newer than this eve understands "
             f"({known}); upgrade eve to read it"
+        )
+    if version < known:
+        raise StoreFormatError(
+            f"{path}: journal version {version} is a pre-release form this eve no longer reads "
+            f"(it reads {known}); nothing was changed: read it with the version that wrote it"
         )
 
 

@@ -132,7 +132,22 @@ def _data_dir(path: str | os.PathLike[str]) -> Path:
         raise WorldError(f"{root}: no data directory there (nothing to check)")
     if not (root / "runs").is_dir() and _check_format(root).state != "ok":
         raise WorldError(f"{root}: not an eve data directory (no eve FORMAT file, no runs/)")
+    _refuse_old_format(root)
     return root
+
+
+def _refuse_old_format(root: Path) -> None:
+    """A store of an older format is neither checked nor repaired: its files are in forms this
+    version does not read, and a repair would take them for damage."""
+    from .local import FORMAT, FORMAT_VERSION, old_format_error
+
+    found: object = None
+    with contextlib.suppress(OSError, ValueError):
+        found = json.loads((root / "FORMAT").read_text())
+    if isinstance(found, dict) and found.get("format") == FORMAT["format"]:
+        version = found.get("version")
+        if isinstance(version, int) and version < FORMAT_VERSION:
+            raise old_format_error(root / "FORMAT", version)
 
 
 def _listdir(folder: Path) -> list[str]:

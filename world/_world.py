@@ -120,9 +120,8 @@ def unpack_token(stored: Any) -> str:
 
 
 def inbox_record(token: str, payload: Any, at: float) -> dict[str, Any]:
-    """The stored form of a delivery (inbox item version 2): `k` the token
-    (:func:`pack_token`), `p` the payload, `a` the time. Version 1 stored `{"t": "item",
-    "token", "payload", "at"}`; :func:`inbox_item` reads both."""
+    """The stored form of a delivery: `k` the token (:func:`pack_token`), `p` the payload,
+    `a` the time."""
     return {"k": pack_token(token), "p": payload, "a": at}
 
 
@@ -132,8 +131,6 @@ def inbox_item(pos: int, rec: Any, check: int) -> InboxItem | None:
         return None
     if "k" in rec:
         return InboxItem(pos, unpack_token(rec["k"]), rec.get("p"), rec.get("a", 0.0), check)
-    if rec.get("t") == "item":
-        return InboxItem(pos, rec["token"], rec.get("payload"), rec.get("at", 0.0), check)
     return None
 
 

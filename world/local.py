@@ -1,7 +1,7 @@
 """`LocalWorld`: the world as files under one data directory (default `./.workflow-data`).
 
 ```
-FORMAT                          {"format": "eve-world", "version": 1}
+FORMAT                          {"format": "eve-world", "version": 2}
 runs/<root>/journal.msgpack     every record of the family (root run and its children)
 runs/<root>/inbox.msgpack       deliveries, appended by any process under inbox.lock
 runs/<root>/head.msgpack        status cache, one checksummed frame (the journal is the truth)
@@ -37,7 +37,7 @@ from ._errors import (
     RunExistsError,
     RunNotFoundError,
     StorageError,
-    WorldError,
+    StoreFormatError,
     storage_error,
 )
 from ._streams import StreamStore, lost_item_error
@@ -63,7 +63,20 @@ from ._world import (
 if TYPE_CHECKING:
     from ._verify import Finding
 
-FORMAT = {"format": "eve-world", "version": 1}
+# Version 2: the format frozen for 0.1 (every file kind in one form, see `_journal`); a store
+# of version 1 holds pre-release forms, which this version does not read.
+FORMAT_VERSION = 2
+FORMAT = {"format": "eve-world", "version": FORMAT_VERSION}
+
+
+def old_format_error(fmt: Path, version: int) -> StoreFormatError:
+    """The one line for a store whose FORMAT is older than :data:`FORMAT` (nothing read or
+    written)."""
+    return StoreFormatError(
+        f"{fmt}: store format {version} was written by a pre-release version, before the "
+        f"format was frozen at {FORMAT_VERSION}; this version does not read it and changed "
+        "nothing: go on with the version that wrote it, or start a new data directory"
+    )
 _STREAM_SUFFIX = ".msgpack"
 # The key of a head under which a LocalWorld notes how far it checked the family's files.
 _INTACT_KEY = "_intact"
@@ -249,8 +262,11 @@ class LocalWorld(World):
                         "bad FORMAT",
                         what="not an eve data directory (bad FORMAT file)",
                     )
-                if found.get("version", 0) > FORMAT["version"]:
-                    raise WorldError(f"{fmt}: written by a newer eve (version {found['version']})")
+                version = found.get("version", 0)
+                if not isinstance(version, int) or version > FORMAT_VERSION:
+                    raise StoreFormatError(f"{fmt}: written by a newer eve (version {version!r})")
+                if version < FORMAT_VERSION:
+                    raise old_format_error(fmt, version)
                 return
             if not self._create:
                 return

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from eve_cli.runtime import open_world
-from world import Finding, WorldError
+from world import Finding, StoreFormatError, WorldError
 
 from ._context import DataOption, WorldOption, choose_world
 from ._errors import EXIT_ERROR, EXIT_OK, CliError
@@ -55,6 +55,8 @@ def doctor(
             findings = store.verify()
         finally:
             store.close()
+    except StoreFormatError as exc:
+        raise CliError(str(exc)) from None  # an eve store, of another format
     except WorldError as exc:
         raise CliError(f"{exc}; pass --data DIR with an eve data directory") from None
     damaged = [f for f in findings if f.error]

@@ -20,6 +20,7 @@ from world import (
     Order,
     OwnershipError,
     StorageError,
+    StoreFormatError,
     WorkflowContext,
     WorldError,
     _journal,
@@ -57,7 +58,7 @@ def test_file_count_grows_with_runs_not_steps(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert json.loads((tmp_path / "ten" / "FORMAT").read_text()) == {
         "format": "eve-world",
-        "version": 1,
+        "version": 2,
     }
 
 
@@ -266,36 +267,43 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "nowhere").exists()
 
 
-async def _asks_child(ctx: WorkflowContext, _: Any) -> Any:
-    got = await ctx.run_child("child_of_one", 5)
-    more = await ctx.create_hook("t-more").receive()
-    return await ctx.step("sum", lambda: got + more)
+def test_a_store_of_the_pre_release_format_is_refused_in_one_line_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    from world import repair, verify
+
+    engine, _ = _run_steps(tmp_path / "data", 2)
+    engine.world.close()
+    fmt = tmp_path / "data" / "FORMAT"
+    fmt.write_text('{"format": "eve-world", "version": 1}\n')  # as every store before 0.1
+    before = {str(p): p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
+    for attempt in (
+        lambda: LocalWorld(tmp_path / "data"),
+        lambda: LocalWorld(tmp_path / "data", create=False),
+        lambda: verify(tmp_path / "data"),
+        lambda: repair(tmp_path / "data"),  # would take the older files for damage
+    ):
+        with pytest.raises(StoreFormatError) as err:
+            attempt()
+        message = str(err.value)
+        assert "\n" not in message and str(fmt) in message, message
+        assert "store format 1" in message and "changed nothing" in message
+        assert "eve " not in message  # world names no command
+    after = {str(p): p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
+    assert after == before
 
 
-def test_child_done_records_of_version_2_are_still_replayed(tmp_path: Path) -> None:
-    # Version 3 records nothing when a parent reads a child's end; a version-2 journal holds a
-    # `child_done` there (a reference to the child). A replay passes over it, result filled.
-    workflows = {"parent": _asks_child, "child_of_one": child_of_one}
-    engine = Engine(LocalWorld(tmp_path), workflows)
-    rid = asyncio.run(engine.start("parent", run_id="p"))
-    assert asyncio.run(engine.run(rid)).status == "parked"
-    journal = tmp_path / "runs" / "p" / "journal.msgpack"
+def test_a_journal_header_of_another_version_is_refused(tmp_path: Path) -> None:
+    engine, rid = _run_steps(tmp_path / "data", 1)
+    engine.world.close()
+    journal = tmp_path / "data" / "runs" / rid / "journal.msgpack"
     records = _journal.read_file(str(journal)).records
-    kinds = [rec["t"] for _, rec in records]
-    assert "child_done" not in kinds
-    at = kinds.index("done")  # the child's end; the parent's park on its hook follows
-    assert records[at][1]["r"] == "0" and kinds[at + 1 :] == ["hook", "park"]
     data = journal.read_bytes()
-    cut = records[at + 1][0]
-    old = _journal.frame({"t": "child_done", "d": 1, "child": "0"})
-    journal.write_bytes(data[:cut] + old + data[cut:])
-    (tmp_path / "runs" / "p" / "head.msgpack").unlink()
-    engine = Engine(LocalWorld(tmp_path), workflows)
-    asyncio.run(engine.resume_hook("t-more", 5))
-    assert asyncio.run(engine.run(rid)).result == 10 + 5
-    [done] = [r for r in engine.history("p") if r["t"] == "child_done"]
-    assert done["child"] == "p.0" and done["result"] == 10
-    assert [r["t"] for r in engine.history("p")].count("step") == 1  # `sum`, once
+    for version in (_journal.JOURNAL_VERSION - 1, _journal.JOURNAL_VERSION + 1):
+        header = _journal.frame({**records[0][1], "version": version})
+        journal.write_bytes(header + data[records[1][0] :])
+        with pytest.raises(StoreFormatError, match=f"journal version {version} is"):
+            _journal.read_file(str(journal))
 
 
 async def _carries_hook(ctx: WorkflowContext, g: int) -> Any:
@@ -401,33 +409,6 @@ def test_a_drive_cancelled_during_its_write_keeps_the_lease_until_the_write_ends
         await asyncio.wait_for(other, 10)
 
     asyncio.run(main())
-
-
-async def _two_deliveries(ctx: WorkflowContext, _: Any) -> list[Any]:
-    hook = ctx.create_hook("c0ffee00")
-    return [await hook.receive(), await hook.receive()]
-
-
-def test_an_inbox_of_version_1_items_goes_on_with_version_2_items(tmp_path: Path) -> None:
-    folder = tmp_path / "data"
-    engine = Engine(LocalWorld(folder), {"flow": _two_deliveries})
-    rid = asyncio.run(engine.start("flow", run_id="mixed"))
-    assert asyncio.run(engine.run(rid)).status == "parked"
-    inbox = folder / "runs" / rid / "inbox.msgpack"
-    old = {"t": "item", "token": "c0ffee00", "payload": {"text": "old"}, "at": 1.5}
-    inbox.write_bytes(_journal.frame(_journal.header("eve-world-inbox")) + _journal.frame(old))
-    asyncio.run(engine.resume_hook("c0ffee00", {"text": "new"}))
-    stored = [r for _, r in _journal.read_file(str(inbox)).records[1:]]
-    assert stored[1] == {"k": bytes.fromhex("c0ffee00"), "p": {"text": "new"}, "a": stored[1]["a"]}
-    info = asyncio.run(Engine(LocalWorld(folder), {"flow": _two_deliveries}).run(rid))
-    assert info.result == [{"text": "old"}, {"text": "new"}]
-    # Replayed from the journal by a later process, both read back the same.
-    history = Engine(LocalWorld(folder), {}).history(rid)
-    assert [r["values"] for r in history if r["t"] == "recv"] == [
-        [{"text": "old"}],
-        [{"text": "new"}],
-    ]
-    assert {r["token"] for r in history if r["t"] == "recv"} == {"c0ffee00"}
 
 
 async def _hex_loop(ctx: WorkflowContext, n: int) -> int:
