@@ -7,12 +7,10 @@ turn. The snapshot is small and constant in size: history itself is an append-on
 which the snapshot records only the window (``history_start``, ``history_len``) and where the
 compaction summary is (``summary_at``: an item of that stream, role ``summary``).
 
-Versions: 1 kept the summary text inline (``summary``); 2 keeps it in the history stream. A
-version-1 snapshot still reads (its inline summary serves until the next compaction). 3
-leaves out the fields equal to a *base* the reader has too, instead of only those at their
-default: the session's constants (:func:`session_base`, from the run family's meta) for a
-driver's input, the driver generation's own snapshot for a turn's. Versions 1 and 2 read
-as before, whatever base the reader gives.
+Version 3, the one form (frozen with store format 2; earlier versions were pre-release):
+fields under short names (:data:`CODES`), the ones equal to a *base* the reader has too left
+out: the session's constants (:func:`session_base`, from the run family's meta) for a
+driver's input, the driver generation's own snapshot for a turn's.
 """
 
 from __future__ import annotations
@@ -69,7 +67,6 @@ class Snapshot:
     history_start: int = 0
     history_len: int = 0
     summary_at: int | None = None  # history index of the current summary item
-    summary: str | None = None  # version 1 only: the summary text inline
     compactions: int = 0
     state: dict[str, Any] = field(default_factory=dict)
     approved_tools: list[str] = field(default_factory=list)
@@ -99,12 +96,11 @@ class Snapshot:
     def from_data(
         cls, data: dict[str, Any], id: str = "", base: Snapshot | None = None
     ) -> Snapshot:
-        """Read a snapshot of any version; ``id`` when the data has none (version 2 on);
-        ``base``: what :meth:`to_data` was given (versions 1 and 2 had none)."""
-        version = data.get("v", 1)
+        """Read a snapshot; ``id`` when the data has none; ``base``: what :meth:`to_data` was
+        given."""
         data = migrate({k: _copied(v) for k, v in data.items()})  # never alias recorded input
         values = {k: v for k, v in data.items() if k in _KNOWN}
-        if base is not None and isinstance(version, int) and version >= 3:
+        if base is not None:
             kept = {k: v for k, v in base._values(copy=True).items() if k != "id"}
             values = {**kept, **values}
         values.setdefault("id", id)
@@ -139,12 +135,13 @@ class Snapshot:
         return Snapshot(**data)
 
 
-# The stored name of each field from version 2 on (journaled 2-3 times a turn: short).
+# The stored name of each field (journaled 2-3 times a turn: short). Append-only: a code
+# never changes its meaning ("su" was version 1's inline summary).
 CODES = {
     "id": "id", "token": "k", "agent_dir": "a", "model": "m", "mode": "o", "created_at": "c",
     "gen": "g", "turns": "t", "steps": "s", "model_calls": "n", "tokens": "x",
     "token_allowance": "xa", "time_allowance": "ta", "history_start": "hs",
-    "history_len": "hl", "summary_at": "sa", "summary": "su", "compactions": "cp",
+    "history_len": "hl", "summary_at": "sa", "compactions": "cp",
     "state": "st", "approved_tools": "ap", "pending": "p", "queued": "q", "task": "tk",
     "parent": "pa", "cancel_token": "ck", "ended": "e",
 }  # fmt: skip
@@ -168,22 +165,18 @@ _DEFAULTS: dict[str, Any] = {
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring an older snapshot to :data:`SNAPSHOT_VERSION`.
-
-    1 -> 2: version 2 stores fields under short names (:data:`CODES`) and leaves ``id`` to
-    the reader; a version-1 ``summary`` stays inline (read as before) until the next
-    compaction moves the summary into the history stream. 2 -> 3: the same names; what is
-    left out is the base's (:meth:`Snapshot.from_data` fills it in). Returns field names.
-    """
+    """The field names of stored snapshot ``data`` (version :data:`SNAPSHOT_VERSION`); any
+    other version is refused (a newer one needs a newer eve; older ones were pre-release)."""
     version = data.pop("v", 1)
-    if version > SNAPSHOT_VERSION:
+    if version != SNAPSHOT_VERSION:
+        newer = isinstance(version, int) and version > SNAPSHOT_VERSION
         raise ValueError(
-            f"session snapshot version {version} is newer than this eve ({SNAPSHOT_VERSION}); "
-            "upgrade eve"
+            f"session snapshot version {version!r} is "
+            + ("newer than this eve" if newer else "a pre-release form this eve does not read")
+            + f" ({SNAPSHOT_VERSION}); "
+            + ("upgrade eve" if newer else "read it with the version that wrote it")
         )
-    if version >= 2:
-        data = {NAMES.get(k, k): v for k, v in data.items()}
-    return data
+    return {NAMES.get(k, k): v for k, v in data.items()}
 
 
 def session_base(meta: dict[str, Any]) -> Snapshot:

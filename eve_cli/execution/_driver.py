@@ -94,17 +94,13 @@ def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def turn_snapshot(before: Snapshot, result: dict[str, Any]) -> Snapshot:
-    """The session after a turn: its result carries the changed fields (``changes``), or the
-    whole snapshot (``snap``, as an earlier eve journaled it), or neither (it failed before
-    changing anything)."""
-    if "snap" in result:
-        return Snapshot.from_data(result["snap"], before.id)
+    """The session after a turn: its result carries the changed fields (``changes``), or
+    none (it failed before changing anything)."""
     return before.patched(result.get("changes") or {})
 
 
 def _clear(snap: Snapshot) -> None:
     snap.history_start = snap.history_len
-    snap.summary = None
     snap.summary_at = None
 
 

@@ -61,7 +61,7 @@ def read_window(world: World, snap: Snapshot) -> tuple[list[Message], list[int],
 
 def _summary_text(world: World, snap: Snapshot, items: list[dict[str, Any]]) -> str | None:
     if snap.summary_at is None:
-        return snap.summary  # version 1 kept it inline
+        return None
     at = snap.summary_at - snap.history_start
     found = items[at : at + 1] if at >= 0 else []
     found = found or world.stream_read(
@@ -76,7 +76,7 @@ class WindowState:
     items, as read): messages (summary items left out), their indexes in the stream, the
     current summary's text and the sum of the messages' token estimates."""
 
-    key: tuple[int, int | None, str | None]  # history_start, summary_at, summary
+    key: tuple[int, int | None]  # history_start, summary_at, summary
     count: int
     last: Any
     messages: list[Message]
@@ -93,7 +93,7 @@ def extend_window(
     (the executor hands out the same ones only while the stream's digest of them is
     unchanged), else built afresh. A turn then costs the messages appended since the last,
     not the whole window."""
-    key = (snap.history_start, snap.summary_at, snap.summary)
+    key = (snap.history_start, snap.summary_at)
     if (
         kept is not None
         and kept.key == key

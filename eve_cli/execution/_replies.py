@@ -5,8 +5,7 @@ history item too would store it twice. History item form 2: an assistant reply w
 delta events of that very call hold exactly stores, in place of ``content``, ``e``: the
 events' indexes as runs ``[start, count, start, count, ...]`` (one run when they are
 contiguous, as they are unless another writer appended between them), and ``n``: the text's
-length; an empty ``tool_calls`` is left out. Form 1 (``content`` inline) is every other item
-and everything older eve stored; it reads as is.
+length; an empty ``tool_calls`` is left out. Form 1 (``content`` inline) is every other item.
 
 Every reader of history reads through :func:`resolve`, which puts ``content`` (and
 ``tool_calls``) back, reading the referred events once for all the items it is given. A
@@ -78,15 +77,8 @@ def reply_text(kept: dict[str, Any], streamed: StreamedText) -> tuple[str, list[
 
 
 def call_errors(kept: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The argument errors of a journaled reply's tool calls, by call id (older results kept
-    them on every call)."""
-    if "calls" in kept:
-        return dict(kept["calls"])
-    return {
-        c["id"]: {"error": c.get("error"), "raw": c.get("raw")}
-        for c in kept.get("tool_calls") or []
-        if c.get("error") is not None or c.get("raw") is not None
-    }
+    """The argument errors of a journaled reply's tool calls, by call id."""
+    return dict(kept.get("calls") or {})
 
 
 def referring(message: Mapping[str, Any], events: list[int]) -> dict[str, Any]:

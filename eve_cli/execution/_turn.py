@@ -48,8 +48,8 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         executor.cancels.clear(snap.id)
     host.emit("turn.started", {}, f"{turn_id}:start")
     start = data["start"]
-    # The driver stored the message in history ("h"); an earlier eve passed its text.
-    fold_message(host, str(start.get("text", "")), f"{turn_id}:in", "started", None, start.get("h"))
+    # The driver stored the message in history ("h").
+    fold_message(host, "", f"{turn_id}:in", "started", None, start["h"])
     hook = ctx.hook(snap.token) if snap.token else None
     # A sub-agent's turn watches the root session's hook: a cancel ends it, anything else it
     # takes is handed back to the parent turn with the result.

@@ -112,16 +112,10 @@ async def compact(
             step,
         )
         return False
-    if "h" in result:
-        index, tokens = result["h"], result["tokens"]
-    else:  # journaled by an earlier eve, which kept the text in the step result
-        text = str(result.get("text") or "")
-        index = host.store_history({"role": SUMMARY_ROLE, "content": text}, item_key)
-        tokens = estimate_text(text)
+    index, tokens = result["h"], result["tokens"]
     snap.history_start = host.history_index(cut)
     host.adopt_history(index)
     snap.summary_at = index
-    snap.summary = None
     snap.compactions += 1
     host.emit(
         "compaction.completed",

@@ -135,9 +135,9 @@ class StepHost(Protocol):
     def store_reply(
         self, kept: dict[str, Any], key: str, streamed: StreamedText
     ) -> StoredReply | None:
-        """The reply a model call's step journaled (``kept``, from :meth:`keep_reply` or an
-        older eve) stored in history under ``key`` unless it is there (after the step, in
-        workflow code a replay repeats); None when its text is lost."""
+        """The reply a model call's step journaled (``kept``, from :meth:`keep_reply`) stored
+        in history under ``key`` unless it is there (after the step, in workflow code a replay
+        repeats); None when its text is lost."""
         ...
 
     def adopt_history(self, index: int, message: Message | None = None) -> Message:

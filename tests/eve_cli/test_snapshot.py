@@ -1,5 +1,5 @@
-"""The persisted snapshot: short stored names (version 2), only what differs from a base the
-reader has (version 3), version-1 and -2 data still read, and a turn's changes applied to the
+"""The persisted snapshot: short stored names, only what differs from a base the reader has
+(version 3, the one form; other versions refused), and a turn's changes applied to the
 snapshot it started from give the snapshot it ended with."""
 
 from __future__ import annotations
@@ -25,12 +25,11 @@ def test_round_trip_leaves_out_the_id_and_keeps_everything_else() -> None:
     assert Snapshot.from_data(data, "s_1") == snap
 
 
-def test_a_version_1_snapshot_reads_with_its_inline_summary() -> None:
-    old = {"id": "s_1", "token": "tok", "turns": 4, "history_start": 2, "history_len": 9,
-           "summary": "earlier", "v": 1}  # fmt: skip
-    snap = Snapshot.from_data(old, "ignored")
-    assert (snap.id, snap.turns, snap.history_start, snap.summary) == ("s_1", 4, 2, "earlier")
-    assert snap.summary_at is None
+def test_a_pre_release_version_is_refused() -> None:
+    old = {"id": "s_1", "token": "tok", "turns": 4, "summary": "earlier", "v": 1}
+    for data in (old, {"k": "tok", "t": 2, "v": 2}, {"k": "tok"}):  # no "v": version 1
+        with pytest.raises(ValueError, match="pre-release form this eve does not read"):
+            Snapshot.from_data(data, "s_1")
 
 
 def test_a_newer_version_is_refused() -> None:
@@ -70,15 +69,6 @@ def test_version_3_leaves_out_what_the_base_holds() -> None:
     after.history_len += 1
     assert after.to_data(snap) == {"hl": 9, "v": 3}
     assert Snapshot.from_data(after.to_data(snap), "s_1", snap) == after
-
-
-def test_version_2_reads_the_same_whatever_the_base() -> None:
-    v2 = {"k": "tok", "a": "/agents/a", "c": 5.0, "t": 2, "hl": 4, "v": 2}
-    base = session_base({"token": "other", "agentDir": "/elsewhere", "created": 9.0})
-    for given in (None, base):
-        snap = Snapshot.from_data(v2, "s_1", given)
-        assert (snap.token, snap.agent_dir, snap.created_at) == ("tok", "/agents/a", 5.0)
-        assert (snap.model, snap.mode, snap.turns, snap.history_len) == (None, "conversation", 2, 4)
 
 
 def test_a_copy_shares_nothing_changeable() -> None:
