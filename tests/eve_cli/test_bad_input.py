@@ -247,6 +247,21 @@ def test_a_damaged_journal_is_one_line_naming_file_and_offset_and_what_to_do(
     assert journal.read_bytes() == bytes(damaged)  # nothing was rewritten or lost
 
 
+def test_a_store_of_the_pre_release_format_is_one_line_and_left_alone(
+    stored: tuple[Path, str, dict[str, str]],
+) -> None:
+    data, sid, _ = stored
+    fmt = data / "FORMAT"
+    fmt.write_text('{"format": "eve-world", "version": 1}\n')  # as every store before 0.1
+    before = _snapshot(data)
+    for args in (["inspect"], ["inspect", sid], ["chat", "-s", sid, "-p", "hi"], ["doctor"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        line = _one_line(result.stderr, str(fmt), "store format 1", "changed nothing")
+        assert "--data DIR" not in line  # it is an eve store, of another format
+    assert _snapshot(data) == before
+
+
 # -- answers to requests ---------------------------------------------------------------------------
 def test_answers_that_are_not_pending_are_rejected_and_change_nothing(
     isolated: Path, stored: tuple[Path, str, dict[str, str]]

@@ -12,12 +12,12 @@ from typing import Any
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._keys import EventKeys, HistoryKeys
 from eve_cli.execution._replies import resolve
-from eve_cli.execution._stored_events import EventReader, stored_event
+from eve_cli.execution._stored_events import REF, EventReader, stored_event
 from eve_cli.execution._streams import KeyedStream
 from eve_cli.harness._input import compact_message, expand_delivery
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, call, reply
-from world import LocalWorld, MemoryWorld
+from world import Engine, LocalWorld, MemoryWorld
 
 EXAMPLE = Path(__file__).resolve().parents[2] / ".workflow-data.example"
 ECHO = '''
@@ -130,26 +130,27 @@ def test_stored_events_refer_to_history_and_read_as_spec(
     rt.close()
 
 
-def test_example_data_in_the_earlier_stored_form_reads_unchanged(tmp_path: Path) -> None:
+def test_example_data_is_stored_in_the_current_form_and_reads_as_spec(tmp_path: Path) -> None:
     data = tmp_path / "data"
     shutil.copytree(EXAMPLE, data)
     world = LocalWorld(data)
     try:
         [sid] = world.families()
         stored = world.stream_read(f"events.{sid}")
-        events = EventReader(world, sid).read(0, stored)
+        meta = Engine(world, {}).info(sid).meta  # its `created`: the base of each `at`
+        events = EventReader(world, sid, lambda: meta).read(0, stored)
     finally:
         world.close()
-    assert any("text" in i for i in stored if i["type"] == "message.received")
     check_spec_shape(sid, events)
-    for item, event in zip(stored, events, strict=True):  # only index, id and ISO time added
-        expected = {k: v for k, v in item.items() if k != "_k"}
-        expected["at"] = event["at"]
-        assert event == {**expected, "index": event["index"], "sessionId": sid}
-        if isinstance(item["at"], float):  # epoch seconds (the first versions stored ISO)
-            assert datetime.fromisoformat(event["at"]).timestamp() == round(item["at"], 3)
-        else:
-            assert event["at"] == item["at"]
+    assert len(events) == len(stored)
+    for item, event in zip(stored, events, strict=True):
+        assert "type" not in item and unpack(item)["type"] == event["type"]  # the compact form
+        assert isinstance(item["a"], int)  # milliseconds since the session's creation
+        created = datetime.fromisoformat(event["at"]).timestamp() - item["a"] / 1000
+        assert abs(created - meta["created"]) < 0.001
+    texts = [e["text"] for e in events if e["type"] == "message.completed"]
+    assert texts and all(isinstance(t, str) for t in texts)
+    assert any(REF in i for i in stored)  # replies refer to history, not copied
 
 
 def test_a_parent_replayed_after_its_turn_reuses_the_turns_keys(
