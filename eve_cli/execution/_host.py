@@ -327,8 +327,6 @@ class SessionHost:
         # Stored after the step's record, not inside it: the step then has one stream to
         # make durable before its record (the events), not two.
         errors = call_errors(kept)
-        if "h" in kept:  # journaled by an eve that stored it in history inside the step
-            return StoredReply(kept["h"], errors)
         if "text" in kept:
             return StoredReply(self.store_history(reply_message(kept), key), errors)
         index = self.stored_history(key)
