@@ -113,18 +113,93 @@ class _Known(NamedTuple):
 _KNOWN_MAX = 4096  # streams whose offsets a store keeps (then it forgets them all)
 
 
+class _KnownOffsets:
+    """The offsets a store last checked of each stream (:class:`_Known`), shared by its
+    readers and its writers on any thread (appends may run on I/O threads).
+
+    An entry is believed only while the data file's inode, size and modification time are
+    the ones it records, or, with `mtime` -1, as this store's own appends left it; its
+    `offsets` array is only ever appended to, so a reader keeps using its first `items`
+    entries while a writer extends it. At most `_KNOWN_MAX` streams are kept."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, _Known] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> _Known | None:
+        with self._lock:
+            return self._known.get(name)
+
+    def put(self, name: str, known: _Known) -> None:
+        with self._lock:
+            if len(self._known) >= _KNOWN_MAX and name not in self._known:
+                self._known.clear()
+            self._known[name] = known
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._known.pop(name, None)
+
+    def appended(self, name: str, ino: int, index: int, added: array[int], end: int) -> None:
+        """Items were written at `added` (the offsets of items `index`...), the file now ending
+        at `end`: an entry known exactly up to them takes them on; any other is left for the
+        next read to check against the files."""
+        at = added[0]
+        with self._lock:
+            known = self._known.get(name)
+            if known is None or (known.ino, known.size, known.items, known.end) != (
+                ino,
+                at,
+                index,
+                at,
+            ):
+                return
+            known.offsets.extend(added)  # every kept array holds exactly `items` entries
+            self._known[name] = _Known(ino, end, known.offsets, index + len(added), end)
+
+
+class _Unsynced:
+    """The data files appended to and not yet known durable, each with the number of its
+    latest append. Journal appends of several families flush from several threads: each
+    syncs what was pending when it began, and an fd appended to again meanwhile (a newer
+    number than the one it synced) stays pending for the next flush."""
+
+    def __init__(self) -> None:
+        self._numbers: dict[int, int] = {}
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def mark(self, fd: int) -> None:
+        with self._lock:
+            self._last += 1
+            self._numbers[fd] = self._last
+
+    def pending(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return list(self._numbers.items())
+
+    def synced(self, fd: int, number: int) -> None:
+        """`fd` was made durable up to its append `number` (a later one keeps it pending)."""
+        with self._lock:
+            if self._numbers.get(fd) == number:
+                del self._numbers[fd]
+
+    def drop(self, fd: int) -> None:
+        with self._lock:
+            self._numbers.pop(fd, None)
+
+
 class StreamStore:
-    """Every stream under one directory."""
+    """Every stream under one directory.
+
+    Its parts, each with its own invariants: the writers and their open batches (under
+    `_lock`, see `_Writer`), the offsets checked of each stream (`_KnownOffsets`), the data
+    files not yet durable (`_Unsynced`), and the digests' checked prefixes (`_crcs`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._writers: dict[str, _Writer] = {}
-        # fd -> the number of the last append to it not known durable. Journal appends of
-        # several families flush from several threads: each syncs what was dirty when it
-        # began, and a number newer than the one it synced stays for the next flush.
-        self._dirty: dict[int, int] = {}
-        self._dirty_lock = threading.Lock()
-        self._number = 0
+        self._unsynced = _Unsynced()
         self.appends = 0  # items appended by this store (see World.stream_mark)
         self._touched: dict[int, int] = {}  # data fd -> `appends` at its latest append
         # name -> (the data file's identity, stop, crc32 of its first `stop` bytes): a digest
@@ -134,8 +209,7 @@ class StreamStore:
         # Called before any item is written (the owner's journal records it may derive from
         # must be durable first, see LocalWorld.settle).
         self.before_write: Callable[[], None] | None = None
-        self._known: dict[str, _Known] = {}
-        self._known_lock = threading.Lock()  # appends may run on I/O threads
+        self._known = _KnownOffsets()
         self._paths: dict[str, tuple[str, str]] = {}
         self._resolved = str(path.resolve())  # as watchers name the folder
         self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
@@ -175,8 +249,7 @@ class StreamStore:
             st = os.stat(data_path)
         except FileNotFoundError:
             return array("Q"), 0, 0
-        with self._known_lock:
-            known = self._known.get(name)
+        known = self._known.get(name)
         if known is not None and known.ino == st.st_ino and known.size <= st.st_size:
             if known.size == st.st_size and known.mtime in (st.st_mtime_ns, -1):
                 return known.offsets, known.items, known.end
@@ -190,12 +263,9 @@ class StreamStore:
             except FileNotFoundError:
                 offsets = array("Q")
         offsets, end = self._complete(data_path, offsets, st.st_size)
-        with self._known_lock:
-            if len(self._known) >= _KNOWN_MAX:
-                self._known.clear()
-            self._known[name] = _Known(
-                st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns
-            )
+        self._known.put(
+            name, _Known(st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns)
+        )
         return offsets, len(offsets), end
 
     def _complete(self, path: str, offsets: array[int], size: int) -> tuple[array[int], int]:
@@ -276,10 +346,9 @@ class StreamStore:
         data_path, _ = self._strings(name)
         st = os.stat(data_path)
         offsets, end = self._complete(data_path, array("Q"), st.st_size)
-        with self._known_lock:
-            self._known[name] = _Known(
-                st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns
-            )
+        self._known.put(
+            name, _Known(st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns)
+        )
 
     def digest(
         self, name: str, count: int, after: tuple[int, Any] | None = None
@@ -430,13 +499,11 @@ class StreamStore:
             _journal.write_all(writer.idx_fd, wide.tobytes(), 0)
             writer.width = 8
         writer.end, writer.count = pos, index + len(frames)
-        self._appended(name, writer.ino, index, offsets, pos)
+        self._known.appended(name, writer.ino, index, offsets, pos)
         kept = self._crcs.get(name)
         if kept is not None and kept[0] == writer.seen:  # as kept up to this write: still so
             self._crcs[name] = (_identity(os.fstat(writer.data_fd)), kept[1], kept[2])
-        with self._dirty_lock:
-            self._number += 1
-            self._dirty[writer.data_fd] = self._number
+        self._unsynced.mark(writer.data_fd)
         touched(writer.watched)  # tails in this process wake at once
         return index
 
@@ -467,21 +534,6 @@ class StreamStore:
         if failure is not None:
             raise failure
 
-    def _appended(self, name: str, ino: int, index: int, added: array[int], end: int) -> None:
-        """Keep the known offsets of `name` in step with items written at `added`."""
-        at = added[0]
-        with self._known_lock:
-            known = self._known.get(name)
-            if known is None or (known.ino, known.size, known.items, known.end) != (
-                ino,
-                at,
-                index,
-                at,
-            ):
-                return  # not known up to here: the next read checks the files
-            known.offsets.extend(added)  # every kept array holds exactly `items` entries
-            self._known[name] = _Known(ino, end, known.offsets, index + len(added), end)
-
     def _writer(self, name: str) -> _Writer:
         writer = self._writers.get(name)
         if writer is None:
@@ -509,8 +561,7 @@ class StreamStore:
         if size and not os.pread(writer.data_fd, len(HEADER), 0).strip(b"\0"):
             size = 0  # zeros where the header goes: nothing of it was ever durable (a cut)
         if size == 0:
-            with self._known_lock:
-                self._known.pop(name, None)
+            self._known.forget(name)
             os.ftruncate(writer.data_fd, 0)
             _journal.write_all(writer.data_fd, HEADER, 0)
             os.ftruncate(writer.idx_fd, 0)
@@ -520,8 +571,7 @@ class StreamStore:
         offsets, end = self._complete(str(data_path), offsets_of(raw), size)
         if end != size:
             os.ftruncate(writer.data_fd, end)  # a torn tail from a crashed writer
-            with self._known_lock:
-                self._known.pop(name, None)  # it may have known the bytes cut
+            self._known.forget(name)  # it may have known the bytes cut
         # Rebuilt in the form it has (an older index stays 8-byte), unless nothing of it checked
         # out (a zero-filled one reads as the 8-byte form); never half one, half other.
         kept = plausible(offsets_of(raw), size)
@@ -541,9 +591,7 @@ class StreamStore:
         if self._batched:
             self.drain()
         self._raise_failure()
-        with self._dirty_lock:
-            pending = list(self._dirty.items())
-        for fd, number in pending:
+        for fd, number in self._unsynced.pending():
             if since is not None and self._touched.get(fd, 0) <= since:
                 continue
             try:
@@ -554,9 +602,7 @@ class StreamStore:
             except OSError as exc:
                 where = self._fd_paths.get(fd, str(self.path))
                 raise storage_error(where, "making stream appends durable", exc) from None
-            with self._dirty_lock:
-                if self._dirty.get(fd) == number:
-                    del self._dirty[fd]
+            self._unsynced.synced(fd, number)
 
     def copy(self, source: str, target: str, count: int, aside: Path) -> None:
         """Make stream `target` hold the first `count` items of `source`: their stored bytes
@@ -607,13 +653,11 @@ class StreamStore:
             for name in names:
                 writer = self._writers.pop(name, None)
                 if writer is not None:
-                    with self._dirty_lock:
-                        self._dirty.pop(writer.data_fd, None)
+                    self._unsynced.drop(writer.data_fd)
                     self._touched.pop(writer.data_fd, None)
                     os.close(writer.data_fd)
                     os.close(writer.idx_fd)
-                with self._known_lock:
-                    self._known.pop(name, None)
+                self._known.forget(name)
                 self._crcs.pop(name, None)
 
     def close(self) -> None:
