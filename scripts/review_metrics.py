@@ -6,7 +6,8 @@ Run ``python scripts/review_metrics.py [PATH ...]`` (default: ``world eve_cli``)
 - string-keyed accesses: subscripts ``x["k"]`` and calls ``x.get("k")`` / ``x.pop("k")`` /
   ``x.setdefault("k")`` with a string literal, their distinct keys, and how many of the accesses
   use a key of one or two characters;
-- functions: count, median and 90th-percentile length in lines (``def`` to last line);
+- functions: count, median and 90th-percentile length in lines (``def`` to last line), and
+  the largest one;
 - the largest module in lines.
 """
 
@@ -54,6 +55,7 @@ def measure(roots: list[Path]) -> dict[str, object]:
     keys: Counter[str] = Counter()
     lengths: list[int] = []
     largest = ("", 0)
+    longest = ("", 0)  # the largest function: where, and its length
     for root in roots:
         for path in sorted(root.rglob("*.py")):
             text = path.read_text(encoding="utf-8")
@@ -68,7 +70,10 @@ def measure(roots: list[Path]) -> dict[str, object]:
                 if key is not None:
                     keys[key] += 1
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    lengths.append((node.end_lineno or node.lineno) - node.lineno + 1)
+                    length = (node.end_lineno or node.lineno) - node.lineno + 1
+                    lengths.append(length)
+                    if length > longest[1]:
+                        longest = (f"{path}:{node.lineno} {node.name}", length)
     lengths.sort()
     return {
         "dict[str, Any]": f"{dict_any} (on {len(dict_any_lines)} lines)",
@@ -79,6 +84,7 @@ def measure(roots: list[Path]) -> dict[str, object]:
         "functions": len(lengths),
         "function length median": statistics.median(lengths) if lengths else 0,
         "function length p90": lengths[int(len(lengths) * 0.9)] if lengths else 0,
+        "largest function": f"{longest[0]} ({longest[1]} lines)",
         "largest module": f"{largest[0]} ({largest[1]} lines)",
     }
 
