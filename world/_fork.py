@@ -174,7 +174,7 @@ class _Renamer:
         elif kind == "recv":
             rec["ids"] = []  # carried here: the fork's inbox never held it
             rec.pop("c", None)
-        elif kind in ("child", "child_done"):
+        elif kind == "child":
             rec["child"] = self.run(whole["child"])
         elif kind == "park" and isinstance((whole.get("waiting") or {}).get("child"), str):
             rec["waiting"] = {**rec["waiting"], "child": self.run(whole["waiting"]["child"])}

@@ -25,6 +25,6 @@ def test_exported_names_are_pinned() -> None:
 
 def test_every_error_is_a_world_error_except_fatal() -> None:
     errors = [n for n in world.__all__ if n.endswith("Error")]
-    assert len(errors) == 16
+    assert len(errors) == 17
     for name in errors:
         assert issubclass(getattr(world, name), world.WorldError) == (name != "FatalError")
