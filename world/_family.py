@@ -5,7 +5,8 @@ cache for listing, and says where the current generations start (`scan`) so a lo
 everything before them.
 
 Records in memory are whole: `{run, g, at, t, ...}`. The journal stores them compact
-(`Family.pack`; `Family.expand` makes them whole again):
+(`Family.pack`; `Family.expand` makes them whole again), except a fork's copied records,
+which are stored whole (they carry `run`; `_fork`):
 
 * `r`: the run id after the root id and its dot (absent for the root run); a child's parent
   is implied by its id (`<parent>.<n>`), a record's generation by the run's last `start`/`gen`.
@@ -208,8 +209,8 @@ class Family:
         return waiting
 
     def expand(self, stored: dict[str, Any]) -> dict[str, Any]:
-        """The whole form of a stored record."""
-        if "t" not in stored or stored["t"] == GAP:
+        """The whole form of a stored record (a fork's records are stored whole, `_fork`)."""
+        if "run" in stored or "t" not in stored or stored["t"] == GAP:
             return stored
         rec = dict(stored)
         rel, kind = rec.pop("r", None), rec["t"]
