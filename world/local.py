@@ -849,9 +849,15 @@ class LocalWorld(World):
         return owner
 
     def release_hook(self, token: str, run_id: str) -> None:
+        # What made the release right (a `done` record, the records before a close) is durable
+        # before the hook goes, and the removal is durable before the caller goes on: a cut
+        # must not bring back a hook whose run ended (its head may be stale) or closed it.
         self._settle()
         if self.hook_owner(token) == run_id:
-            self._hook_path(token).unlink(missing_ok=True)
+            path = self._hook_path(token)
+            with _guard(path.parent, "releasing a hook"):
+                path.unlink(missing_ok=True)
+                _fsync_dir(path.parent)
 
     # -- ownership and wake-ups --------------------------------------------------------------
     @contextlib.contextmanager
