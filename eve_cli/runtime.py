@@ -29,7 +29,7 @@ from eve_cli._loader import (
     resolve_agent_dir,
 )
 from eve_cli._session import Snapshot, events_stream, history_stream, session_base
-from eve_cli.execution import SESSION_WORKFLOW, Executor
+from eve_cli.execution import SESSION_WORKFLOW, Executor, _receipts
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._fork import ForkPointError, Lineage, fork_session, lineage
 from eve_cli.execution._host import read_window, window_messages
@@ -93,6 +93,13 @@ class DeliveryReceipt:
     session_id: str
     disposition: Literal["started", "steered", "queued", "rejected", "accepted"]
     reason: str | None = None
+
+
+def _accepted(sid: str, sent: str | int) -> DeliveryReceipt:
+    """The receipt of a delivery that is not a message (`Runtime._send`'s result)."""
+    if isinstance(sent, str):
+        return DeliveryReceipt(sid, "rejected", sent)
+    return DeliveryReceipt(sid, "accepted")
 
 
 def open_world(data_dir: Path | str, *, create: bool = True, check: bool = True) -> World:
@@ -314,16 +321,16 @@ class Runtime:
         self._metas[sid] = dict(info.meta)
         return dict(info.meta)
 
-    async def _send(self, sid: str, payload: dict[str, Any]) -> str | None:
-        """Deliver to the session's hook; returns why it could not be delivered, or None."""
+    async def _send(self, sid: str, payload: dict[str, Any]) -> str | int:
+        """Deliver to the session's hook; returns the delivery id, or why it could not be
+        delivered."""
         token = (await self.call(self._meta, sid)).get("token")
         if not token:
             return "this session takes no deliveries"
         try:
-            await self.engine.resume_hook(token, payload)
+            return (await self.engine.deliver(token, payload)).id
         except NoActiveRunError:
             return "the session has ended"
-        return None
 
     async def deliver(
         self, sid: str, message: str, turn_policy: TurnPolicy = "steer"
@@ -338,17 +345,68 @@ class Runtime:
             status = await self.call(self._status, sid)
             if status in _ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-            ahead = status == "waiting" and await self.call(self._message_pending, sid)
-            problem = await self._send(sid, compact_message(message, turn_policy))
-        if problem:
-            return DeliveryReceipt(sid, "rejected", problem)
-        if status == "waiting" and not ahead:
-            return DeliveryReceipt(sid, "started")
-        # A turn runs, or is about to start with a message delivered before this one: a
-        # steer message is folded into it, a queued one waits for the next.
-        if status in ("running", "waiting") and turn_policy == "steer":
-            return DeliveryReceipt(sid, "steered")
-        return DeliveryReceipt(sid, "queued")
+            since = await self.call(self.world.stream_length, events_stream(sid))
+            sent = await self._send(sid, compact_message(message, turn_policy))
+        if isinstance(sent, str):
+            return DeliveryReceipt(sid, "rejected", sent)
+        return DeliveryReceipt(sid, await self._disposition(sid, sent, turn_policy, since))
+
+    async def _disposition(self, sid: str, delivery: int, policy: str, since: int) -> Any:
+        """Where the message delivered as ``delivery`` goes (`execution._receipts`), read
+        from the session's events after the delivery, from the turn under way at ``since``
+        (the events' length just before it) on."""
+        deadline = time.monotonic() + _receipts.ENDING_WAIT
+        while True:
+            events = await self.call(self._events_around, sid, since)
+            taken = _receipts.taken_as(events, delivery)
+            if taken is not None:
+                return taken
+            now = _receipts.phase(events)
+            ahead = now == "between" and await self.call(self._ahead, sid, delivery, events)
+            answer = _receipts.decide(now, policy, ahead)
+            if answer is not None:
+                return answer
+            if time.monotonic() > deadline:
+                return "steered"  # no live drive: the turn's replay polls after this delivery
+            await asyncio.sleep(0.01)
+
+    def _events_around(self, sid: str, since: int) -> list[dict[str, Any]]:
+        """The session's events from the last phase boundary before ``since`` on."""
+        name = events_stream(sid)
+        start, chunk = since, 16
+        reader = self._reader(sid)
+        while start > 0:
+            first = max(0, start - chunk)
+            items = self.world.stream_read(name, first, start)
+            found = reader.read(first, items, texts=False)
+            starts = [e["index"] for e in found if e.get("type") in _receipts.BOUNDARIES]
+            if starts:
+                start = starts[-1]
+                break
+            start, chunk = first, chunk * 4
+        return self.events(sid, start, texts=False)
+
+    def _ahead(self, sid: str, delivery: int, events: list[dict[str, Any]]) -> bool:
+        """True when a message delivered to ``sid`` before ``delivery`` was not taken yet, as
+        far as its events say (``events`` first, then earlier ones): it starts the next turn.
+        The inbox is read from the head's mark (what its last drive had taken)."""
+        root = sid.split(".", 1)[0]
+        mark = (self.world.read_head(root) or {}).get("inbox_mark")
+        items, _ = self.world.read_inbox(root, mark if isinstance(mark, int) and mark > 0 else 0)
+        earlier = {
+            item.id
+            for item in items
+            if item.id < delivery
+            and isinstance(payload := expand_delivery(item.payload), dict)
+            and payload.get("kind") == "message"
+        }
+        earlier -= _receipts.taken_ids(events)
+        end = events[0]["index"] if events else 0
+        while earlier and end > 0:  # taken by an earlier turn than the one read
+            first = max(0, end - 256)
+            earlier -= _receipts.taken_ids(self.events(sid, first, texts=False, end=end))
+            end = first
+        return bool(earlier)
 
     @contextlib.asynccontextmanager
     async def _delivering(self, sid: str) -> AsyncIterator[None]:
@@ -363,21 +421,6 @@ class Runtime:
                 del self._delivery_locks[sid]
             else:
                 self._delivery_locks[sid] = (lock, users - 1)
-
-    def _message_pending(self, sid: str) -> bool:
-        """True when a message was delivered to ``sid`` that its last drive had not taken
-        (it starts the next turn). Read against the inbox mark of the session's head, which
-        the engine writes at the end of every drive."""
-        root = sid.split(".", 1)[0]
-        mark = (self.world.read_head(root) or {}).get("inbox_mark")
-        if not isinstance(mark, int) or self.world.inbox_end(root) == mark:
-            return False
-        items, _ = self.world.read_inbox(root, max(mark, 0))
-        return any(
-            expand_delivery(item.payload).get("kind") == "message"
-            for item in items
-            if isinstance(expand_delivery(item.payload), dict)
-        )
 
     def _status(self, sid: str) -> str:
         """The session's status folded from its events since the last ``turn.started`` (or
@@ -407,12 +450,8 @@ class Runtime:
         problem = await self.call(self._check_responses, sid, responses)
         if problem:
             return DeliveryReceipt(sid, "rejected", problem)
-        problem = await self._send(sid, {"kind": "responses", "responses": list(responses)})
-        return (
-            DeliveryReceipt(sid, "rejected", problem)
-            if problem
-            else DeliveryReceipt(sid, "accepted")
-        )
+        sent = await self._send(sid, {"kind": "responses", "responses": list(responses)})
+        return _accepted(sid, sent)
 
     def _check_responses(self, sid: str, responses: Any) -> str | None:
         if not isinstance(responses, list) or not responses:
@@ -433,12 +472,7 @@ class Runtime:
         return None
 
     async def _operation(self, sid: str, kind: str) -> DeliveryReceipt:
-        problem = await self._send(sid, {"kind": kind})
-        return (
-            DeliveryReceipt(sid, "rejected", problem)
-            if problem
-            else DeliveryReceipt(sid, "accepted")
-        )
+        return _accepted(sid, await self._send(sid, {"kind": kind}))
 
     async def cancel(self, sid: str) -> DeliveryReceipt:
         """Cancel the running turn (it ends with ``turn.cancelled``): durably, at the next

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ._codec import decode, encode
 from ._context import ChildHandle, HookHandle, RetryPolicy, WorkflowContext
-from ._engine import Engine, RunInfo, Workflow
+from ._engine import Delivery, Engine, RunInfo, Workflow
 from ._errors import (
     STORAGE_ERRORS,
     ChildFailedError,
@@ -70,6 +70,7 @@ __all__ = [
     "ChildFailedError",
     "ChildHandle",
     "CorruptJournalError",
+    "Delivery",
     "DivergenceError",
     "Engine",
     "FamilyHead",

@@ -96,6 +96,7 @@ class WorkflowContext:
         self._next_child = run.gen_nc
         self._parked: _Park | None = None
         self._empty_polls = 0  # polls that found nothing since the last record passed
+        self._taken: list[int] = []  # the delivery ids the last receive or poll returned
         self._busy = ""  # the step whose function is running (replay order must be fixed)
 
     # -- identity and determinism --------------------------------------------------------------
@@ -344,6 +345,7 @@ class WorkflowContext:
             if rec.get("token") != token or rec.get("poll"):
                 raise DivergenceError(self._run.id, self._pos, _describe(rec), what)
             self._advance(rec)
+            self._taken = list(rec.get("ids", []))
             return rec.get("values", [None])[0]
         items = await self._pending(token, 1)
         if not items:
@@ -361,12 +363,15 @@ class WorkflowContext:
             mine = rec.get("t") == "recv" and rec.get("poll") and rec.get("token") == token
             if mine and rec.get("skip", 0) == self._empty_polls:
                 self._advance(rec)
+                self._taken = list(rec.get("ids", []))
                 return list(rec.get("values", []))
             self._empty_polls += 1
+            self._taken = []
             return []
         items = await self._pending(token, None)
         if not items:
             self._empty_polls += 1
+            self._taken = []
             return []
         return await self._take(token, items, {"poll": True, "skip": self._empty_polls})
 
@@ -385,6 +390,7 @@ class WorkflowContext:
         # stay in the inbox), and the next durable record of the family covers it.
         stored = await self._record(rec, order=LAZY)
         self._family.consume(ids)
+        self._taken = ids
         return list(stored["values"])
 
     # -- time ------------------------------------------------------------------------------------
@@ -468,6 +474,12 @@ class HookHandle:
     async def poll(self) -> list[Any]:
         """Every pending payload, without waiting (may be empty)."""
         return await self._ctx._poll(self.token)
+
+    @property
+    def taken_ids(self) -> list[int]:
+        """The delivery ids (`Engine.deliver`) of what the run's last `receive` or `poll`
+        returned, in order; the same on a replay."""
+        return list(self._ctx._taken)
 
     def close(self) -> None:
         """Release the token; later deliveries to it raise `NoActiveRunError`."""

@@ -72,6 +72,15 @@ class RunInfo:
         return self.status in FINISHED
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """A durable delivery (`Engine.deliver`): the run owning the hook, and the delivery's id
+    (its place in the family's inbox: `InboxItem.id`, `HookHandle.taken_ids`)."""
+
+    run_id: str
+    id: int
+
+
 # Storage calls that wait (`World.io`) run here, off the event loop: while one family waits
 # for its fsync or round trip the loop drives the others (and serves HTTP), and their waits
 # overlap (a filesystem merges concurrent fsyncs into one journal commit: a group commit).
@@ -255,15 +264,20 @@ class Engine:
 
     async def resume_hook(self, token: str, payload: Any = None) -> str:
         """Deliver `payload` durably to the run owning `token`; return that run's id."""
+        return (await self.deliver(token, payload)).run_id
+
+    async def deliver(self, token: str, payload: Any = None) -> Delivery:
+        """`resume_hook` that also says where the delivery is in the inbox: a sender can tell
+        from it which of the run's takings got it (`HookHandle.taken_ids`)."""
         owner = await self.off_loop(self._hook_target, token)
         try:
-            await self.io(self.world.deliver, root_of(owner), token, payload)
+            at = await self.io(self.world.deliver, root_of(owner), token, payload)
         except SerializationError as exc:
             path, reason = _codec.find_unserializable(payload, "payload")
             raise SerializationError(
                 f"hook {token!r}: cannot serialize {path}: {reason}", path
             ) from exc
-        return owner
+        return Delivery(owner, at)
 
     def _hook_target(self, token: str) -> str:
         """The run owning `token`, if a delivery to it can still be taken."""

@@ -694,6 +694,9 @@ class LocalWorld(World):
         return [os.path.join(folder, n) for n in names if n.endswith(_STREAM_SUFFIX)]
 
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
+        # What this process appended before it reads the inbox is readable first: a sender
+        # that sees no such item after its delivery knows the reading comes after it.
+        self._streams.drain()
         path = self._files(root)[2]
         if not os.path.exists(path):
             return [], start

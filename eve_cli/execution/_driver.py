@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
 from eve_cli.harness._compaction import compact
-from eve_cli.harness._input import expand_delivery
+from eve_cli.harness._input import with_ids
 from world import STORAGE_ERRORS, HookConflictError, WorkflowContext
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
         if snap.token != ctx.meta.get("token"):  # else the reader has it from the meta
             counts = {"continuationToken": snap.token, **counts}
         host.emit("session.waiting", counts, f"{key}:wait")
-        payload = expand_delivery(await hook.receive())
+        [payload] = with_ids([await hook.receive()], hook.taken_ids)
     else:
         return {"status": "failed", "error": "session has nothing to do"}
     kind = payload.get("kind")
@@ -85,12 +85,15 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
 
 def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
     """The start of a turn for a delivered message: the message goes into the history stream
-    here (under the key the turn would use), and the turn gets its index (``h``) alone
-    (earlier turns got the payload's other fields too, which they never read)."""
+    here (under the key the turn would use), and the turn gets its index (``h``) and its
+    delivery id (``d``) alone (earlier turns got the payload's other fields, never read)."""
     snap = host.snap
     turn_id = f"t{snap.turns + 1}"
     message = {"role": "user", "content": str(payload.get("text", ""))}
-    return {"h": host.append_history(message, f"{turn_id}:in:u")}
+    start: dict[str, Any] = {"h": host.append_history(message, f"{turn_id}:in:u")}
+    if isinstance(payload.get("d"), int):
+        start["d"] = payload["d"]  # its delivery id, for the message.received event
+    return start
 
 
 def turn_snapshot(before: Snapshot, result: dict[str, Any]) -> Snapshot:

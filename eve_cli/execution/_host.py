@@ -31,7 +31,7 @@ from eve_cli.execution._stored_events import REF, stored_time
 from eve_cli.execution._streams import KEY, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.harness._host import Reply, StoredReply, StreamedText
-from eve_cli.harness._input import expand_delivery
+from eve_cli.harness._input import with_ids
 from eve_cli.models import Message, Model, ToolSpec, resolve_model
 from eve_cli.models._tokens import message_tokens
 from world import HookHandle, WorkflowContext, World
@@ -413,8 +413,8 @@ class SessionHost:
             # replay takes the same ones here. The turn applies them after the step.
             if self._watch is None:
                 self._watch = self.ctx.hook(token)
-            taken = [expand_delivery(p) for p in await self._watch.poll()]
-            self.deferred.extend(taken)
+            polled = await self._watch.poll()
+            self.deferred.extend(with_ids(polled, self._watch.taken_ids))
         # A sub-agent that ended cancelled handed its cancel back with its result.
         self.cancelled = any(p.get("kind") == "cancel" for p in self.deferred)
         return self.cancelled

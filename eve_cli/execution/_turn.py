@@ -16,9 +16,9 @@ from eve_cli.execution._host import SessionHost
 from eve_cli.harness._input import (
     apply_delivery,
     cancel_pending,
-    expand_delivery,
     fold_message,
     unresolved,
+    with_ids,
 )
 from eve_cli.harness._step import run_step
 from eve_cli.harness._tool_calls import admit_resolved
@@ -48,8 +48,8 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
         executor.cancels.clear(snap.id)
     host.emit("turn.started", {}, f"{turn_id}:start")
     start = data["start"]
-    # The driver stored the message in history ("h").
-    fold_message(host, "", f"{turn_id}:in", "started", None, start["h"])
+    # The driver stored the message in history ("h"), and says its delivery id ("d").
+    fold_message(host, "", f"{turn_id}:in", "started", None, start["h"], start.get("d"))
     hook = ctx.hook(snap.token) if snap.token else None
     # A sub-agent's turn watches the root session's hook: a cancel ends it, anything else it
     # takes is handed back to the parent turn with the result.
@@ -59,7 +59,9 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     deliveries = 0
     while True:
         taken = host.take_deferred()
-        taken += [expand_delivery(p) for p in await watch.poll()] if watch is not None else []
+        if watch is not None:
+            polled = await watch.poll()
+            taken += with_ids(polled, watch.taken_ids)
         for payload in taken:
             if hook is not None and _answers_later(host, payload):
                 host.deferred.append(payload)
@@ -92,7 +94,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
                 {"on": "input", "requests": kinds, "turns": snap.turns, "steps": snap.steps},
                 f"{turn_id}:w{deliveries}",
             )
-            payload = expand_delivery(await hook.receive())
+            [payload] = with_ids([await hook.receive()], hook.taken_ids)
             deliveries += 1
             effect = apply_delivery(
                 host, payload, f"{turn_id}:p{deliveries}", parked=True, step=index

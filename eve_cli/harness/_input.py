@@ -30,6 +30,18 @@ def expand_delivery(payload: Any) -> Any:
     return payload
 
 
+def with_ids(payloads: list[Any], ids: list[int]) -> list[Any]:
+    """Payloads taken from the hook (``HookHandle.taken_ids``: their delivery ids), made whole;
+    a message keeps its delivery id (``d``), which its ``message.received`` event names."""
+    out = []
+    for n, payload in enumerate(payloads):
+        payload = expand_delivery(payload)
+        if isinstance(payload, dict) and payload.get("kind") == "message" and n < len(ids):
+            payload = {**payload, "d": ids[n]}
+        out.append(payload)
+    return out
+
+
 def fold_message(
     host: StepHost,
     text: str,
@@ -37,24 +49,23 @@ def fold_message(
     disposition: str,
     step: int | None,
     index: int | None = None,
+    delivery: Any = None,
 ) -> None:
     """A user message becomes part of the running turn (``index``: it is in history already).
 
     The event refers to the history item (``_h``) instead of copying the text; readers see
-    the text (``execution._stored_events.EventReader``).
+    the text (``execution._stored_events.EventReader``). ``delivery``: the message's delivery
+    id (``deliveryId``: how its sender's receipt is told what became of it).
     """
     if index is None:
         index = host.append_history({"role": "user", "content": text}, f"{key}:u")
         held = text
     else:
         held = str(host.adopt_history(index).get("content") or "")
-    host.emit(
-        "message.received",
-        {"_h": index, "disposition": disposition},
-        f"{key}:m",
-        step,
-        text=held,
-    )
+    data: dict[str, Any] = {"_h": index, "disposition": disposition}
+    if isinstance(delivery, int):
+        data["deliveryId"] = delivery
+    host.emit("message.received", data, f"{key}:m", step, text=held)
 
 
 def apply_delivery(
@@ -65,7 +76,7 @@ def apply_delivery(
     if kind == "message":
         text = str(payload.get("text", ""))
         if payload.get("policy", "steer") == "steer" and not parked:
-            fold_message(host, text, key, "steered", step)
+            fold_message(host, text, key, "steered", step, delivery=payload.get("d"))
             return "steered"
         host.snap.queued.append(dict(payload))
         return "none"

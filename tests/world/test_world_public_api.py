@@ -5,9 +5,9 @@ import world
 
 def test_exported_names_are_pinned() -> None:
     assert sorted(world.__all__) == [
-        "ChildFailedError", "ChildHandle", "CorruptJournalError", "DivergenceError", "Engine",
-        "FamilyHead", "FamilyLog", "FamilyUsage", "FatalError", "Finding", "ForkError", "ForkPlan",
-        "HookConflictError",
+        "ChildFailedError", "ChildHandle", "CorruptJournalError", "Delivery", "DivergenceError",
+        "Engine", "FamilyHead", "FamilyLog", "FamilyUsage", "FatalError", "Finding", "ForkError",
+        "ForkPlan", "HookConflictError",
         "HookHandle", "IO", "InboxItem",
         "InvalidNameError", "LAZY", "Lease", "LocalWorld", "MemoryWorld", "NoActiveRunError",
         "Order", "OwnershipError", "PostgresWorld", "RECORD", "RetryPolicy",
