@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from power_cut import Disk
 
+from tests.power_cut import Disk
 from world import Engine, LocalWorld, NoActiveRunError, WorkflowContext
 
 

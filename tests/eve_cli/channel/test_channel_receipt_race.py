@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from channel_support import (
+
+from tests.eve_cli.channel.channel_support import (
     WAIT,
     EveProcess,
     call,
@@ -107,4 +108,4 @@ async def _events(client: httpx.AsyncClient, sid: str) -> list[dict[str, Any]]:
 def _answered(events: list[dict[str, Any]], messages: int) -> bool:
     """True once the session waits again with ``messages`` messages taken."""
     taken = sum(e["type"] == "message.received" for e in events)
-    return taken == messages and events[-1]["type"] == "session.waiting"
+    return taken == messages and str(events[-1]["type"]) == "session.waiting"
