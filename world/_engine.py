@@ -363,6 +363,13 @@ class Engine:
                 out.append((pos, int(whole.get("g", 0)), whole.get("input")))
         return out
 
+    def journal(self, run_id: str) -> list[tuple[int, dict[str, Any]]]:
+        """Every journal record of the run's family with its position, whole (a repair's
+        `gap` records too, as `{"t": "gap", "n"}`: what a caller reports lost by them)."""
+        root = root_of(check_run_id(run_id))
+        family = load_family(self.world, root, full=True, log=True)
+        return list(zip(family.log_at, family.log or [], strict=True))
+
     async def wait(self, run_id: str, timeout: float) -> bool:
         """Wait (no lock held) until the run's family has a delivery or a due timer."""
         root = root_of(check_run_id(run_id))

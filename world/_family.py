@@ -113,6 +113,7 @@ class Family:
     items: dict[int, InboxItem] = field(default_factory=dict)  # read, not yet received
     inbox_name: str = ""
     log: list[dict[str, Any]] | None = None  # every whole record applied, when kept
+    log_at: list[int] = field(default_factory=list)  # the position of each record in `log`
     gaps: list[int] = field(default_factory=list)  # positions of records a repair replaced
 
     def apply(self, pos: int, stored: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +122,7 @@ class Family:
         rec = self.expand(stored)
         if self.log is not None:
             self.log.append(rec)
+            self.log_at.append(pos)
         kind, run_id = rec.get("t"), rec.get("run")
         if kind == GAP:
             self.gaps.append(pos)

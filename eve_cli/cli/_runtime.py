@@ -93,7 +93,9 @@ def open_runtime(
     try:
         yield rt, loop
     except errors as exc:
-        raise CliError(user_message(exc)) from None
+        from eve_cli._losses import with_losses
+
+        raise CliError(with_losses(rt, exc)) from None
     finally:
         try:
             _end_tasks(loop)
@@ -157,6 +159,8 @@ def open_reader(data_dir: Where | Path) -> Iterator[Runtime]:
     except (SessionNotFoundError, InvalidSessionIdError) as exc:
         raise CliError(f"{exc} in {data_dir}; list sessions with: eve inspect") from None
     except errors as exc:
-        raise CliError(f"damaged data in {data_dir}: {user_message(exc)}") from None
+        from eve_cli._losses import with_losses
+
+        raise CliError(f"damaged data in {data_dir}: {with_losses(rt, exc)}") from None
     finally:
         rt.close()

@@ -4,17 +4,19 @@ Reads every journal, inbox, stream (and its index), head, lock and hook, and rep
 found. `--repair` fixes what can be fixed without losing anything (`world.repair`): torn tails
 are cut, damaged records are replaced in place by gap records of their length, unreadable files
 are moved to `quarantine/` under the data directory — never deleted; every byte replaced or cut
-is kept there, with a `NOTE.txt`. What a repair replaced is listed afterwards (`lost`); a
-session a replaced record leaves unable to go on is `damaged`, as `eve chat` and `eve inspect`
-say too. Exit code 0 when nothing is damaged (torn tails and stale caches are recovered on
-open), 1 when damage remains.
+is kept there, with a `NOTE.txt`. What a repair replaced is listed afterwards (`lost`), and
+by session and turn: the turn's message, the step, what of it is gone (`eve_cli._losses`; JSON
+`losses`); a session a replaced record leaves unable to go on is `damaged`, as `eve chat` and
+`eve inspect` say too, with the same turn. Exit code 0 when nothing is damaged (torn tails
+and stale caches are recovered on open), 1 when damage remains.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -22,10 +24,14 @@ from rich.table import Table
 from rich.text import Text
 
 from eve_cli.runtime import open_world
-from world import Finding, StoreFormatError, WorldError
+from world import Finding, StoreFormatError, WorldError, stream_family
 
-from ._context import DataOption, WorldOption, choose_world
+from ._context import DataOption, Where, WorldOption, choose_world
 from ._errors import EXIT_ERROR, EXIT_OK, CliError
+from ._runtime import open_reader
+
+if TYPE_CHECKING:
+    from eve_cli._losses import Loss
 
 _STYLES = {"ok": "green", "held": "cyan", "repaired": "green", "quarantined": "yellow"}
 
@@ -60,17 +66,60 @@ def doctor(
     except WorldError as exc:
         raise CliError(f"{exc}; pass --data DIR with an eve data directory") from None
     damaged = [f for f in findings if f.error]
+    lost = _losses(path, findings)
     if as_json:
         out = {
             "dataDir": str(path),
             "ok": not damaged,
             "findings": [f.as_dict() for f in findings],
             "repairs": [f.as_dict() for f in done],
+            "losses": [loss.as_dict() for loss in lost],
         }
         typer.echo(json.dumps(out, indent=2))
     else:
         _print(findings, done, show_all, fix)
+        _print_losses(lost)
     return EXIT_ERROR if damaged else EXIT_OK
+
+
+def _losses(path: Where, findings: list[Finding]) -> list[Loss]:
+    """What repairs replaced, by session and turn (`eve_cli._losses`), for every session a
+    `lost` or `damaged` finding names."""
+    sessions = sorted(
+        {sid for f in findings if f.state in ("lost", "damaged") and (sid := _session_of(f.path))}
+    )
+    if not sessions:
+        return []
+    from eve_cli._losses import losses
+
+    found: list[Loss] = []
+    try:
+        with open_reader(path) as rt:
+            for sid in sessions:
+                with contextlib.suppress(WorldError, LookupError, ValueError):
+                    found.extend(losses(rt, sid))
+    except CliError:
+        return found  # the findings say why it cannot be read
+    return found
+
+
+def _session_of(rel: str) -> str | None:
+    """The session (run family) a finding's file belongs to."""
+    parts = rel.split("/")
+    if len(parts) >= 2 and parts[0] == "runs":
+        return parts[1]
+    if len(parts) == 2 and parts[0] == "streams":
+        return stream_family(parts[1].removesuffix(".msgpack").removesuffix(".idx"))
+    return None
+
+
+def _print_losses(lost: list[Loss]) -> None:
+    if not lost:
+        return
+    console = Console(highlight=False, soft_wrap=True)
+    console.print("lost in repairs, by session and turn (the bytes are in quarantine/):")
+    for loss in lost:
+        console.print(f"  {loss.session}: {loss.line()}")
 
 
 def _print(findings: list[Finding], done: list[Finding], show_all: bool, fixed: bool) -> None:

@@ -103,7 +103,9 @@ def _damage(reader: Runtime, sid: str, where: Where) -> str | None:
     except (RunNotFoundError, InvalidNameError):
         return None  # reading it says so
     except CorruptJournalError as exc:
-        return f"damaged data in {where}: {user_message(exc)}"
+        from eve_cli._losses import with_losses
+
+        return f"damaged data in {where}: {with_losses(reader, exc)}"
     return None
 
 

@@ -12,7 +12,9 @@ bad checksum, not a torn write), or a cache. Then, each as its own `eve` process
 * `--repair` keeps every byte it replaces (in `quarantine/`, with a note);
 * afterwards the session works — a new message answered once, nothing earlier delivered again,
   no turn id repeated — or `doctor`, `inspect` and `chat` all report it damaged with the same
-  advice, which is not to repair again (a second `--repair` changes nothing).
+  advice, which is not to repair again (a second `--repair` changes nothing);
+* what the repair replaced is said by turn: `doctor`'s `losses` name the session, the turn and
+  its message, and a damaged session's `chat` and `inspect` lines quote the same turn.
 """
 
 from __future__ import annotations
@@ -141,6 +143,16 @@ def _works(events: list[dict[str, Any]] | None, sent: list[str]) -> None:
     assert events[-1]["type"] == "session.waiting", events[-3:]
 
 
+def _losses_by_turn(report: dict[str, Any], sid: str, *, replaced: bool) -> list[Any]:
+    """What the repair replaced, in the user's terms: the session, the turn, its message."""
+    losses: list[Any] = report["losses"]
+    assert bool(losses) == replaced, report
+    for loss in losses:
+        assert loss["sessionId"] == sid and loss["turn"] in (1, 2, 3), loss
+        assert loss["message"] in (None, MESSAGES[loss["turn"] - 1]), loss
+    return losses
+
+
 # (file kind, where): what today's eve got wrong is in the comments.
 DATA = [
     ("journal", "middle"),  # kept writing to it; after --repair rolled back, re-delivered
@@ -201,6 +213,7 @@ def test_damage_is_refused_repaired_and_reported_alike(
         assert rel in notes, notes
 
     # The findings after the repair (`--repair` checks again once it is done).
+    losses = _losses_by_turn(report, sid, replaced=is_data and kind not in ("format", "hook"))
     after = _run(work, "chat", "-s", sid, "-p", "after repair", "--data", "data")
     if code == 0:
         assert after.code == 0, after.err
@@ -213,5 +226,7 @@ def test_damage_is_refused_repaired_and_reported_alike(
         assert "--repair" not in problem["detail"], problem
         assert after.code == 1 and sid in after.line and problem["detail"] in after.line
         assert inspect.code == 1 and sid in inspect.line and problem["detail"] in inspect.line
+        said = f"turn {losses[0]['turn']} (“{losses[0]['message']}”)"
+        assert said in after.line and said in inspect.line, (said, after.line, inspect.line)
         again_code, again = _doctor(work, "--repair")
         assert again_code == 1 and again["repairs"] == []
