@@ -9,6 +9,7 @@ return), or in the inbox (a delivery a turn took reads `lost` in its `recv` reco
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._session import events_stream, history_stream, migrate
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._stored_events import REF
-from world import CorruptJournalError, WorldError, stream_family
+from world import CorruptJournalError, LostItem, WorldError, stream_family
 
 if TYPE_CHECKING:
     from eve_cli.runtime import Runtime
@@ -135,28 +136,18 @@ def note(rt: Runtime, sid: str) -> str:
 
 
 def _readable(rt: Runtime, name: str) -> tuple[dict[int, Any], list[int]]:
-    """The items of stream ``name`` a read can return, by index, and the indexes it cannot
-    (a repair replaced them)."""
+    """The items of stream ``name`` by index, and the indexes a repair replaced."""
     world = rt.world
     try:
         length = world.stream_length(name)
     except WorldError:
         return {}, []
     items: dict[int, Any] = {}
-    lost: list[int] = []
     for start in range(0, length, _CHUNK):
-        end = min(length, start + _CHUNK)
-        try:
-            items.update(enumerate(world.stream_read(name, start, end), start))
-            continue
-        except WorldError:
-            pass
-        for index in range(start, end):  # only a chunk with a gap is read item by item
-            try:
-                items.update(enumerate(world.stream_read(name, index, index + 1), index))
-            except WorldError:
-                lost.append(index)
-    return items, lost
+        with contextlib.suppress(WorldError):
+            items.update(enumerate(world.stream_read(name, start, start + _CHUNK), start))
+    lost = [i for i, item in items.items() if isinstance(item, LostItem)]
+    return {i: item for i, item in items.items() if not isinstance(item, LostItem)}, lost
 
 
 def _turns(sid: str, journal: list[tuple[int, dict[str, Any]]]) -> Callable[[int], int | None]:
@@ -204,7 +195,7 @@ def _quote(text: str) -> str:
     return flat if len(flat) <= _QUOTE else flat[: _QUOTE - 1] + "…"
 
 
-_FAMILY = re.compile(r"run family ([A-Za-z0-9][A-Za-z0-9_.\-]*?)(?=[\s;:,]|$)")
+_FAMILY = re.compile(r"(?:run family|session) ([A-Za-z0-9][A-Za-z0-9_.\-]*?)(?=[\s;:,()]|$)")
 
 
 def with_losses(rt: Runtime, exc: BaseException) -> str:
@@ -219,3 +210,17 @@ def with_losses(rt: Runtime, exc: BaseException) -> str:
     root = match.group(1) if match else stream_family(os.path.basename(exc.file))
     lost = note(rt, root) if root else ""
     return f"{message}; {lost}" if lost else message
+
+
+def context_damage(rt: Runtime, sid: str) -> CorruptJournalError | None:
+    """Why session ``sid`` cannot go on though its files are whole: its model context needs
+    an item a repair replaced (`execution._lost.ContextLostError`), or None."""
+    from eve_cli.execution._lost import ContextLostError
+
+    try:
+        rt.history(sid)
+    except ContextLostError as exc:
+        return exc
+    except (WorldError, LookupError, ValueError):
+        return None  # other damage is the world's to report
+    return None

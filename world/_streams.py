@@ -46,23 +46,7 @@ from ._stream_index import (
     plausible,
 )
 from ._watch import DirWatcher, touched
-from ._world import check_name
-
-
-def lost_item_error(path: str, offset: int) -> CorruptJournalError:
-    """Reading an item that `eve doctor --repair` replaced by a gap record (its bytes were
-    damaged; they are kept in quarantine/): the item is lost, so is what depended on it. A
-    stream `<kind>.<root>[...]` belongs to run family `<root>`, which cannot go on."""
-    parts = os.path.basename(path).split(".")
-    owner = f"run family {parts[1]}" if len(parts) > 2 else "its run family"
-    return CorruptJournalError(
-        path,
-        offset,
-        "lost item",
-        what=f"the item at offset {offset} was damaged; a repair kept its bytes in "
-        "quarantine/ and left a gap record in its place, so it cannot be read",
-        advice=f"{owner} cannot go on: start a new one (its journal is intact)",
-    )
+from ._world import LostItem, check_name
 
 
 class _Writer:
@@ -334,10 +318,9 @@ class StreamStore:
                 raise CorruptJournalError(
                     data_path, offsets[start], what=f"items {start}..{stop - 1} unreadable"
                 )
-            if any(rec.get("t") == "gap" for _, rec in parsed.records):
-                pos = next(p for p, rec in parsed.records if rec.get("t") == "gap")
-                raise lost_item_error(data_path, pos)
-            out.append([rec.get("v") for _, rec in parsed.records])
+            # An item a repair replaced reads as lost; the others as they are.
+            records = parsed.records
+            out.append([LostItem(p) if r.get("t") == "gap" else r.get("v") for p, r in records])
         return out
 
     def _forget(self, name: str) -> None:

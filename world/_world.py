@@ -70,6 +70,15 @@ def stream_family(name: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class LostItem:
+    """What a stream read returns in place of an item a repair replaced (its bytes were
+    damaged; they are kept in quarantine/): the rest of the stream reads as before, each item
+    at its index. `offset`: where the item was in the stream's file."""
+
+    offset: int
+
+
+@dataclass(frozen=True)
 class FamilyHead:
     """A family's head (None: missing or unreadable) and its inbox mark (`World.inbox_end`)."""
 

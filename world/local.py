@@ -40,7 +40,7 @@ from ._errors import (
     StoreFormatError,
     storage_error,
 )
-from ._streams import StreamStore, lost_item_error
+from ._streams import StreamStore
 from ._watch import DirWatcher, touched
 from ._world import (
     IO,
@@ -600,8 +600,8 @@ class LocalWorld(World):
     def check_intact(self, root: str) -> None:
         """Refuse to write to a family with damage in its journal, inbox or streams: every
         record is checked once per process (then only what was added since), so damage far
-        before where a load begins is not written past without a word; a stream item an
-        earlier repair replaced is damage too (the family's readers would miss it).
+        before where a load begins is not written past without a word (a stream item an
+        earlier repair replaced is not: it reads as a `LostItem`).
 
         What an earlier process checked, its head says (`_intact`: each file's checked end
         and the crc32 of the bytes before it): bytes unchanged since need only that crc, at
@@ -613,7 +613,7 @@ class LocalWorld(World):
         for path in paths:
             hint = hints.get(path[self._prefix :]) if isinstance(hints, dict) else None
             try:
-                result = self._check_file(path, hint)
+                self._check_file(path, hint)
             except CorruptJournalError as exc:
                 self._intact.pop(path, None)
                 raise CorruptJournalError(
@@ -623,13 +623,8 @@ class LocalWorld(World):
                     what=f"{exc.what}; run family {root} takes no writes until it is "
                     "repaired (nothing was written)",
                 ) from None
-            if result is None:
-                continue
-            if path in streams:
-                gaps = [pos for pos, rec in result.records if rec.get("t") == "gap"]
-                if gaps:
-                    self._intact.pop(path, None)
-                    raise lost_item_error(path, gaps[0])
+            # A stream item an earlier repair replaced is no damage here: reads return it as
+            # a `LostItem`, and the family's own code decides whether it can go on without it.
 
     def _check_file(self, path: str, hint: Any) -> _journal.ReadResult | None:
         """The frames of `path` not checked before, checked (None: no file): after what this

@@ -86,7 +86,7 @@ def _entry(event: Event, calls: dict[str, tuple[str, Any]]) -> Entry | None:
         return {"role": "wait", "text": describe_request(event_request(event))}
     if kind == "input.resolved":
         return _resolved(event)
-    if kind in ("turn.cancelled", "turn.failed", "session.failed"):
+    if kind in ("turn.cancelled", "turn.failed", "session.failed", "event.lost"):
         text = "turn cancelled" if kind == "turn.cancelled" else f"error: {error_text(event)}"
         return {"role": "status", "text": text}
     if kind in ("context.cleared", "compaction.completed"):

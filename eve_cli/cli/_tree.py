@@ -78,6 +78,11 @@ class _Builder:
         steps.append(step)
         return step
 
+    def lost(self, event: Event) -> None:
+        """An event a repair lost: noted in the turn it fell in (the latest)."""
+        if self.turns:
+            self.turns[-1].setdefault("lost", []).append(event.get("index"))
+
     def add(self, event: Event) -> None:
         kind = str(event.get("type"))
         turn = self.turn(event)
@@ -159,7 +164,10 @@ def build(events: Iterable[Event]) -> dict[str, Any]:
     """`{"turns": [...], "waits": [...]}` from a session's events in order."""
     builder = _Builder()
     for event in events:
-        builder.add(event)
+        if event.get("type") == "event.lost":
+            builder.lost(event)
+        else:
+            builder.add(event)
     for turn in builder.turns:
         for step in turn["steps"]:
             for action in step["actions"]:

@@ -65,8 +65,8 @@ def doctor(
         raise CliError(str(exc)) from None  # an eve store, of another format
     except WorldError as exc:
         raise CliError(f"{exc}; pass --data DIR with an eve data directory") from None
+    lost, findings = _losses(path, findings)
     damaged = [f for f in findings if f.error]
-    lost = _losses(path, findings)
     if as_json:
         out = {
             "dataDir": str(path),
@@ -82,25 +82,40 @@ def doctor(
     return EXIT_ERROR if damaged else EXIT_OK
 
 
-def _losses(path: Where, findings: list[Finding]) -> list[Loss]:
+def _losses(path: Where, findings: list[Finding]) -> tuple[list[Loss], list[Finding]]:
     """What repairs replaced, by session and turn (`eve_cli._losses`), for every session a
-    `lost` or `damaged` finding names."""
+    `lost` or `damaged` finding names; and the findings, where a session's model context
+    needs a stream item a repair replaced with that stream `damaged` (as `chat` says)."""
     sessions = sorted(
         {sid for f in findings if f.state in ("lost", "damaged") and (sid := _session_of(f.path))}
     )
     if not sessions:
-        return []
-    from eve_cli._losses import losses
+        return [], findings
+    from eve_cli._losses import context_damage, losses
 
     found: list[Loss] = []
+    blocked: dict[str, Finding] = {}
     try:
         with open_reader(path) as rt:
             for sid in sessions:
                 with contextlib.suppress(WorldError, LookupError, ValueError):
                     found.extend(losses(rt, sid))
+                exc = context_damage(rt, sid)
+                if exc is not None:
+                    detail = f"{exc.what}; {exc.advice}"
+                    blocked[sid] = Finding(
+                        _rel_stream(findings, sid), "stream", "damaged", detail, exc.offset
+                    )
     except CliError:
-        return found  # the findings say why it cannot be read
-    return found
+        return found, findings  # the findings say why it cannot be read
+    kept = [f for f in findings if f.path not in {b.path for b in blocked.values()}]
+    return found, kept + list(blocked.values())
+
+
+def _rel_stream(findings: list[Finding], sid: str) -> str:
+    """The path of session ``sid``'s history stream as the findings name it."""
+    name = f"history.{sid}.msgpack"
+    return next((f.path for f in findings if f.path.endswith("/" + name)), f"streams/{name}")
 
 
 def _session_of(rel: str) -> str | None:

@@ -106,7 +106,10 @@ def _damage(reader: Runtime, sid: str, where: Where) -> str | None:
         from eve_cli._losses import with_losses
 
         return f"damaged data in {where}: {with_losses(reader, exc)}"
-    return None
+    from eve_cli._losses import context_damage, with_losses
+
+    lost = context_damage(reader, sid)
+    return f"damaged data in {where}: {with_losses(reader, lost)}" if lost else None
 
 
 def _console() -> Console:
@@ -231,6 +234,9 @@ def _emit_session(
             )
         if turn.get("error"):
             branch.add(Text(f"error: {turn['error']}", style="red"))
+        for index in turn.get("lost", []):
+            lost = f"event {index} lost in a repair (its bytes are in quarantine/)"
+            branch.add(Text(lost, style="red"))
     for wait in obj["waits"]:
         root.add(Text(f"waiting for {describe_request(wait)}", style="yellow"))
     console = _console()
@@ -344,7 +350,7 @@ def event_line(event: Mapping[str, Any]) -> str:
     summary = _tree.describe_change(event) or ""
     if kind == "message.appended":
         summary = repr(event.get("delta", ""))
-    elif kind in ("turn.failed", "session.failed"):
+    elif kind in ("turn.failed", "session.failed", "event.lost"):
         summary = error_text(event)
     elif kind == "turn.waiting":
         summary = f"on {event.get('on')}"

@@ -16,6 +16,7 @@ from eve_cli._session import events_stream, history_stream
 from eve_cli.execution._cancel import CancelSignals
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, WindowState
+from eve_cli.execution._lost import check_window
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
 from eve_cli.execution._turn import turn_workflow
@@ -201,7 +202,9 @@ class Executor:
             checked = (start + len(items), kept[2]) if unchanged else None
         if start + len(items) < end:
             first = start + len(items)
-            fresh = [strip_key(m) for m in self.world.stream_read(name, first, end)]
+            read = self.world.stream_read(name, first, end)
+            check_window(session_id, first, read)
+            fresh = [strip_key(m) for m in read]
             texts = self._texts.pop(session_id, None)
             items += resolve(self.world, session_id, first, fresh, texts)
             # Texts of items not read yet (appended past ``end``) stay.

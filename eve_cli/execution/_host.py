@@ -19,6 +19,7 @@ from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stre
 from eve_cli._tools import Tool
 from eve_cli.execution._event_form import pack, unpack
 from eve_cli.execution._keys import EventKeys, HistoryKeys
+from eve_cli.execution._lost import check_window
 from eve_cli.execution._replies import (
     call_errors,
     journaled,
@@ -52,9 +53,9 @@ def read_window(world: World, snap: Snapshot) -> tuple[list[Message], list[int],
     """The snapshot's window of its history stream: the messages (summary items left out),
     their indexes in the stream, and the text of the current summary, if any."""
     start = snap.history_start
-    items = resolve(
-        world, snap.id, start, world.stream_read(history_stream(snap.id), start, snap.history_len)
-    )
+    read = world.stream_read(history_stream(snap.id), start, snap.history_len)
+    check_window(snap.id, start, read)
+    items = resolve(world, snap.id, start, read)
     state = extend_window(world, snap, items, None)
     return state.messages, state.indexes, state.summary
 
@@ -67,6 +68,7 @@ def _summary_text(world: World, snap: Snapshot, items: list[dict[str, Any]]) -> 
     found = found or world.stream_read(
         history_stream(snap.id), snap.summary_at, snap.summary_at + 1
     )
+    check_window(snap.id, snap.summary_at, found)
     return str(found[0].get("content") or "") if found else None
 
 
@@ -346,9 +348,9 @@ class SessionHost:
         message = message if message is not None else stored
         if message is None:
             world = self.executor.world
-            items = resolve(
-                world, snap.id, index, world.stream_read(history_stream(snap.id), index, index + 1)
-            )
+            read = world.stream_read(history_stream(snap.id), index, index + 1)
+            check_window(snap.id, index, read)
+            items = resolve(world, snap.id, index, read)
             message = strip_key(items[0]) if items else {}
         cached = self._window is not None and self._window_at == self._window_key()
         snap.history_len = max(snap.history_len, index + 1)

@@ -49,6 +49,8 @@ def phase(events: list[dict[str, Any]]) -> Phase:
     now: Phase = "between"
     for event in events:
         kind = event.get("type")
+        if kind == "event.lost":  # a repair's: says nothing of where the session is
+            continue
         if kind in _BETWEEN:
             now = "between"
         elif kind == "turn.waiting":

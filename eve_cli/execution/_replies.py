@@ -20,9 +20,10 @@ from typing import Any
 
 from eve_cli._session import events_stream
 from eve_cli.execution._event_form import TYPE_CODES, delta_start, exact_ints
+from eve_cli.execution._lost import ContextLostError
 from eve_cli.harness._host import Reply, StreamedText
 from eve_cli.models import Message
-from world import CorruptJournalError, World
+from world import CorruptJournalError, LostItem, World
 
 EVENTS = "e"  # form 2: the reply's delta events, as runs [start, count, ...]
 LENGTH = "n"  # form 2: the length of the text those events hold
@@ -124,12 +125,16 @@ def resolve(
     items: list[Any],
     known: Mapping[int, str] | None = None,
     events: Mapping[int, Any] | None = None,
+    lost: str | None = None,
 ) -> list[Any]:
     """``items`` (history items ``first``, ``first + 1``, ..., with or without their keys) as
     readers see them: a form-2 item with its ``content`` again. ``known``: texts this process
     already has, by history index (no read); ``events``: stored events already at hand, by
     index. The other referred events are read in as few stream reads as their spread allows
     (a window's replies: one).
+
+    ``lost``: the text of a reply whose events a repair replaced, for a reader (else
+    `ContextLostError`: the model's context would miss it).
 
     Raises:
         HistoryDamageError: a referred event is missing or does not hold the text.
@@ -146,6 +151,11 @@ def resolve(
     if wanted:
         at_hand = _read_events(world, session_id, wanted, events or {})
         for offset, item in wanted:
+            if any(isinstance(at_hand.get(i), LostItem) for i in event_indexes(item)):
+                if lost is None:
+                    raise ContextLostError(session_id, first + offset, "a reply kept in events")
+                out[offset] = expand(item, lost)
+                continue
             out[offset] = expand(item, _text(session_id, first + offset, item, at_hand))
     return out
 

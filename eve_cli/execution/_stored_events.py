@@ -9,9 +9,10 @@ from typing import Any
 
 from eve_cli._session import history_stream
 from eve_cli.execution._event_form import pack, unpack
+from eve_cli.execution._lost import LOST_TEXT, lost_event
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import KEY
-from world import World
+from world import LostItem, World
 
 REF = "_h"  # an event's reference to the history item holding its text
 
@@ -138,7 +139,9 @@ class EventReader:
                     items = items[:i]
                     break
         return [
-            read_event(self.session_id, first + i, item, found, self.meta)
+            lost_event(self.session_id, first + i)
+            if isinstance(item, LostItem)
+            else read_event(self.session_id, first + i, item, found, self.meta)
             for i, item in enumerate(items)
         ]
 
@@ -154,8 +157,11 @@ class EventReader:
         for start, end in spans:
             items = self.world.stream_read(self.history, start, end)
             items = [i if start + n in refs else None for n, i in enumerate(items)]
-            items = resolve(self.world, self.session_id, start, items, events=events)
+            sid = self.session_id
+            items = resolve(self.world, sid, start, items, events=events, lost=LOST_TEXT)
             for offset, item in enumerate(items):
                 if isinstance(item, dict):
                     found[start + offset] = str(item.get("content") or "")
+                elif isinstance(item, LostItem):
+                    found[start + offset] = LOST_TEXT
         return found

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from world import World
+from world import LostItem, World
 
 KEY = "_k"
 _CHUNK = 256
@@ -65,6 +65,8 @@ class KeyedStream:
             start = max(0, end - chunk)
             items = self.world.stream_read(self.name, start, end)
             for offset in range(len(items) - 1, -1, -1):
+                if isinstance(items[offset], LostItem):
+                    continue  # its key is gone with it: a replay stores it again, later
                 key = self.key_of(items[offset])
                 if not key.startswith(self.prefix):
                     return keys
