@@ -371,20 +371,25 @@ class Runtime:
             await asyncio.sleep(0.01)
 
     def _events_around(self, sid: str, since: int) -> list[dict[str, Any]]:
-        """The session's events from the last phase boundary before ``since`` on."""
+        """The session's events from the last phase boundary before ``since`` on (one read,
+        unless the turn under way at ``since`` began more than a few events before it)."""
         name = events_stream(sid)
-        start, chunk = since, 16
+        end = self.world.stream_length(name)
         reader = self._reader(sid)
-        while start > 0:
-            first = max(0, start - chunk)
-            items = self.world.stream_read(name, first, start)
-            found = reader.read(first, items, texts=False)
-            starts = [e["index"] for e in found if e.get("type") in _receipts.BOUNDARIES]
-            if starts:
-                start = starts[-1]
-                break
-            start, chunk = first, chunk * 4
-        return self.events(sid, start, texts=False)
+        first = max(0, since - 16)
+        events = reader.read(first, self.world.stream_read(name, first, end), texts=False)
+        chunk = 64
+        while True:
+            starts = [
+                n
+                for n, e in enumerate(events)
+                if e["index"] < since and e.get("type") in _receipts.BOUNDARIES
+            ]
+            if starts or first == 0:
+                return events[starts[-1] :] if starts else events
+            start, first = first, max(0, first - chunk)
+            events[:0] = reader.read(first, self.world.stream_read(name, first, start), texts=False)
+            chunk *= 4
 
     def _ahead(self, sid: str, delivery: int, events: list[dict[str, Any]]) -> bool:
         """True when a message delivered to ``sid`` before ``delivery`` was not taken yet, as
@@ -392,7 +397,10 @@ class Runtime:
         The inbox is read from the head's mark (what its last drive had taken)."""
         root = sid.split(".", 1)[0]
         mark = (self.world.read_head(root) or {}).get("inbox_mark")
-        items, _ = self.world.read_inbox(root, mark if isinstance(mark, int) and mark > 0 else 0)
+        mark = mark if isinstance(mark, int) and mark > 0 else 0
+        if mark >= delivery:
+            return False  # the first delivery since the last drive took what came before
+        items, _ = self.world.read_inbox(root, mark)
         earlier = {
             item.id
             for item in items
@@ -402,8 +410,11 @@ class Runtime:
         }
         earlier -= _receipts.taken_ids(events)
         end = events[0]["index"] if events else 0
-        while earlier and end > 0:  # taken by an earlier turn than the one read
-            first = max(0, end - 256)
+        # Taken by an earlier turn than the one read: since the head's mark, so among the
+        # latest events (bounded: a message still pending would have it read them all).
+        stop = max(0, end - _receipts.TAKEN_SCAN)
+        while earlier and end > stop:
+            first = max(stop, end - 256)
             earlier -= _receipts.taken_ids(self.events(sid, first, texts=False, end=end))
             end = first
         return bool(earlier)

@@ -42,6 +42,7 @@ _BETWEEN = frozenset(
 # Where a session's phase depends on nothing earlier.
 BOUNDARIES = frozenset({"turn.started"} | _BETWEEN)
 ENDING_WAIT = 5.0  # seconds a sender waits for a turn at its final poll to go on or end
+TAKEN_SCAN = 2048  # events read back at most to find which earlier messages were taken
 
 
 def phase(events: list[dict[str, Any]]) -> Phase:
