@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,11 +87,23 @@ async def _race(url: str, agent: Path) -> tuple[dict[str, str], dict[str, str]]:
             assert response.status_code == 202, response.text
             receipts[text] = response.json()["disposition"]
 
+        ends: list[float] = []  # seconds from a's receipt to its turn's end being seen
+        events: list[dict[str, Any]] = []
         for r in range(ROUNDS):
+            known = len(events) if r else 0
             await send(f"a{r}")  # a's turn starts: its one step waits DELAY for the model
-            # b lands before, during or after that turn's final poll, or after its end.
-            await asyncio.sleep(rng.uniform(0, 3 * DELAY))
-            await send(f"b{r}")
+            sent = time.monotonic()
+            if r % 3 == 0:  # at once: folded into a's turn
+                await send(f"b{r}")
+            elif r % 3 == 1:  # once a's turn is seen ended: before or after the next receive
+                while not _ended(await _events(client, sid, known), f"a{r}"):
+                    await asyncio.sleep(0.005)
+                ends.append(time.monotonic() - sent)
+                await send(f"b{r}")
+            else:  # around the end of a's turn, as long as such turns take on this machine
+                typical = sorted(ends)[len(ends) // 2] if ends else 3 * DELAY
+                await asyncio.sleep(rng.uniform(0.3, 1.2) * typical)
+                await send(f"b{r}")
             async with asyncio.timeout(WAIT):
                 while not _answered(events := await _events(client, sid), 2 * r + 2):
                     await asyncio.sleep(0.01)
@@ -100,9 +113,20 @@ async def _race(url: str, agent: Path) -> tuple[dict[str, str], dict[str, str]]:
     return receipts, seen
 
 
-async def _events(client: httpx.AsyncClient, sid: str) -> list[dict[str, Any]]:
-    response = await client.get(f"{API}/session/{sid}/stream", params={"follow": "0"})
+async def _events(client: httpx.AsyncClient, sid: str, start: int = 0) -> list[dict[str, Any]]:
+    params = {"follow": "0", "startIndex": str(start)}
+    response = await client.get(f"{API}/session/{sid}/stream", params=params)
     return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+
+
+def _ended(events: list[dict[str, Any]], text: str) -> bool:
+    """True once the turn that took message ``text`` has ended."""
+    turn = next(
+        (e.get("turnId") for e in events if e["type"] == "message.received" and text_of(e) == text),
+        None,
+    )
+    ends = ("turn.completed", "turn.failed")
+    return turn is not None and any(e["type"] in ends and e.get("turnId") == turn for e in events)
 
 
 def _answered(events: list[dict[str, Any]], messages: int) -> bool:
