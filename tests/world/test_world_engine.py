@@ -617,3 +617,42 @@ def test_children_read_the_family_meta_and_the_input_of_the_generation_that_star
 
 async def _root_asks(ctx: WorkflowContext, _: Any) -> Any:
     return ctx.parent_input()  # a root run has no parent
+
+
+def test_delivery_ids_are_told_to_the_sender_and_to_the_run(world: World) -> None:
+    taken: list[list[int]] = []
+
+    async def flow(ctx: WorkflowContext, _: Any) -> Any:
+        hook = ctx.create_hook("t-ids")
+        first = await hook.receive()
+        taken.append(hook.taken_ids)
+        rest = await hook.poll()
+        taken.append(hook.taken_ids)
+        return [first, *rest]
+
+    engine = Engine(world, {"flow": flow})
+
+    async def main() -> list[int]:
+        rid = await engine.start("flow", None)
+        assert (await engine.run(rid)).status == "parked"
+        sent = [await engine.deliver("t-ids", n) for n in range(3)]
+        assert {d.run_id for d in sent} == {rid}
+        assert (await engine.run(rid)).result == [0, 1, 2]
+        return [d.id for d in sent]
+
+    ids = run(main())
+    assert ids == sorted(ids) and len(set(ids)) == 3
+    # The ids the run took are the sender's, the same on a replay (the first drive parked).
+    assert taken[-2:] == [ids[:1], ids[1:]]
+
+
+def test_the_journal_is_every_record_with_its_position(world: World) -> None:
+    async def flow(ctx: WorkflowContext, _: Any) -> Any:
+        return await ctx.step("one", lambda: 1)
+
+    engine = Engine(world, {"flow": flow})
+    rid = run(engine.start("flow", None))
+    run(engine.run(rid))
+    journal = engine.journal(rid)
+    assert [rec["t"] for _, rec in journal] == [rec["t"] for rec in engine.history(rid)]
+    assert [pos for pos, _ in journal] == [pos for pos, _ in world.load(rid).records]
