@@ -34,7 +34,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,7 @@ from . import _codec, _journal
 from ._errors import CorruptJournalError, StorageError, WorldError
 from ._family import GAP, load_family
 from ._stream_index import encode_index, index_form, index_offsets
+from ._world import stream_family
 
 if TYPE_CHECKING:
     from .local import LocalWorld
@@ -73,6 +74,7 @@ class Finding:
     offset: int | None = None  # where the damage starts
     size: int = 0
     records: int = 0
+    family: str | None = None  # the run family the file belongs to (None: the store's own)
 
     @property
     def ok(self) -> bool:
@@ -111,7 +113,18 @@ def verify(path: str | os.PathLike[str]) -> list[Finding]:
     hooks = root / "hooks"
     for token in _listdir(hooks):
         findings.append(_check_hook(root, hooks / token))
-    return findings
+    return [replace(f, family=_family_of(f.path)) for f in findings]
+
+
+def _family_of(rel: str) -> str | None:
+    """The run family a file of the data directory belongs to: `runs/<root>/...`, or a stream
+    `streams/<kind>.<root>[...]` (`stream_family`)."""
+    parts = rel.split("/")
+    if len(parts) >= 2 and parts[0] == "runs":
+        return parts[1]
+    if len(parts) == 2 and parts[0] == "streams":
+        return stream_family(parts[1].removesuffix(".msgpack").removesuffix(".idx"))
+    return None
 
 
 def _reader(root: Path) -> LocalWorld | None:

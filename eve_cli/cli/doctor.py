@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from eve_cli.runtime import open_world
-from world import Finding, StoreFormatError, WorldError, stream_family
+from world import Finding, StoreFormatError, WorldError
 
 from ._context import DataOption, Where, WorldOption, choose_world
 from ._errors import EXIT_ERROR, EXIT_OK, CliError
@@ -87,45 +87,31 @@ def _losses(path: Where, findings: list[Finding]) -> tuple[list[Loss], list[Find
     `lost` or `damaged` finding names; and the findings, where a session's model context
     needs a stream item a repair replaced with that stream `damaged` (as `chat` says)."""
     sessions = sorted(
-        {sid for f in findings if f.state in ("lost", "damaged") and (sid := _session_of(f.path))}
+        {f.family for f in findings if f.state in ("lost", "damaged") and f.family is not None}
     )
     if not sessions:
         return [], findings
     from eve_cli._losses import context_damage, losses
 
     found: list[Loss] = []
-    blocked: dict[str, Finding] = {}
+    blocked: list[Finding] = []
     try:
         with open_reader(path) as rt:
             for sid in sessions:
                 with contextlib.suppress(WorldError, LookupError, ValueError):
                     found.extend(losses(rt, sid))
                 exc = context_damage(rt, sid)
-                if exc is not None:
+                if exc is not None:  # the lost item's stream (`exc.file` names it) is damaged
+                    stream = next((f for f in findings if exc.file in f.path), None)
+                    where = stream.path if stream is not None else exc.file
                     detail = f"{exc.what}; {exc.advice}"
-                    blocked[sid] = Finding(
-                        _rel_stream(findings, sid), "stream", "damaged", detail, exc.offset
+                    blocked.append(
+                        Finding(where, "stream", "damaged", detail, exc.offset, family=sid)
                     )
     except CliError:
         return found, findings  # the findings say why it cannot be read
-    kept = [f for f in findings if f.path not in {b.path for b in blocked.values()}]
-    return found, kept + list(blocked.values())
-
-
-def _rel_stream(findings: list[Finding], sid: str) -> str:
-    """The path of session ``sid``'s history stream as the findings name it."""
-    name = f"history.{sid}.msgpack"
-    return next((f.path for f in findings if f.path.endswith("/" + name)), f"streams/{name}")
-
-
-def _session_of(rel: str) -> str | None:
-    """The session (run family) a finding's file belongs to."""
-    parts = rel.split("/")
-    if len(parts) >= 2 and parts[0] == "runs":
-        return parts[1]
-    if len(parts) == 2 and parts[0] == "streams":
-        return stream_family(parts[1].removesuffix(".msgpack").removesuffix(".idx"))
-    return None
+    replaced = {f.path for f in blocked}
+    return found, [f for f in findings if f.path not in replaced] + blocked
 
 
 def _print_losses(lost: list[Loss]) -> None:
