@@ -74,7 +74,9 @@ DANGER_TOOL = tool_file(
 )
 
 
-_RUN_OWN = ("at", "index", "sessionId", "durationMs", "ck")  # differ between equal runs
+# Differ between equal runs (a delivery id is where the delivery sits in its world: a
+# PostgreSQL sequence number is not the same for two sessions).
+_RUN_OWN = ("at", "index", "sessionId", "durationMs", "ck", "deliveryId")
 
 
 def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
