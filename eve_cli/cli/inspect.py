@@ -23,6 +23,7 @@ from eve_cli.cli._tables import sessions_table, status_text, when
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
+    from rich.tree import Tree
 
     from eve_cli.runtime import Runtime
 
@@ -220,29 +221,33 @@ def _emit_session(
     if obj.get("forks"):
         root.add(Text(f"forks: {', '.join(obj['forks'])}"))
     for turn in obj["turns"]:
-        label = Text.assemble(
-            (f"turn {turn['number']}", "bold"),
-            f" {turn['id']}  ",
-            status_text(turn),
-        )
-        if turn.get("message"):
-            label.append(f"  “{one_line(turn['message'], 60)}”", style="italic")
-        branch = root.add(label)
-        for step in turn["steps"]:
-            branch.add(_step_label(turn, step)).children.extend(
-                Tree(_action_label(a)) for a in step["actions"]
-            )
-        if turn.get("error"):
-            branch.add(Text(f"error: {turn['error']}", style="red"))
-        for index in turn.get("lost", []):
-            lost = f"event {index} lost in a repair (its bytes are in quarantine/)"
-            branch.add(Text(lost, style="red"))
+        _turn_branch(root, turn)
     for wait in obj["waits"]:
         root.add(Text(f"waiting for {describe_request(wait)}", style="yellow"))
     console = _console()
     console.print(root)
     if obj.get("status") == "interrupted":
         console.print(f"interrupted: its turn stopped with its process; {resume_hint(obj['id'])}")
+
+
+def _turn_branch(root: Tree, turn: Mapping[str, Any]) -> None:
+    """One turn of the session tree: its steps, their actions, its error, its lost events."""
+    from rich.text import Text
+    from rich.tree import Tree
+
+    label = Text.assemble((f"turn {turn['number']}", "bold"), f" {turn['id']}  ", status_text(turn))
+    if turn.get("message"):
+        label.append(f"  “{one_line(turn['message'], 60)}”", style="italic")
+    branch = root.add(label)
+    for step in turn["steps"]:
+        branch.add(_step_label(turn, step)).children.extend(
+            Tree(_action_label(a)) for a in step["actions"]
+        )
+    if turn.get("error"):
+        branch.add(Text(f"error: {turn['error']}", style="red"))
+    for index in turn.get("lost", []):
+        lost = f"event {index} lost in a repair (its bytes are in quarantine/)"
+        branch.add(Text(lost, style="red"))
 
 
 def _step_label(turn: Mapping[str, Any], step: Mapping[str, Any]) -> Text:
