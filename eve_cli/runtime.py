@@ -338,10 +338,12 @@ class Runtime:
         """Deliver a user message; the receipt says whether it starts, steers or queues."""
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
-        await self.call(self._meta, sid)
         # One delivery to a session at a time in this process: what is ahead of a message in
-        # the inbox decides its receipt, so two must not both find nothing ahead.
+        # the inbox decides its receipt, so two must not both find nothing ahead. Taken before
+        # the first wait, so concurrent deliveries keep the order they were made in (a
+        # network world's reads return in any order).
         async with self._delivering(sid):
+            await self.call(self._meta, sid)
             status = await self.call(self._status, sid)
             if status in _ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")

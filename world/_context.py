@@ -32,7 +32,7 @@ from ._errors import (
     WorldError,
 )
 from ._family import Family, Run
-from ._world import LAZY, RECORD, InboxItem, Order, World, check_name
+from ._world import IO, LAZY, RECORD, InboxItem, Order, World, check_name
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -265,8 +265,15 @@ class WorkflowContext:
             # Its effects come after every record before them is durable, and whoever sees
             # them can read what was appended before. A function no one observes may begin
             # first (a local world's fsync then overlaps it, or is shared with its record).
-            world.before_effect(observed=ordered)
-            self._busy = name
+            self._busy = name  # from here: the step may wait (for its effect's order too)
+            try:
+                if ordered and world.io is IO.NETWORK:  # it may wait for a round trip
+                    await self._engine.io(world.before_effect)
+                else:
+                    world.before_effect(observed=ordered)
+            except BaseException:
+                self._busy = ""
+                raise
             try:
                 value = fn(*args, **kwargs)
                 if inspect.isawaitable(value):
@@ -376,10 +383,11 @@ class WorkflowContext:
         return await self._take(token, items, {"poll": True, "skip": self._empty_polls})
 
     async def _pending(self, token: str, limit: int | None) -> list[InboxItem]:
-        items = self._family.take(token, limit)
-        if not items:
-            await self._engine.off_loop(self._family.read_inbox, self._engine.world)
-            items = self._family.take(token, limit)
+        family, world = self._family, self._engine.world
+        items = family.take(token, limit)
+        if not items and not family.inbox_unchanged(world.known_inbox_end(family.root)):
+            await self._engine.off_loop(family.read_inbox, world)
+            items = family.take(token, limit)
         return items
 
     async def _take(self, token: str, items: list[InboxItem], extra: dict[str, Any]) -> list[Any]:

@@ -335,12 +335,16 @@ class Family:
     def read_inbox(self, world: World) -> None:
         """Pick up deliveries that arrived since the last read."""
         end = world.inbox_end(self.root)
-        if end == self.inbox_mark == self.inbox_next:
+        if self.inbox_unchanged(end):
             return  # unchanged since a read that reached its end (a turn polls every step)
         self.inbox_mark = end
         items, self.inbox_next = world.read_inbox(self.root, self.inbox_next)
         self.pending.extend(items)
         self.items.update((item.id, item) for item in items)
+
+    def inbox_unchanged(self, end: int | None) -> bool:
+        """Whether an inbox at mark `end` holds nothing `read_inbox` has not read."""
+        return end == self.inbox_mark == self.inbox_next
 
     def take(self, token: str, limit: int | None) -> list[InboxItem]:
         """Unconsumed deliveries for `token`, oldest first (not yet marked consumed)."""

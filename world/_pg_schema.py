@@ -70,6 +70,62 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (name, idx)
     );
     """,
+    # 2: an owner's batch of stream items, with the journal records after them or alone, in
+    # one round trip and one transaction, fenced by the lease epoch. The items' indexes were
+    # given out by the owner (it knows its family's stream lengths while it holds the lease),
+    # so each stream must still be as long as the owner believes. Returns 0 (written), 1 (the
+    # lease was taken over, or the family is gone), 2 (the journal moved), 3 (a stream moved:
+    # someone appended without the lease); nothing is written unless 0.
+    """
+    CREATE FUNCTION {s}.write_batch(
+        p_root text, p_epoch bigint, p_first bigint, p_frames bytea[],
+        p_names text[], p_idx bigint[], p_items bytea[], p_lazy boolean, p_chan text
+    ) RETURNS integer LANGUAGE plpgsql AS $$
+    DECLARE
+        f_epoch bigint;
+        f_next bigint;
+        n_rec integer := coalesce(array_length(p_frames, 1), 0);
+        st record;
+        cur bigint;
+    BEGIN
+        IF p_lazy THEN
+            PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
+        -- The row lock makes a takeover (which updates the row) wait for this write.
+        SELECT epoch, next_pos INTO f_epoch, f_next FROM {s}.families
+            WHERE root = p_root FOR SHARE;
+        IF NOT FOUND OR f_epoch <> p_epoch THEN
+            RETURN 1;
+        END IF;
+        IF n_rec > 0 AND f_next <> p_first THEN
+            RETURN 2;
+        END IF;
+        FOR st IN SELECT u.n, min(u.i) AS first, count(*) AS cnt
+                FROM unnest(p_names, p_idx) AS u(n, i) GROUP BY u.n LOOP
+            SELECT length INTO cur FROM {s}.streams WHERE name = st.n FOR UPDATE;
+            IF coalesce(cur, 0) <> st.first THEN
+                RETURN 3;
+            END IF;
+        END LOOP;
+        IF n_rec > 0 THEN
+            UPDATE {s}.families SET next_pos = next_pos + n_rec WHERE root = p_root;
+            INSERT INTO {s}.records (root, pos, frame)
+                SELECT p_root, p_first + u.i - 1, u.frame
+                FROM unnest(p_frames) WITH ORDINALITY AS u(frame, i);
+        END IF;
+        IF coalesce(array_length(p_names, 1), 0) > 0 THEN
+            INSERT INTO {s}.streams AS s (name, length, root)
+                SELECT u.n, max(u.i) + 1, p_root FROM unnest(p_names, p_idx) AS u(n, i)
+                GROUP BY u.n
+                ON CONFLICT (name) DO UPDATE SET length = excluded.length;
+            INSERT INTO {s}.stream_items (name, idx, frame)
+                SELECT * FROM unnest(p_names, p_idx, p_items);
+            PERFORM pg_notify(p_chan, 's' || n) FROM (SELECT DISTINCT unnest(p_names) AS n) d;
+        END IF;
+        RETURN 0;
+    END
+    $$;
+    """,
 ]
 VERSION = len(MIGRATIONS)
 

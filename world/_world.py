@@ -354,6 +354,12 @@ class World(ABC):
     def inbox_end(self, root: str) -> int:
         """A cheap mark that grows with every delivery (compare to detect new ones)."""
 
+    def known_inbox_end(self, root: str) -> int | None:
+        """`inbox_end` when the world knows it without a wait (a network world hearing every
+        delivery to a family it leases); None: ask `inbox_end`. A caller on an event loop
+        may then skip a trip off the loop when nothing came."""
+        return None
+
     def inbox_name(self, root: str) -> str:
         """Where the family's inbox is, for error messages."""
         return f"inbox of run family {root}"

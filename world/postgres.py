@@ -6,17 +6,23 @@ call either happened whole or not at all; a call whose connection broke is retri
 connection, and a retried write first checks whether its first try committed (a create, an
 append and a delivery carry what identifies them), so nothing is written twice.
 
-Ordering without fsync schedules: a journal append commits synchronously; a stream item commits
-asynchronously (`synchronous_commit = off`: visible at once, its WAL flushed by the next
-synchronous commit of any session), so the items before a record are durable with it,
-whatever its `Order.streams` says; a lazy record (`Order.lazy`) commits the same way;
-`before_effect` has nothing to wait for. Records arrive as bodies and are stored framed
-(`_journal.frame_body`), as the other worlds store them.
+Ordering without fsync schedules: a journal append commits synchronously, a lazy record
+(`Order.lazy`) asynchronously (`synchronous_commit = off`: visible at once, its WAL flushed by
+the next synchronous commit of any session). An owner's stream items are batched: the owner
+knows its family's stream lengths while it holds the lease, so an append gives out its index at
+once, without a round trip, and the items are written with the family's next record, in its
+transaction (`write_batch`: one statement), or on their own `BATCH_WAIT` after the first of
+them (on a thread, committed asynchronously: for live tails), or before an observed effect
+(`before_effect`) and before anything that reads them. Items appended by a process without the
+family's lease (a session's first event, at its creation) are written at once. Records arrive
+as bodies and are stored framed (`_journal.frame_body`), as the other worlds store them.
 
 Leases: the family row holds an epoch, the owner, and the lease's expiry. `acquire` takes a
 free, expired or dead owner's lease and increments the epoch; every write of the owner (append,
-head, stream item of its family) names the epoch it holds and is refused once another worker
-took the lease (fencing: a worker that lost a lease can never write to that family again).
+head, stream items of its family) names the epoch it holds and is refused once another worker
+took the lease (fencing: a worker that lost a lease can never write to that family again; the
+world object remembers the families it lost, so nothing it writes without a lease reaches them
+either, until it acquires them again).
 An owner is alive while its listener connection holds its advisory lock (free the moment its
 process dies); a frozen one loses its leases when they expire (`?lease=SECONDS`, 10 s by
 default), renewed by the listener thread while it runs.
@@ -81,6 +87,9 @@ DEFAULT_SCHEMA = "eve"
 DEFAULT_LEASE = 10.0  # seconds a lease lasts unrenewed (a frozen owner's sessions wait this)
 DEFAULT_POOL = 8
 RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restarting)
+# Seconds an owner's stream items wait for a record to share its transaction with, before
+# they are written on their own (what a live tail may lag behind).
+BATCH_WAIT = 0.01
 COMPACT_MIN = 16 * 1024  # consumed delivery bytes an inbox keeps before dropping them
 _OWN_PARAMS = ("schema", "lease", "pool")
 
@@ -129,6 +138,15 @@ class _PgLease(Lease):
         self.world, self.root, self.epoch, self.holder = world, root, epoch, holder
         self.next_pos = nxt  # where this owner's next record goes
         self.lost = False
+        # The owner's stream batch: the lengths of the family's streams (read at acquire; no
+        # one else appends to them while the lease is held), so an append gives out its index
+        # at once; the items not written yet, in order; the lock a write of them holds.
+        self.lengths: dict[str, int] = {}
+        self.pending: list[tuple[str, int, bytes]] = []
+        self.last_mark = 0  # the world's stream mark after this family's latest append
+        self.flushing = threading.Lock()
+        self.scheduled = False  # a write of the batch is due at the loop's next turn
+        self.failure: BaseException | None = None  # a batch that could not be written
 
     def release(self) -> None:
         self.world._release(self)
@@ -217,6 +235,10 @@ class PostgresWorld(World):
         self._alive_key = secrets.randbits(62)  # its advisory lock while its listener runs
         self._signals = Signals()
         self._leases: dict[str, _PgLease] = {}
+        # Families whose lease this object lost: nothing more is written for them from here
+        # (their stream items included), until it acquires them again.
+        self._lost: set[str] = set()
+        self._appends = 0  # stream items appended through this object (`stream_mark`)
         # Inbox ends of leased families, known while the listener hears every delivery (its
         # notification forgets the family's); `_inbox_epoch` counts forgettings, so an end read
         # while one came is not kept. Spares a round trip per step (the engine asks each).
@@ -436,7 +458,7 @@ class PostgresWorld(World):
                 if row is not None:
                     epoch, inbox_next = row
                     if lease is not None and epoch != lease.epoch:
-                        lease.lost = True
+                        self._lose(lease)
                         raise OwnershipError(self._lost_message(root))
                     if inbox_mark is not None and int(inbox_next) != inbox_mark:
                         return False
@@ -480,22 +502,131 @@ class PostgresWorld(World):
     ) -> list[int]:
         frames = [_journal.frame_body(body) for body in bodies]
         lease = self._held(root)
-        first = lease.next_pos
+        if order.streams is not None:
+            self._flush_others(lease, order.streams)
+        fault = self._write_fault()
+        with lease.flushing:  # after any write of this family's items in flight
+            first = lease.next_pos
+            if lease.pending:  # the family's items go in the records' transaction
+                self._write_batch(lease, frames, lazy=order.lazy)
+            else:
+                self._append_only(lease, frames, lazy=order.lazy)
+            lease.next_pos += len(frames)
+        self._after_write(fault)
+        return list(range(first, first + len(frames)))
+
+    def _append_only(self, lease: _PgLease, frames: list[bytes], *, lazy: bool) -> None:
+        root, first = lease.root, lease.next_pos
         params = {"root": root, "frames": frames, "n": len(frames), "first": first,
                   "epoch": lease.epoch}  # fmt: skip
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
             if attempt and self._stored(conn, root, first, frames):
                 return  # the first try committed; its answer was lost
-            cur = conn.execute(self._sql["append_lazy" if order.lazy else "append"], params)
+            cur = conn.execute(self._sql["append_lazy" if lazy else "append"], params)
             if cur.rowcount != len(frames):
                 self._refused(conn, lease, "append to its journal")
 
-        fault = self._write_fault()
         self._call(go)
-        lease.next_pos += len(frames)
-        self._after_write(fault)
-        return list(range(first, first + len(frames)))
+
+    def _write_batch(self, lease: _PgLease, frames: list[bytes], *, lazy: bool) -> None:
+        """Write the family's pending stream items, and `frames` after them, in one
+        transaction (`write_batch`); the caller holds `lease.flushing`. A batch that could
+        not be written fails every later write of the lease: the indexes it gave out are
+        gone, so the drive stops and a resume reloads the family."""
+        with self._lock:
+            items, lease.pending = lease.pending, []
+        if lease.failure is not None:
+            raise lease.failure
+        root, first = lease.root, lease.next_pos
+        params = {"root": root, "epoch": lease.epoch, "first": first, "frames": frames,
+                  "names": [i[0] for i in items], "idx": [i[1] for i in items],
+                  "items": [i[2] for i in items], "lazy": lazy, "chan": self._channel}  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> None:
+            if attempt and self._batch_stored(conn, root, first, frames, items):
+                return  # the first try committed; its answer was lost
+            row = conn.execute(self._sql["write_batch"], params).fetchone()
+            code = int(row[0]) if row is not None else -1
+            if code == 3:
+                raise StorageError(
+                    f"run family {root}: a stream of it was appended to by a process without "
+                    f"its lease in {self.where}; resume the session to reload it"
+                )
+            if code != 0:
+                self._refused(conn, lease, "write to its journal and streams")
+
+        try:
+            self._call(go)
+        except BaseException as exc:
+            if items:
+                lease.failure = exc
+            raise
+
+    def _batch_stored(
+        self,
+        conn: psycopg.Connection[Any],
+        root: str,
+        first: int,
+        frames: list[bytes],
+        items: list[tuple[str, int, bytes]],
+    ) -> bool:
+        if frames:
+            return self._stored(conn, root, first, frames)
+        name, idx, frame = items[0]
+        row = conn.execute(self._sql["stream_item"], {"name": name, "idx": idx}).fetchone()
+        return row is not None and bytes(row[0]) == frame
+
+    def _flush(self, lease: _PgLease) -> None:
+        """Write the family's pending stream items now (asynchronous commit: visible at
+        once, durable with the next synchronous commit); wait for a write in flight."""
+        with lease.flushing:
+            if lease.pending:
+                self._write_batch(lease, [], lazy=True)
+            elif lease.failure is not None:
+                raise lease.failure
+
+    def _flush_others(self, lease: _PgLease, mark: int) -> None:
+        """Before a record covering the items appended from `mark` on: those other families
+        of this object appended are written first (one family's items go with its record)."""
+        with self._lock:
+            others = [
+                other
+                for other in self._leases.values()
+                if other is not lease and other.last_mark > mark and not other.lost
+            ]
+        for other in others:
+            if other.pending or other.flushing.locked():
+                self._flush(other)
+
+    def _flush_all(self) -> None:
+        with self._lock:
+            leases = [lease for lease in self._leases.values() if not lease.lost]
+        for lease in leases:
+            if lease.pending or lease.flushing.locked():
+                self._flush(lease)
+
+    def _flush_soon(self, lease: _PgLease) -> None:
+        """On the loop, `BATCH_WAIT` after an append: the batch is written on a thread, so
+        live tails see the items without waiting for the next record (which, when it comes
+        sooner, takes them into its own transaction)."""
+        lease.scheduled = False
+        if lease.pending and not lease.lost:
+            asyncio.get_running_loop().run_in_executor(None, self._flush_quietly, lease)
+
+    def _flush_quietly(self, lease: _PgLease) -> None:
+        # A failure is kept in the lease (`_write_batch`): the family's next write raises it.
+        with contextlib.suppress(Exception):
+            self._flush(lease)
+
+    def before_effect(self, *, observed: bool = True) -> None:
+        # Records commit before their call returns; stream items must be readable before an
+        # observed effect (one that no one observes gets them at the loop's next turn).
+        if observed:
+            self._flush_all()
+
+    def stream_mark(self) -> int:
+        return self._appends
 
     def _held(self, root: str) -> _PgLease:
         lease = self._leases.get(root)
@@ -505,7 +636,14 @@ class PostgresWorld(World):
             )
         if lease.lost:
             raise OwnershipError(self._lost_message(root))
+        if lease.failure is not None:
+            raise lease.failure
         return lease
+
+    def _lose(self, lease: _PgLease) -> None:
+        lease.lost = True
+        with self._lock:
+            self._lost.add(lease.root)
 
     def _lost_message(self, root: str) -> str:
         return (
@@ -527,7 +665,7 @@ class PostgresWorld(World):
         if row is None:
             raise RunNotFoundError(f"no run family {lease.root!r} in {self.where}")
         if row[0] != lease.epoch:
-            lease.lost = True
+            self._lose(lease)
             raise OwnershipError(self._lost_message(lease.root))
         raise StorageError(
             f"run family {lease.root}: could not {doing} in {self.where} (its journal ends at "
@@ -552,8 +690,8 @@ class PostgresWorld(World):
         data = _codec.encode(head, "head")
         lease = self._leases.get(root)
         if lease is not None:
-            if lease.lost:
-                raise OwnershipError(self._lost_message(root))
+            self._held(root)
+            self._flush(lease)  # the items before the head are seen with it
             params = {"root": root, "head": data, "epoch": lease.epoch}
 
             def owned(conn: psycopg.Connection[Any], _: int) -> None:
@@ -571,6 +709,7 @@ class PostgresWorld(World):
             raise OwnershipError(f"run family {root!r} is owned by another worker")
 
         self._writable()
+        self._check_not_lost(root)
         self._call(unowned)
 
     # -- inbox -------------------------------------------------------------------------------
@@ -651,6 +790,9 @@ class PostgresWorld(World):
                 self._inbox_ends[root] = end
         return end
 
+    def known_inbox_end(self, root: str) -> int | None:
+        return self._inbox_ends.get(root)
+
     def _forget_inbox_ends(self, root: str | None = None) -> None:
         """A delivery to `root` (None: to any family, perhaps unheard) came."""
         with self._lock:
@@ -715,8 +857,13 @@ class PostgresWorld(World):
             row = self._call(lambda conn, _: conn.execute(self._sql["acquire"], params).fetchone())
             if row is not None:
                 lease = _PgLease(self, root, int(row[0]), holder, int(row[1]))
+                # Read after the takeover committed (a statement of its own sees the last
+                # writes of the previous owner, which the takeover waited for).
+                rows = self._all("family_lengths", {"root": root})
+                lease.lengths = {str(name): int(length) for name, length in rows}
                 with self._lock:
                     self._leases[root] = lease
+                    self._lost.discard(root)
                 return lease
             if not self.family_exists(root):
                 raise RunNotFoundError(f"no run family {root!r} in {self.where}")
@@ -729,10 +876,14 @@ class PostgresWorld(World):
             pause = min(pause * 2, 0.1)
 
     def _release(self, lease: _PgLease) -> None:
-        with self._lock:
-            if self._leases.get(lease.root) is lease:
-                del self._leases[lease.root]
-        self._forget_inbox_ends(lease.root)
+        try:
+            if not lease.lost and lease.failure is None:
+                self._flush(lease)  # while the lease fences them
+        finally:
+            with self._lock:
+                if self._leases.get(lease.root) is lease:
+                    del self._leases[lease.root]
+            self._forget_inbox_ends(lease.root)
         if not lease.lost:
             params = {"root": lease.root, "epoch": lease.epoch}
             self._call(lambda conn, _: conn.execute(self._sql["release"], params))
@@ -752,7 +903,7 @@ class PostgresWorld(World):
         kept = {row[0] for row in conn.execute(self._sql["renew"], params).fetchall()}
         for lease in leases:
             if lease.root not in kept:
-                lease.lost = True
+                self._lose(lease)
 
     async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:
         await asyncio.to_thread(self._listening)
@@ -777,41 +928,81 @@ class PostgresWorld(World):
         frame = _journal.frame({"v": item}, "stream item")
         root = _stream_root(name)
         lease = self._leases.get(root) if root is not None else None
-        if lease is not None and lease.lost:
-            raise OwnershipError(self._lost_message(lease.root))
+        if lease is None:
+            return self._append_unowned(name, root, frame)
+        self._held(lease.root)
+        with self._lock:  # the index is given out now; the item is written in a batch
+            index = lease.lengths.get(name, 0)
+            lease.lengths[name] = index + 1
+            lease.pending.append((name, index, frame))
+            self._appends += 1
+            lease.last_mark = self._appends
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._flush(lease)  # not on a loop: no turn of it to wait for
+            return index
+        if not lease.scheduled:
+            lease.scheduled = True
+            loop.call_later(BATCH_WAIT, self._flush_soon, lease)
+        return index
+
+    def _append_unowned(self, name: str, root: str | None, frame: bytes) -> int:
+        """An append by a process not holding the family's lease (a session's first event,
+        written at its creation): the database gives out the index."""
+        if root is not None:
+            self._check_not_lost(root)
         params = {"name": name, "frame": frame, "root": root, "chan": self._channel,
-                  "note": "s" + name, "epoch": None if lease is None else lease.epoch}  # fmt: skip
-        statement = "stream_append" if lease is None else "stream_append_owned"
+                  "note": "s" + name}  # fmt: skip
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> int:
             if attempt:  # the first try may have committed
                 for idx, stored in conn.execute(self._sql["stream_last"], params).fetchall():
                     if bytes(stored) == frame:
                         return int(idx)
-            row = conn.execute(self._sql[statement], params).fetchone()
-            if row is None:
-                assert lease is not None  # only an owner's append can be refused
-                self._refused(conn, lease, f"append to stream {name}")
+            row = conn.execute(self._sql["stream_append"], params).fetchone()
             assert row is not None
             return int(row[0])
 
+        with self._lock:
+            self._appends += 1
         return self._call(go)
+
+    def _check_not_lost(self, root: str) -> None:
+        if root in self._lost:
+            raise OwnershipError(self._lost_message(root))
+
+    def _settled(self, name: str) -> _PgLease | None:
+        """The lease of the family of stream `name` if this object holds it, its batch
+        written first (a read sees what this object appended)."""
+        root = _stream_root(name)
+        lease = self._leases.get(root) if root is not None else None
+        if lease is not None and (lease.pending or lease.flushing.locked()):
+            self._flush(lease)
+        return lease
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         check_name(name, "stream name")
         if start < 0:
             start = max(self.stream_length(name) + start, 0)
+        self._settled(name)
         rows = self._all("stream_read", {"name": name, "start": start, "end": end})
         return [rec["v"] for _, rec in self._parse(rows, f"{self.where}: stream {name}")]
 
     def stream_length(self, name: str) -> int:
         check_name(name, "stream name")
+        root = _stream_root(name)
+        lease = self._leases.get(root) if root is not None else None
+        if lease is not None and not lease.lost:  # known while held: no round trip
+            return lease.lengths.get(name, 0)
         row = self._one("stream_length", {"name": name})
         return 0 if row is None else int(row[0])
 
     def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
         # The row's length and version (xmin): every append updates the row, and a stream
         # removed and made again is another row.
+        self._flush_all()  # a token taken before this object's batches are written would
+        # stand for less than they hold
         rows = self._all("stream_versions", {"names": list(names)}) if names else []
         found = {str(name): (int(length), str(xmin)) for name, length, xmin in rows}
         return [found.get(name) for name in names]
@@ -826,6 +1017,7 @@ class PostgresWorld(World):
             and 0 <= after[0] <= count
         ):
             first, crc = after[0], after[1][1]
+        self._settled(name)
         row = self._one("stream_length", {"name": name})
         if count > (0 if row is None else int(row[0])):
             return None
@@ -853,6 +1045,8 @@ class PostgresWorld(World):
                 start += 1
 
     def close(self) -> None:
+        with contextlib.suppress(WorldError):
+            self._flush_all()
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.halt(self._wake_listener)
@@ -1011,20 +1205,11 @@ _SQL: dict[str, str] = {
             SELECT %(name)s, s.idx, %(frame)s FROM s, c RETURNING idx
         )
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
-    # The same for the family's owner, fenced: the row lock makes a takeover wait for it.
-    "stream_append_owned": """
-        WITH c AS (SELECT set_config('synchronous_commit', 'off', true)), f AS (
-            SELECT 1 FROM {s}.families WHERE root = %(root)s AND epoch = %(epoch)s FOR SHARE
-        ), s AS (
-            INSERT INTO {s}.streams (name, length, root)
-            SELECT %(name)s, 1, %(root)s FROM f
-            ON CONFLICT (name) DO UPDATE SET length = {s}.streams.length + 1
-            RETURNING length - 1 AS idx
-        ), i AS (
-            INSERT INTO {s}.stream_items (name, idx, frame)
-            SELECT %(name)s, s.idx, %(frame)s FROM s, c RETURNING idx
-        )
-        SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
+    "write_batch": """
+        SELECT {s}.write_batch(%(root)s, %(epoch)s, %(first)s, %(frames)s::bytea[],
+            %(names)s::text[], %(idx)s::bigint[], %(items)s::bytea[], %(lazy)s, %(chan)s)""",
+    "stream_item": "SELECT frame FROM {s}.stream_items WHERE name = %(name)s AND idx = %(idx)s",
+    "family_lengths": "SELECT name, length FROM {s}.streams WHERE root = %(root)s",
     "stream_last": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "
     "ORDER BY idx DESC LIMIT 8",
     "stream_read": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "

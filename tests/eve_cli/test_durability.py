@@ -354,6 +354,10 @@ def test_kill_after_a_reply_referring_to_its_events_reached_history(
     assert [r.get("name") for r in records[-2:]] == ["tool:call_1_0", "model:2"], records[-2:]
     stored = run.rt.world.stream_read(f"history.{run.sid}")
     roles = ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    if world_spec.startswith("postgresql://"):
+        # Model call 2's item was appended after its record: PostgreSQL writes it in the
+        # killed write's transaction (the local world wrote it to the file before).
+        roles = roles[:-1]
     assert [m["role"] for m in stored] == roles
     assert "content" not in stored[3] and "e" in stored[3]
     run.drive_to_question()

@@ -24,7 +24,7 @@ from world import (
 )
 from world._pg_schema import VERSION
 from world._select import redact_url as redact
-from world.postgres import PostgresWorld
+from world.postgres import BATCH_WAIT, PostgresWorld
 
 
 @pytest.fixture
@@ -171,6 +171,116 @@ def test_a_worker_that_lost_its_lease_can_write_nothing(url: str) -> None:
     finally:
         first.close()
         second.close()
+
+
+def _halt_listener(world: PostgresWorld) -> None:
+    """The world's liveness lock goes, as when its process freezes past its lease."""
+    assert world._listener is not None
+    world._listener.halt(world._wake_listener)
+
+
+RECORD_BODY = b"\x93\x01\x00\xc4\x00"
+
+
+def test_a_fenced_worker_never_stores_a_stream_item_again(url: str) -> None:
+    first, second = PostgresWorld(url), PostgresWorld(url)
+    try:
+        rid = asyncio.run(Engine(first, {"steps": _steps}).start("steps", 1))
+        name = f"events.{rid}"
+        stale = first.acquire(rid)
+
+        async def batched() -> None:  # on the loop an item waits for a record, or BATCH_WAIT
+            assert first.stream_append(name, {"n": 0}) == 0
+            await asyncio.sleep(BATCH_WAIT * 10)
+
+        asyncio.run(batched())
+        assert second.stream_read(name) == [{"n": 0}]  # written without a record after it
+        _halt_listener(first)
+        taken = second.acquire(rid, wait=5)
+
+        async def late() -> None:
+            # Given an index (the worker cannot know yet), but its batch is refused ...
+            assert first.stream_append(name, {"late": 1}) == 1
+            await asyncio.sleep(BATCH_WAIT * 10)
+            with pytest.raises(OwnershipError, match="taken over"):  # ... and so is the rest
+                first.append(rid, [RECORD_BODY])
+            with pytest.raises(OwnershipError, match="taken over"):
+                first.stream_append(name, {"late": 2})
+
+        asyncio.run(late())
+        stale.release()  # no lease object left: the world still knows it lost the family
+        with pytest.raises(OwnershipError, match="taken over"):
+            first.stream_append(name, {"late": 3})
+        with pytest.raises(OwnershipError, match="taken over"):
+            first.write_head(rid, {"runs": {}})
+        assert second.stream_read(name) == [{"n": 0}]
+        assert second.stream_append(name, {"mine": 1}) == 1
+        taken.release()
+        with first.acquire(rid):  # acquired again: it may write again
+            assert first.stream_append(name, {"again": 1}) == 2
+        assert second.stream_read(name) == [{"n": 0}, {"mine": 1}, {"again": 1}]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_step_s_stream_items_are_written_with_its_record(url: str) -> None:
+    world, reader = PostgresWorld(url), PostgresWorld(url)
+    seen: list[int] = []
+
+    async def flow(ctx: WorkflowContext, _: None) -> list[int]:
+        name = f"events.{ctx.run_id}"
+
+        def emit() -> list[int]:
+            return [world.stream_append(name, {"i": i}) for i in range(5)]
+
+        first = await ctx.step("emit", emit)
+        seen.append(reader.stream_length(name))  # the record is durable: so are its items
+        second = await ctx.step("emit2", emit)
+        return first + second
+
+    try:
+        engine = Engine(world, {"flow": flow})
+        rid = asyncio.run(engine.start("flow"))
+        assert asyncio.run(engine.run(rid)).result == list(range(10))
+        assert seen == [5]
+        assert reader.stream_read(f"events.{rid}") == [{"i": i % 5} for i in range(10)]
+        rows = _sql(
+            f'SELECT idx FROM "{_schema(url)}".stream_items WHERE name = %s ORDER BY idx',
+            f"events.{rid}",
+        )
+        assert [r[0] for r in rows] == list(range(10))
+    finally:
+        world.close()
+        reader.close()
+
+
+def test_an_append_without_the_lease_stops_the_owner_s_batch(url: str) -> None:
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    try:
+        rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+        name = f"history.{rid}"
+        lease = owner.acquire(rid)
+        assert owner.stream_append(name, "a") == 0  # written at once (no loop)
+        assert other.stream_append(name, "b") == 1  # around the lease: the owner cannot know
+
+        async def append() -> None:
+            owner.stream_append(name, "c")  # the owner believes it goes at 1
+            with pytest.raises(StorageError, match=r"without its lease.*resume"):
+                owner.append(rid, [RECORD_BODY])
+
+        asyncio.run(append())
+        assert other.stream_read(name) == ["a", "b"]  # nothing of the refused batch
+        journal = len(other.load(rid).records)
+        with pytest.raises(StorageError, match="without its lease"):
+            owner.append(rid, [RECORD_BODY])  # the lease's indexes are gone: nothing more
+        assert len(other.load(rid).records) == journal
+        lease.release()
+        with owner.acquire(rid):  # a resume reloads the lengths
+            assert owner.stream_append(name, "c") == 2
+    finally:
+        owner.close()
+        other.close()
 
 
 def test_a_run_goes_on_when_its_connections_are_cut_between_steps(url: str) -> None:
