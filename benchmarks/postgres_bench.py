@@ -10,6 +10,10 @@ each measurement works in a schema of its own, dropped afterwards.
   many statements as the turn had durable actions, each its own transaction (autocommit,
   ``synchronous_commit`` on), over a connection with the same settings. Turns and floors
   alternate; medians. Target (issue 15): ratio ≤ 3.
+* ``postgres.sweep``: seconds a shared world's sweep (`Runtime.resumable`: the families with
+  work no live worker holds) takes with ``PARKED`` sessions parked on their hooks; baseline:
+  the same with 10 (SPEC: parked sessions cost nothing: ratio ~1). The parked families are
+  one real parked session's rows copied under new roots.
 * ``postgres.bytes_per_turn``: table + index bytes of a conversation of ``LARGE`` turns, per
   turn; ``postgres.growth``: bytes(``LARGE`` turns) / bytes(``SMALL`` turns) (linear: ≤ 11).
 """
@@ -112,6 +116,49 @@ def measure_steps(root: Path, steps: int) -> Iterator[dict[str, Any]]:
     )
 
 
+PARKED = 10_000
+
+
+def measure_sweep(root: Path, parked: int) -> Iterator[dict[str, Any]]:
+    import psycopg
+
+    from eve_cli.runtime import Runtime
+
+    agent = write_agent(root / "sweep", [{"text": "done", "tool_calls": []}])
+    times: dict[int, float] = {}
+    for count in (10, parked):
+        with schema() as (url, name), psycopg.connect(server(), autocommit=True) as conn:
+            rt = Runtime(data_dir=url, agent_dir=agent)
+            try:
+                sid = asyncio.run(rt.create_session())
+                asyncio.run(rt.drive(sid))  # parked on its hook, waiting for a message
+                s = f'"{name}"'
+                conn.execute(
+                    f"INSERT INTO {s}.families (root, next_pos, inbox_next, due, hook_mark) "
+                    f"SELECT 'c' || i, next_pos, inbox_next, due, hook_mark FROM {s}.families, "
+                    "generate_series(2, %s) i WHERE root = %s",
+                    [count, sid],
+                )
+                conn.execute(
+                    f"INSERT INTO {s}.heads (root, head) SELECT 'c' || i, head FROM {s}.heads, "
+                    "generate_series(2, %s) i WHERE root = %s",
+                    [count, sid],
+                )
+                conn.execute(f"ANALYZE {s}.families")
+                rt.resumable()  # warm: connections, prepared statements
+                runs = []
+                for _ in range(20):
+                    started = time.perf_counter()
+                    found = rt.resumable()
+                    runs.append(time.perf_counter() - started)
+                if found:
+                    raise RuntimeError(f"parked sessions were found resumable: {found[:3]}")
+                times[count] = median(runs)
+            finally:
+                rt.close()
+    yield measurement("postgres.sweep", times[parked], "s/sweep", baseline=times[10], parked=parked)
+
+
 def _conversation_bytes(root: Path, turns: int) -> int:
     """Table + index bytes of a world holding one conversation of `turns` turns."""
     import psycopg
@@ -148,6 +195,7 @@ def _conversation_bytes(root: Path, turns: int) -> int:
 def run(quick: bool) -> Iterator[dict[str, Any]]:
     with scratch("postgres") as root:
         yield from measure_steps(root, 20 if quick else 1000)
+        yield from measure_sweep(root, 100 if quick else PARKED)
         small, large = (4, 16) if quick else (100, 1000)
         small_bytes = _conversation_bytes(root, small)
         large_bytes = _conversation_bytes(root, large)

@@ -328,7 +328,8 @@ class Engine:
     def runnable(self) -> list[str]:
         """Runs that can progress now: interrupted, due timers, pending deliveries."""
         now, found = time.time(), []
-        for family in self.world.heads():  # one call, however many families are parked
+        # One call, however many families are parked (a world may answer it from an index).
+        for family in self.world.heads(runnable=True):
             head = family.head
             if head is None:
                 found.append(family.root)

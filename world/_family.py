@@ -404,6 +404,30 @@ def _inbox_state(stored: Any) -> Any:
     return {"w": stored, "x": []} if isinstance(stored, int) else stored
 
 
+def head_wake(head: dict[str, Any] | None) -> tuple[float | None, int | None]:
+    """When a family with this head has work without a new delivery (`due`: a unix time;
+    -inf for now: a run is running, or the head is missing), and the inbox mark after which
+    a delivery gives it work (`mark`, None: none waits on a hook) — what `Engine.runnable`
+    looks for, per family, for a world that finds such families with an index."""
+    if head is None:
+        return float("-inf"), None
+    due: float | None = None
+    mark: int | None = None
+    for entry in (head.get("runs") or {}).values():
+        status, waiting = entry.get("status"), entry.get("waiting") or {}
+        if status == "running":
+            return float("-inf"), None
+        if status != "parked":
+            continue
+        timer = waiting.get("timer")
+        if isinstance(timer, int | float):
+            due = timer if due is None else min(due, timer)
+        if "hook" in waiting:
+            found = head.get("inbox_mark")
+            mark = found if isinstance(found, int) else -1  # no mark: any inbox is news
+    return due, mark
+
+
 def build_head(family: Family) -> dict[str, Any]:
     """The status cache for `family` as the engine leaves it.
 

@@ -9,6 +9,7 @@ empty instead of creating it (an older one it migrates, as a writer would).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ._errors import WorldError
@@ -126,8 +127,47 @@ MIGRATIONS: list[str] = [
     END
     $$;
     """,
+    # 3: when a family has work (from its head, `_family.head_wake`), so that finding the
+    # families with work is one indexed query however many are parked: `due`, a unix time
+    # (-inf: now; NULL: nothing without a delivery), `hook_mark`, the inbox mark after which
+    # a delivery gives it work: a head written after it, or a delivery while it is set, makes
+    # `due` -inf (both update the row, so neither misses the other). Existing families are
+    # filled in from their heads (`FILLS`).
+    """
+    ALTER TABLE {s}.families ADD COLUMN due double precision DEFAULT '-Infinity',
+        ADD COLUMN hook_mark bigint;
+    CREATE INDEX families_due ON {s}.families (due) WHERE due IS NOT NULL;
+    """,
 ]
+# Python run after a migration, in its transaction: `fill(conn, quoted schema)`.
+FILLS: dict[int, Callable[[Any, str], None]] = {}
 VERSION = len(MIGRATIONS)
+
+
+# Set `due` and `hook_mark` from a head's `head_wake`; a delivery after the mark came already.
+WAKE_UPDATE = """UPDATE {s}.families SET hook_mark = %(mark)s::bigint,
+    due = CASE WHEN inbox_next <> %(mark)s::bigint THEN '-Infinity'::float8
+        ELSE %(due)s::float8 END"""
+
+
+def _fill_wake(conn: Any, s: str) -> None:
+    """Migration 3: every family's `due` and `hook_mark` from its head."""
+    from ._codec import decode
+    from ._family import head_wake
+
+    for root, stored in conn.execute(f"SELECT root, head FROM {s}.heads").fetchall():
+        try:
+            head = decode(bytes(stored))
+        except Exception:
+            continue  # unreadable: left runnable, as it is (its head is rebuilt)
+        due, mark = head_wake(head if isinstance(head, dict) else None)
+        conn.execute(
+            WAKE_UPDATE.format(s=s) + " WHERE root = %(root)s",
+            {"due": due, "mark": mark, "root": root},
+        )
+
+
+FILLS[3] = _fill_wake
 
 
 def check_schema(name: str) -> str:
@@ -162,5 +202,7 @@ def migrate(conn: Any, schema: str, *, create: bool = True) -> bool:
             )
         for version in range(current + 1, VERSION + 1):
             conn.execute(MIGRATIONS[version - 1].format(s=f'"{schema}"'))
+            if version in FILLS:
+                FILLS[version](conn, f'"{schema}"')
             conn.execute(f'INSERT INTO "{schema}".schema_version (version) VALUES (%s)', [version])
     return True

@@ -216,11 +216,14 @@ class World(ABC):
     @abstractmethod
     def family_exists(self, root: str) -> bool: ...
 
-    def heads(self, *, inbox: bool = True) -> list[FamilyHead]:
+    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
         """The head and inbox mark of every family, in root order: one call, however many
         families there are (a network world answers it with one query). `inbox=False`: the
         caller needs no inbox marks (a listing); a world may then leave them -1 (a local
-        world would read each inbox's header for them)."""
+        world would read each inbox's header for them). `runnable=True`: the caller looks
+        for work (`Engine.runnable`, a shared world's sweep); a world may leave out the
+        families whose head says they have none now (`head_wake`) and those a live owner
+        holds, so that parked families cost nothing; the caller still checks each head."""
         return [
             FamilyHead(r, self.read_head(r), self.inbox_end(r) if inbox else -1)
             for r in self.families()

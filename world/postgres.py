@@ -62,6 +62,7 @@ from ._errors import (
     StorageError,
     WorldError,
 )
+from ._family import head_wake
 from ._select import redact_url as redact
 from ._signals import Signals
 from ._world import (
@@ -418,10 +419,12 @@ class PostgresWorld(World):
     def family_exists(self, root: str) -> bool:
         return self._one("family", {"root": root}) is not None
 
-    def heads(self, *, inbox: bool = True) -> list[FamilyHead]:  # the marks cost nothing here
+    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
+        # The marks cost nothing here; `runnable` reads only the families with work.
+        rows = self._all("runnable_heads", {"now": time.time()}) if runnable else None
         return [
             FamilyHead(str(root), self._head(head), int(end))
-            for root, head, end in self._all("heads", {})
+            for root, head, end in (rows if rows is not None else self._all("heads", {}))
         ]
 
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
@@ -688,11 +691,12 @@ class PostgresWorld(World):
 
     def write_head(self, root: str, head: dict[str, Any]) -> None:
         data = _codec.encode(head, "head")
+        due, mark = head_wake(head)
         lease = self._leases.get(root)
         if lease is not None:
             self._held(root)
             self._flush(lease)  # the items before the head are seen with it
-            params = {"root": root, "head": data, "epoch": lease.epoch}
+            params = {"root": root, "head": data, "epoch": lease.epoch, "due": due, "mark": mark}
 
             def owned(conn: psycopg.Connection[Any], _: int) -> None:
                 if conn.execute(self._sql["write_head"], params).rowcount != 1:
@@ -702,7 +706,8 @@ class PostgresWorld(World):
             return
 
         def unowned(conn: psycopg.Connection[Any], _: int) -> None:
-            if conn.execute(self._sql["write_head_free"], {"root": root, "head": data}).rowcount:
+            free = {"root": root, "head": data, "due": due, "mark": mark}
+            if conn.execute(self._sql["write_head_free"], free).rowcount:
                 return
             if conn.execute(self._sql["family"], {"root": root}).fetchone() is None:
                 raise RunNotFoundError(f"no run family {root!r} in {self.where}")
@@ -1138,19 +1143,26 @@ _SQL: dict[str, str] = {
         FROM f, c, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)""",
     "lease_state": "SELECT epoch, next_pos FROM {s}.families WHERE root = %(root)s",
     "read_head": "SELECT head FROM {s}.heads WHERE root = %(root)s",
-    "write_head": """
-        INSERT INTO {s}.heads (root, head)
-        SELECT root, %(head)s FROM {s}.families WHERE root = %(root)s AND epoch = %(epoch)s
+    # With what the head says the family waits for (`head_wake`: the sweep's index).
+    "write_head": f"""
+        WITH f AS (
+            {_pg_schema.WAKE_UPDATE} WHERE root = %(root)s AND epoch = %(epoch)s RETURNING root
+        )
+        INSERT INTO {{s}}.heads (root, head) SELECT root, %(head)s FROM f
         ON CONFLICT (root) DO UPDATE SET head = excluded.head, updated = now()""",
     "write_head_free": f"""
-        INSERT INTO {{s}}.heads (root, head)
-        SELECT root, %(head)s FROM {{s}}.families f WHERE root = %(root)s
-            AND (owner IS NULL OR lease_until < now() OR NOT {_ALIVE})
+        WITH f AS (
+            {_pg_schema.WAKE_UPDATE.replace("families", "families f")}
+            WHERE root = %(root)s AND (owner IS NULL OR lease_until < now() OR NOT {_ALIVE})
+            RETURNING root
+        )
+        INSERT INTO {{s}}.heads (root, head) SELECT root, %(head)s FROM f
         ON CONFLICT (root) DO UPDATE SET head = excluded.head, updated = now()""",
     "deliver": """
         WITH f AS (
-            UPDATE {s}.families SET inbox_next = inbox_next + 1 WHERE root = %(root)s
-            RETURNING inbox_next - 1 AS id
+            UPDATE {s}.families SET inbox_next = inbox_next + 1,
+                due = CASE WHEN hook_mark IS NULL THEN due ELSE '-Infinity' END
+            WHERE root = %(root)s RETURNING inbox_next - 1 AS id
         ), i AS (
             INSERT INTO {s}.inbox (root, id, frame, key)
             SELECT %(root)s, f.id, %(frame)s, %(key)s FROM f RETURNING id
@@ -1218,6 +1230,15 @@ _SQL: dict[str, str] = {
     "heads": """
         SELECT f.root, h.head, f.inbox_next FROM {s}.families f
         LEFT JOIN {s}.heads h ON h.root = f.root ORDER BY f.root COLLATE "C"
+        """,
+    # The families with work now and no live owner, from the partial index of `due`: the
+    # families parked on a hook with nothing new or on a timer not due are not read at all.
+    "runnable_heads": f"""
+        SELECT f.root, h.head, f.inbox_next FROM {{s}}.families f
+        LEFT JOIN {{s}}.heads h ON h.root = f.root
+        WHERE f.due <= %(now)s
+            AND (f.owner IS NULL OR f.lease_until < now() OR NOT {_ALIVE})
+        ORDER BY f.root COLLATE "C"
         """,
     "stream_versions": """
         SELECT name, length, xmin::text FROM {s}.streams WHERE name = ANY(%(names)s::text[])""",

@@ -22,9 +22,9 @@ class NetworkWorld(MemoryWorld):
         super().__init__()
         self.threads: list[str] = []
 
-    def heads(self, *, inbox: bool = True) -> Any:
+    def heads(self, *, inbox: bool = True, runnable: bool = False) -> Any:
         self.threads.append(threading.current_thread().name)
-        return super().heads(inbox=inbox)
+        return super().heads(inbox=inbox, runnable=runnable)
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         self.threads.append(threading.current_thread().name)

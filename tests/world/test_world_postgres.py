@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -281,6 +282,60 @@ def test_an_append_without_the_lease_stops_the_owner_s_batch(url: str) -> None:
     finally:
         owner.close()
         other.close()
+
+
+async def _waits(ctx: WorkflowContext, kind: str) -> Any:
+    if kind in ("hook", "heard"):
+        return await ctx.create_hook().receive()
+    await ctx.sleep(3600 if kind == "later" else 0.5)
+    return "woke"
+
+
+def _swept(world: PostgresWorld) -> set[str]:
+    return {f.root for f in world.heads(runnable=True)}
+
+
+def test_the_sweep_reads_only_the_families_with_work(url: str) -> None:
+    world, other = PostgresWorld(url), PostgresWorld(url)
+    engine = Engine(world, {"waits": _waits})
+    try:
+        rid = {k: asyncio.run(engine.start("waits", k)) for k in ("hook", "heard", "later", "due")}
+        for r in rid.values():
+            asyncio.run(engine.run(r))
+        fresh = asyncio.run(engine.start("waits", "hook"))  # never driven: it has work
+        assert _swept(world) == {fresh}  # parked on a hook, on timers: nothing to do yet
+        time.sleep(0.6)
+        assert _swept(world) == {fresh, rid["due"]}  # its timer is due
+        head = world.read_head(rid["heard"])
+        assert head is not None
+        token = head["runs"][rid["heard"]]["waiting"]["hook"]
+        other.deliver(rid["heard"], token, "hi")  # from another process
+        assert _swept(world) == {fresh, rid["due"], rid["heard"]}
+        with other.acquire(fresh):  # a live owner drives it: not the sweep's
+            assert _swept(world) == {rid["due"], rid["heard"]}
+        assert set(engine.runnable()) == {fresh, rid["due"], rid["heard"]}
+        asyncio.run(engine.run(rid["heard"]))  # taken: parked again, nothing new
+        assert rid["heard"] not in _swept(world)
+    finally:
+        world.close()
+        other.close()
+
+
+def test_an_older_world_s_families_are_filled_in_for_the_sweep(url: str) -> None:
+    world = PostgresWorld(url)
+    engine = Engine(world, {"waits": _waits})
+    parked = asyncio.run(engine.start("waits", "hook"))
+    asyncio.run(engine.run(parked))
+    fresh = asyncio.run(engine.start("waits", "hook"))
+    world.close()
+    s = f'"{_schema(url)}"'  # back to how version 2 left it
+    _sql(f"ALTER TABLE {s}.families DROP COLUMN due, DROP COLUMN hook_mark")
+    _sql(f"DELETE FROM {s}.schema_version WHERE version >= 3")
+    again = PostgresWorld(url)
+    try:
+        assert _swept(again) == {fresh}
+    finally:
+        again.close()
 
 
 def test_a_run_goes_on_when_its_connections_are_cut_between_steps(url: str) -> None:
