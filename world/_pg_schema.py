@@ -138,6 +138,17 @@ MIGRATIONS: list[str] = [
         ADD COLUMN hook_mark bigint;
     CREATE INDEX families_due ON {s}.families (due) WHERE due IS NOT NULL;
     """,
+    # 4: where `eve doctor --repair` keeps what it replaces or moves (`_pg_verify`).
+    """
+    CREATE TABLE {s}.quarantine (
+        id bigserial PRIMARY KEY,
+        at timestamptz NOT NULL DEFAULT now(),
+        kind text NOT NULL,                 -- journal | inbox | stream | head | hook
+        location text NOT NULL,             -- what it was: `<root> at <position>`, ...
+        data bytea NOT NULL,
+        note text NOT NULL
+    );
+    """,
 ]
 # Python run after a migration, in its transaction: `fill(conn, quoted schema)`.
 FILLS: dict[int, Callable[[Any, str], None]] = {}

@@ -46,7 +46,7 @@ import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -65,6 +65,7 @@ from ._errors import (
 from ._family import head_wake
 from ._select import redact_url as redact
 from ._signals import Signals
+from ._streams import lost_item_error
 from ._world import (
     IO,
     RECORD,
@@ -81,6 +82,9 @@ from ._world import (
     inbox_record,
     root_of,
 )
+
+if TYPE_CHECKING:
+    from ._verify import Finding
 
 T = TypeVar("T")
 
@@ -442,6 +446,29 @@ class PostgresWorld(World):
 
     def family_streams(self, root: str) -> list[str]:
         return [str(row[0]) for row in self._all("family_streams", {"root": root})]
+
+    @property
+    def schema_name(self) -> str:
+        return f"schema {self._target.schema} of {self.where.split(' (')[0]}"
+
+    @property
+    def schema_sql(self) -> str:
+        return f'"{self._target.schema}"'
+
+    @property
+    def exists(self) -> bool:
+        return self._exists
+
+    def verify(self) -> list[Finding]:
+        from ._pg_verify import verify
+
+        return verify(self)
+
+    def repair(self) -> list[Finding]:
+        self._writable()
+        from ._pg_verify import repair
+
+        return repair(self)
 
     def remnants(self) -> list[str]:
         return [str(row[0]) for row in self._all("remnants", {})]
@@ -992,7 +1019,12 @@ class PostgresWorld(World):
             start = max(self.stream_length(name) + start, 0)
         self._settled(name)
         rows = self._all("stream_read", {"name": name, "start": start, "end": end})
-        return [rec["v"] for _, rec in self._parse(rows, f"{self.where}: stream {name}")]
+        items = []
+        for idx, rec in self._parse(rows, f"{self.where}: stream {name}"):
+            if "v" not in rec:  # a gap record `eve doctor --repair` left for a damaged item
+                raise lost_item_error(f"{self.where}: stream {name}", idx)
+            items.append(rec["v"])
+        return items
 
     def stream_length(self, name: str) -> int:
         check_name(name, "stream name")

@@ -330,6 +330,7 @@ def test_an_older_world_s_families_are_filled_in_for_the_sweep(url: str) -> None
     world.close()
     s = f'"{_schema(url)}"'  # back to how version 2 left it
     _sql(f"ALTER TABLE {s}.families DROP COLUMN due, DROP COLUMN hook_mark")
+    _sql(f"DROP TABLE {s}.quarantine")
     _sql(f"DELETE FROM {s}.schema_version WHERE version >= 3")
     again = PostgresWorld(url)
     try:
@@ -384,3 +385,24 @@ def test_consumed_deliveries_are_dropped_only_once_they_weigh(url: str) -> None:
         assert big[-1] < kept  # ids never move
     finally:
         world.close()
+
+
+def test_a_repair_leaves_a_family_a_live_worker_drives_alone(url: str) -> None:
+    world, doctor = PostgresWorld(url), PostgresWorld(url)
+    try:
+        rid = asyncio.run(Engine(world, {"steps": _steps}).start("steps", 1))
+        s = f'"{_schema(url)}"'
+        _sql(f"UPDATE {s}.records SET frame = '\\x00' WHERE root = %s AND pos = 1", rid)
+        assert [f.state for f in doctor.verify() if f.kind == "journal"] == ["corrupt"]
+        with world.acquire(rid):
+            [busy] = doctor.repair()
+            assert (busy.path, busy.state) == (f"{rid}/journal", "busy")
+            assert _sql(f"SELECT frame FROM {s}.records WHERE root = %s AND pos = 1", rid) == [
+                (b"\x00",)
+            ]
+        [done] = doctor.repair()
+        assert done.state == "repaired"
+        assert _sql(f"SELECT data FROM {s}.quarantine") == [(b"\x00",)]
+    finally:
+        world.close()
+        doctor.close()
