@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -202,6 +202,10 @@ class World(ABC):
     # of it, so a server of a shared world looks for runnable families now and then (the local
     # world's owners are all on one machine: its servers resume what was interrupted at start).
     shared = False
+
+    # Where a world says what its operator should know while it goes on by itself (a database
+    # away and back, one line each); None: it says nothing. A server sets it to its log.
+    notice: Callable[[str], None] | None = None
 
     # -- families and their journals ---------------------------------------------------------
     @abstractmethod

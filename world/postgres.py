@@ -180,11 +180,15 @@ class _Listener(threading.Thread):
                     conn.execute("SELECT pg_advisory_lock(%s)", [self.world._alive_key])
                     self.failure, pause = "", 0.05
                     self.ready.set()
+                    if self.world._away:
+                        self.world._back()
                     self.world._forget_inbox_ends()
                     self.world._signals.fire(None)  # whatever was missed while away
                     self._serve(conn)
             except psycopg.Error as exc:
                 self.failure = _reason(exc)
+                if not self.stop.is_set() and pause > 0.05:  # reconnecting failed too
+                    self.world._gone(exc)
             finally:
                 self.ready.clear()
                 self._conn = None
@@ -250,6 +254,7 @@ class PostgresWorld(World):
         self._inbox_ends: dict[str, int] = {}
         self._inbox_epoch = 0
         self._lock = threading.Lock()
+        self._away = False  # the database stopped answering (`_gone`), said once
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._listener: _Listener | None = None
         try:
@@ -301,8 +306,13 @@ class PostgresWorld(World):
         while True:
             try:
                 with self._pool_now().connection() as conn:
-                    return fn(conn, attempt)
+                    result = fn(conn, attempt)
+                if self._away:
+                    self._back()
+                return result
             except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+                if attempt:  # not only a connection the pool kept from before a restart
+                    self._gone(exc)
                 if time.monotonic() + pause >= deadline:
                     raise StorageError(self._unreachable(exc)) from None
             except psycopg.Error as exc:
@@ -310,6 +320,26 @@ class PostgresWorld(World):
             attempt += 1
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
+
+    def _gone(self, exc: BaseException) -> None:
+        """The database stopped answering: said once (`notice`) until it answers again."""
+        with self._lock:
+            if self._away:
+                return
+            self._away = True
+        if self.notice is not None:
+            self.notice(
+                f"PostgreSQL at {self._target.where} is unreachable ({_reason(exc)}); "
+                f"retrying for up to {RETRY_FOR:.0f} s a call, nothing stored is lost"
+            )
+
+    def _back(self) -> None:
+        with self._lock:
+            if not self._away:
+                return
+            self._away = False
+        if self.notice is not None:
+            self.notice(f"PostgreSQL at {self._target.where} answers again")
 
     def _write_fault(self) -> str | None:
         """`EVE_FAULTS` at a durable write (a create, an append, a delivery: the writes the

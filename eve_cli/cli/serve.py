@@ -141,7 +141,9 @@ def run(
         # Workers on other machines share the world: a dead one's sessions are looked for.
         sweep=SWEEP if runtime.world.shared else 0.0,
     )
-    channel = Channel(runtime, settings_for(options))
+    settings = settings_for(options)
+    runtime.world.notice = settings.log  # a database away and back: one line each
+    channel = Channel(runtime, settings)
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
