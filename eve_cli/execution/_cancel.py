@@ -66,18 +66,24 @@ class CancelSignals:
     def clear(self, session_id: str) -> None:
         self._fired.discard(_root(session_id))
 
+    def signal(self, session_id: str) -> asyncio.Future[None]:
+        """A future done once a cancel of ``session_id`` (or its root) is fired (done now if
+        one was); the caller cancels it when it stops waiting. Cancelled ones are dropped at
+        the next call for the same root."""
+        root = _root(session_id)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if root in self._fired:
+            waiter.set_result(None)
+            return waiter
+        waiting = {w for w in self._waiters.get(root, ()) if not w.done()}
+        waiting.add(waiter)
+        self._waiters[root] = waiting
+        return waiter
+
     async def wait(self, session_id: str) -> None:
         """Return once a cancel of ``session_id`` (or its root) is fired."""
-        root = _root(session_id)
-        if root in self._fired:
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(root, set()).add(waiter)
+        waiter = self.signal(session_id)
         try:
             await waiter
         finally:
-            waiting = self._waiters.get(root)
-            if waiting is not None:
-                waiting.discard(waiter)
-                if not waiting:
-                    del self._waiters[root]
+            waiter.cancel()

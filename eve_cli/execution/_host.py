@@ -6,6 +6,7 @@ the model is resolved from the current agent definition (never persisted, D8).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -421,8 +422,8 @@ class SessionHost:
         self.cancelled = any(p.get("kind") == "cancel" for p in self.deferred)
         return self.cancelled
 
-    async def cancel_signalled(self) -> None:
-        await self.executor.cancels.wait(self.snap.id)
+    def cancel_signal(self) -> asyncio.Future[None]:
+        return self.executor.cancels.signal(self.snap.id)
 
     async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> dict[str, Any]:
         sub = self.agent.subagents[name]

@@ -6,6 +6,7 @@ harness never sees the world.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -172,9 +173,10 @@ class StepHost(Protocol):
         apply after the step."""
         ...
 
-    async def cancel_signalled(self) -> None:
-        """Return once a cancel of this session is asked of this process (for racing a
-        model call against it); never returns otherwise."""
+    def cancel_signal(self) -> asyncio.Future[None]:
+        """A future done once a cancel of this session is asked of this process (for racing
+        a model call against it; done already if one was); the caller cancels it when it no
+        longer waits. A future, not a coroutine: no task to start and stop per call."""
         ...
 
     async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> dict[str, Any]:

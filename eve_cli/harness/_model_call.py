@@ -137,7 +137,7 @@ async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:
             asked = True
             task.cancel()
 
-    signal = asyncio.ensure_future(host.cancel_signalled())
+    signal = host.cancel_signal()
     signal.add_done_callback(stop)
     try:
         result = await call
@@ -147,6 +147,7 @@ async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:
         return None
     finally:
         in_call = False
+        signal.remove_done_callback(stop)  # so the cancel below schedules nothing
         signal.cancel()
     if asked:  # the call finished despite being cancelled (it caught the CancelledError)
         task.uncancel()
