@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "workers": "benchmarks.workers_bench",
     "mcp": "benchmarks.mcp_bench",
     "fork_cost": "benchmarks.fork_cost",
+    "dbos": "benchmarks.dbos_bench",
 }
 
 

@@ -7,6 +7,7 @@ to end and reports what SPEC §11 asks for.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import math
 import subprocess
@@ -44,7 +45,7 @@ EXPECTED = {
         "cli_startup.chat_print",
         "cli_startup.chat_piped",
     },
-    "postgres": {"postgres.step", "postgres.bytes_per_turn", "postgres.growth"},
+    "postgres": {"postgres.step", "postgres.sweep", "postgres.bytes_per_turn", "postgres.growth"},
     "mcp": {"mcp.step", "mcp.start", "mcp.list", "mcp.call"},
     "workers": {
         "workers.steps_per_s.1",
@@ -113,3 +114,16 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
     assert (done.returncode, done.stderr) == (0, "")
     assert json.loads(done.stdout)["name"] == "step_overhead.step"
     assert scratch.is_dir() and list(scratch.iterdir()) == []
+
+
+def test_the_dbos_comparison_runs_or_says_dbos_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = importlib.import_module(BENCHMARKS["dbos"])
+    if importlib.util.find_spec("dbos") is None:  # an optional dependency of this one only
+        assert list(module.run(True)) == []
+        assert "dbos: not installed (pip install dbos)" in capsys.readouterr().err
+        return
+    monkeypatch.setenv("EVE_BENCH_POSTGRES", require_server())
+    [line] = module.run(True)
+    assert line["name"] == "dbos.step" and line["baseline"] > 0
