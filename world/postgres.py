@@ -152,6 +152,10 @@ class _PgLease(Lease):
         self.flushing = threading.Lock()
         self.scheduled = False  # a write of the batch is due at the loop's next turn
         self.failure: BaseException | None = None  # a batch that could not be written
+        # Owners of hook tokens claimed by or looked up for runs of the family: no one else
+        # claims or releases them while the lease is held (a finished run's are released by
+        # its own drive), so a turn's lookups need no round trip on the loop.
+        self.hooks: dict[str, str] = {}
 
     def release(self) -> None:
         self.world._release(self)
@@ -871,6 +875,9 @@ class PostgresWorld(World):
     def claim_hook(self, token: str, run_id: str) -> str:
         check_name(token, "hook token")
         self._writable()
+        known = self._known_hook(token)
+        if known is not None:
+            return known
         params = {"token": token, "run": run_id, "root": root_of(run_id)}
 
         def go(conn: psycopg.Connection[Any], _: int) -> str:
@@ -879,14 +886,35 @@ class PostgresWorld(World):
                 row = conn.execute(self._sql["hook_owner"], params).fetchone()
             return str(row[0]) if row is not None else run_id
 
-        return self._call(go)
+        return self._keep_hook(token, self._call(go))
 
     def hook_owner(self, token: str) -> str | None:
         check_name(token, "hook token")
+        known = self._known_hook(token)
+        if known is not None:
+            return known
         row = self._one("hook_owner", {"token": token})
-        return None if row is None else str(row[0])
+        return None if row is None else self._keep_hook(token, str(row[0]))
+
+    def _known_hook(self, token: str) -> str | None:
+        with self._lock:
+            for lease in self._leases.values():
+                if token in lease.hooks and not lease.lost:
+                    return lease.hooks[token]
+        return None
+
+    def _keep_hook(self, token: str, owner: str) -> str:
+        with self._lock:
+            lease = self._leases.get(root_of(owner))
+            if lease is not None and not lease.lost:
+                lease.hooks[token] = owner
+        return owner
 
     def release_hook(self, token: str, run_id: str) -> None:
+        with self._lock:
+            lease = self._leases.get(root_of(run_id))
+            if lease is not None:
+                lease.hooks.pop(token, None)
         if self._exists:
             self._call(
                 lambda conn, _: conn.execute(

@@ -406,3 +406,31 @@ def test_a_repair_leaves_a_family_a_live_worker_drives_alone(url: str) -> None:
     finally:
         world.close()
         doctor.close()
+
+
+def test_hook_lookups_of_a_leased_family_make_no_round_trip(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world, other = PostgresWorld(url), PostgresWorld(url)
+    try:
+        rid = asyncio.run(Engine(world, {"steps": _steps}).start("steps", 1))
+        lease = world.acquire(rid)
+        assert world.claim_hook("tok", rid) == rid
+        assert other.claim_hook("tok", "someone-else") == rid  # the database agrees
+
+        def no_round_trip(*_: Any) -> Any:
+            raise AssertionError("a round trip")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(world, "_call", no_round_trip)
+            assert world.hook_owner("tok") == rid and world.claim_hook("tok", rid) == rid
+        world.release_hook("tok", rid)
+        assert world.hook_owner("tok") is None and other.hook_owner("tok") is None
+        lease.release()
+        assert other.claim_hook("tok", rid) == rid
+        assert world.hook_owner("tok") == rid  # not leased: asked (and not kept)
+        other.release_hook("tok", rid)
+        assert world.hook_owner("tok") is None
+    finally:
+        world.close()
+        other.close()
