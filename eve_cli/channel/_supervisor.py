@@ -24,6 +24,9 @@ class Supervisor:
         self._log = log
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
+        # Drives started by `sweep` that nothing else asked for: another worker driving the
+        # session is no news for them (a create or a delivery kicking it meanwhile makes it so).
+        self._swept: set[str] = set()
         self._closing = False
 
     def kick(self, session_id: str, *, swept: bool = False) -> None:
@@ -32,9 +35,13 @@ class Supervisor:
         if self._closing:
             return
         self._dirty.add(session_id)
+        if not swept:
+            self._swept.discard(session_id)
         if session_id not in self._tasks:
+            if swept:
+                self._swept.add(session_id)
             task = asyncio.get_running_loop().create_task(
-                self._drive(session_id, swept), name=f"eve-drive-{session_id}"
+                self._drive(session_id), name=f"eve-drive-{session_id}"
             )
             self._tasks[session_id] = task
 
@@ -96,7 +103,7 @@ class Supervisor:
             await asyncio.wait(pending)
             self._log(f"stopped {len(pending)} running session(s); they resume on next start")
 
-    async def _drive(self, session_id: str, swept: bool = False) -> None:
+    async def _drive(self, session_id: str) -> None:
         try:
             while session_id in self._dirty and not self._closing:
                 self._dirty.discard(session_id)
@@ -105,14 +112,16 @@ class Supervisor:
                 except asyncio.CancelledError:
                     raise
                 except OwnershipError as exc:
-                    if not swept:  # another worker drives it: the delivery waits in its inbox
+                    if session_id not in self._swept:  # another worker drives it: the
+                        # delivery waits in its inbox
                         self._log(f"session {session_id}: {exc}")
                     return
                 except Exception as exc:  # one session's failure must not stop the server
                     self._log(f"session {session_id}: {type(exc).__name__}: {exc}")
                 else:
-                    if swept:
+                    if session_id in self._swept:
                         self._log(f"took over session {session_id} (no live worker drove it)")
-                        swept = False
+                        self._swept.discard(session_id)
         finally:
             self._tasks.pop(session_id, None)
+            self._swept.discard(session_id)
