@@ -17,7 +17,7 @@ import random
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -98,6 +98,9 @@ class WorkflowContext:
         self._empty_polls = 0  # polls that found nothing since the last record passed
         self._taken: list[int] = []  # the delivery ids the last receive or poll returned
         self._busy = ""  # the step whose function is running (replay order must be fixed)
+        # Hooks created on a network world whose claim and record wait for the run's next
+        # operation (`_settle_hooks`): made then off the loop, before anything else is stored.
+        self._new_hooks: list[str] = []
 
     # -- identity and determinism --------------------------------------------------------------
     @property
@@ -199,9 +202,22 @@ class WorkflowContext:
         appended (`Order.streams`, from the step's `stream_mark`), which a replay does not
         re-run, are made durable before that step's record. The engine covers all of them
         before a run finishes or continues as new."""
+        await self._settle_hooks()
         stored = await self._engine.append(self._family, self._run, rec, label=label, order=order)
         self._advance(stored)
         return stored
+
+    async def _settle_hooks(self) -> None:
+        """Claim and record the hooks `create_hook` left to this moment, in order, off the
+        loop (`HookConflictError` for one another active run owns)."""
+        while self._new_hooks:
+            token = self._new_hooks.pop(0)
+            await self._engine.io(self._claim_now, token)
+
+    def _claim_now(self, token: str) -> None:
+        self._engine.claim_hook(self._family, self._run, token)
+        rec = {"t": "hook", "token": token}
+        self._advance(self._engine.append_now(self._family, self._run, rec))
 
     def _park(self, waiting: dict[str, Any]) -> _Park:
         self._parked = _Park(waiting)
@@ -248,6 +264,7 @@ class WorkflowContext:
         before it are being made durable: they are durable from its first wait on (see
         `World.settle`).
         """
+        await self._settle_hooks()  # a hook created before it is claimed before `fn` runs
         actual = f"step {name!r}"
         attempts = 0
         while (rec := self._peek({"step", "attempt"}, actual)) is not None:
@@ -314,7 +331,11 @@ class WorkflowContext:
 
     # -- hooks -----------------------------------------------------------------------------------
     def create_hook(self, token: str | None = None) -> HookHandle:
-        """Claim a hook token (random, 192 bits, unless given) for this run."""
+        """Claim a hook token (random, 192 bits, unless given) for this run.
+
+        `await ctx.create_hook(...)` is the same handle, claimed by then: on a network world
+        the claim waits for that (or the run's next operation) to be made off the loop, and a
+        conflict (`HookConflictError`) is raised there."""
         rec = self._peek({"hook"}, "create_hook")
         if rec is not None:
             if token is not None and rec.get("token") != token:
@@ -324,15 +345,19 @@ class WorkflowContext:
             self._advance(rec)
             return HookHandle(self, rec["token"])
         token = check_name(token, "hook token") if token is not None else secrets.token_urlsafe(24)
-        self._engine.claim_hook(self._family, self._run, token)
-        # Not awaitable here: this one record blocks the loop for its fsync (once per hook).
-        rec = {"t": "hook", "token": token}
-        self._advance(self._engine.append_now(self._family, self._run, rec))
+        if self._engine.world.io is IO.NETWORK:
+            # Its claim and record are round trips: made off the loop when the handle is
+            # awaited or at the run's next operation, whichever comes first.
+            self._new_hooks.append(token)
+        else:  # one record, durable before this returns (once per hook)
+            self._claim_now(token)
         return HookHandle(self, token)
 
     def hook(self, token: str) -> HookHandle:
         """A handle to a hook owned by this run or one of its ancestors."""
         self._check_alive()
+        if token in self._new_hooks:  # this run's, claimed at its next operation
+            return HookHandle(self, token)
         owner = self._engine.world.hook_owner(check_name(token, "hook token"))
         if owner is None:
             raise NoActiveRunError(token)
@@ -344,6 +369,7 @@ class WorkflowContext:
         return HookHandle(self, token)
 
     async def _receive(self, token: str) -> Any:
+        await self._settle_hooks()
         what = f"receive on hook {token!r}"
         rec = self._peek({"recv"}, what)
         if rec is not None:
@@ -363,6 +389,7 @@ class WorkflowContext:
         # An empty poll records nothing (it runs at every step boundary of a turn). A poll
         # that took payloads records how many empty polls came before it since the last
         # record, so a replay returns [] to exactly those and the payloads to this one.
+        await self._settle_hooks()
         rec = self._next_command()
         if rec is not None:
             if rec.get("t") == "recv" and "lost" in rec:
@@ -410,6 +437,7 @@ class WorkflowContext:
         """Wait durably until `when` (naive datetimes are taken as UTC)."""
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
+        await self._settle_hooks()
         rec = self._peek({"sleep"}, "sleep")
         if rec is None:
             rec = await self._record({"t": "sleep", "until": when.timestamp()})
@@ -426,6 +454,7 @@ class WorkflowContext:
     # -- children --------------------------------------------------------------------------------
     async def start_child(self, workflow: str, input: Any = None) -> ChildHandle:
         """Start a child run in this family; it runs once this run waits or finishes."""
+        await self._settle_hooks()
         actual = f"child run of {workflow!r}"
         rec = self._peek({"child"}, actual)
         self._next_child += 1
@@ -475,6 +504,13 @@ class HookHandle:
     def __init__(self, ctx: WorkflowContext, token: str) -> None:
         self._ctx, self.token = ctx, token
 
+    def __await__(self) -> Generator[Any, None, HookHandle]:
+        return self._claimed().__await__()
+
+    async def _claimed(self) -> HookHandle:
+        await self._ctx._settle_hooks()
+        return self
+
     async def receive(self) -> Any:
         """The next payload; parks the run until one arrives."""
         return await self._ctx._receive(self.token)
@@ -493,6 +529,9 @@ class HookHandle:
         """Release the token; later deliveries to it raise `NoActiveRunError`."""
         ctx = self._ctx
         ctx._check_alive()
+        if self.token in ctx._new_hooks:  # never claimed: nothing to release
+            ctx._new_hooks.remove(self.token)
+            return
         ctx._engine.world.release_hook(self.token, ctx._run.id)
         ctx._run.hooks.discard(self.token)
 

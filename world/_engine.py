@@ -433,6 +433,7 @@ class Engine:
                     await self.append(family, run, rec, order=Order(lazy=True, streams=0))
                 return
             except _ContinueAsNew as cont:
+                await ctx._settle_hooks()  # carried into the new generation: claimed first
                 await self._continue_as_new(family, run, cont.input)
                 continue
             except _INFRASTRUCTURE:

@@ -34,7 +34,7 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
         host.emit("session.started", started_event(snap, host.agent.name), "start")
         if snap.token:
             try:
-                hook = ctx.create_hook(token=snap.token)
+                hook = await ctx.create_hook(token=snap.token)  # off the loop if it waits
             except HookConflictError as exc:
                 host.emit("session.failed", {"error": str(exc)}, "end")
                 return {"status": "failed", "error": str(exc)}

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from world import IO, Engine, MemoryWorld, WorkflowContext
+from world import IO, Engine, HookConflictError, MemoryWorld, WorkflowContext
 
 DELAY = 0.04  # seconds each storage call of the slow world takes (a round trip)
 # Storage calls the engine makes while it creates, drives and delivers (not waits, not reads
@@ -97,3 +97,45 @@ def test_a_memory_world_is_called_inline() -> None:
         return (await engine.run(rid)).result
 
     assert asyncio.run(main()) == 3 and seen == {"MainThread"}
+
+
+async def hooked(ctx: WorkflowContext, n: int) -> list[Any]:
+    first = await ctx.create_hook()  # awaited: claimed and recorded off the loop
+    second = ctx.create_hook()  # claimed off the loop at the run's next operation
+    total = await steps(ctx, n)
+    return [total, await first.poll(), await second.poll()]
+
+
+def test_a_network_worlds_hooks_are_claimed_off_the_loop_in_order() -> None:
+    world = SlowWorld()
+    engine = Engine(world, {"hooked": hooked, "taken": taken})
+
+    async def main() -> list[Any]:
+        rid = await engine.start("hooked", 2)
+        return [rid, (await engine.run(rid)).result]
+
+    rid, result = asyncio.run(main())
+    assert result == [1, [], []]
+    assert "MainThread" not in world.threads
+    kinds = [r["t"] for r in engine.history(rid) if r["t"] in ("hook", "step")]
+    assert kinds == ["hook", "hook", "step", "step"]  # claimed before the steps, in order
+
+
+async def taken(ctx: WorkflowContext, token: str) -> Any:
+    try:
+        hook = await ctx.create_hook(token)
+    except HookConflictError:
+        return "conflict"
+    return await hook.receive()  # parks: the token stays this run's
+
+
+def test_a_hook_conflict_is_raised_where_the_handle_is_awaited() -> None:
+    world = SlowWorld()
+    engine = Engine(world, {"hooked": hooked, "taken": taken})
+
+    async def main() -> list[Any]:
+        owner = await engine.start("taken", "tok")
+        other = await engine.start("taken", "tok")
+        return [(await engine.run(owner)).status, (await engine.run(other)).result]
+
+    assert asyncio.run(main()) == ["parked", "conflict"]
