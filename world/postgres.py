@@ -416,6 +416,8 @@ class PostgresWorld(World):
         for name in streams:
             check_name(name, "stream name")
         self._writable()
+        for source, _ in streams.values():  # this object's items of them are copied too
+            self._settled(source)
         token = secrets.token_hex(8)
         names = list(streams)
         params = {
