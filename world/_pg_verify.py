@@ -139,10 +139,7 @@ def _finding(
         )
     if gaps:
         what = f"{len(gaps)} row(s) a repair replaced (kept in quarantine), the first at {gaps[0]}"
-        if kind == "stream":  # its readers cannot read past it (`lost_item_error`)
-            what += "; its run family cannot go on"
-        return Finding(path, kind, "damaged" if kind == "stream" else "lost", what, gaps[0], size,
-                       count)  # fmt: skip
+        return Finding(path, kind, "lost", what, gaps[0], size, count)
     return Finding(path, kind, "ok", "", None, size, count)
 
 

@@ -65,7 +65,6 @@ from ._errors import (
 from ._family import head_wake
 from ._select import redact_url as redact
 from ._signals import Signals
-from ._streams import lost_item_error
 from ._world import (
     IO,
     RECORD,
@@ -74,6 +73,7 @@ from ._world import (
     FamilyUsage,
     InboxItem,
     Lease,
+    LostItem,
     Order,
     World,
     check_name,
@@ -1079,12 +1079,11 @@ class PostgresWorld(World):
             start = max(self.stream_length(name) + start, 0)
         self._settled(name)
         rows = self._all("stream_read", {"name": name, "start": start, "end": end})
-        items = []
-        for idx, rec in self._parse(rows, f"{self.where}: stream {name}"):
-            if "v" not in rec:  # a gap record `eve doctor --repair` left for a damaged item
-                raise lost_item_error(f"{self.where}: stream {name}", idx)
-            items.append(rec["v"])
-        return items
+        # A gap record `eve doctor --repair` left for a damaged item reads as lost.
+        return [
+            LostItem(int(idx)) if "v" not in rec else rec["v"]
+            for idx, rec in self._parse(rows, f"{self.where}: stream {name}")
+        ]
 
     def stream_length(self, name: str) -> int:
         check_name(name, "stream name")

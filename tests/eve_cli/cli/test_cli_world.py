@@ -150,12 +150,10 @@ def test_doctor_finds_and_repairs_damage_in_the_database(eve: Eve, url: str) -> 
     assert {bytes(d) for k, d in kept if k in ("journal", "stream")} == set(damaged.values())
     after = json.loads(eve("doctor", "--world", url, "--json").stdout)["findings"]
     left = {(f["path"], f["state"]) for f in after if f["state"] != "ok"}
-    # The journal's second record is one a replay does not need (lost, reported); the lost
-    # event ends the session, which says so in one line; nothing is repaired again.
-    assert left == {(f"{sid}/journal", "lost"), (f"streams/events.{sid}", "damaged")}
+    # What the gaps replaced is lost (reported), read around: the session goes on; nothing is
+    # repaired again.
+    assert left == {(f"{sid}/journal", "lost"), (f"streams/events.{sid}", "lost")}
     more = eve("chat", "--world", url, "-s", sid, "-p", "what time is it?")
-    assert more.exit_code != 0 and "cannot go on" in more.output, more.output
-    assert len(more.output.strip().splitlines()) == 1 and "Traceback" not in more.output
-    assert eve("chat", "--world", url, "-p", "hello").exit_code == 0  # a new one works
+    assert more.exit_code == 0 and "It is" in more.stdout, more.output
     again = eve("doctor", "--world", url, "--repair", "--json")
     assert json.loads(again.stdout)["repairs"] == []
