@@ -355,10 +355,13 @@ def test_kill_after_a_reply_referring_to_its_events_reached_history(
     stored = run.rt.world.stream_read(f"history.{run.sid}")
     roles = ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     if world_spec.startswith("postgresql://"):
-        # Model call 2's item was appended after its record: PostgreSQL writes it in the
-        # killed write's transaction (the local world wrote it to the file before).
-        roles = roles[:-1]
-    assert [m["role"] for m in stored] == roles
+        # Model call 2's item was appended after its record: PostgreSQL writes it with the
+        # killed write's transaction, or on its batch thread 10 ms after the append if that
+        # came first (the local world wrote it to the file before). Either way the replay
+        # below must adopt or append it once.
+        assert [m["role"] for m in stored] in (roles, roles[:-1])
+    else:
+        assert [m["role"] for m in stored] == roles
     assert "content" not in stored[3] and "e" in stored[3]
     run.drive_to_question()
     run.answer_and_finish()
