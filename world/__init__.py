@@ -15,7 +15,7 @@ repairing a data directory: what `eve doctor` runs).
 from typing import TYPE_CHECKING
 
 from ._codec import decode, encode
-from ._context import ChildHandle, HookHandle, RetryPolicy, WorkflowContext
+from ._context import ChildHandle, HookHandle, RetryPolicy, StepRun, WorkflowContext, current_step
 from ._engine import Delivery, Engine, RunInfo, Workflow
 from ._errors import (
     STORAGE_ERRORS,
@@ -99,6 +99,7 @@ __all__ = [
     "RunNotFoundError",
     "SerializationError",
     "StepFailedError",
+    "StepRun",
     "StorageError",
     "StoreFormatError",
     "Workflow",
@@ -108,6 +109,7 @@ __all__ = [
     "WorldError",
     "check_name",
     "check_run_id",
+    "current_step",
     "decode",
     "default_data_dir",
     "encode",

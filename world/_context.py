@@ -9,6 +9,7 @@ coroutine with `_Park`, a BaseException, so nothing of the run stays in memory.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import datetime as dt
 import hashlib
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 # Types the replay cursor matches against workflow calls; others are skipped.
-COMMANDS = frozenset({"step", "attempt", "hook", "recv", "sleep", "wake", "child"})
+COMMANDS = frozenset({"step", "attempt", "began", "prog", "hook", "recv", "sleep", "wake", "child"})
 
 
 class _Park(BaseException):
@@ -73,9 +74,47 @@ class RetryPolicy:
 DEFAULT_RETRY = RetryPolicy()
 
 
+class StepRun:
+    """The step whose function is running, as its journal knows it (`current_step()`).
+
+    A step started with ``tracked=True`` journals when each run of its function begins, so a
+    run after a crash can tell it was interrupted (`interrupted`) and when the first run began
+    (`began`); any step may journal its own progress (`record`), read back by every later run
+    of it (`progress`).
+    """
+
+    def __init__(
+        self, ctx: WorkflowContext, name: str, attempt: int, began: float, interrupted: bool,
+        progress: Any, recorded: bool,
+    ) -> None:  # fmt: skip
+        self._ctx, self.name, self.attempt = ctx, name, attempt
+        self.began, self.interrupted = began, interrupted
+        self.progress, self.recorded = progress, recorded
+
+    def record(self, value: Any) -> None:
+        """Journal `value` as this step's progress, durably before returning; a later run of
+        the step (after a crash) reads it as `progress`. Callable from any thread."""
+        ctx = self._ctx
+        engine, family, run = ctx._engine, ctx._family, ctx._run
+        stored = engine.append_now(family, run, {"t": "prog", "name": self.name, "v": value})
+        engine.world.before_effect()  # a record deferred by the loop's thread is durable now
+        ctx._advance(stored)
+        self.progress, self.recorded = stored.get("v"), True
+
+
+_current_step: contextvars.ContextVar[StepRun | None] = contextvars.ContextVar(
+    "world_step", default=None
+)
+
+
+def current_step() -> StepRun | None:
+    """The step whose function is running in this context (None outside a step function)."""
+    return _current_step.get()
+
+
 def _describe(rec: dict[str, Any]) -> str:
     kind = rec.get("t")
-    if kind in ("step", "attempt"):
+    if kind in ("step", "attempt", "began", "prog"):
         return f"step {rec.get('name')!r}"
     if kind == "recv":
         return f"receive on hook {rec.get('token')!r}"
@@ -253,6 +292,7 @@ class WorkflowContext:
         *args: Any,
         retry: RetryPolicy | None = None,
         ordered: bool = True,
+        tracked: bool = False,
         **kwargs: Any,
     ) -> T:
         """Run `fn` once, durably: replay returns (or raises) the recorded outcome.
@@ -262,23 +302,40 @@ class WorkflowContext:
         (for a function no one observes, such as a request to a model) leaves the items to
         the loop's next turn or the next ordered step, and may begin `fn` while the records
         before it are being made durable: they are durable from its first wait on (see
-        `World.settle`).
+        `World.settle`). ``tracked``: each run of `fn` is journaled (durably) before it
+        begins, so a run after a crash knows the one before was interrupted
+        (`current_step().interrupted`). `fn` may journal progress (`StepRun.record`).
         """
         await self._settle_hooks()  # a hook created before it is claimed before `fn` runs
         actual = f"step {name!r}"
         attempts = 0
-        while (rec := self._peek({"step", "attempt"}, actual)) is not None:
+        began: float | None = None
+        interrupted = recorded = False
+        progress: Any = None
+        kinds = {"step", "attempt", "began", "prog"}
+        while (rec := self._peek(kinds, actual)) is not None:
             if rec.get("name") != name:
                 raise DivergenceError(self._run.id, self._pos, _describe(rec), actual)
             self._advance(rec)
-            if rec["t"] == "step":
+            kind = rec["t"]
+            if kind == "step":
                 return self._outcome(rec)  # type: ignore[no-any-return]
-            attempts = rec.get("n", attempts + 1)
+            if kind == "began":
+                began = rec["at"] if began is None else began
+                attempts = rec.get("n", attempts + 1)
+                interrupted = True  # until an `attempt` says how that run ended
+            elif kind == "prog":
+                progress, recorded, interrupted = rec.get("v"), True, True
+            else:
+                attempts, interrupted = rec.get("n", attempts + 1), False
         policy = retry or DEFAULT_RETRY
         world = self._engine.world
         while True:
             attempts += 1
             mark = world.stream_mark()
+            if tracked:
+                rec = await self._record({"t": "began", "name": name, "n": attempts})
+                began = rec["at"] if began is None else began
             # Its effects come after every record before them is durable, and whoever sees
             # them can read what was appended before. A function no one observes may begin
             # first (a local world's fsync then overlaps it, or is shared with its record).
@@ -291,6 +348,11 @@ class WorkflowContext:
             except BaseException:
                 self._busy = ""
                 raise
+            run = StepRun(
+                self, name, attempts, time.time() if began is None else began, interrupted,
+                progress, recorded,
+            )  # fmt: skip
+            token = _current_step.set(run)
             try:
                 value = fn(*args, **kwargs)
                 if inspect.isawaitable(value):
@@ -300,6 +362,7 @@ class WorkflowContext:
                 raise  # the store's failure, not the step's: the drive stops, resumed later
             except Exception as exc:
                 self._busy = ""
+                progress, recorded, interrupted = run.progress, run.recorded, False
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 fatal = isinstance(exc, FatalError)
                 own = _own(world, mark)  # what the step appended
@@ -316,6 +379,8 @@ class WorkflowContext:
             except BaseException:
                 self._busy = ""
                 raise
+            finally:
+                _current_step.reset(token)
             self._busy = ""
             rec = {"t": "step", "name": name, "ok": value, "n": attempts}
             stored = await self._record(rec, label=f"step {name!r}", order=_own(world, mark))
@@ -368,11 +433,22 @@ class WorkflowContext:
             )
         return HookHandle(self, token)
 
-    async def _receive(self, token: str) -> Any:
+    async def _receive(self, token: str, until: dt.datetime | None = None) -> Any:
         await self._settle_hooks()
         what = f"receive on hook {token!r}"
-        rec = self._peek({"recv"}, what)
+        deadline = None
+        if until is not None:  # the deadline is journaled: a replay waits for the same one
+            rec = self._peek({"sleep"}, what)
+            if rec is None:
+                rec = await self._record({"t": "sleep", "until": _timestamp(until)})
+            else:
+                self._advance(rec)
+            deadline = float(rec["until"])
+        rec = self._peek({"recv", "wake"} if deadline is not None else {"recv"}, what)
         if rec is not None:
+            if rec.get("t") == "wake":
+                self._advance(rec)
+                raise TimeoutError(f"nothing delivered to hook {token!r} by its deadline")
             if "lost" in rec:
                 raise self._family.lost_error(rec)
             if rec.get("token") != token or rec.get("poll"):
@@ -381,9 +457,14 @@ class WorkflowContext:
             self._taken = list(rec.get("ids", []))
             return rec.get("values", [None])[0]
         items = await self._pending(token, 1)
-        if not items:
+        if items:
+            return (await self._take(token, items, {}))[0]
+        if deadline is None:
             raise self._park({"hook": token})
-        return (await self._take(token, items, {}))[0]
+        if time.time() < deadline:
+            raise self._park({"hook": token, "timer": deadline})
+        await self._record({"t": "wake"})
+        raise TimeoutError(f"nothing delivered to hook {token!r} by its deadline")
 
     async def _poll(self, token: str) -> list[Any]:
         # An empty poll records nothing (it runs at every step boundary of a turn). A poll
@@ -435,12 +516,10 @@ class WorkflowContext:
 
     async def sleep_until(self, when: dt.datetime) -> None:
         """Wait durably until `when` (naive datetimes are taken as UTC)."""
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
         await self._settle_hooks()
         rec = self._peek({"sleep"}, "sleep")
         if rec is None:
-            rec = await self._record({"t": "sleep", "until": when.timestamp()})
+            rec = await self._record({"t": "sleep", "until": _timestamp(when)})
         else:
             self._advance(rec)
         until = rec["until"]
@@ -492,6 +571,11 @@ class WorkflowContext:
         raise _ContinueAsNew(input)
 
 
+def _timestamp(when: dt.datetime) -> float:
+    """Seconds since the epoch (a naive datetime is taken as UTC)."""
+    return (when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)).timestamp()
+
+
 def _own(world: World, mark: int) -> Order:
     """A step record's order: the stream items its function appended (after `mark`) are
     durable before it; a step that appended none waits for none."""
@@ -511,9 +595,15 @@ class HookHandle:
         await self._ctx._settle_hooks()
         return self
 
-    async def receive(self) -> Any:
-        """The next payload; parks the run until one arrives."""
-        return await self._ctx._receive(self.token)
+    async def receive(
+        self, *, timeout: float | None = None, until: dt.datetime | None = None
+    ) -> Any:
+        """The next payload; parks the run until one arrives. With a deadline (`timeout`
+        seconds from `now()`, or `until`) the run parks on the hook and a durable timer at
+        once, and `TimeoutError` is raised if nothing arrived by then."""
+        if timeout is not None:
+            until = self._ctx.now() + dt.timedelta(seconds=max(timeout, 0.0))
+        return await self._ctx._receive(self.token, until)
 
     async def poll(self) -> list[Any]:
         """Every pending payload, without waiting (may be empty)."""

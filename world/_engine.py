@@ -53,7 +53,8 @@ class RunInfo:
     status: str  # running | parked | completed | failed
     parent: str | None = None
     generation: int = 0
-    waiting: dict[str, Any] | None = None  # {"hook": token} | {"timer": ts} | {"child": id}
+    # {"hook": token} | {"timer": ts} | {"hook": token, "timer": ts} (a deadline) | {"child": id}
+    waiting: dict[str, Any] | None = None
     result: Any = None
     error: dict[str, Any] | None = None
     created: dt.datetime | None = None
@@ -407,10 +408,12 @@ class Engine:
         if run.status != "parked" or not run.waiting:
             return True
         waiting = run.waiting
-        if "hook" in waiting:
-            return bool(family.take(waiting["hook"], 1))
-        if "timer" in waiting:
+        if "hook" in waiting and family.take(waiting["hook"], 1):
+            return True
+        if "timer" in waiting:  # alone, or a hook's deadline
             return bool(waiting["timer"] <= time.time())
+        if "hook" in waiting:
+            return False
         if "child" in waiting:
             child = family.runs.get(waiting["child"])
             return child is None or child.finished

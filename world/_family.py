@@ -207,7 +207,8 @@ class Family:
             return {"child": self._relative(waiting["child"])}
         run = self.runs.get(rec["run"])
         if "hook" in waiting and run is not None and waiting["hook"] in run.gen_hooks:
-            return {"hook": run.gen_hooks.index(waiting["hook"])}  # its place in the `gen`
+            # its place in the `gen`; a deadline (`timer`) goes with it
+            return {**waiting, "hook": run.gen_hooks.index(waiting["hook"])}
         return waiting
 
     def expand(self, stored: dict[str, Any]) -> dict[str, Any]:
@@ -257,7 +258,7 @@ class Family:
                     what=f"run {run.id} parked on hook {index} of its generation, which lists "
                     f"{len(run.gen_hooks)}", advice=CANNOT_GO_ON,
                 )  # fmt: skip
-            return {"hook": run.gen_hooks[index]}
+            return {**waiting, "hook": run.gen_hooks[index]}
         return waiting
 
     def _received(self, rec: dict[str, Any]) -> None:

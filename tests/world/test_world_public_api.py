@@ -13,10 +13,11 @@ def test_exported_names_are_pinned() -> None:
         "NoActiveRunError",
         "Order", "OwnershipError", "PostgresWorld", "RECORD", "RetryPolicy",
         "RunExistsError", "RunInfo", "RunNotFoundError", "STORAGE_ERRORS", "SerializationError",
-        "StepFailedError",
+        "StepFailedError", "StepRun",
         "StorageError", "StoreFormatError", "Workflow", "WorkflowContext", "WorkflowNotFoundError",
         "World",
-        "WorldError", "check_name", "check_run_id", "decode", "default_data_dir", "encode",
+        "WorldError", "check_name", "check_run_id", "current_step", "decode", "default_data_dir",
+        "encode",
         "is_database_url", "open_world", "redact_url", "repair", "root_of", "stream_family",
         "verify",
     ]  # fmt: skip
