@@ -17,6 +17,11 @@ T = TypeVar("T")
 
 Decision = Literal["approved", "denied", "user-approval"]
 Mode = Literal["conversation", "task"]
+# What a second run of a tool call after a crash may do: ``none`` (no side effects: run again
+# freely), ``idempotent`` (run again with the same ``ctx.idempotency_key``), ``unsafe`` (never
+# run again unasked: the turn asks whether it took effect).
+Effects = Literal["none", "idempotent", "unsafe"]
+EFFECTS: tuple[Effects, ...] = ("none", "idempotent", "unsafe")
 PolicyFn = Callable[[dict[str, Any]], Decision | str]
 
 # The per-session state of the tool call being executed (bound by the execution layer).
@@ -90,10 +95,25 @@ class ToolContext:
     idempotency_key: str
     turn_id: str = ""
     progress_messages: list[str] = field(default_factory=list)
+    # True when an earlier run of this very call was interrupted (a crash) after it began.
+    resumed: bool = False
+    # What an earlier run of this call saved with :meth:`record_progress` (None: nothing).
+    recorded_progress: Any = None
+    recorder: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
 
     def report_progress(self, message: str) -> None:
         """Record a progress line; it reaches the event stream with the tool's result."""
         self.progress_messages.append(str(message))
+
+    def record_progress(self, value: Any) -> None:
+        """Save ``value`` (JSON-like data) durably before returning: if the process dies
+        while the tool runs, the next run of this call starts with it as
+        ``recorded_progress`` (an ``unsafe`` tool that recorded how far it got is run again
+        with that knowledge instead of asking the user)."""
+        if self.recorder is None:
+            raise RuntimeError("record_progress is only available while the tool runs")
+        self.recorder(value)
+        self.recorded_progress = value
 
     @property
     def state(self) -> dict[str, Any]:
@@ -156,6 +176,8 @@ class ToolFunction:
     name: str
     description: str
     approval: ApprovalPolicy
+    effects: Effects = "idempotent"
+    timeout: float | None = None
 
 
 @overload
@@ -168,6 +190,8 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     approval: ApprovalPolicy | PolicyFn | None = None,
+    effects: Effects = "idempotent",
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], ToolFunction]: ...
 
 
@@ -178,12 +202,22 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     approval: ApprovalPolicy | PolicyFn | None = None,
+    effects: Effects = "idempotent",
+    timeout: float | None = None,
 ) -> ToolFunction | Callable[[Callable[..., Any]], ToolFunction]:
     """Mark a function as a tool: ``@tool`` or ``@tool(approval=always())``.
 
     The name defaults to the function's, the description to its docstring; arguments are
-    validated against the type hints.
+    validated against the type hints. ``effects``: what may happen when a crash interrupted
+    a call (``none`` | ``idempotent``, the default: it runs again with the same
+    ``ctx.idempotency_key`` | ``unsafe``: the turn asks whether it took effect instead).
+    ``timeout``: seconds a call may take in all, across restarts; a call past it is a tool
+    error for the model (an async tool is cancelled, a sync one's result is ignored).
     """
+    if effects not in EFFECTS:
+        raise ValueError(f"effects must be one of {', '.join(EFFECTS)}, not {effects!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds above 0, not {timeout!r}")
 
     def wrap(f: Callable[..., Any]) -> ToolFunction:
         doc = (f.__doc__ or "").strip()
@@ -192,6 +226,8 @@ def tool(
             name=name or f.__name__,
             description=description if description is not None else doc,
             approval=as_policy(approval),
+            effects=effects,
+            timeout=float(timeout) if timeout is not None else None,
         )
 
     if fn is not None:
@@ -238,6 +274,7 @@ class AgentConfig:
     description: str | None = None
     mcp_servers: dict[str, Any] | None = None
     tracing: bool = False
+    sleep: bool = False
     source_file: str | None = None
     source_line: int | None = None
 
@@ -256,6 +293,7 @@ def define_agent(
     description: str | None = None,
     mcp_servers: dict[str, Any] | None = None,
     tracing: bool = False,
+    sleep: bool = False,
 ) -> AgentConfig:
     """Describe an agent (in ``agent/agent.py``: ``agent = define_agent(...)``).
 
@@ -275,6 +313,8 @@ def define_agent(
         tracing: OpenTelemetry spans of this agent's turns (``pip install 'eve-cli[otel]'``;
             ``EVE_OTEL=1`` turns them on for every agent), exported over OTLP/HTTP as the
             ``OTEL_EXPORTER_OTLP_*`` variables say.
+        sleep: give the agent the built-in ``sleep`` tool (a durable timer, woken early by
+            a message).
     """
     if mode not in ("conversation", "task"):
         raise ValueError(f"mode must be 'conversation' or 'task', not {mode!r}")
@@ -296,6 +336,7 @@ def define_agent(
         description=description,
         mcp_servers=dict(mcp_servers) if mcp_servers else None,
         tracing=tracing,
+        sleep=bool(sleep),
         source_file=caller.f_code.co_filename,
         source_line=caller.f_lineno,
     )

@@ -96,8 +96,12 @@ class Event(TypedDict, total=False):
     approved: bool
     always: bool
     # -- turn.waiting
-    on: Literal["input", "tasks"]
+    on: Literal["input", "tasks", "sleep"]
     requests: list[str]
+    until: str  # on: sleep (ISO time)
+    # -- input.resolved of an outcome request
+    outcome: str
+    result: str
     # -- compaction.*
     estimatedTokens: int
     threshold: int

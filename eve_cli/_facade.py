@@ -126,6 +126,10 @@ class ServingFacade(Facade, Protocol):
         """Whether the session ever received a delivery."""
         ...
 
+    def timers(self, sid: str | None = None) -> dict[str, float]:
+        """When each session parked on a timer is due (every session's, or ``sid``'s)."""
+        ...
+
 
 def _conformance(local: Runtime, remote: RemoteRuntime) -> tuple[ServingFacade, Facade]:
     """Never called: mypy checks here that both implementations are a :class:`Facade` (and

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eve_cli._agent_api import AgentConfig, ToolFunction
-from eve_cli._tools import ASK_QUESTION, Tool, ToolDefinitionError, ask_question_tool, build_tool
+from eve_cli._tools import (
+    ASK_QUESTION,
+    SLEEP,
+    Tool,
+    ToolDefinitionError,
+    ask_question_tool,
+    build_tool,
+    sleep_tool,
+)
 from eve_cli.mcp._config import McpConfigError, ServerSpec, load_servers
 from eve_cli.mcp._names import PREFIX as MCP_PREFIX
 
@@ -116,6 +124,13 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
         servers = load_servers(directory, config.mcp_servers, where)
     except McpConfigError as exc:
         raise AgentLoadError(str(exc)) from None
+    if config.sleep:
+        if SLEEP in tools:
+            raise AgentLoadError(
+                f"{tools[SLEEP].source}: a tool named {SLEEP!r} clashes with the built-in one "
+                "that define_agent(sleep=True) adds; rename it"
+            )
+        tools[SLEEP] = sleep_tool()
     subagents: dict[str, AgentDefinition] = {}
     sub_root = directory / "subagents"
     if sub_root.is_dir():

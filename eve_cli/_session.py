@@ -23,11 +23,14 @@ SNAPSHOT_VERSION = 3
 
 
 class Resolution(TypedDict, total=False):
-    """The answer to a pending request: ``answer`` to a question, else ``approved``."""
+    """The answer to a pending request: ``answer`` to a question, ``outcome`` (rerun |
+    failed | result, with ``result``) to an interrupted call's, else ``approved``."""
 
     answer: str
     approved: bool
     always: bool  # approved for every later call of the tool too
+    outcome: str
+    result: str
 
 
 class PendingRequest(TypedDict, total=False):
@@ -35,7 +38,7 @@ class PendingRequest(TypedDict, total=False):
     event carries the same fields but ``step``)."""
 
     requestId: Required[str]
-    kind: Required[str]  # approval | question | limit; cancelled once the turn is
+    kind: Required[str]  # approval | question | outcome | limit; cancelled once the turn is
     callId: str
     tool: str
     arguments: Any
@@ -44,6 +47,7 @@ class PendingRequest(TypedDict, total=False):
     limit: str  # token | time
     message: str
     step: int
+    attempt: int  # outcome: the run of the call that was interrupted (1: the first)
     resolution: Resolution  # set when answered; acted on at the next step
 
 

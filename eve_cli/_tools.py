@@ -4,6 +4,7 @@ the model, and execution that turns invalid input and exceptions into tool-error
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
@@ -14,7 +15,7 @@ from typing import Any
 
 import pydantic
 
-from eve_cli._agent_api import ApprovalPolicy, ToolContext, ToolFunction, never
+from eve_cli._agent_api import ApprovalPolicy, Effects, ToolContext, ToolFunction, never
 from eve_cli._tool_threads import run_sync
 from eve_cli.models import ToolSpec
 
@@ -49,6 +50,8 @@ class Tool:
     args_model: type[pydantic.BaseModel] | None
     ctx_param: str | None = None
     source: str = ""
+    effects: Effects = "idempotent"
+    timeout: float | None = None  # seconds a call may take in all (across restarts)
 
     @property
     def spec(self) -> ToolSpec:
@@ -73,15 +76,27 @@ class Tool:
         *,
         wait: float = 0.0,
         checked: dict[str, Any] | None = None,
+        remaining: float | None = None,
     ) -> ToolResult:
         """Run the tool; never raises for bad input or a failing tool (those are results).
         A sync tool runs on a tool thread; ``wait``: see :func:`run_sync`. ``checked``: the
-        arguments as :meth:`validate` returned them (else they are validated here)."""
+        arguments as :meth:`validate` returned them (else they are validated here).
+        ``remaining``: seconds left of the tool's ``timeout`` (an async tool still running
+        then is cancelled; a sync one's result is not waited for)."""
         try:
             kwargs = dict(checked) if checked is not None else self.validate(arguments)
         except InvalidArguments as exc:
             return ToolResult(f"Invalid arguments for tool {self.name!r}: {exc}", is_error=True)
-        return await self.invoke(kwargs, ctx, wait)
+        if remaining is None:
+            return await self.invoke(kwargs, ctx, wait)
+        limit = asyncio.timeout(max(remaining, 0.0))
+        try:
+            async with limit:
+                return await self.invoke(kwargs, ctx, wait)
+        except TimeoutError:
+            if limit.expired():
+                return ToolResult(self.timed_out(), True)
+            raise
 
     async def invoke(self, kwargs: dict[str, Any], ctx: ToolContext, wait: float) -> ToolResult:
         """Run the tool on checked arguments (a failure is a tool-error result)."""
@@ -100,6 +115,10 @@ class Tool:
         except Exception as exc:
             return ToolResult(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}", True)
         return ToolResult(render_result(value))
+
+    def timed_out(self) -> str:
+        """The result of a call that ran past its ``timeout``."""
+        return f"Tool {self.name!r} timed out after {self.timeout:g} s (its timeout)"
 
 
 @functools.cache
@@ -174,6 +193,8 @@ def build_tool(marked: ToolFunction, source: str = "") -> Tool:
         args_model=model,
         ctx_param=ctx_param,
         source=where,
+        effects=marked.effects,
+        timeout=marked.timeout,
     )
 
 
@@ -199,6 +220,34 @@ def ask_question_tool() -> Tool:
                 "options": {"type": "array", "items": {"type": "string"}},
             },
             "required": ["question"],
+            "additionalProperties": False,
+        },
+        approval=never(),
+        fn=None,
+        args_model=None,
+        source="built-in",
+    )
+
+
+SLEEP = "sleep"
+
+
+def sleep_tool() -> Tool:
+    """The built-in tool that sleeps durably (``define_agent(sleep=True)``): the turn parks on
+    a timer, holding nothing, and a message to the session wakes it early."""
+    return Tool(
+        name=SLEEP,
+        description=(
+            "Sleep for a number of seconds or until a time (ISO 8601, e.g. "
+            "2030-01-01T09:00:00+00:00). A message from the user wakes you early; the result "
+            "says how long you slept."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "seconds": {"type": "number", "exclusiveMinimum": 0},
+                "until": {"type": "string"},
+            },
             "additionalProperties": False,
         },
         approval=never(),

@@ -36,6 +36,7 @@ from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._stored_events import EventReader, stored_event
 from eve_cli.execution._streams import KeyedStream
 from eve_cli.execution._view import TAIL, SessionRow, SessionView, fold, summary
+from eve_cli.harness._effects import OUTCOME, answer_problem
 from eve_cli.harness._input import compact_message, expand_delivery
 from world import (
     Engine,
@@ -438,12 +439,13 @@ class Runtime:
     def _status(self, sid: str) -> str:
         """The session's status folded from its events since the last ``turn.started`` (or
         ``session.started``): a turn starts with nothing pending, so nothing older matters,
-        and a delivery to an old session costs what it costs to a new one."""
+        and a delivery to an old session costs what it costs to a new one. A sleeping turn
+        (the sleep tool) is ``running`` here: a message wakes it and is folded in."""
         name = events_stream(sid)
         end = self.world.stream_length(name)
         kept = self._views.fold_at(sid, end)  # a fold of every stored event, kept: no read
         if kept is not None:
-            return str(kept.view["status"])
+            return _live_status(kept.view)
         reader = self._reader(sid)
         tail: list[dict[str, Any]] = []
         chunk = 16
@@ -452,13 +454,14 @@ class Runtime:
             tail[:0] = reader.read(start, self.world.stream_read(name, start, end), texts=False)
             for i in range(len(tail) - 1, -1, -1):
                 if tail[i].get("type") in _TURN_BOUNDARIES:
-                    return str(fold(sid, tail[i:])["status"])
+                    return _live_status(fold(sid, tail[i:]))
             end, chunk = start, chunk * 4
-        return str(fold(sid, tail)["status"])
+        return _live_status(fold(sid, tail))
 
     async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
-        ``answer``). An answer to a request that is not pending in this session, or of the
+        ``answer``; an interrupted call's outcome: ``outcome`` rerun|failed|result, with
+        ``result``). An answer to a request that is not pending in this session, or of the
         wrong shape, is rejected before anything is written."""
         problem = await self.call(self._check_responses, sid, responses)
         if problem:
@@ -480,6 +483,9 @@ class Runtime:
             if request.get("kind") == "question":
                 if not isinstance(response.get("answer"), str):
                     return f"request {rid!r} is a question: answer it with a string"
+            elif request.get("kind") == OUTCOME:
+                if (problem := answer_problem(response)) is not None:
+                    return f"request {rid!r} asks what became of an interrupted call: {problem}"
             elif not isinstance(response.get("approved"), bool):
                 return f"request {rid!r} needs approved: true or false"
         return None
@@ -569,6 +575,15 @@ class Runtime:
         timer; False on timeout."""
         await self.call(self._meta, sid)
         return await self.engine.wait(sid, timeout)
+
+    def timers(self, sid: str | None = None) -> dict[str, float]:
+        """When each session parked on a timer (a sleeping turn) is due, by session id
+        (seconds since the epoch): every session's (one read of the heads), or ``sid``'s."""
+        due: dict[str, float] = {}
+        for run_id, when in self.engine.timers(sid):
+            root = run_id.split(".", 1)[0]
+            due[root] = min(when, due.get(root, when))
+        return due
 
     def resumable(self) -> list[str]:
         """Sessions with work to do now (interrupted, or with undelivered input)."""
@@ -726,3 +741,8 @@ class Runtime:
     def close(self) -> None:
         self.executor.close()
         self.world.close()
+
+
+def _live_status(view: SessionView) -> str:
+    """A view's status as a delivery sees it: a sleeping turn takes messages as a running one."""
+    return "running" if view.get("parkedOn") == "sleep" else str(view["status"])

@@ -372,6 +372,21 @@ class Engine:
         family = load_family(self.world, root, full=True, log=True)
         return list(zip(family.log_at, family.log or [], strict=True))
 
+    def timers(self, run_id: str | None = None) -> list[tuple[str, float]]:
+        """`(run id, when)` of every run parked on a timer (alone or a receive's deadline),
+        from the heads in one call; with `run_id`, of its family alone (its head)."""
+        if run_id is not None:
+            root = root_of(check_run_id(run_id))
+            heads = [(root, self.world.read_head(root) or {})]
+        else:
+            heads = [(f.root, f.head or {}) for f in self.world.heads(inbox=False)]
+        return [
+            (rid, float(entry["waiting"]["timer"]))
+            for _, head in heads
+            for rid, entry in head.get("runs", {}).items()
+            if entry.get("status") == "parked" and "timer" in (entry.get("waiting") or {})
+        ]
+
     async def wait(self, run_id: str, timeout: float) -> bool:
         """Wait (no lock held) until the run's family has a delivery or a due timer."""
         root = root_of(check_run_id(run_id))

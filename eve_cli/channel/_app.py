@@ -38,6 +38,7 @@ from eve_cli.channel._guard import Peers, RequestGuard
 from eve_cli.channel._reload import DevState
 from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
+from eve_cli.channel._timers import Timers
 from eve_cli.channel._web import web_routes
 from eve_cli.execution._view import SessionView
 from eve_cli.mcp._endpoint import McpEndpoint
@@ -124,18 +125,19 @@ class Channel:
         resumed = self.supervisor.resume_in_flight()
         if resumed:
             self.settings.log(f"resuming {len(resumed)} in-flight session(s): {', '.join(resumed)}")
-        sweeping = (
-            asyncio.get_running_loop().create_task(self.supervisor.sweep(self.settings.sweep))
-            if self.settings.sweep > 0
-            else None
-        )
+        loop = asyncio.get_running_loop()
+        timers = Timers(self.runtime, self.supervisor.kick, self.settings.log)
+        self.supervisor.on_driven = timers.driven
+        background = [loop.create_task(timers.run(), name="server-timers")]
+        if self.settings.sweep > 0:
+            background.append(loop.create_task(self.supervisor.sweep(self.settings.sweep)))
         try:
             yield
         finally:
-            if sweeping is not None:
-                sweeping.cancel()
+            for task in background:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await sweeping
+                    await task
             self.hub.close()
             await self.mcp.aclose()
             await self.supervisor.close(self.settings.grace)

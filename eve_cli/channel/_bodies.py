@@ -72,8 +72,9 @@ def turn_policy(body: dict[str, Any]) -> TurnPolicy:
 
 
 def input_responses(value: Any) -> list[dict[str, Any]]:
-    """Validate ``inputResponses``: approvals ``{requestId, approved, always?}`` or answers
-    ``{requestId, answer}``."""
+    """Validate ``inputResponses``: approvals ``{requestId, approved, always?}``, answers
+    ``{requestId, answer}`` or an interrupted call's outcome ``{requestId, outcome,
+    result?}`` (its values are checked against the request by the runtime)."""
     if not isinstance(value, list) or not value:
         raise ChannelError(400, "'inputResponses' must be a non-empty list")
     out = []
@@ -95,8 +96,17 @@ def input_responses(value: Any) -> list[dict[str, Any]]:
             )
         elif isinstance(item.get("answer"), str):
             out.append({"requestId": item["requestId"], "answer": item["answer"]})
+        elif "outcome" in item:  # an interrupted call: rerun | failed | result (+ result)
+            if not isinstance(item["outcome"], str) or not isinstance(item.get("result", ""), str):
+                raise ChannelError(400, f"{where}: 'outcome' and 'result' must be strings")
+            answer = {"requestId": item["requestId"], "outcome": item["outcome"]}
+            if "result" in item:
+                answer["result"] = item["result"]
+            out.append(answer)
         else:
-            raise ChannelError(400, f"{where} needs 'approved' (bool) or 'answer' (string)")
+            raise ChannelError(
+                400, f"{where} needs 'approved' (bool), 'answer' (string) or 'outcome' (string)"
+            )
     return out
 
 

@@ -28,6 +28,8 @@ class Supervisor:
         # session is no news for them (a create or a delivery kicking it meanwhile makes it so).
         self._swept: set[str] = set()
         self._closing = False
+        # Told the session id after each drive ends (the server's timers re-read its own).
+        self.on_driven: Callable[[str], None] | None = None
 
     def kick(self, session_id: str, *, swept: bool = False) -> None:
         """Make sure ``session_id`` is driven after this call, once, in the background
@@ -125,3 +127,5 @@ class Supervisor:
         finally:
             self._tasks.pop(session_id, None)
             self._swept.discard(session_id)
+            if self.on_driven is not None:
+                self.on_driven(session_id)

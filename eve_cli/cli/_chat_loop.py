@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import functools
 import signal
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,6 +38,7 @@ class _CancelTurn(Exception):
 @dataclass
 class ChatOptions:
     approve: str = "ask"  # ask | all | none
+    unknown: str = "ask"  # ask | rerun | failed: an interrupted call whose outcome is unknown
     interactive: bool = False  # a person at a terminal can answer prompts
     wait: float | None = None  # seconds to wait when another process owns the session
     url: str | None = None  # the server of `eve chat --url` (hints then name it)
@@ -178,7 +180,7 @@ class ChatLoop:
 
         # Not owned now (checked), so a short wait rides over a reader's probe of the lease.
         wait = self.options.wait or PROBE_WAIT
-        drive = asyncio.ensure_future(self.backend.drive(self.sid, wait=wait))
+        drive = asyncio.ensure_future(self._drive_through_sleep(wait))
         follow = asyncio.ensure_future(self._follow())
         cancelling: set[asyncio.Future[Any]] = set()
         with self._ctrl_c_cancels(drive, cancelling):
@@ -197,6 +199,38 @@ class ChatLoop:
                     await follow
         self.catch_up()
         return view
+
+    async def _drive_through_sleep(self, wait: float) -> SessionView:
+        """Drive; while the turn sleeps (the sleep tool), wait for its timer or a delivery
+        (a message from elsewhere, a Ctrl-C's cancel) and drive again."""
+        view = await self.backend.drive(self.sid, wait=wait)
+        told = None
+        while view.get("status") == "parked" and view.get("parkedOn") == "sleep":
+            wake = view.get("wakeAt")
+            if wake != told:
+                told = wake
+                self.renderer.notice(
+                    f"sleeping until {wake}; a message sent to session {self.sid} from "
+                    "elsewhere wakes it, Ctrl-C cancels the turn"
+                )
+            await self._wait_for_work(str(wake or ""))
+            view = await self.backend.drive(self.sid, wait=wait)
+        return view
+
+    async def _wait_for_work(self, wake: str) -> None:
+        """Until the session's timer is due or it has a delivery (in-process: the world
+        says; through a server, which drives it: look again every second)."""
+        import datetime as dt
+
+        try:
+            until = dt.datetime.fromisoformat(wake).timestamp()
+        except ValueError:
+            until = time.time() + 1.0
+        world_wait = getattr(self.backend, "wait", None)
+        if world_wait is not None and self.options.url is None:
+            await world_wait(self.sid, max(until - time.time(), 0.0) + 0.05)
+        else:
+            await asyncio.sleep(min(max(until - time.time(), 0.05), 1.0))
 
     async def _follow(self) -> None:
         events = self.backend.tail(self.sid, self.next_index)
@@ -260,6 +294,11 @@ class ChatLoop:
 
     # -- pending input ------------------------------------------------------------------------
     def _answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        if request_kind(request) == "outcome":
+            return self._settle_unknown(request)
+        return self._approve_or_answer(request)
+
+    def _approve_or_answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
         rid = request_id(request)
         if request_kind(request) == "question":
             if not self.options.interactive or not is_rich(self.renderer):
@@ -286,6 +325,23 @@ class ChatLoop:
             raise Interrupted(self._parked_hint()) from None
         return {"requestId": rid, "approved": choice != "n", "always": choice == "a"}
 
+    def _settle_unknown(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        rid = request_id(request)
+        if self.options.unknown in ("rerun", "failed"):
+            said = {"rerun": "run again", "failed": "treated as failed"}[self.options.unknown]
+            self.renderer.notice(
+                f"--unknown {self.options.unknown}: {describe_request(request)}: {said}"
+            )
+            return {"requestId": rid, "outcome": self.options.unknown}
+        if not self.options.interactive or not is_rich(self.renderer):
+            raise WaitingForInput(self.waiting_message(request))
+        try:
+            return {"requestId": rid, **self.renderer.ask_outcome(request)}
+        except KeyboardInterrupt:
+            raise _CancelTurn from None
+        except EOFError:
+            raise Interrupted(self._parked_hint()) from None
+
     def _parked_hint(self) -> str:
         return f"interrupted; session {self.sid} stays parked: answer with {self.chat_command()}"
 
@@ -294,6 +350,8 @@ class ChatLoop:
         sid, command = self.sid, self.chat_command()
         if request_kind(request) == "question":
             how = f"echo 'YOUR ANSWER' | {command}"
+        elif request_kind(request) == "outcome":
+            how = f"{command} --unknown rerun (or --unknown failed)"
         else:
             how = f"{command} --approve all (or --approve none)"
         return (

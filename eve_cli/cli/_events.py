@@ -52,11 +52,11 @@ def error_text(event: Event) -> str:
 
 
 def request_kind(request: Mapping[str, Any]) -> str:
-    """`approval` or `question` for an input request."""
+    """`approval`, `question` or `outcome` (an interrupted call) for an input request."""
     kind = str(request.get("kind") or request.get("type") or "")
     if "question" in kind or ("question" in request and "arguments" not in request):
         return "question"
-    return "approval"
+    return "outcome" if kind == "outcome" else "approval"
 
 
 def describe_request(request: Mapping[str, Any]) -> str:
@@ -67,6 +67,9 @@ def describe_request(request: Mapping[str, Any]) -> str:
         suffix = f" (options: {', '.join(map(str, options))})" if options else ""
         return f"question: {one_line(text, 300)}{suffix}"
     name = request.get("name") or request.get("toolName") or request.get("tool")
+    if request_kind(request) == "outcome":
+        call = format_call(str(name), request.get("arguments"))
+        return f"what became of {call}: interrupted while it ran, outcome unknown"
     if not name:  # e.g. a session limit: "reached its limit … Continue?"
         return f"approval: {one_line(request.get('message') or 'continue?', 300)}"
     return f"approval to run {format_call(str(name), request.get('arguments'))}"

@@ -124,6 +124,22 @@ class RichRenderer:
                 return APPROVAL_CHOICES[answer]
             self.console.print(Text("answer y, n or a", style="dim"))
 
+    def ask_outcome(self, request: Mapping[str, Any]) -> dict[str, str]:
+        """Ask what became of an interrupted call: run it again, treat it as failed, or the
+        result the user gives (the answer's ``outcome`` and ``result``)."""
+        self._stop()
+        self._describe_unannounced(request)
+        while True:
+            answer = self._input("[r]un again / treat as [f]ailed / [g]ive the result: ")
+            choice = answer.strip().lower()
+            if choice in ("r", "run", "rerun"):
+                return {"outcome": "rerun"}
+            if choice in ("f", "failed"):
+                return {"outcome": "failed"}
+            if choice in ("g", "give", "result"):
+                return {"outcome": "result", "result": self._input("result: ")}
+            self.console.print(Text("answer r, f or g", style="dim"))
+
     def ask_retry(self, problem: str) -> bool:
         """Say ``problem`` and ask whether to try again (Enter: yes)."""
         self._stop()
@@ -263,6 +279,10 @@ class RichRenderer:
             self.console.print(Text(word, style="green" if approved else "red"))
         elif answer is not None:
             self.console.print(Text(f"answered: {one_line(answer, 200)}", style="dim"))
+        elif (outcome := field(event, "outcome")) is not None:
+            said = {"rerun": "running it again", "failed": "treated as failed"}
+            line = said.get(outcome) or f"result given: {one_line(field(event, 'result'), 200)}"
+            self.console.print(Text(line, style="dim"))
         self._thinking()
 
     def _on_settled(self, event: Event) -> None:

@@ -32,6 +32,12 @@ class ApproveMode(StrEnum):
     none = "none"
 
 
+class UnknownMode(StrEnum):
+    ask = "ask"
+    rerun = "rerun"
+    failed = "failed"
+
+
 def _complete_session(incomplete: str) -> list[str]:
     from eve_cli.cli.log import complete_session
 
@@ -85,6 +91,14 @@ def chat(
         ApproveMode,
         typer.Option(help="Answer approvals: ask the user, approve all, or deny all."),
     ] = ApproveMode.ask,
+    unknown: Annotated[
+        UnknownMode,
+        typer.Option(
+            "--unknown",
+            help="Answer calls a crash interrupted whose outcome is unknown (unsafe tools): "
+            "ask the user, run them again, or treat them as failed.",
+        ),
+    ] = UnknownMode.ask,
     url: Annotated[
         str | None,
         typer.Option("--url", metavar="URL", help="Chat through a running `eve start` server."),
@@ -118,7 +132,9 @@ def chat(
     if pick and not terminal:
         raise CliError("-r/--resume picks at a terminal; elsewhere use -c or -s ID", 2)
     renderer = _renderer(terminal, json_, print_ is not None, data_dir)
-    options = ChatOptions(approve=approve.value, interactive=terminal, wait=wait, url=url)
+    options = ChatOptions(
+        approve=approve.value, unknown=unknown.value, interactive=terminal, wait=wait, url=url
+    )
     opened: contextlib.AbstractContextManager[tuple[Facade, asyncio.AbstractEventLoop]] = (
         open_remote(url, token or os.environ.get("EVE_AUTH_TOKEN"))
         if url

@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from eve_cli import _tracing
@@ -36,7 +36,7 @@ from eve_cli.harness._host import Reply, StoredReply, StreamedText
 from eve_cli.harness._input import with_ids
 from eve_cli.models import Message, Model, ToolSpec, resolve_model
 from eve_cli.models._tokens import message_tokens
-from world import HookHandle, WorkflowContext, World
+from world import HookHandle, StepRun, WorkflowContext, World, current_step
 
 if TYPE_CHECKING:
     from eve_cli._tracing._otel import TurnTrace
@@ -243,11 +243,22 @@ class SessionHost:
         return self._served
 
     async def action(
-        self, name: str, fn: Callable[[], Awaitable[Any]], *, ordered: bool = True
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[Any]],
+        *,
+        ordered: bool = True,
+        tracked: bool = False,
     ) -> Any:
         if (trace := self.trace()) is not None:
             fn = trace.action(name, fn)
-        return await self.ctx.step(name, fn, ordered=ordered)
+        return await self.ctx.step(name, fn, ordered=ordered, tracked=tracked)
+
+    def running_action(self) -> StepRun:
+        run = current_step()
+        if run is None:
+            raise RuntimeError("running_action() outside an action's function")
+        return run
 
     def emit(
         self,
@@ -422,6 +433,27 @@ class SessionHost:
         self.cancelled = any(p.get("kind") == "cancel" for p in self.deferred)
         return self.cancelled
 
+    async def sleep_until(self, until: float) -> str | None:
+        woke = [p for p in self.deferred if _wakes(p)]
+        if woke:  # taken at this step's boundaries already: no sleep at all
+            return _woken_by(woke[0])
+        when = datetime.fromtimestamp(until, UTC)
+        token = self.snap.token or self.snap.cancel_token
+        if not token:
+            await self.ctx.sleep_until(when)
+            return None
+        if self._watch is None:
+            self._watch = self.ctx.hook(token)
+        while True:
+            try:
+                payload = expand_delivery(await self._watch.receive(until=when))
+            except TimeoutError:
+                return None
+            self.deferred.append(payload)
+            if _wakes(payload):
+                self.cancelled = self.cancelled or payload.get("kind") == "cancel"
+                return _woken_by(payload)
+
     def cancel_signal(self) -> asyncio.Future[None]:
         return self.executor.cancels.signal(self.snap.id)
 
@@ -478,3 +510,16 @@ class SessionHost:
         if status != "completed":
             return {"content": f"Sub-agent {name} {status}: {content}", "isError": True}
         return {"content": content, "isError": False}
+
+
+def _wakes(payload: dict[str, Any]) -> bool:
+    """Whether a delivery ends a sleep: a message for this turn (a queued one waits for the
+    next turn, as the sender was told) or a cancel."""
+    kind = payload.get("kind")
+    return kind == "cancel" or (kind == "message" and payload.get("policy", "steer") == "steer")
+
+
+def _woken_by(payload: dict[str, Any]) -> str:
+    """What a delivery that ended a sleep was, in the words the model is told."""
+    kind = payload.get("kind")
+    return {"message": "a message", "cancel": "a cancel"}.get(str(kind), "a delivery")

@@ -1,7 +1,8 @@
 """A session as readers see it, folded from its event stream (no lock, no replay).
 
 Status words: ``running``, ``waiting``, ``parked`` (+ ``parkedOn``: approval | question |
-subagent), ``completed``, ``failed``, ``cancelled``.
+outcome (an interrupted call) | sleep (+ ``wakeAt``) | subagent), ``completed``, ``failed``,
+``cancelled``.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class SessionView(TypedDict):
     events: int
     compactions: int
     error: Any
+    wakeAt: str | None  # parked on a sleep: when it ends (ISO time)
     agentDir: NotRequired[str | None]  # added by the runtime: the folder the session runs
     resume: NotRequired[str]  # added by `eve inspect` to an interrupted session: the command
     # Added by `eve inspect` and GET /session/{id} (`Runtime.lineage`): where it was forked
@@ -147,6 +149,7 @@ class ViewFold:
             "events": 0,
             "compactions": 0,
             "error": None,
+            "wakeAt": None,  # parked on a sleep: when it ends (ISO time)
         }
         self.turn: TurnView | None = None
         self.step: StepView | None = None
@@ -267,6 +270,9 @@ class ViewFold:
         ]
 
     def _action_result(self, event: Event) -> None:
+        view = self.view
+        if view["parkedOn"] == "sleep":  # the sleep's own result: it woke
+            view["status"], view["parkedOn"], view["wakeAt"] = "running", None, None
         if self.turn is None:
             return
         for step in reversed(self.turn["steps"]):
@@ -302,10 +308,13 @@ class ViewFold:
         view["status"] = "parked"
         if event.get("on") == "tasks":
             view["parkedOn"] = "subagent"
+        elif event.get("on") == "sleep":
+            view["parkedOn"], view["wakeAt"] = "sleep", event.get("until")
         else:
             asked = [p.get("kind") for p in view["pending"]]
             kinds = set(event.get("requests") or asked)
-            view["parkedOn"] = "question" if kinds == {"question"} else "approval"
+            alone = kinds.pop() if len(kinds) == 1 else ""
+            view["parkedOn"] = alone if alone in ("question", "outcome") else "approval"
 
     def _task_settled(self, event: Event) -> None:
         if self.view["parkedOn"] == "subagent":
@@ -318,7 +327,7 @@ class ViewFold:
         turn["status"] = event["type"].split(".")[1]
         if event.get("error"):
             turn["error"] = event["error"]
-        view["status"], view["parkedOn"] = "running", None
+        view["status"], view["parkedOn"], view["wakeAt"] = "running", None, None
         view["pending"] = []
 
     def _session_waiting(self, event: Event) -> None:

@@ -49,6 +49,36 @@ class StreamedText(Protocol):
         ...
 
 
+class ActionRun(Protocol):
+    """The durable action whose function is running, as its journal knows it."""
+
+    @property
+    def interrupted(self) -> bool:
+        """An earlier run of this action began (tracked, or it recorded progress) and never
+        ended: a crash interrupted it."""
+        ...
+
+    @property
+    def began(self) -> float | None:
+        """When the first run of this action began (seconds since the epoch; set before its
+        function runs)."""
+        ...
+
+    @property
+    def progress(self) -> Any:
+        """The value last recorded with :meth:`record` (by this run or an earlier one)."""
+        ...
+
+    @property
+    def recorded(self) -> bool:
+        """Whether any run of this action recorded progress."""
+        ...
+
+    def record(self, value: Any) -> None:
+        """Journal ``value`` as the action's progress, durably (from any thread)."""
+        ...
+
+
 class StepHost(Protocol):
     """One session's view of a running turn (or of a driver-level operation)."""
 
@@ -81,11 +111,22 @@ class StepHost(Protocol):
         ...
 
     async def action(
-        self, name: str, fn: Callable[[], Awaitable[Any]], *, ordered: bool = True
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[Any]],
+        *,
+        ordered: bool = True,
+        tracked: bool = False,
     ) -> Any:
         """Run ``fn`` as a durable action: journaled once, replayed from the journal after.
         Events and history appended before it are readable by the time ``fn`` runs, unless
-        not ``ordered`` (a model call, which nobody can observe while it runs)."""
+        not ``ordered`` (a model call, which nobody can observe while it runs). ``tracked``:
+        each run of ``fn`` is journaled as it begins, so a run after a crash knows
+        (:meth:`running_action`)."""
+        ...
+
+    def running_action(self) -> ActionRun:
+        """Inside an action's function: that action's journal state."""
         ...
 
     def emit(
@@ -171,6 +212,13 @@ class StepHost(Protocol):
         """At an action boundary: whether a cancel was delivered to the turn (durably: a replay
         answers the same). Other deliveries taken while looking are kept for the turn to
         apply after the step."""
+        ...
+
+    async def sleep_until(self, until: float) -> str | None:
+        """Park the turn until ``until`` (seconds since the epoch) or a delivery to the
+        session, whichever comes first, durably (a replay waits for the same deadline). The
+        delivery is kept for the turn to apply after the step, as :meth:`cancel_requested`
+        keeps them. None at the deadline, else what woke it (``a message``, ``a cancel``)."""
         ...
 
     def cancel_signal(self) -> asyncio.Future[None]:

@@ -2,10 +2,11 @@
 
 A delivery payload is a dict with ``kind``: ``message`` (``text``, ``policy`` steer|queue),
 ``responses`` (``responses``: ``[{"requestId", "approved", "always"} | {"requestId",
-"answer"}]``), ``cancel``, or a session operation (``clear``, ``compact``, ``reset``) which a
-running turn holds for the driver. A message is delivered in a compact form, ``{"m": text[,
-"p": "queue"]}`` (stored once per message in the session's inbox): :func:`expand_delivery`
-gives the form above, and is applied to every payload taken from the hook.
+"answer"} | {"requestId", "outcome"[, "result"]}]``), ``cancel``, or a session operation
+(``clear``, ``compact``, ``reset``) which a running turn holds for the driver. A message is
+delivered in a compact form, ``{"m": text[, "p": "queue"]}`` (stored once per message in the
+session's inbox): :func:`expand_delivery` gives the form above, and is applied to every
+payload taken from the hook.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from eve_cli._session import PendingRequest, Resolution
+from eve_cli.harness._effects import OUTCOME, outcome_answer
 from eve_cli.harness._host import StepHost
 
 Effect = Literal["none", "steered", "cancel"]
@@ -99,6 +101,11 @@ def resolve(host: StepHost, response: dict[str, Any], key: str, step: int | None
             continue
         if request["kind"] == "question":
             resolution: Resolution = {"answer": str(response.get("answer", ""))}
+        elif request["kind"] == OUTCOME:
+            answered = outcome_answer(response)
+            if answered is None:
+                continue  # refused before it was sent (Runtime.respond); one stored by hand
+            resolution = answered
         else:
             resolution = {"approved": bool(response.get("approved"))}
             if response.get("always") and resolution["approved"]:

@@ -1,16 +1,26 @@
 """A step's tool calls: each run, rejected or parked for an answer (approval, question) by
-its validity and approval policy, and its result recorded for the model and the events."""
+its validity and approval policy, and its result recorded for the model and the events.
+What a call may do when it runs again after a crash is `_effects`; the sleep tool `_sleep`."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from eve_cli._agent_api import ToolContext, bind_state, unbind_state
+from eve_cli._agent_api import ToolContext
 from eve_cli._session import PendingRequest
-from eve_cli._tool_threads import QUICK_WAIT
-from eve_cli._tools import ASK_QUESTION, InvalidArguments, Tool
+from eve_cli._tools import ASK_QUESTION, SLEEP, InvalidArguments, Tool
+from eve_cli.harness._effects import (
+    OUTCOME,
+    RERUN,
+    RESULT,
+    TREATED_AS_FAILED,
+    action_name,
+    is_tracked,
+    outcome_request,
+    tool_function,
+)
 from eve_cli.harness._host import StepHost
+from eve_cli.harness._sleep import sleep_call
 
 CANCELLED_CALL = "The turn was cancelled."  # the result of a call that never ran
 
@@ -44,8 +54,8 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
     except InvalidArguments as exc:
         record_result(host, index, call, f"Invalid arguments for tool {name!r}: {exc}", True)
         return
-    if name == ASK_QUESTION:
-        park_call(host, index, call, "question")
+    if tool.fn is None and name in (ASK_QUESTION, SLEEP):
+        await builtin_call(host, index, call)
         return
     try:
         decision = tool.approval.decide(
@@ -60,6 +70,15 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
         record_result(host, index, call, "The approval policy denied this call.", True, "rejected")
     else:
         park_call(host, index, call, "approval")
+
+
+async def builtin_call(host: StepHost, index: int, call: dict[str, Any]) -> None:
+    """A call of a built-in tool: ``ask_question`` parks, ``sleep`` waits (``_sleep``)."""
+    if call["name"] == ASK_QUESTION:
+        park_call(host, index, call, "question")
+    else:
+        content, is_error = await sleep_call(host, index, call)
+        record_result(host, index, call, content, is_error)
 
 
 def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> None:
@@ -89,43 +108,25 @@ async def run_tool(
     call: dict[str, Any],
     tool: Tool,
     checked: dict[str, Any] | None = None,
+    attempt: int = 1,
 ) -> None:
     """Run one tool call as a durable action; its state changes are saved with its result.
-    ``checked``: its arguments as :meth:`Tool.validate` returned them just now."""
-    snap = host.snap
-    key = f"{host.session_id}:{host.turn_id}:{call['id']}"
+    ``checked``: its arguments as :meth:`Tool.validate` returned them just now. ``attempt``:
+    a run the user asked for after an interrupted one (see ``_effects``)."""
     ctx = ToolContext(
         session_id=host.session_id,
         call_id=call["id"],
-        idempotency_key=key,
+        idempotency_key=f"{host.session_id}:{host.turn_id}:{call['id']}",
         turn_id=host.turn_id or "",
     )
-    before = dict(snap.state)
-
-    async def execute() -> dict[str, Any]:
-        values = dict(before)
-        token = bind_state(values)
-        began = time.monotonic()
-        try:
-            result = await tool.execute(
-                call["arguments"], ctx, wait=QUICK_WAIT if host.solo() else 0.0, checked=checked
-            )
-        finally:
-            unbind_state(token)
-        changed = values if values != before else None
-        return {
-            "content": result.content,
-            "isError": result.is_error,
-            "state": changed,
-            "progress": ctx.progress_messages,
-            # Journaled with the result, so a replay reports the duration of the real run.
-            "durationMs": round((time.monotonic() - began) * 1000),
-            **({"extra": result.extra} if result.extra else {}),
-        }
-
-    outcome: dict[str, Any] = await host.action(f"tool:{call['id']}", execute)
+    execute = tool_function(host, tool, call, ctx, checked)
+    name = action_name(call["id"], attempt)
+    outcome: dict[str, Any] = await host.action(name, execute, tracked=is_tracked(tool))
+    if outcome.get("unknown"):
+        outcome_request(host, index, call, attempt)
+        return
     if outcome.get("state") is not None:
-        snap.state = outcome["state"]
+        host.snap.state = outcome["state"]
     record_result(
         host,
         index,
@@ -202,12 +203,33 @@ async def admit_resolved(host: StepHost, index: int) -> str | None:
             record_result(host, index, call, str(resolution.get("answer", "")), False)
         elif request["kind"] == "cancelled":
             record_result(host, index, call, CANCELLED_CALL, True, "rejected")
+        elif request["kind"] == OUTCOME:
+            await settle_outcome(host, index, call, request)
         elif resolution.get("approved"):
-            tool = host.find_tool(call["name"])
-            if tool is None:
-                record_result(host, index, call, f"Tool {call['name']!r} no longer exists", True)
-            else:
-                await run_tool(host, index, call, tool)
+            await run_again(host, index, call)
         else:
             record_result(host, index, call, "The user denied this call.", True, "rejected")
     return None
+
+
+async def run_again(host: StepHost, index: int, call: dict[str, Any], attempt: int = 1) -> None:
+    """Run an answered call (approved, or asked to run again) with the tool as it is now."""
+    tool = host.find_tool(call["name"])
+    if tool is None:
+        record_result(host, index, call, f"Tool {call['name']!r} no longer exists", True)
+    else:
+        await run_tool(host, index, call, tool, attempt=attempt)
+
+
+async def settle_outcome(
+    host: StepHost, index: int, call: dict[str, Any], request: PendingRequest
+) -> None:
+    """Act on the answer to an interrupted call's ``outcome`` request (see ``_effects``)."""
+    resolution = request["resolution"]
+    answer = resolution.get("outcome")
+    if answer == RESULT:
+        record_result(host, index, call, str(resolution.get("result", "")), False)
+    elif answer == RERUN:
+        await run_again(host, index, call, request.get("attempt", 1) + 1)
+    else:
+        record_result(host, index, call, TREATED_AS_FAILED, True)

@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import pytest
-from worlds import WorldOpener
 
+from tests.worlds import WorldOpener
 from world import Engine, RetryPolicy, WorkflowContext, current_step
 
 
@@ -22,16 +22,14 @@ class Probe:
     """A step function that records what it saw, journals progress, then may hang."""
 
     def __init__(self) -> None:
-        self.seen: list[tuple[bool, int, bool, Any, float]] = []
+        self.seen: list[tuple[bool, int, bool, Any, float | None]] = []
         self.hang = True
         self.started = asyncio.Event()
 
     async def __call__(self, value: str) -> str:
         step = current_step()
         assert step is not None
-        self.seen.append(
-            (step.interrupted, step.attempt, step.recorded, step.progress, step.began)
-        )
+        self.seen.append((step.interrupted, step.attempt, step.recorded, step.progress, step.began))
         if not step.recorded:
             step.record({"sent": value})
         self.started.set()
@@ -68,7 +66,9 @@ def test_a_tracked_step_knows_it_was_interrupted_and_keeps_its_progress(
         first, second = probe.seen
         assert first[:4] == (False, 1, False, None)
         assert second[:4] == (True, 2, True, {"sent": "x"})
-        assert second[4] == first[4] <= time.time()  # when the first run began
+        assert (
+            first[4] is not None and second[4] == first[4] <= time.time()
+        )  # the first run's start
         kinds = [r["t"] for r in again.history(rid)]
         assert kinds.count("began") == 2 and kinds.count("prog") == 1
         # A completed step replays from its records: the function does not run again.
