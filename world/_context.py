@@ -83,13 +83,13 @@ class StepRun:
     of it (`progress`).
     """
 
-    def __init__(
-        self, ctx: WorkflowContext, name: str, attempt: int, began: float, interrupted: bool,
-        progress: Any, recorded: bool,
-    ) -> None:  # fmt: skip
-        self._ctx, self.name, self.attempt = ctx, name, attempt
-        self.began, self.interrupted = began, interrupted
-        self.progress, self.recorded = progress, recorded
+    def __init__(self, ctx: WorkflowContext, name: str) -> None:
+        self._ctx, self.name = ctx, name
+        self.attempt = 0  # the run of the function now: 1 for the first
+        self.began: float | None = None  # set before the function runs
+        self.interrupted = False
+        self.progress: Any = None
+        self.recorded = False
 
     def record(self, value: Any) -> None:
         """Journal `value` as this step's progress, durably before returning; a later run of
@@ -307,35 +307,18 @@ class WorkflowContext:
         (`current_step().interrupted`). `fn` may journal progress (`StepRun.record`).
         """
         await self._settle_hooks()  # a hook created before it is claimed before `fn` runs
-        actual = f"step {name!r}"
-        attempts = 0
-        began: float | None = None
-        interrupted = recorded = False
-        progress: Any = None
-        kinds = {"step", "attempt", "began", "prog"}
-        while (rec := self._peek(kinds, actual)) is not None:
-            if rec.get("name") != name:
-                raise DivergenceError(self._run.id, self._pos, _describe(rec), actual)
-            self._advance(rec)
-            kind = rec["t"]
-            if kind == "step":
-                return self._outcome(rec)  # type: ignore[no-any-return]
-            if kind == "began":
-                began = rec["at"] if began is None else began
-                attempts = rec.get("n", attempts + 1)
-                interrupted = True  # until an `attempt` says how that run ended
-            elif kind == "prog":
-                progress, recorded, interrupted = rec.get("v"), True, True
-            else:
-                attempts, interrupted = rec.get("n", attempts + 1), False
+        run = StepRun(self, name)
+        done = self._replay_step(run)
+        if done is not None:
+            return self._outcome(done)  # type: ignore[no-any-return]
         policy = retry or DEFAULT_RETRY
         world = self._engine.world
         while True:
-            attempts += 1
+            run.attempt += 1
             mark = world.stream_mark()
             if tracked:
-                rec = await self._record({"t": "began", "name": name, "n": attempts})
-                began = rec["at"] if began is None else began
+                rec = await self._record({"t": "began", "name": name, "n": run.attempt})
+                run.began = rec["at"] if run.began is None else run.began
             # Its effects come after every record before them is durable, and whoever sees
             # them can read what was appended before. A function no one observes may begin
             # first (a local world's fsync then overlaps it, or is shared with its record).
@@ -348,43 +331,56 @@ class WorkflowContext:
             except BaseException:
                 self._busy = ""
                 raise
-            run = StepRun(
-                self, name, attempts, time.time() if began is None else began, interrupted,
-                progress, recorded,
-            )  # fmt: skip
+            if run.began is None:
+                run.began = time.time()
             token = _current_step.set(run)
             try:
                 value = fn(*args, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
             except STORAGE_ERRORS:
-                self._busy = ""
                 raise  # the store's failure, not the step's: the drive stops, resumed later
             except Exception as exc:
-                self._busy = ""
-                progress, recorded, interrupted = run.progress, run.recorded, False
+                self._busy, run.interrupted = "", False
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 fatal = isinstance(exc, FatalError)
                 own = _own(world, mark)  # what the step appended
-                if fatal or attempts >= max(policy.max_attempts, 1):
-                    done = {"t": "step", "name": name, "err": error, "n": attempts, "fatal": fatal}
-                    return self._outcome(await self._record(done, order=own))  # type: ignore[no-any-return]
-                await self._record(
-                    {"t": "attempt", "name": name, "n": attempts, "err": error}, order=own
-                )
+                if fatal or run.attempt >= max(policy.max_attempts, 1):
+                    end = {"t": "step", "name": name, "err": error, "n": run.attempt}
+                    return self._outcome(await self._record({**end, "fatal": fatal}, order=own))  # type: ignore[no-any-return]
+                attempt = {"t": "attempt", "name": name, "n": run.attempt, "err": error}
+                await self._record(attempt, order=own)
                 self._busy = name
-                await asyncio.sleep(policy.delay(attempts))
-                self._busy = ""
+                await asyncio.sleep(policy.delay(run.attempt))
                 continue
-            except BaseException:
-                self._busy = ""
-                raise
             finally:
+                self._busy = ""
                 _current_step.reset(token)
-            self._busy = ""
-            rec = {"t": "step", "name": name, "ok": value, "n": attempts}
+            rec = {"t": "step", "name": name, "ok": value, "n": run.attempt}
             stored = await self._record(rec, label=f"step {name!r}", order=_own(world, mark))
             return stored["ok"]  # type: ignore[no-any-return]
+
+    def _replay_step(self, run: StepRun) -> dict[str, Any] | None:
+        """Pass the step's records in the journal: its result record if it finished, else
+        None with what the earlier runs left (attempts, when the first began, progress)
+        folded into `run`."""
+        actual = f"step {run.name!r}"
+        while (rec := self._peek({"step", "attempt", "began", "prog"}, actual)) is not None:
+            if rec.get("name") != run.name:
+                raise DivergenceError(self._run.id, self._pos, _describe(rec), actual)
+            self._advance(rec)
+            kind = rec["t"]
+            if kind == "step":
+                return rec
+            if kind == "began":
+                run.began = rec["at"] if run.began is None else run.began
+                run.attempt = rec.get("n", run.attempt + 1)
+                run.interrupted = True  # until an `attempt` says how that run ended
+            elif kind == "prog":
+                run.progress, run.recorded, run.interrupted = rec.get("v"), True, True
+            else:
+                run.attempt, run.interrupted = rec.get("n", run.attempt + 1), False
+        return None
 
     def _outcome(self, rec: dict[str, Any]) -> Any:
         if "err" in rec:
