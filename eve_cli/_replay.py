@@ -122,9 +122,12 @@ class RecordedTool(Tool):
         *,
         wait: float = 0.0,
         checked: dict[str, Any] | None = None,
+        remaining: float | None = None,
     ) -> ToolResult:
         if self.live or self.recorded is None:
-            return await super().execute(arguments, ctx, wait=wait, checked=checked)
+            return await super().execute(
+                arguments, ctx, wait=wait, checked=checked, remaining=remaining
+            )
         try:
             if checked is None:
                 self.validate(arguments)
