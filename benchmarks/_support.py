@@ -24,6 +24,12 @@ def noop() -> str:
     return "ok"
 
 
+@tool(effects="unsafe")
+def noop_unsafe() -> str:
+    """Do nothing, never twice (its runs are journaled as they begin)."""
+    return "ok"
+
+
 @tool(approval=always())
 def deploy(target: str) -> str:
     """Deploy (asks the user first)."""

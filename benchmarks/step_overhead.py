@@ -18,6 +18,9 @@ to a fresh file in as many writes as the turn had durable actions, each write fo
 * ``step_overhead.fsyncs``: fsync/fdatasync calls per step (``baseline``: durable actions per
   step, the floor's count).
 * ``step_overhead.bytes``: bytes written to the data directory per step.
+* ``step_overhead.unsafe``: the same steps calling a tool declared ``effects="unsafe"`` (each
+  run of it journaled durably as it begins: SPEC §16), in its own session, turns alternated
+  with the others (``baseline``: the plain tool's step; ``fsyncs`` per step).
 """
 
 from __future__ import annotations
@@ -38,11 +41,11 @@ ACTIONS_PER_STEP = 2  # the model call and the tool call
 WAIT = 1e-6  # the waiting model's pause per call: one timer, as a network model's first read
 
 
-def _script(turns: int, steps: int, delay: float = 0.0) -> list[dict[str, Any]]:
+def _script(turns: int, steps: int, delay: float = 0.0, tool: str = "noop") -> list[dict[str, Any]]:
     extra = {"delay": delay} if delay else {}
     entries: list[dict[str, Any]] = []
     for _ in range(turns):
-        entries += [{"text": "", "tool_calls": [call("noop")], **extra} for _ in range(steps - 1)]
+        entries += [{"text": "", "tool_calls": [call(tool)], **extra} for _ in range(steps - 1)]
         entries.append({"text": "done", "tool_calls": [], **extra})
     return entries
 
@@ -66,9 +69,12 @@ def measure(root: Path, steps: int) -> Iterator[dict[str, Any]]:
     data = root / "data"
     # The same steps twice, turns alternated: the scripted model as it is (it answers at
     # once), and one that waits once a call, as every network model does.
+    kinds = (("instant", 0.0, "noop"), ("waiting", WAIT, "noop"), ("unsafe", 0.0, "noop_unsafe"))
     runtimes = {
-        kind: Runtime(data_dir=data, agent_dir=write_agent(root / kind, _script(rounds, chunk, d)))
-        for kind, d in (("instant", 0.0), ("waiting", WAIT))
+        kind: Runtime(
+            data_dir=data, agent_dir=write_agent(root / kind, _script(rounds, chunk, d, t))
+        )
+        for kind, d, t in kinds
     }
     series = {kind: _Series() for kind in runtimes}
     counter = FsyncCounter()
@@ -107,7 +113,7 @@ def measure(root: Path, steps: int) -> Iterator[dict[str, Any]]:
     finally:
         for rt in runtimes.values():
             rt.close()
-    instant, waiting = series["instant"], series["waiting"]
+    instant, waiting, unsafe = series["instant"], series["waiting"], series["unsafe"]
     value, baseline = median(instant.per_step), median(instant.floor)
     yield measurement("step_overhead.step", value, "s/step", baseline=baseline, steps=steps)
     yield measurement("step_overhead.reserved", value, "s/step", baseline=median(instant.reserved))
@@ -118,6 +124,10 @@ def measure(root: Path, steps: int) -> Iterator[dict[str, Any]]:
     yield measurement(
         "step_overhead.waiting", median(waiting.per_step), "s/step",
         baseline=median(waiting.floor), fsyncs=median(waiting.fsyncs), steps=steps,
+    )  # fmt: skip
+    yield measurement(
+        "step_overhead.unsafe", median(unsafe.per_step), "s/step", baseline=value,
+        fsyncs=median(unsafe.fsyncs), steps=steps,
     )  # fmt: skip
 
 

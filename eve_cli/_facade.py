@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
 
 if TYPE_CHECKING:
+    from eve_cli._schedules import Schedule
     from eve_cli.channel.client import RemoteRuntime
     from eve_cli.execution._fork import Lineage
     from eve_cli.execution._view import SessionView
@@ -128,6 +129,26 @@ class ServingFacade(Facade, Protocol):
 
     def timers(self, sid: str | None = None) -> dict[str, float]:
         """When each session parked on a timer is due (every session's, or ``sid``'s)."""
+        ...
+
+    def schedules(self) -> tuple[list[Schedule], list[str]]:
+        """The agent's schedules and a ``file:line: what`` line per broken file."""
+        ...
+
+    def schedule_ticks(self) -> dict[str, float]:
+        """The latest tick each schedule started a session for."""
+        ...
+
+    def schedule_rows(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """What `eve schedules` and ``GET /eve/v1/schedules`` list."""
+        ...
+
+    async def run_schedule(self, schedule: Schedule, tick: float) -> tuple[str, bool]:
+        """The session of a schedule's tick, started unless it exists; whether this did."""
+        ...
+
+    async def run_schedule_now(self, name: str) -> str:
+        """Start a session of schedule ``name`` now (by hand); `LookupError` if none."""
         ...
 
 

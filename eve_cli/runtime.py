@@ -17,6 +17,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast, overload
 
@@ -28,6 +29,7 @@ from eve_cli._loader import (
     check_model_string,
     resolve_agent_dir,
 )
+from eve_cli._schedules import Schedule, load_schedules
 from eve_cli._session import Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution import SESSION_WORKFLOW, Executor, _receipts
 from eve_cli.execution._driver import started_event
@@ -41,6 +43,7 @@ from eve_cli.harness._input import compact_message, expand_delivery
 from world import (
     Engine,
     NoActiveRunError,
+    RunExistsError,
     RunNotFoundError,
     World,
     WorldError,
@@ -192,9 +195,29 @@ class Runtime:
 
     # -- sessions -------------------------------------------------------------------------
     async def create_session(
-        self, mode: str | None = None, model: str | None = None, operation_id: str | None = None
+        self,
+        mode: str | None = None,
+        model: str | None = None,
+        operation_id: str | None = None,
+        *,
+        task: str | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> str:
-        """Create a session durably (it runs when driven); idempotent by ``operation_id``."""
+        """Create a session durably (it runs when driven); idempotent by ``operation_id``.
+        ``task``: its first message, part of its creation (delivered once, whoever creates
+        it); ``meta``: more constants kept with it (``engine.info(sid).meta``)."""
+        sid, _ = await self._create_session(mode, model, operation_id, task, meta)
+        return sid
+
+    async def _create_session(
+        self,
+        mode: str | None,
+        model: str | None,
+        operation_id: str | None,
+        task: str | None,
+        extra: dict[str, Any] | None,
+    ) -> tuple[str, bool]:
+        """The session's id, and whether this call created it."""
         if model is not None and (problem := check_model_string(model)):
             raise ValueError(problem)
         mode = mode or self.agent.config.mode
@@ -204,7 +227,7 @@ class Runtime:
             sid = self._operation_sid(operation_id)
             if await self.call(self._exists, sid):
                 await self.call(self._finish_create, sid)
-                return sid
+                return sid, False
         else:
             sid = f"s_{secrets.token_hex(12)}"
         token = secrets.token_hex(16)  # 128 random bits: the session's continuation token
@@ -215,6 +238,7 @@ class Runtime:
             model=model or self.model,
             mode=mode,
             created_at=time.time(),
+            task=task,
         )
         # The session's constants, kept once: every snapshot the driver journals leaves them
         # out (session_base).
@@ -226,15 +250,20 @@ class Runtime:
             "mode": mode,
             "agent": self.agent.name,
             "created": snap.created_at,
+            **(extra or {}),
         }
         data = snap.to_data(session_base(meta))
         # What this process kept of an earlier session of this id (removed by `eve gc`, made
         # again from the same operationId) must not stand for the new one.
         self._metas.pop(sid, None)
         self.executor.forget(sid)
-        await self.engine.start(SESSION_WORKFLOW, data, run_id=sid, meta=meta)
+        try:
+            await self.engine.start(SESSION_WORKFLOW, data, run_id=sid, meta=meta)
+        except RunExistsError:  # another process created it from the same operation id first
+            await self.call(self._finish_create, sid)
+            return sid, False
         await self.call(self._announce, snap, token)
-        return sid
+        return sid, True
 
     def _announce(self, snap: Snapshot, token: str) -> None:
         """A new session's `session.started` event and its hook claim."""
@@ -576,6 +605,94 @@ class Runtime:
         await self.call(self._meta, sid)
         return await self.engine.wait(sid, timeout)
 
+    # -- schedules (SPEC §16) -----------------------------------------------------------------
+    def schedules(self) -> tuple[list[Schedule], list[str]]:
+        """The agent folder's schedules, and a ``file:line: what`` line per broken file."""
+        return load_schedules(self.agent.directory)
+
+    def _schedule_marks(self) -> list[tuple[dict[str, Any], str]]:
+        """``(meta["schedule"], session id)`` of every session a schedule of this agent
+        started (from the heads: one call)."""
+        found = []
+        for family in self.world.heads(inbox=False):
+            entry = (family.head or {}).get("runs", {}).get(family.root) or {}
+            mark = (entry.get("meta") or {}).get("schedule")
+            if isinstance(mark, dict) and mark.get("agent") == self.agent.name:
+                found.append((mark, family.root))
+        return found
+
+    def schedule_sessions(self) -> dict[str, list[tuple[float, str]]]:
+        """The sessions each schedule of this agent started, by schedule name: ``(tick,
+        session id)``, oldest first (a session run by hand counts with the time it was
+        asked for)."""
+        found: dict[str, list[tuple[float, str]]] = {}
+        for mark, sid in self._schedule_marks():
+            found.setdefault(str(mark.get("name")), []).append((float(mark.get("tick") or 0), sid))
+        return {name: sorted(runs) for name, runs in found.items()}
+
+    def schedule_ticks(self) -> dict[str, float]:
+        """The latest tick each schedule of this agent started a session for (runs asked for
+        by hand not counted)."""
+        latest: dict[str, float] = {}
+        for mark, _ in self._schedule_marks():
+            if not mark.get("manual"):
+                name, tick = str(mark.get("name")), float(mark.get("tick") or 0.0)
+                latest[name] = max(tick, latest.get(name, tick))
+        return latest
+
+    async def run_schedule(self, schedule: Schedule, tick: float) -> tuple[str, bool]:
+        """The session of ``schedule``'s ``tick``, started unless it exists; and whether this
+        call started it. Its id derives from the agent, the schedule and the tick, and its
+        first message is part of its creation: one session per tick, however many processes
+        (restarts, workers) try."""
+        operation = f"schedule:{self.agent.name}:{schedule.name}:{tick:.3f}"
+        mark = {"agent": self.agent.name, "name": schedule.name, "tick": tick}
+        return await self._create_session(
+            schedule.mode, None, operation, schedule.message, {"schedule": mark}
+        )
+
+    async def run_schedule_now(self, name: str) -> str:
+        """Start a session of schedule ``name`` now (by hand: not a tick); its id.
+        `LookupError` when the agent has no such schedule."""
+        found = {s.name: s for s in self.schedules()[0]}
+        if name not in found:
+            known = ", ".join(sorted(found)) or "none"
+            raise LookupError(f"no schedule {name!r} in {self.agent.directory} (known: {known})")
+        schedule, now = found[name], time.time()
+        mark = {"agent": self.agent.name, "name": name, "tick": now, "manual": True}
+        sid, _ = await self._create_session(
+            schedule.mode, None, None, schedule.message, {"schedule": mark}
+        )
+        return sid
+
+    def schedule_rows(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """What `eve schedules` and `GET /eve/v1/schedules` list: per schedule its file's
+        settings, next tick, last run, how many sessions it made and the latest 10 of them;
+        and the broken files."""
+        schedules, problems = self.schedules()
+        made = self.schedule_sessions() if schedules else {}
+        now, rows = time.time(), []
+        for schedule in schedules:
+            runs = made.get(schedule.name, [])
+            upcoming = schedule.next_after(now)
+            rows.append(
+                {
+                    "name": schedule.name,
+                    "when": schedule.when,
+                    "timezone": schedule.timezone,
+                    "mode": schedule.mode,
+                    "missed": schedule.missed,
+                    "next": _iso(upcoming) if upcoming is not None else None,
+                    "last": _iso(runs[-1][0]) if runs else None,
+                    "lastSession": runs[-1][1] if runs else None,
+                    "sessions": len(runs),
+                    # The latest ones it made (all of them: `sessions`).
+                    "made": [{"tick": _iso(t), "sessionId": sid} for t, sid in runs[-10:]],
+                    "file": str(schedule.path),
+                }
+            )
+        return rows, problems
+
     def timers(self, sid: str | None = None) -> dict[str, float]:
         """When each session parked on a timer (a sleeping turn) is due, by session id
         (seconds since the epoch): every session's (one read of the heads), or ``sid``'s."""
@@ -746,3 +863,7 @@ class Runtime:
 def _live_status(view: SessionView) -> str:
     """A view's status as a delivery sees it: a sleeping turn takes messages as a running one."""
     return "running" if view.get("parkedOn") == "sleep" else str(view["status"])
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")

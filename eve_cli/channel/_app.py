@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from eve_cli._facade import ServingFacade, TurnPolicy
+from eve_cli._schedules import NAME as SCHEDULE_NAME
 from eve_cli._version import __version__
 from eve_cli.channel._auth import BearerAuth, is_session_id, parent_of
 from eve_cli.channel._bodies import (
@@ -36,6 +37,7 @@ from eve_cli.channel._errors import (
 )
 from eve_cli.channel._guard import Peers, RequestGuard
 from eve_cli.channel._reload import DevState
+from eve_cli.channel._schedules import Scheduler
 from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
 from eve_cli.channel._timers import Timers
@@ -128,7 +130,11 @@ class Channel:
         loop = asyncio.get_running_loop()
         timers = Timers(self.runtime, self.supervisor.kick, self.settings.log)
         self.supervisor.on_driven = timers.driven
-        background = [loop.create_task(timers.run(), name="server-timers")]
+        scheduler = Scheduler(self.runtime, self.supervisor.kick, self.settings.log)
+        background = [
+            loop.create_task(timers.run(), name="server-timers"),
+            loop.create_task(scheduler.run(), name="server-schedules"),
+        ]
         if self.settings.sweep > 0:
             background.append(loop.create_task(self.supervisor.sweep(self.settings.sweep)))
         try:
@@ -149,6 +155,8 @@ class Channel:
             Route(PREFIX + "/info", self.info, methods=["GET"]),
             Route(PREFIX + "/session", self.create, methods=["POST"]),
             Route(PREFIX + "/sessions", self.list_sessions, methods=["GET"]),
+            Route(PREFIX + "/schedules", self.list_schedules, methods=["GET"]),
+            Route(PREFIX + "/schedules/{name}", self.run_schedule, methods=["POST"]),
             Route(s, self.get_session, methods=["GET"]),
             Route(s, self.deliver, methods=["POST"]),
             Route(s + "/stream", self.stream, methods=["GET"]),
@@ -205,6 +213,24 @@ class Channel:
 
     async def list_sessions(self, request: Request) -> Response:
         return JSONResponse({"sessions": await self._call_sync(self.runtime.sessions)})
+
+    async def list_schedules(self, request: Request) -> Response:
+        rows, problems = await self._call_sync(self.runtime.schedule_rows)
+        return JSONResponse({"schedules": rows, "problems": problems})
+
+    async def run_schedule(self, request: Request) -> Response:
+        """Start a session of a schedule now (by hand, not a tick): 202 ``{sessionId}``."""
+        name = request.path_params["name"]
+        if not SCHEDULE_NAME.fullmatch(name):
+            raise ChannelError(400, f"schedule name {name!r}: letters, digits, '-' and '_'")
+        try:
+            sid = await self.runtime.run_schedule_now(name)
+        except LookupError as exc:
+            raise ChannelError(404, str(exc)) from None
+        except Exception as exc:
+            raise self._answer(exc, None) from None
+        self.supervisor.kick(sid)
+        return JSONResponse({"sessionId": sid}, 202)
 
     async def get_session(self, request: Request) -> Response:
         sid = self._session_id(request)

@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "fork": "fork",
     "replay": "replay",
     "export": "export",
+    "schedules": "schedules",
 }
 
 

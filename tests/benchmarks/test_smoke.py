@@ -26,6 +26,7 @@ EXPECTED = {
         "step_overhead.waiting",
         "step_overhead.fsyncs",
         "step_overhead.bytes",
+        "step_overhead.unsafe",
     },
     "storage_growth": {
         "storage_growth.bytes",

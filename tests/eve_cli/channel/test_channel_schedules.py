@@ -1,0 +1,123 @@
+"""Schedules under `eve start` (real processes): a tick every second starts one session each,
+across a SIGKILL right at a tick and a restart, and across two workers on one PostgreSQL
+world; `GET /eve/v1/schedules` lists them and `POST /eve/v1/schedules/{name}` runs one now."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from eve_cli.runtime import Runtime
+from tests.eve_cli.channel.channel_support import WAIT, EveProcess, eventually
+from tests.eve_cli.rt_support import reply, write_agent
+from tests.pg_support import fresh_schema
+
+API = "/eve/v1"
+JSON = {"content-type": "application/json"}
+
+
+def ticking(tmp_path: Path) -> Path:
+    agent = write_agent(tmp_path / "agent", script=[reply("ticked")])
+    (agent / "schedules").mkdir()
+    (agent / "schedules" / "beat.md").write_text("---\nevery: 1s\n---\nBeat.\n")
+    return agent
+
+
+def start(eve_process: Callable[..., EveProcess], agent: Path, world: str) -> EveProcess:
+    return eve_process("start", "--port", "0", "--agent", str(agent), "--world", world)
+
+
+def made(agent: Path, world: str) -> list[tuple[float, str]]:
+    rt = Runtime(data_dir=world, agent_dir=agent)
+    try:
+        return rt.schedule_sessions().get("beat", [])
+    finally:
+        rt.close()
+
+
+def settled(agent: Path, world: str, runs: list[tuple[float, str]]) -> bool:
+    rt = Runtime(data_dir=world, agent_dir=agent)
+    try:
+        return all(rt.session(sid)["status"] == "completed" for _, sid in runs)
+    finally:
+        rt.close()
+
+
+def test_a_kill_at_a_tick_and_a_restart_start_each_tick_once(
+    tmp_path: Path, eve_process: Callable[..., EveProcess], world_spec: str
+) -> None:
+    agent = ticking(tmp_path)
+    first = start(eve_process, agent, world_spec)
+    first.stderr_until(r"schedule beat: tick \S+ started session")
+    first.signal(signal.SIGKILL)  # at the tick: its session made, maybe not yet driven
+    first.wait()
+    before = made(agent, world_spec)
+    second = start(eve_process, agent, world_spec)
+    assert eventually(lambda: len(made(agent, world_spec)) >= len(before) + 2)
+    second.signal(signal.SIGTERM)
+    second.wait()
+    runs = made(agent, world_spec)
+    counts = Counter(tick for tick, _ in runs)
+    assert max(counts.values()) == 1, counts  # never two sessions for one tick
+    assert all(tick == int(tick) for tick in counts)  # whole seconds: the schedule's ticks
+    assert {tick for tick, _ in before} <= set(counts)
+    assert settled(agent, world_spec, runs)  # the one made at the kill ran too, once
+
+
+@pytest.fixture
+def world_url() -> Iterator[str]:
+    with fresh_schema() as url:
+        yield url
+
+
+def test_two_workers_start_each_tick_once(
+    tmp_path: Path, eve_process: Callable[..., EveProcess], world_url: str
+) -> None:
+    agent = ticking(tmp_path)
+    workers = [start(eve_process, agent, world_url) for _ in range(2)]
+    began = max(t for t, _ in made(agent, world_url)) if made(agent, world_url) else time.time()
+    assert eventually(lambda: len([t for t, _ in made(agent, world_url) if t > began]) >= 3)
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+        worker.wait()
+    ticks = sorted(t for t, _ in made(agent, world_url) if t > began)
+    assert len(ticks) == len(set(ticks))  # one session per tick
+    assert ticks == [ticks[0] + i for i in range(len(ticks))]  # and no tick left out
+    assert settled(agent, world_url, made(agent, world_url))
+
+
+def test_schedules_are_listed_and_run_now_over_http(
+    tmp_path: Path, eve_process: Callable[..., EveProcess]
+) -> None:
+    agent = write_agent(tmp_path / "agent", script=[reply("done")])
+    (agent / "schedules").mkdir()
+    (agent / "schedules" / "daily.md").write_text("---\ncron: 0 9 * * *\n---\nReport.\n")
+    (agent / "schedules" / "broken.md").write_text("---\nevery: often\n---\nx\n")
+    server = start(eve_process, agent, str(tmp_path / "data"))
+    server.stderr_until(r"schedule not loaded: .*broken\.md:2: every 'often'")
+    listing = httpx.get(f"{server.url}{API}/schedules", timeout=WAIT).json()
+    [row] = listing["schedules"]
+    assert (row["name"], row["when"], row["sessions"]) == ("daily", "cron 0 9 * * *", 0)
+    assert row["next"].endswith("T09:00:00+00:00")
+    [problem] = listing["problems"]
+    assert "broken.md:2:" in problem
+    ran = httpx.post(f"{server.url}{API}/schedules/daily", headers=JSON, timeout=WAIT)
+    assert ran.status_code == 202, ran.text
+    sid = ran.json()["sessionId"]
+
+    def view() -> dict[str, Any]:
+        return dict(httpx.get(f"{server.url}{API}/session/{sid}", timeout=WAIT).json())
+
+    assert eventually(lambda: view()["status"] == "completed")
+    assert view()["turns"][0]["input"] == "Report."
+    unknown = httpx.post(f"{server.url}{API}/schedules/nope", headers=JSON, timeout=WAIT)
+    assert unknown.status_code == 404
+    again = httpx.get(f"{server.url}{API}/schedules", timeout=WAIT).json()["schedules"][0]
+    assert again["sessions"] == 1 and again["lastSession"] == sid

@@ -1,0 +1,113 @@
+"""Schedules start sessions (SPEC §16), on every World: one session per tick however many
+schedulers race for it, a restart at the tick runs it once, missed ticks are skipped or caught
+up once as the schedule says (a fake clock stands for the hours between). Real processes and
+SIGKILL: tests/eve_cli/channel/test_channel_schedules.py."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from eve_cli.channel._schedules import Scheduler
+from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import reply, write_agent
+from world import World
+
+HOUR = 3600.0
+T = 1_800_000_000.0  # a whole hour (UTC)
+
+
+def agent_with(root: Path, **schedules: str) -> Path:
+    agent = write_agent(root, script=[reply("ticked")])
+    (agent / "schedules").mkdir()
+    for name, front in schedules.items():
+        (agent / "schedules" / f"{name}.md").write_text(f"---\n{front}\n---\nDo the {name}.\n")
+    return agent
+
+
+def scheduler(rt: Runtime, now: float) -> tuple[Scheduler, list[str]]:
+    kicked: list[str] = []
+    return Scheduler(rt, kicked.append, lambda line: None, clock=lambda: now), kicked
+
+
+def ticks(rt: Runtime, name: str) -> list[float]:
+    return [tick for tick, _ in rt.schedule_sessions().get(name, [])]
+
+
+def test_each_tick_starts_one_session_however_many_race_for_it(
+    tmp_path: Path, world: World
+) -> None:
+    agent = agent_with(tmp_path / "agent", hourly="every: 1h")
+    runtimes = [Runtime(agent_dir=agent, world=world) for _ in range(2)]  # two processes
+    [schedule], _ = runtimes[0].schedules()
+
+    async def main() -> None:
+        tries = [rt.run_schedule(schedule, T) for rt in runtimes for _ in range(3)]
+        made = await asyncio.gather(*tries)
+        assert len({sid for sid, _ in made}) == 1
+        assert [created for _, created in made].count(True) == 1
+        view = await runtimes[1].drive(made[0][0])
+        assert view["status"] == "completed"
+        assert [t["input"] for t in view["turns"]] == ["Do the hourly."]  # delivered once
+
+    asyncio.run(main())
+    assert ticks(runtimes[0], "hourly") == [T]
+
+
+def test_a_restart_at_the_tick_runs_it_once_and_late_ticks_are_skipped(
+    tmp_path: Path, world: World
+) -> None:
+    agent = agent_with(tmp_path / "agent", hourly="every: 1h")
+
+    async def look(now: float) -> list[str]:
+        runner, kicked = scheduler(Runtime(agent_dir=agent, world=world), now)
+        await runner.look()
+        return kicked
+
+    async def main() -> None:
+        first = await look(T + 10)  # started 10 s after the tick: it runs
+        assert len(first) == 1
+        assert await look(T + 20) == []  # a restart at the tick: it ran already
+        rt = Runtime(agent_dir=agent, world=world)
+        assert ticks(rt, "hourly") == [T]
+        assert len(await look(T + 2 * HOUR + 300)) == 0  # 5 min late: missed, skipped
+        runner, kicked = scheduler(rt, T + 2 * HOUR + 300)
+        await runner.look()
+        runner._clock = lambda: T + 3 * HOUR + 1  # the next tick comes
+        await runner.look()
+        assert len(kicked) == 1
+        assert ticks(rt, "hourly") == [T, T + 3 * HOUR]
+
+    asyncio.run(main())
+
+
+def test_missed_once_catches_up_once_but_a_new_schedule_missed_nothing(
+    tmp_path: Path, world: World
+) -> None:
+    agent = agent_with(tmp_path / "agent", hourly="every: 1h\nmissed: once")
+    rt = Runtime(agent_dir=agent, world=world)
+
+    async def look(now: float) -> None:
+        await scheduler(Runtime(agent_dir=agent, world=world), now)[0].look()
+
+    async def main() -> None:
+        await look(T + 300)  # never ran before: nothing was missed
+        assert ticks(rt, "hourly") == []
+        await look(T + HOUR + 5)
+        await look(T + 5 * HOUR + 300)  # four ticks missed: the latest runs, once
+        await look(T + 5 * HOUR + 400)
+        assert ticks(rt, "hourly") == [T + HOUR, T + 5 * HOUR]
+
+    asyncio.run(main())
+
+
+def test_a_broken_schedule_is_reported_and_the_others_run(tmp_path: Path, world: World) -> None:
+    agent = agent_with(tmp_path / "agent", good="every: 1h", bad="every: soon")
+    logged: list[str] = []
+    rt = Runtime(agent_dir=agent, world=world)
+    runner = Scheduler(rt, lambda sid: None, logged.append, clock=lambda: T + 1)
+    asyncio.run(runner.look())
+    asyncio.run(runner.look())
+    assert ticks(rt, "good") == [T]
+    [line] = [x for x in logged if "not loaded" in x]  # once, not at every look
+    assert f"{agent / 'schedules' / 'bad.md'}:2: every 'soon'" in line
