@@ -33,6 +33,8 @@ _RESPONSE = {
         "approved": {"type": "boolean"},
         "always": {"type": "boolean"},
         "answer": {"type": "string"},
+        "outcome": {"type": "string", "enum": ["rerun", "failed", "result"]},
+        "result": {"type": "string"},
     },
     "required": ["requestId"],
 }
@@ -73,8 +75,9 @@ TOOLS = [
     ),
     _tool(
         "agent_respond",
-        "Answer pending requests: approvals {requestId, approved, always?} and questions "
-        "{requestId, answer}.",
+        "Answer pending requests: approvals {requestId, approved, always?}, questions "
+        "{requestId, answer}, and a call interrupted with its outcome unknown {requestId, "
+        "outcome: rerun | failed | result, result?}.",
         {
             "sessionId": _ID,
             "responses": {"type": "array", "items": _RESPONSE, "minItems": 1},
