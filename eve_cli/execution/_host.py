@@ -446,7 +446,8 @@ class SessionHost:
             self._watch = self.ctx.hook(token)
         while True:
             try:
-                payload = expand_delivery(await self._watch.receive(until=when))
+                received = await self._watch.receive(until=when)
+                payload = with_ids([received], self._watch.taken_ids)[0]
             except TimeoutError:
                 return None
             self.deferred.append(payload)
