@@ -13,7 +13,8 @@ delivery. A turn's poll makes the events emitted before it readable before it re
   once, no model call between) — more of the turn: ``steered``; its end: as below;
 - between turns or waiting: ``started``, unless a message delivered before it (by id) has no
   ``message.received`` event yet (it starts the turn, this one is folded in: ``steered``);
-- a turn parked on a request queues a message (``queued``).
+- a turn parked on a request queues a message (``queued``); a turn asleep (the sleep tool) is
+  woken by a steer message (``steered``).
 
 A message's ``message.received`` event names its delivery id (``deliveryId``): once it is
 there, its disposition is the receipt's.
@@ -54,8 +55,8 @@ def phase(events: list[dict[str, Any]]) -> Phase:
             continue
         if kind in _BETWEEN:
             now = "between"
-        elif kind == "turn.waiting":
-            now = "parked"
+        elif kind == "turn.waiting":  # a sleeping turn is woken by a steer: it is busy
+            now = "busy" if event.get("on") == "sleep" else "parked"
         elif kind == "step.completed":
             now = "ending" if now != "parked" else now
         elif kind in ("input.resolved", "task.settled") or now != "parked":
