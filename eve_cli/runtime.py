@@ -614,11 +614,10 @@ class Runtime:
         """``(meta["schedule"], session id)`` of every session a schedule of this agent
         started (from the heads: one call)."""
         found = []
-        for family in self.world.heads(inbox=False):
-            entry = (family.head or {}).get("runs", {}).get(family.root) or {}
-            mark = (entry.get("meta") or {}).get("schedule")
+        for info in self.engine.runs():
+            mark = info.meta.get("schedule") if info.parent is None else None
             if isinstance(mark, dict) and mark.get("agent") == self.agent.name:
-                found.append((mark, family.root))
+                found.append((mark, info.run_id))
         return found
 
     def schedule_sessions(self) -> dict[str, list[tuple[float, str]]]:
