@@ -320,7 +320,7 @@ class Engine:
     def runs(self) -> list[RunInfo]:
         """Every run of every family, from the heads (no lock taken)."""
         out: list[RunInfo] = []
-        for family in self.world.heads():
+        for family in self.world.heads(inbox=False):  # a run's info needs no inbox mark
             root = family.root
             head = family.head or build_head(load_family(self.world, root))
             out.extend(_info(rid, entry) for rid, entry in head.get("runs", {}).items())
