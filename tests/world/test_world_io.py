@@ -76,8 +76,11 @@ def test_a_network_worlds_calls_never_hold_the_loop() -> None:
     assert asyncio.run(main()) == [6, 6, 6]
     elapsed = time.monotonic() - started
     assert "MainThread" not in world.threads  # every slow call ran off the loop's thread
-    # The loop went on ticking through hundreds of round trips (each one DELAY long).
-    assert len(gaps) > 20 and max(gaps) < DELAY, (max(gaps), elapsed)
+    # The loop went on ticking through hundreds of round trips (each one DELAY long): had the
+    # calls run on it, nearly every tick would have waited a whole call. The 90th percentile,
+    # not the maximum, so that a loaded machine's one late wake-up does not count as a stall.
+    gaps.sort()
+    assert len(gaps) > 20 and gaps[len(gaps) * 9 // 10] < DELAY / 2, (gaps[-5:], elapsed)
 
 
 def test_a_memory_world_is_called_inline() -> None:
