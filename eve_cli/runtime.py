@@ -14,6 +14,7 @@ import functools
 import hashlib
 import re
 import secrets
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast, overload
 
+from eve_cli import _store_migration  # noqa: F401  (registers eve's part of migrations)
 from eve_cli._facade import SessionStatus, TurnPolicy
 from eve_cli._loader import (
     DEFAULT_AGENT_DIR,
@@ -116,7 +118,10 @@ def open_world(data_dir: Path | str, *, create: bool = True, check: bool = True)
         return PostgresWorld(data_dir, create=create)
     from world import LocalWorld
 
-    return LocalWorld(data_dir, create=create, check=check)
+    world = LocalWorld(data_dir, create=create, check=check)
+    if world.migration is not None:  # once in the store's life: said, on stderr, in one line
+        print(f"eve: {world.migration}", file=sys.stderr)
+    return world
 
 
 class Runtime:

@@ -38,6 +38,7 @@ from ._errors import (
     WorldError,
 )
 from ._fork import ForkPlan
+from ._migrate import MigratingRecord, MigrationReport, MigrationStep, register_migration_step
 from ._select import is_database_url, open_world, redact_url
 from ._verify import Finding, repair, verify
 from ._world import (
@@ -89,6 +90,9 @@ __all__ = [
     "LocalWorld",
     "LostItem",
     "MemoryWorld",
+    "MigratingRecord",
+    "MigrationReport",
+    "MigrationStep",
     "NoActiveRunError",
     "Order",
     "OwnershipError",
@@ -116,6 +120,7 @@ __all__ = [
     "is_database_url",
     "open_world",
     "redact_url",
+    "register_migration_step",
     "repair",
     "root_of",
     "stream_family",

@@ -190,7 +190,7 @@ class Family:
             out["c"] = [self.items[i].check for i in rec["ids"]]
         elif kind == "child":
             out["child"] = self._relative(rec["child"])
-            del out["workflow"]  # the child's `start` says it
+            out.pop("workflow", None)  # the child's `start` says it
         elif kind == "park":
             out["waiting"] = self._pack_waiting(rec)
         elif kind == "gen":

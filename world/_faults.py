@@ -13,6 +13,9 @@ inbox records) or journal reads:
     eio_read@N             the Nth journal read fails with EIO
     crash_compact_written@N  SIGKILL when the Nth inbox compaction has its new file fsync'd
     crash_compact_renamed@N  SIGKILL right after the Nth compaction renamed it into place
+    crash_migrate_staged@N     SIGKILL when a store migration has staged its Nth family
+    crash_migrate_committed    SIGKILL right after a store migration's commit point
+    crash_migrate_moved@N      SIGKILL when a migration moved its Nth family's files in place
 
 Example: `EVE_FAULTS=crash_mid_write@3,eio_read@2`.
 """
@@ -27,6 +30,9 @@ WRITE_FAULTS = frozenset(
 )
 READ_FAULTS = frozenset({"eio_read"})
 COMPACT_FAULTS = frozenset({"crash_compact_written", "crash_compact_renamed"})
+MIGRATE_FAULTS = frozenset(
+    {"crash_migrate_staged", "crash_migrate_committed", "crash_migrate_moved"}
+)
 
 
 def parse(spec: str) -> dict[str, int]:
@@ -34,7 +40,7 @@ def parse(spec: str) -> dict[str, int]:
     faults: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         name, _, count = part.partition("@")
-        if name not in WRITE_FAULTS | READ_FAULTS | COMPACT_FAULTS:
+        if name not in WRITE_FAULTS | READ_FAULTS | COMPACT_FAULTS | MIGRATE_FAULTS:
             raise ValueError(f"EVE_FAULTS: unknown fault {name!r} in {spec!r}")
         if count and not count.isdigit():
             raise ValueError(f"EVE_FAULTS: {part!r} needs a positive count after '@'")
@@ -79,3 +85,10 @@ def compact_point(stage: str) -> None:
 def kill_self() -> None:
     """Die the way `kill -9` kills: no cleanup, no flush, no atexit."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def migrate_point(stage: str, n: int) -> None:
+    """At a store migration's `stage` ("staged", "committed", "moved") for its `n`th family
+    (1 for "committed"), die if `crash_migrate_<stage>@n` is set."""
+    if FAULTS.get(f"crash_migrate_{stage}") == n:
+        kill_self()

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import filelock
 
-from . import _faults, _journal
+from . import _faults, _journal, _migrate
 from ._errors import (
     CorruptJournalError,
     HookConflictError,
@@ -70,13 +70,19 @@ FORMAT = {"format": "eve-world", "version": FORMAT_VERSION}
 
 
 def old_format_error(fmt: Path, version: int) -> StoreFormatError:
-    """The one line for a store whose FORMAT is older than :data:`FORMAT` (nothing read or
-    written)."""
+    """The one line for a store whose FORMAT is older than :data:`FORMAT`, met where it is
+    not migrated (`verify`, `repair`; a version no migration starts from): nothing changed."""
+    if version in range(1, FORMAT_VERSION):
+        return StoreFormatError(
+            f"{fmt}: store format {version} is older than this version's ({FORMAT_VERSION}) "
+            "and is not checked as it is; opening the store migrates it (nothing was changed)"
+        )
     return StoreFormatError(
-        f"{fmt}: store format {version} was written by a pre-release version, before the "
-        f"format was frozen at {FORMAT_VERSION}; this version does not read it and changed "
-        "nothing: go on with the version that wrote it, or start a new data directory"
+        f"{fmt}: store format {version!r} is not one this version reads or migrates from; "
+        "nothing was changed"
     )
+
+
 _STREAM_SUFFIX = ".msgpack"
 # The key of a head under which a LocalWorld notes how far it checked the family's files.
 _INTACT_KEY = "_intact"
@@ -243,6 +249,8 @@ class LocalWorld(World):
         self._streams.before_write = self._settle  # readers see no item before its record
         self._stream_files = _Listing(self.path / "streams", _stream_root)
         self._hook_files = _Listing(self.path / "hooks", _hook_root)
+        # What the open migrated (`_migrate`): None unless the store was of an older format.
+        self.migration: _migrate.MigrationReport | None = None
         if check or create:
             self._check_format()
 
@@ -266,7 +274,9 @@ class LocalWorld(World):
                 if not isinstance(version, int) or version > FORMAT_VERSION:
                     raise StoreFormatError(f"{fmt}: written by a newer eve (version {version!r})")
                 if version < FORMAT_VERSION:
-                    raise old_format_error(fmt, version)
+                    self.migration = self._migrate_from(version)
+                elif os.path.exists(os.path.join(self.path, _migrate.STAGING)):
+                    _migrate.finish_interrupted(self.path)  # cut after its FORMAT was written
                 return
             if not self._create:
                 return
@@ -285,6 +295,24 @@ class LocalWorld(World):
                 os.close(fd)
             os.replace(tmp, fmt)
             _fsync_dir(self.path)
+
+    def _migrate_from(self, version: int) -> _migrate.MigrationReport | None:
+        """Migrate this store from format `version` (`_migrate`); its streams' appends, which
+        a migration step may make, are durable before the migration commits."""
+        if version not in range(1, FORMAT_VERSION):
+            raise old_format_error(self.path / "FORMAT", version)
+        with _guard(self.path, "migrating the data directory"):
+            report = _migrate.migrate_store(self, self.path, version, before=self._streams.flush)
+        self._run_files.clear()
+        return report
+
+    def plan_migration(self) -> _migrate.MigrationReport | None:
+        """What opening this store would migrate (nothing is written); None: nothing (the
+        store is in the current format). For a store opened with `check=False`."""
+        found = _migrate.format_version(self.path)
+        if found is None or found >= FORMAT_VERSION:
+            return None
+        return _migrate.migrate_store(self, self.path, found, dry_run=True)
 
     def _unwritten_format(self, fmt: Path) -> bool:
         """Whether `fmt` is a FORMAT whose write a power cut undid (empty, or zeros), written

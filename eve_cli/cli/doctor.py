@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from eve_cli.runtime import open_world
-from world import Finding, StoreFormatError, WorldError
+from world import Finding, LocalWorld, StoreFormatError, World, WorldError
 
 from ._context import DataOption, Where, WorldOption, choose_world
 from ._errors import EXIT_ERROR, EXIT_OK, CliError
@@ -51,12 +51,21 @@ def doctor(
     show_all: Annotated[
         bool, typer.Option("--all", help="List every file, not only those with a problem.")
     ] = False,
+    migrate: Annotated[
+        bool,
+        typer.Option(
+            "--migrate",
+            help="Migrate a store of an older format (what any command opening it does); "
+            "without it doctor only says what the migration would do.",
+        ),
+    ] = False,
 ) -> int:
     """Verify every journal, stream, head and lock of the data directory; optionally repair."""
     path = choose_world(data, world)
     try:
         store = open_world(path.url or path.path, create=False, check=False)
         try:
+            _migration(store, path, migrate)
             done = store.repair() if fix else []
             findings = store.verify()
         finally:
@@ -80,6 +89,25 @@ def doctor(
         _print(findings, done, show_all, fix)
         _print_losses(lost)
     return EXIT_ERROR if damaged else EXIT_OK
+
+
+def _migration(store: World, path: Where, migrate: bool) -> None:
+    """A store of an older format is migrated (`--migrate`, said in one line) or, without
+    it, the one line is what the migration would do, and doctor stops: the store's files
+    are checked in the current format only."""
+    if not isinstance(store, LocalWorld):
+        return  # a database migrates its schema when opened (numbered, `_pg_schema`)
+    plan = store.plan_migration()
+    if plan is None:
+        return
+    if not migrate:
+        raise CliError(
+            f"{plan}; any eve command that opens it migrates it, or run `eve doctor --migrate`"
+        )
+    opened = LocalWorld(path.path, create=False)
+    opened.close()
+    if opened.migration is not None:
+        typer.echo(str(opened.migration), err=True)
 
 
 def _losses(path: Where, findings: list[Finding]) -> tuple[list[Loss], list[Finding]]:

@@ -247,19 +247,21 @@ def test_a_damaged_journal_is_one_line_naming_file_and_offset_and_what_to_do(
     assert journal.read_bytes() == bytes(damaged)  # nothing was rewritten or lost
 
 
-def test_a_store_of_the_pre_release_format_is_one_line_and_left_alone(
+def test_a_store_of_the_pre_release_format_is_migrated_in_one_line(
     stored: tuple[Path, str, dict[str, str]],
 ) -> None:
     data, sid, _ = stored
     fmt = data / "FORMAT"
     fmt.write_text('{"format": "eve-world", "version": 1}\n')  # as every store before 0.1
     before = _snapshot(data)
-    for args in (["inspect"], ["inspect", sid], ["chat", "-s", sid, "-p", "hi"], ["doctor"]):
-        result = runner.invoke(app, args)
-        assert result.exit_code == 1, (args, result.output)
-        line = _one_line(result.stderr, str(fmt), "store format 1", "changed nothing")
-        assert "--data DIR" not in line  # it is an eve store, of another format
+    result = runner.invoke(app, ["doctor"])  # a dry run
+    assert result.exit_code == 1, result.output
+    _one_line(result.stderr, str(data), "would migrate store format 1 -> 2", "nothing changed")
     assert _snapshot(data) == before
+    result = runner.invoke(app, ["inspect", sid])
+    assert result.exit_code == 0, result.output
+    _one_line(result.stderr, str(data), "migrated store format 1 -> 2: 1 run family,")
+    assert runner.invoke(app, ["inspect", sid]).stderr == ""  # once
 
 
 # -- answers to requests ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +18,24 @@ from world import (
     CorruptJournalError,
     Engine,
     LocalWorld,
+    MigratingRecord,
+    MigrationStep,
     Order,
     OwnershipError,
     StorageError,
     StoreFormatError,
     WorkflowContext,
+    World,
     WorldError,
     _journal,
+    _migrate,
     decode,
     default_data_dir,
+    register_migration_step,
+    verify,
 )
 from world._family import Family, load_family
+from world._world import unpack_token
 
 
 async def steps(ctx: WorkflowContext, n: int) -> int:
@@ -267,30 +275,124 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "nowhere").exists()
 
 
-def test_a_store_of_the_pre_release_format_is_refused_in_one_line_and_left_alone(
-    tmp_path: Path,
-) -> None:
-    from world import repair, verify
+def test_a_store_of_format_1_is_migrated_once_at_open(tmp_path: Path) -> None:
+    """A store of the last pre-release code held the current forms under FORMAT 1: opening
+    it rewrites FORMAT alone (its journal is stored again byte for byte), once."""
+    engine, rid = _run_steps(tmp_path / "data", 2)
+    engine.world.close()
+    fmt = tmp_path / "data" / "FORMAT"
+    fmt.write_text('{"format": "eve-world", "version": 1}\n')
+    journal = tmp_path / "data" / "runs" / rid / "journal.msgpack"
+    kept = journal.read_bytes()
+    world = LocalWorld(tmp_path / "data", create=False)
+    assert world.migration is not None and "\n" not in str(world.migration)
+    assert str(world.migration).startswith(f"{tmp_path / 'data'}: migrated store format 1 -> 2")
+    assert json.loads(fmt.read_text())["version"] == 2 and journal.read_bytes() == kept
+    assert LocalWorld(tmp_path / "data").migration is None  # once
+    assert verify(tmp_path / "data") and not any(f.error for f in verify(tmp_path / "data"))
+
+
+def test_verify_and_repair_do_not_check_a_store_of_format_1(tmp_path: Path) -> None:
+    from world import repair
 
     engine, _ = _run_steps(tmp_path / "data", 2)
     engine.world.close()
     fmt = tmp_path / "data" / "FORMAT"
-    fmt.write_text('{"format": "eve-world", "version": 1}\n')  # as every store before 0.1
+    fmt.write_text('{"format": "eve-world", "version": 1}\n')
     before = {str(p): p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
-    for attempt in (
-        lambda: LocalWorld(tmp_path / "data"),
-        lambda: LocalWorld(tmp_path / "data", create=False),
+    attempts: list[Callable[[], object]] = [
         lambda: verify(tmp_path / "data"),
-        lambda: repair(tmp_path / "data"),  # would take the older files for damage
-    ):
+        lambda: repair(tmp_path / "data"),
+    ]
+    for attempt in attempts:
         with pytest.raises(StoreFormatError) as err:
-            attempt()
+            attempt()  # a repair would take the older forms for damage
         message = str(err.value)
         assert "\n" not in message and str(fmt) in message, message
-        assert "store format 1" in message and "changed nothing" in message
+        assert "store format 1" in message and "opening the store migrates it" in message
         assert "eve " not in message  # world names no command
     after = {str(p): p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
     assert after == before
+
+
+async def _parent(ctx: WorkflowContext, n: int) -> Any:
+    got = await ctx.run_child("child", n)
+    return [got, await ctx.create_hook("t-old").receive()]
+
+
+async def _child(ctx: WorkflowContext, n: int) -> Any:
+    return await ctx.step("double", lambda: n * 2)
+
+
+def _whole(world: World, root: str) -> list[dict[str, Any]]:
+    """Every record of the family, whole, in journal order."""
+    return load_family(world, root, full=True, log=True).log or []
+
+
+def _but_at(rec: dict[str, Any]) -> dict[str, Any]:
+    """A whole record without its time (stored to the millisecond after the generation's)."""
+    return {k: v for k, v in rec.items() if k != "at"}
+
+
+def _pre_release(data: Path, root: str) -> None:
+    """Rewrite family `root` in the first pre-release forms: journal version 1 (whole records,
+    a `child_done` after a child's end) and inbox version 1 (`{t: item, ...}` deliveries)."""
+    folder = data / "runs" / root
+    records = _whole(LocalWorld(data), root)
+    inbox = _journal.read_inbox_file(str(folder / "inbox.msgpack")).records[1:]
+    old_ids, out = (
+        {},
+        bytearray(_journal.frame({**_journal.header("eve-world-inbox"), "version": 1})),
+    )
+    for pos, rec in inbox:
+        old_ids[pos] = len(out)
+        item = {"t": "item", "token": unpack_token(rec["k"]), "payload": rec["p"], "at": rec["a"]}
+        out += _journal.frame(item)
+    (folder / "inbox.msgpack").write_bytes(bytes(out))
+    journal = bytearray(_journal.frame({**_journal.header(), "version": 1}))
+    for rec in records:
+        rec = dict(rec)
+        if rec["t"] == "recv":
+            rec["ids"] = [old_ids[i] for i in rec["ids"]]
+        rec.pop("inbox", None)
+        journal += _journal.frame(rec)
+        if rec["t"] == "done" and rec["run"] != root:
+            done = {"run": root, "g": 0, "at": rec["at"], "t": "child_done",
+                    "child": rec["run"], "result": rec["result"]}  # fmt: skip
+            journal += _journal.frame(done)
+    (folder / "journal.msgpack").write_bytes(bytes(journal))
+    (folder / "head.msgpack").unlink()
+    (data / "FORMAT").write_text('{"format": "eve-world", "version": 1}\n')
+
+
+def test_the_first_pre_release_forms_are_migrated_and_the_run_goes_on(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    flows = {"parent": _parent, "child": _child}
+    engine = Engine(LocalWorld(data), flows)
+    rid = asyncio.run(engine.start("parent", 21, run_id="old"))
+    asyncio.run(engine.run(rid))
+    asyncio.run(engine.deliver("t-old", "first"))  # received by a later open, after migrating
+    history = [{k: v for k, v in r.items() if k != "inbox"} for r in _whole(engine.world, rid)]
+    engine.world.close()
+    _pre_release(data, rid)
+    seen: list[tuple[str, str]] = []
+
+    def step(rec: MigratingRecord) -> None:
+        seen.append((rec.workflow, rec.record["t"]))
+
+    register_migration_step(MigrationStep(2, "test.seen", step))
+    try:
+        world = LocalWorld(data)
+    finally:
+        _migrate._STEPS.pop("test.seen")
+    assert world.migration is not None and world.migration.dropped == 1  # the child_done
+    assert world.migration.deliveries == 1 and ("child", "step") in seen
+    migrated = Engine(world, flows)
+    now = [{k: v for k, v in r.items() if k != "inbox"} for r in _whole(world, rid)]
+    assert [_but_at(r) for r in now] == [_but_at(r) for r in history]  # the same records
+    assert all(abs(a["at"] - b["at"]) < 1e-3 for a, b in zip(now, history, strict=True))
+    info = asyncio.run(migrated.run(rid))
+    assert info.status == "completed" and info.result == [42, "first"]
 
 
 def test_a_journal_header_of_another_version_is_refused(tmp_path: Path) -> None:

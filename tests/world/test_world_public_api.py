@@ -10,7 +10,7 @@ def test_exported_names_are_pinned() -> None:
         "ForkPlan", "HookConflictError",
         "HookHandle", "IO", "InboxItem",
         "InvalidNameError", "LAZY", "Lease", "LocalWorld", "LostItem", "MemoryWorld",
-        "NoActiveRunError",
+        "MigratingRecord", "MigrationReport", "MigrationStep", "NoActiveRunError",
         "Order", "OwnershipError", "PostgresWorld", "RECORD", "RetryPolicy",
         "RunExistsError", "RunInfo", "RunNotFoundError", "STORAGE_ERRORS", "SerializationError",
         "StepFailedError", "StepRun",
@@ -18,7 +18,8 @@ def test_exported_names_are_pinned() -> None:
         "World",
         "WorldError", "check_name", "check_run_id", "current_step", "decode", "default_data_dir",
         "encode",
-        "is_database_url", "open_world", "redact_url", "repair", "root_of", "stream_family",
+        "is_database_url", "open_world", "redact_url", "register_migration_step", "repair",
+        "root_of", "stream_family",
         "verify",
     ]  # fmt: skip
     for name in world.__all__:
