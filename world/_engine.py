@@ -522,7 +522,7 @@ class Engine:
         """Journal one record of `run` (`order`: see `World.append`); return it as a replay
         will read it."""
         body = self._body(family, run, rec, label, key)
-        if order.lazy and order.streams is None and self.world.io is not IO.NETWORK:
+        if not self.world.append_waits(family.root, order):
             [pos] = self.world.append(family.root, [body], order)  # nothing to wait for
         else:
             [pos] = await self.io(self.world.append, family.root, [body], order)
@@ -562,7 +562,7 @@ class Engine:
         # Lazy: a replay that lost it starts the same child again (its id is derived), and
         # the child's first durable record covers it; the parent's replay re-runs the code
         # before this start, so its stream items can wait.
-        if self.world.io is IO.NETWORK:
+        if self.world.io is IO.NETWORK and self.world.append_waits(family.root, LAZY):
             positions = await self.io(self.world.append, family.root, bodies, LAZY)
         else:
             positions = self.world.append(family.root, bodies, LAZY)

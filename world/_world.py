@@ -322,6 +322,12 @@ class World(ABC):
         stores anything a reader could see (a head, a delivery, a hook, a stream item).
         """
 
+    def append_waits(self, root: str, order: Order) -> bool:
+        """Whether `append(root, ..., order)` may wait now (for a disk or a round trip): a
+        caller on an event loop then makes it where `io` says, else inline. A world that only
+        keeps the record for its next write (and blocks on nothing) says False."""
+        return self.io is IO.NETWORK or not (order.lazy and order.streams is None)
+
     def before_effect(self, *, observed: bool = True) -> None:  # noqa: B027 - nothing pends
         """Call before an effect outside the world begins (a step's function): every record
         appended so far is durable before it, and every stream item appended so far can be

@@ -6,16 +6,20 @@ call either happened whole or not at all; a call whose connection broke is retri
 connection, and a retried write first checks whether its first try committed (a create, an
 append and a delivery carry what identifies them), so nothing is written twice.
 
-Ordering without fsync schedules: a journal append commits synchronously, a lazy record
-(`Order.lazy`) asynchronously (`synchronous_commit = off`: visible at once, its WAL flushed by
-the next synchronous commit of any session). An owner's stream items are batched: the owner
-knows its family's stream lengths while it holds the lease, so an append gives out its index at
-once, without a round trip, and the items are written with the family's next record, in its
-transaction (`write_batch`: one statement), or on their own `BATCH_WAIT` after the first of
-them (on a thread, committed asynchronously: for live tails), or before an observed effect
-(`before_effect`) and before anything that reads them. Items appended by a process without the
-family's lease (a session's first event, at its creation) are written at once. Records arrive
-as bodies and are stored framed (`_journal.frame_body`), as the other worlds store them.
+Ordering without fsync schedules: an owner's records and stream items are batched. While it
+holds the lease the owner knows its family's journal end and stream lengths, so an append
+gives out its position or index at once, without a round trip (and, asked `append_waits`,
+says it blocks on nothing: a caller on an event loop makes it inline), and keeps the bytes in
+the lease. A batch is written in one transaction (`write_batch`: one statement, fenced by the
+epoch), synchronously committed if it holds a record that is not lazy (`Order.lazy`: else
+`synchronous_commit = off`, its WAL flushed by the next synchronous commit of any session):
+before an observed effect (`before_effect`), before anything a reader could see (a head, a
+delivery, a hook, another family's batch) or anything that reads it, at once on the flusher
+thread when an effect no one observes begins (`before_effect(observed=False)`: a model call
+runs while it commits), and by `BATCH_WAIT` after its first entry at the latest (live tails).
+Items appended by a process without the family's lease (a session's first event, at its
+creation) are written at once. Records arrive as bodies and are stored framed
+(`_journal.frame_body`), as the other worlds store them.
 
 Leases: the family row holds an epoch, the owner, and the lease's expiry. `acquire` takes a
 free, expired or dead owner's lease and increments the epoch; every write of the owner (append,
@@ -92,8 +96,9 @@ DEFAULT_SCHEMA = "eve"
 DEFAULT_LEASE = 10.0  # seconds a lease lasts unrenewed (a frozen owner's sessions wait this)
 DEFAULT_POOL = 8
 RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restarting)
-# Seconds an owner's stream items wait for a record to share its transaction with, before
-# they are written on their own (what a live tail may lag behind).
+# Seconds an owner's batch waits, from its first entry, for the next effect or visible write
+# to take it, before the flusher writes it (what a live tail may lag behind, and how long a
+# record may be kept when nothing follows it).
 BATCH_WAIT = 0.01
 COMPACT_MIN = 16 * 1024  # consumed delivery bytes an inbox keeps before dropping them
 _OWN_PARAMS = ("schema", "lease", "pool")
@@ -148,9 +153,13 @@ class _PgLease(Lease):
         # at once; the items not written yet, in order; the lock a write of them holds.
         self.lengths: dict[str, int] = {}
         self.pending: list[tuple[str, int, bytes]] = []
+        # The owner's records not written yet (their positions given out: they end at
+        # `next_pos`), and whether one of them is not lazy (their batch commits synchronously).
+        self.records: list[bytes] = []
+        self.durable = False
         self.last_mark = 0  # the world's stream mark after this family's latest append
         self.flushing = threading.Lock()
-        self.scheduled = False  # a write of the batch is due at the loop's next turn
+        self.since: float | None = None  # when the batch got its first entry (monotonic)
         self.failure: BaseException | None = None  # a batch that could not be written
         # Owners of hook tokens claimed by or looked up for runs of the family: no one else
         # claims or releases them while the lease is held (a finished run's are released by
@@ -225,6 +234,67 @@ class _Listener(threading.Thread):
         self.join(timeout=5)
 
 
+class _Flusher(threading.Thread):
+    """Writes owners' batches off the event loop, and without it (asking costs the loop no
+    future, timer or wake-up): at once when asked (`now`: a step's effect no one observes
+    begins), else once a batch's first entry is `BATCH_WAIT` old. While anything is pending
+    it looks every `BATCH_WAIT / 2`; idle, it sleeps until a first entry wakes it (`soon`)."""
+
+    def __init__(self, world: PostgresWorld) -> None:
+        super().__init__(name="eve-pg-flusher", daemon=True)
+        self.world = world
+        self.cond = threading.Condition(threading.Lock())
+        self.urgent: set[_PgLease] = set()
+        self.idle = False
+        self.stop = False
+
+    def now(self, lease: _PgLease) -> None:
+        with self.cond:
+            self.urgent.add(lease)
+            self.idle = False
+            self.cond.notify()
+
+    def soon(self) -> None:
+        """A batch got its first entry (its `since` is set before this is called)."""
+        if self.idle:
+            with self.cond:
+                if self.idle:
+                    self.idle = False
+                    self.cond.notify()
+
+    def run(self) -> None:
+        world = self.world
+        while True:
+            with self.cond:
+                if not self.urgent and not self.stop:
+                    self.cond.wait(None if self.idle else BATCH_WAIT / 2)
+                if self.stop:
+                    return
+                urgent, self.urgent = self.urgent, set()
+            with world._lock:
+                leases = list(world._leases.values())
+            now = time.monotonic()
+            for lease in leases:
+                since = lease.since
+                if lease in urgent or (since is not None and now - since >= BATCH_WAIT):
+                    world._flush_quietly(lease)
+            with self.cond:
+                self.idle = True  # unless something is pending: looked at after this is set
+            with world._lock:
+                busy = any(
+                    lease.since is not None and not lease.lost for lease in world._leases.values()
+                )
+            if busy:
+                with self.cond:
+                    self.idle = False
+
+    def halt(self) -> None:
+        with self.cond:
+            self.stop = True
+            self.cond.notify()
+        self.join(timeout=5)
+
+
 class PostgresWorld(World):
     """Durable storage in PostgreSQL; many processes may share one world."""
 
@@ -261,6 +331,7 @@ class PostgresWorld(World):
         self._away = False  # the database stopped answering (`_gone`), said once
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._listener: _Listener | None = None
+        self._flusher: _Flusher | None = None
         try:
             with psycopg.connect(self._target.conninfo, autocommit=True, connect_timeout=5) as c:
                 self._exists = _pg_schema.migrate(c, self._target.schema, create=create)
@@ -352,6 +423,9 @@ class PostgresWorld(World):
         if not _faults.ACTIVE:
             return None
         fault = _faults.next_write()
+        if fault is not None:  # it is this write's: what this object appended before is written
+            with contextlib.suppress(WorldError):
+                self._flush_all()
         if fault in ("crash_before_write", "crash_mid_write"):
             _faults.kill_self()
         if fault in ("enospc", "eio_write"):
@@ -385,6 +459,7 @@ class PostgresWorld(World):
         self._writable()
         token = secrets.token_hex(8)
         params = {"root": root, "frames": frames, "next": len(frames) + 1, "token": token}
+        self._settle()
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> bool:
             row = conn.execute(self._sql["create"], params).fetchone()
@@ -418,6 +493,7 @@ class PostgresWorld(World):
         self._writable()
         for source, _ in streams.values():  # this object's items of them are copied too
             self._settled(source)
+        self._settle()
         token = secrets.token_hex(8)
         names = list(streams)
         params = {
@@ -470,6 +546,9 @@ class PostgresWorld(World):
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
         check_run_id(root)
         names = None if streams is None else list(streams)
+        lease = self._leases.get(root)
+        if lease is not None and not lease.lost:
+            self._flush(lease)
         row = self._one("usage", {"root": root, "names": names})
         if row is None:
             return FamilyUsage(0, 0.0)
@@ -498,10 +577,12 @@ class PostgresWorld(World):
     def verify(self) -> list[Finding]:
         from ._pg_verify import verify
 
+        self._flush_all()
         return verify(self)
 
     def repair(self) -> list[Finding]:
         self._writable()
+        self._flush_all()
         from ._pg_verify import repair
 
         return repair(self)
@@ -534,9 +615,14 @@ class PostgresWorld(World):
         removed = self._call(go)
         if removed and lease is not None:
             lease.lost = True  # nothing is written for it any more; its release is a no-op
+            with self._lock:
+                lease.pending, lease.records = [], []
         return removed
 
     def load(self, root: str, start: int = 0) -> FamilyLog:
+        lease = self._leases.get(root)
+        if lease is not None and not lease.lost:
+            self._flush(lease)  # what this owner appended is read back
         rows = self._all("load", {"root": root, "start": max(start, 1)}) if start > 0 else []
         if not rows or rows[0][0] != start:
             start = 0
@@ -566,48 +652,66 @@ class PostgresWorld(World):
         bodies: list[bytes],
         order: Order = RECORD,
     ) -> list[int]:
+        # The records are given their positions now and written with the family's next batch:
+        # before the next effect (`before_effect`), before anything a reader could see, and
+        # by `BATCH_WAIT` at the latest (the flusher): one transaction for a step's records and
+        # the items around them, committed synchronously if one record is not lazy.
         frames = [_journal.frame_body(body) for body in bodies]
         lease = self._held(root)
         if order.streams is not None:
             self._flush_others(lease, order.streams)
-        fault = self._write_fault()
-        with lease.flushing:  # after any write of this family's items in flight
+        fault = self._write_fault()  # (what was appended before it is written first)
+        with self._lock:
             first = lease.next_pos
-            if lease.pending:  # the family's items go in the records' transaction
-                self._write_batch(lease, frames, lazy=order.lazy)
-            else:
-                self._append_only(lease, frames, lazy=order.lazy)
+            lease.records += frames
             lease.next_pos += len(frames)
-        self._after_write(fault)
+            lease.durable = lease.durable or not order.lazy
+            first_entry = lease.since is None
+            if first_entry:
+                lease.since = time.monotonic()
+        if fault is not None:
+            self._flush(lease)
+            self._after_write(fault)
+        elif first_entry:
+            self._flusher_now().soon()
         return list(range(first, first + len(frames)))
 
-    def _append_only(self, lease: _PgLease, frames: list[bytes], *, lazy: bool) -> None:
-        root, first = lease.root, lease.next_pos
-        params = {"root": root, "frames": frames, "n": len(frames), "first": first,
-                  "epoch": lease.epoch}  # fmt: skip
+    def append_waits(self, root: str, order: Order) -> bool:
+        # An owner's append only keeps the records for the family's next batch (made inline
+        # by a caller on the loop: no thread hop), unless its order asks for other families'
+        # items to be written first, or a fault is injected at it (which writes what came
+        # before).
+        lease = self._leases.get(root)
+        if lease is None or lease.lost or _faults.ACTIVE:
+            return True
+        if order.streams is None:
+            return False
+        with self._lock:
+            return any(
+                other is not lease and other.last_mark > order.streams and not other.lost
+                for other in self._leases.values()
+            )
 
-        def go(conn: psycopg.Connection[Any], attempt: int) -> None:
-            if attempt and self._stored(conn, root, first, frames):
-                return  # the first try committed; its answer was lost
-            cur = conn.execute(self._sql["append_lazy" if lazy else "append"], params)
-            if cur.rowcount != len(frames):
-                self._refused(conn, lease, "append to its journal")
-
-        self._call(go)
-
-    def _write_batch(self, lease: _PgLease, frames: list[bytes], *, lazy: bool) -> None:
-        """Write the family's pending stream items, and `frames` after them, in one
-        transaction (`write_batch`); the caller holds `lease.flushing`. A batch that could
-        not be written fails every later write of the lease: the indexes it gave out are
-        gone, so the drive stops and a resume reloads the family."""
+    def _write_batch(self, lease: _PgLease) -> None:
+        """Write the family's pending records and stream items in one transaction
+        (`write_batch`); the caller holds `lease.flushing`. A batch that could not be written
+        fails every later write of the lease: the positions and indexes it gave out are gone,
+        so the drive stops and a resume reloads the family."""
         with self._lock:
             items, lease.pending = lease.pending, []
+            frames, lease.records = lease.records, []
+            durable, lease.durable = lease.durable, False
+            first = lease.next_pos - len(frames)
+            lease.since = None
         if lease.failure is not None:
             raise lease.failure
-        root, first = lease.root, lease.next_pos
+        if not items and not frames:
+            return
+        root = lease.root
         params = {"root": root, "epoch": lease.epoch, "first": first, "frames": frames,
                   "names": [i[0] for i in items], "idx": [i[1] for i in items],
-                  "items": [i[2] for i in items], "lazy": lazy, "chan": self._channel}  # fmt: skip
+                  "items": [i[2] for i in items], "lazy": not durable,
+                  "chan": self._channel}  # fmt: skip
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
             if attempt and self._batch_stored(conn, root, first, frames, items):
@@ -620,13 +724,12 @@ class PostgresWorld(World):
                     f"its lease in {self.where}; resume the session to reload it"
                 )
             if code != 0:
-                self._refused(conn, lease, "write to its journal and streams")
+                self._refused(conn, lease, "write to its journal and streams", first)
 
         try:
             self._call(go)
         except BaseException as exc:
-            if items:
-                lease.failure = exc
+            lease.failure = exc
             raise
 
     def _batch_stored(
@@ -644,13 +747,33 @@ class PostgresWorld(World):
         return row is not None and bytes(row[0]) == frame
 
     def _flush(self, lease: _PgLease) -> None:
-        """Write the family's pending stream items now (asynchronous commit: visible at
-        once, durable with the next synchronous commit); wait for a write in flight."""
+        """Write the family's pending records and stream items now, after the records other
+        families of this object have pending (readers see nothing before a record before
+        it); wait for a write of them in flight."""
+        self._settle(lease)
+        self._flush_one(lease)
+
+    def _flush_one(self, lease: _PgLease) -> None:
         with lease.flushing:
-            if lease.pending:
-                self._write_batch(lease, [], lazy=True)
+            if lease.pending or lease.records:
+                self._write_batch(lease)
             elif lease.failure is not None:
                 raise lease.failure
+
+    def _settle(self, but: _PgLease | None = None) -> None:
+        """Write the records every family (but `but`) has pending, and wait for batches in
+        flight: before anything a reader could see is stored. No thread holds two families'
+        `flushing` locks at once (each is taken alone here)."""
+        with self._lock:
+            leases = [
+                lease
+                for lease in self._leases.values()
+                if lease is not but
+                and not lease.lost
+                and (lease.records or lease.flushing.locked() or lease.failure is not None)
+            ]
+        for lease in leases:
+            self._flush_one(lease)
 
     def _flush_others(self, lease: _PgLease, mark: int) -> None:
         """Before a record covering the items appended from `mark` on: those other families
@@ -662,34 +785,43 @@ class PostgresWorld(World):
                 if other is not lease and other.last_mark > mark and not other.lost
             ]
         for other in others:
-            if other.pending or other.flushing.locked():
+            if other.pending or other.records or other.flushing.locked():
                 self._flush(other)
 
     def _flush_all(self) -> None:
         with self._lock:
             leases = [lease for lease in self._leases.values() if not lease.lost]
         for lease in leases:
-            if lease.pending or lease.flushing.locked():
-                self._flush(lease)
+            if lease.pending or lease.records or lease.flushing.locked() or lease.failure:
+                self._flush_one(lease)
 
-    def _flush_soon(self, lease: _PgLease) -> None:
-        """On the loop, `BATCH_WAIT` after an append: the batch is written on a thread, so
-        live tails see the items without waiting for the next record (which, when it comes
-        sooner, takes them into its own transaction)."""
-        lease.scheduled = False
-        if lease.pending and not lease.lost:
-            asyncio.get_running_loop().run_in_executor(None, self._flush_quietly, lease)
+    def _flusher_now(self) -> _Flusher:
+        flusher = self._flusher
+        if flusher is None:
+            with self._lock:
+                if self._flusher is None:
+                    self._flusher = _Flusher(self)
+                    self._flusher.start()
+                flusher = self._flusher
+        return flusher
 
     def _flush_quietly(self, lease: _PgLease) -> None:
         # A failure is kept in the lease (`_write_batch`): the family's next write raises it.
-        with contextlib.suppress(Exception):
-            self._flush(lease)
+        if not lease.lost:
+            with contextlib.suppress(Exception):
+                self._flush(lease)
 
     def before_effect(self, *, observed: bool = True) -> None:
-        # Records commit before their call returns; stream items must be readable before an
-        # observed effect (one that no one observes gets them at the loop's next turn).
+        # Records and stream items must be durable and readable before an observed effect;
+        # one that no one observes (a model call) begins while the flusher writes them, and
+        # the family's next write waits for that batch.
         if observed:
             self._flush_all()
+            return
+        with self._lock:
+            leases = [lease for lease in self._leases.values() if lease.records and not lease.lost]
+        for lease in leases:
+            self._flusher_now().now(lease)
 
     def stream_mark(self) -> int:
         return self._appends
@@ -725,8 +857,15 @@ class PostgresWorld(World):
         ).fetchall()
         return [bytes(r[1]) for r in rows] == frames
 
-    def _refused(self, conn: psycopg.Connection[Any], lease: _PgLease, doing: str) -> None:
-        """Raise why a fenced write of `lease`'s owner changed nothing."""
+    def _refused(
+        self,
+        conn: psycopg.Connection[Any],
+        lease: _PgLease,
+        doing: str,
+        expected: int | None = None,
+    ) -> None:
+        """Raise why a fenced write of `lease`'s owner changed nothing (`expected`: where it
+        put its first record)."""
         row = conn.execute(self._sql["lease_state"], {"root": lease.root}).fetchone()
         if row is None:
             raise RunNotFoundError(f"no run family {lease.root!r} in {self.where}")
@@ -735,7 +874,8 @@ class PostgresWorld(World):
             raise OwnershipError(self._lost_message(lease.root))
         raise StorageError(
             f"run family {lease.root}: could not {doing} in {self.where} (its journal ends at "
-            f"{row[1]}, this owner expected {lease.next_pos}); resume the session to reload it"
+            f"{row[1]}, this owner expected {lease.next_pos if expected is None else expected})"
+            "; resume the session to reload it"
         )
 
     def read_head(self, root: str) -> dict[str, Any] | None:
@@ -778,6 +918,7 @@ class PostgresWorld(World):
 
         self._writable()
         self._check_not_lost(root)
+        self._settle()
         self._call(unowned)
 
     # -- inbox -------------------------------------------------------------------------------
@@ -796,6 +937,7 @@ class PostgresWorld(World):
             return None if row is None else int(row[0])
 
         fault = self._write_fault()
+        self._settle()  # (a reader may see the delivery: what this object appended first)
         try:
             item_id = self._call(go)
         finally:
@@ -881,6 +1023,7 @@ class PostgresWorld(World):
         if known is not None:
             return known
         params = {"token": token, "run": run_id, "root": root_of(run_id)}
+        self._settle()
 
         def go(conn: psycopg.Connection[Any], _: int) -> str:
             row = conn.execute(self._sql["claim_hook"], params).fetchone()
@@ -918,6 +1061,7 @@ class PostgresWorld(World):
             if lease is not None:
                 lease.hooks.pop(token, None)
         if self._exists:
+            self._settle()
             self._call(
                 lambda conn, _: conn.execute(
                     self._sql["release_hook"], {"token": token, "run": run_id}
@@ -1029,14 +1173,13 @@ class PostgresWorld(World):
             lease.pending.append((name, index, frame))
             self._appends += 1
             lease.last_mark = self._appends
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._flush(lease)  # not on a loop: no turn of it to wait for
-            return index
-        if not lease.scheduled:
-            lease.scheduled = True
-            loop.call_later(BATCH_WAIT, self._flush_soon, lease)
+            first_entry = lease.since is None
+            if first_entry:
+                lease.since = time.monotonic()
+        if asyncio._get_running_loop() is None:
+            self._flush(lease)  # not on a loop (a caller that goes on at once): written now
+        elif first_entry:
+            self._flusher_now().soon()
         return index
 
     def _append_unowned(self, name: str, root: str | None, frame: bytes) -> int:
@@ -1058,6 +1201,7 @@ class PostgresWorld(World):
 
         with self._lock:
             self._appends += 1
+        self._settle()
         return self._call(go)
 
     def _check_not_lost(self, root: str) -> None:
@@ -1069,7 +1213,7 @@ class PostgresWorld(World):
         written first (a read sees what this object appended)."""
         root = _stream_root(name)
         lease = self._leases.get(root) if root is not None else None
-        if lease is not None and (lease.pending or lease.flushing.locked()):
+        if lease is not None and (lease.pending or lease.records or lease.flushing.locked()):
             self._flush(lease)
         return lease
 
@@ -1143,6 +1287,9 @@ class PostgresWorld(World):
     def close(self) -> None:
         with contextlib.suppress(WorldError):
             self._flush_all()
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.halt()
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.halt(self._wake_listener)
@@ -1213,25 +1360,6 @@ _SQL: dict[str, str] = {
     "ORDER BY pos",
     "load_range": "SELECT pos, frame FROM {s}.records WHERE root = %(root)s "
     "AND pos >= %(start)s AND pos < %(end)s ORDER BY pos",
-    "append": """
-        WITH f AS (
-            UPDATE {s}.families SET next_pos = next_pos + %(n)s
-            WHERE root = %(root)s AND epoch = %(epoch)s AND next_pos = %(first)s
-            RETURNING next_pos - %(n)s AS first
-        )
-        INSERT INTO {s}.records (root, pos, frame)
-        SELECT %(root)s, f.first + u.i - 1, u.frame
-        FROM f, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)""",
-    # A record whose loss is harmless commits without waiting for its WAL to be flushed.
-    "append_lazy": """
-        WITH c AS (SELECT set_config('synchronous_commit', 'off', true)), f AS (
-            UPDATE {s}.families SET next_pos = next_pos + %(n)s
-            WHERE root = %(root)s AND epoch = %(epoch)s AND next_pos = %(first)s
-            RETURNING next_pos - %(n)s AS first
-        )
-        INSERT INTO {s}.records (root, pos, frame)
-        SELECT %(root)s, f.first + u.i - 1, u.frame
-        FROM f, c, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)""",
     "lease_state": "SELECT epoch, next_pos FROM {s}.families WHERE root = %(root)s",
     "read_head": "SELECT head FROM {s}.heads WHERE root = %(root)s",
     # With what the head says the family waits for (`head_wake`: the sweep's index).

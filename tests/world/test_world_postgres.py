@@ -156,8 +156,9 @@ def test_a_worker_that_lost_its_lease_can_write_nothing(url: str) -> None:
         assert first._listener is not None
         first._listener.halt(first._wake_listener)  # its liveness lock goes: seen as dead
         taken = second.acquire(rid, wait=5)
+        first.append(rid, [b"\x93\x01\x00\xc4\x00"])  # given its position: written later
         for write in (
-            lambda: first.append(rid, [b"\x93\x01\x00\xc4\x00"]),
+            first.before_effect,  # refused: nothing follows it
             lambda: first.write_head(rid, {"runs": {}}),
             lambda: first.stream_append(f"events.{rid}", {"late": True}),
         ):
@@ -235,9 +236,12 @@ def test_a_step_s_stream_items_are_written_with_its_record(url: str) -> None:
         def emit() -> list[int]:
             return [world.stream_append(name, {"i": i}) for i in range(5)]
 
+        def check_then_emit() -> list[int]:
+            seen.append(reader.stream_length(name))  # the record is durable: so are its items
+            return emit()
+
         first = await ctx.step("emit", emit)
-        seen.append(reader.stream_length(name))  # the record is durable: so are its items
-        second = await ctx.step("emit2", emit)
+        second = await ctx.step("emit2", check_then_emit)
         return first + second
 
     try:
@@ -267,8 +271,9 @@ def test_an_append_without_the_lease_stops_the_owner_s_batch(url: str) -> None:
 
         async def append() -> None:
             owner.stream_append(name, "c")  # the owner believes it goes at 1
+            owner.append(rid, [RECORD_BODY])  # written with it, before the next effect:
             with pytest.raises(StorageError, match=r"without its lease.*resume"):
-                owner.append(rid, [RECORD_BODY])
+                owner.before_effect()
 
         asyncio.run(append())
         assert other.stream_read(name) == ["a", "b"]  # nothing of the refused batch
