@@ -140,6 +140,9 @@ class WorkflowContext:
         # Hooks created on a network world whose claim and record wait for the run's next
         # operation (`_settle_hooks`): made then off the loop, before anything else is stored.
         self._new_hooks: list[str] = []
+        # Hooks closed on a network world, released likewise (before those claims) or when the
+        # run parks or ends (`_release_closed`).
+        self._closed_hooks: list[str] = []
 
     # -- identity and determinism --------------------------------------------------------------
     @property
@@ -248,10 +251,17 @@ class WorkflowContext:
 
     async def _settle_hooks(self) -> None:
         """Claim and record the hooks `create_hook` left to this moment, in order, off the
-        loop (`HookConflictError` for one another active run owns)."""
+        loop (`HookConflictError` for one another active run owns); the hooks `close` left
+        are released first (a token closed, then created again, is claimed after)."""
+        await self._release_closed()
         while self._new_hooks:
             token = self._new_hooks.pop(0)
             await self._engine.io(self._claim_now, token)
+
+    async def _release_closed(self) -> None:
+        while self._closed_hooks:
+            token = self._closed_hooks.pop(0)
+            await self._engine.io(self._engine.world.release_hook, token, self._run.id)
 
     def _claim_now(self, token: str) -> None:
         self._engine.claim_hook(self._family, self._run, token)
@@ -612,13 +622,18 @@ class HookHandle:
         return list(self._ctx._taken)
 
     def close(self) -> None:
-        """Release the token; later deliveries to it raise `NoActiveRunError`."""
+        """Release the token; later deliveries to it raise `NoActiveRunError` (on a network
+        world: from the run's next operation on, or once it parks or ends, the release being
+        a round trip made then off the loop)."""
         ctx = self._ctx
         ctx._check_alive()
         if self.token in ctx._new_hooks:  # never claimed: nothing to release
             ctx._new_hooks.remove(self.token)
             return
-        ctx._engine.world.release_hook(self.token, ctx._run.id)
+        if ctx._engine.world.io is IO.NETWORK:
+            ctx._closed_hooks.append(self.token)
+        else:
+            ctx._engine.world.release_hook(self.token, ctx._run.id)
         ctx._run.hooks.discard(self.token)
 
 

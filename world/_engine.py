@@ -443,6 +443,7 @@ class Engine:
             try:
                 result = await fn(ctx, run.input)
             except _Park as park:
+                await ctx._release_closed()  # a closed hook takes no delivery while parked
                 last = run.records[-1] if run.records else {}
                 if last.get("t") != "park" or last.get("waiting") != park.waiting:
                     rec = {"t": "park", "waiting": park.waiting}
@@ -459,6 +460,7 @@ class Engine:
             except Exception as exc:
                 if ctx._parked is not None:
                     raise WorldError(f"run {run.id}: workflow code swallowed a park") from exc
+                await ctx._release_closed()
                 await self._finish(
                     family, run, error={"type": type(exc).__name__, "message": str(exc)}
                 )
@@ -466,6 +468,7 @@ class Engine:
             if ctx._parked is not None:
                 raise WorldError(f"run {run.id}: workflow code swallowed a park (BaseException)")
             self._check_consumed(ctx, run)
+            await ctx._release_closed()
             await self._finish(family, run, result=result)
             return
 

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from world import IO, Engine, HookConflictError, MemoryWorld, WorkflowContext
+from world import IO, Engine, HookConflictError, MemoryWorld, NoActiveRunError, WorkflowContext
 
 DELAY = 0.04  # seconds each storage call of the slow world takes (a round trip)
 # Storage calls the engine makes while it creates, drives and delivers (not waits, not reads
@@ -142,3 +142,30 @@ def test_a_hook_conflict_is_raised_where_the_handle_is_awaited() -> None:
         return [(await engine.run(owner)).status, (await engine.run(other)).result]
 
     assert asyncio.run(main()) == ["parked", "conflict"]
+
+
+async def closing(ctx: WorkflowContext, park: bool) -> Any:
+    hook = await ctx.create_hook("closed-one")
+    hook.close()  # released off the loop: at the next operation, or when the run parks or ends
+    if park:
+        return await (await ctx.create_hook("kept")).receive()
+    return "done"
+
+
+def test_a_network_worlds_hook_is_closed_off_the_loop() -> None:
+    world = SlowWorld()
+    engine = Engine(world, {"closing": closing})
+
+    async def main() -> list[Any]:
+        parked = await engine.start("closing", True)
+        ended = await engine.start("closing", False)
+        infos = [(await engine.run(parked)).status, (await engine.run(ended)).result]
+        try:
+            await engine.resume_hook("closed-one", "late")
+        except NoActiveRunError:
+            infos.append("released")
+        await engine.resume_hook("kept", "hello")
+        return [*infos, (await engine.run(parked)).result]
+
+    assert asyncio.run(main()) == ["parked", "done", "released", "hello"]
+    assert "MainThread" not in world.threads  # the releases too ran off the loop's thread
