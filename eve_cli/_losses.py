@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._session import events_stream, history_stream, migrate
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._stored_events import REF
-from world import CorruptJournalError, LostItem, WorldError, stream_family
+from world import CorruptJournalError, JournalRecord, LostItem, WorldError, stream_family
 
 if TYPE_CHECKING:
     from eve_cli.runtime import Runtime
@@ -150,7 +150,7 @@ def _readable(rt: Runtime, name: str) -> tuple[dict[int, Any], list[int]]:
     return {i: item for i, item in items.items() if not isinstance(item, LostItem)}, lost
 
 
-def _turns(sid: str, journal: list[tuple[int, dict[str, Any]]]) -> Callable[[int], int | None]:
+def _turns(sid: str, journal: list[tuple[int, JournalRecord]]) -> Callable[[int], int | None]:
     """The turn a journal position belongs to: the one its session's generation runs (the
     generation's snapshot counts the turns before it)."""
     starts: list[tuple[int, int]] = []

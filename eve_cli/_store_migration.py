@@ -29,7 +29,7 @@ from eve_cli.execution._keys import HistoryKeys
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import KeyedStream
 from eve_cli.models._tokens import estimate_text
-from world import MigratingRecord, MigrationStep, register_migration_step
+from world import JournalRecord, MigratingRecord, MigrationStep, register_migration_step
 
 SESSION, TURN = "eve.session", "eve.turn"
 _DRY_INDEX = -1  # what a dry run puts where a history item would be appended
@@ -43,11 +43,11 @@ def m002_session_payloads(rec: MigratingRecord) -> None:
         handler(rec, record)
 
 
-def _session_input(rec: MigratingRecord, record: dict[str, Any]) -> None:
+def _session_input(rec: MigratingRecord, record: JournalRecord) -> None:
     record["input"] = snapshot_v3(record.get("input"), rec)
 
 
-def _turn_input(rec: MigratingRecord, record: dict[str, Any]) -> None:
+def _turn_input(rec: MigratingRecord, record: JournalRecord) -> None:
     data = dict(record.get("input") or {})
     data["snap"] = snap = snapshot_v3(data.get("snap"), rec)
     start = data.get("start")
@@ -59,7 +59,7 @@ def _turn_input(rec: MigratingRecord, record: dict[str, Any]) -> None:
     record["input"] = data
 
 
-def _turn_result(rec: MigratingRecord, record: dict[str, Any]) -> None:
+def _turn_result(rec: MigratingRecord, record: JournalRecord) -> None:
     result = record.get("result")
     if isinstance(result, dict) and "snap" in result:
         whole = snapshot_v3(result["snap"], rec)
@@ -68,7 +68,7 @@ def _turn_result(rec: MigratingRecord, record: dict[str, Any]) -> None:
         record["result"] = result
 
 
-def _turn_step(rec: MigratingRecord, record: dict[str, Any]) -> None:
+def _turn_step(rec: MigratingRecord, record: JournalRecord) -> None:
     name, kept = str(record.get("name", "")), record.get("ok")
     if not isinstance(kept, dict):
         return
@@ -164,7 +164,7 @@ def _read_history(rec: MigratingRecord, index: int) -> list[Any]:
     return rec.world.stream_read(history_stream(rec.family), index, index + 1)
 
 
-_HANDLERS: dict[tuple[str, str], Callable[[MigratingRecord, dict[str, Any]], None]] = {
+_HANDLERS: dict[tuple[str, str], Callable[[MigratingRecord, JournalRecord], None]] = {
     (SESSION, "start"): _session_input,
     (SESSION, "gen"): _session_input,
     (SESSION, "step"): _turn_step,

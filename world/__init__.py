@@ -39,6 +39,7 @@ from ._errors import (
 )
 from ._fork import ForkPlan
 from ._migrate import MigratingRecord, MigrationReport, MigrationStep, register_migration_step
+from ._records import JournalRecord
 from ._select import is_database_url, open_world, redact_url
 from ._verify import Finding, repair, verify
 from ._world import (
@@ -86,6 +87,7 @@ __all__ = [
     "HookHandle",
     "InboxItem",
     "InvalidNameError",
+    "JournalRecord",
     "Lease",
     "LocalWorld",
     "LostItem",

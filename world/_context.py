@@ -33,6 +33,7 @@ from ._errors import (
     WorldError,
 )
 from ._family import Family, Run
+from ._records import JournalRecord, RunError, Waiting
 from ._world import IO, LAZY, RECORD, InboxItem, Order, World, check_name
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ COMMANDS = frozenset({"step", "attempt", "began", "prog", "hook", "recv", "sleep
 class _Park(BaseException):
     """Unwinds a workflow that must wait; carries what it waits on."""
 
-    def __init__(self, waiting: dict[str, Any]) -> None:
+    def __init__(self, waiting: Waiting) -> None:
         super().__init__(waiting)
         self.waiting = waiting
 
@@ -112,15 +113,24 @@ def current_step() -> StepRun | None:
     return _current_step.get()
 
 
-def _describe(rec: dict[str, Any]) -> str:
-    kind = rec.get("t")
-    if kind in ("step", "attempt", "began", "prog"):
-        return f"step {rec.get('name')!r}"
-    if kind == "recv":
-        return f"receive on hook {rec.get('token')!r}"
-    if kind == "child":
-        return f"child run of {rec.get('workflow')!r}"
-    return str(kind)
+def _step_name(rec: JournalRecord) -> str:
+    return f"step {rec.get('name')!r}"
+
+
+# How a divergence error names a recorded command, by kind (others: by their kind).
+_DESCRIBE: dict[str, Callable[[JournalRecord], str]] = {
+    "step": _step_name,
+    "attempt": _step_name,
+    "began": _step_name,
+    "prog": _step_name,
+    "recv": lambda rec: f"receive on hook {rec.get('token')!r}",
+    "child": lambda rec: f"child run of {rec.get('workflow')!r}",
+}
+
+
+def _describe(rec: JournalRecord) -> str:
+    describe = _DESCRIBE.get(rec["t"])
+    return describe(rec) if describe is not None else str(rec["t"])
 
 
 class WorkflowContext:
@@ -213,7 +223,7 @@ class WorkflowContext:
                 "parallel work)"
             )
 
-    def _next_command(self) -> dict[str, Any] | None:
+    def _next_command(self) -> JournalRecord | None:
         """The next recorded command; None past the end of the journal."""
         self._check_alive()
         records = self._run.records
@@ -221,7 +231,7 @@ class WorkflowContext:
             self._pos += 1
         return records[self._pos] if self._pos < len(records) else None
 
-    def _peek(self, kinds: set[str], actual: str) -> dict[str, Any] | None:
+    def _peek(self, kinds: set[str], actual: str) -> JournalRecord | None:
         """The next recorded command if it is one of `kinds`; None past the end."""
         rec = self._next_command()
         if rec is None:
@@ -230,14 +240,14 @@ class WorkflowContext:
             raise DivergenceError(self._run.id, self._pos, _describe(rec), actual)
         return rec
 
-    def _advance(self, rec: dict[str, Any]) -> None:
+    def _advance(self, rec: JournalRecord) -> None:
         self._pos += 1
         self._now = rec.get("at", self._now)
         self._empty_polls = 0
 
     async def _record(
-        self, rec: dict[str, Any], *, label: str = "", order: Order = RECORD
-    ) -> dict[str, Any]:
+        self, rec: JournalRecord, *, label: str = "", order: Order = RECORD
+    ) -> JournalRecord:
         """Journal a command (`order`: see `World.append`). Stream items appended by workflow
         code before it are appended again by the replay of this generation (callers
         deduplicate), so they need not be durable before it; only those a step function
@@ -265,10 +275,10 @@ class WorkflowContext:
 
     def _claim_now(self, token: str) -> None:
         self._engine.claim_hook(self._family, self._run, token)
-        rec = {"t": "hook", "token": token}
+        rec: JournalRecord = {"t": "hook", "token": token}
         self._advance(self._engine.append_now(self._family, self._run, rec))
 
-    def _park(self, waiting: dict[str, Any]) -> _Park:
+    def _park(self, waiting: Waiting) -> _Park:
         self._parked = _Park(waiting)
         return self._parked
 
@@ -352,13 +362,17 @@ class WorkflowContext:
                 raise  # the store's failure, not the step's: the drive stops, resumed later
             except Exception as exc:
                 self._busy, run.interrupted = "", False
-                error = {"type": type(exc).__name__, "message": str(exc)}
+                error: RunError = {"type": type(exc).__name__, "message": str(exc)}
                 fatal = isinstance(exc, FatalError)
                 own = _own(world, mark)  # what the step appended
                 if fatal or run.attempt >= max(policy.max_attempts, 1):
-                    end = {"t": "step", "name": name, "err": error, "n": run.attempt}
-                    return self._outcome(await self._record({**end, "fatal": fatal}, order=own))  # type: ignore[no-any-return]
-                attempt = {"t": "attempt", "name": name, "n": run.attempt, "err": error}
+                    end: JournalRecord = {
+                        "t": "step", "name": name, "err": error, "n": run.attempt, "fatal": fatal
+                    }  # fmt: skip
+                    return self._outcome(await self._record(end, order=own))  # type: ignore[no-any-return]
+                attempt: JournalRecord = {
+                    "t": "attempt", "name": name, "n": run.attempt, "err": error
+                }  # fmt: skip
                 await self._record(attempt, order=own)
                 self._busy = name
                 await asyncio.sleep(policy.delay(run.attempt))
@@ -370,7 +384,7 @@ class WorkflowContext:
             stored = await self._record(rec, label=f"step {name!r}", order=_own(world, mark))
             return stored["ok"]  # type: ignore[no-any-return]
 
-    def _replay_step(self, run: StepRun) -> dict[str, Any] | None:
+    def _replay_step(self, run: StepRun) -> JournalRecord | None:
         """Pass the step's records in the journal: its result record if it finished, else
         None with what the earlier runs left (attempts, when the first began, progress)
         folded into `run`."""
@@ -392,7 +406,7 @@ class WorkflowContext:
                 run.attempt, run.interrupted = rec.get("n", run.attempt + 1), False
         return None
 
-    def _outcome(self, rec: dict[str, Any]) -> Any:
+    def _outcome(self, rec: JournalRecord) -> Any:
         if "err" in rec:
             err = rec["err"]
             raise StepFailedError(
@@ -464,7 +478,7 @@ class WorkflowContext:
             return rec.get("values", [None])[0]
         items = await self._pending(token, 1)
         if items:
-            return (await self._take(token, items, {}))[0]
+            return (await self._take(token, items))[0]
         if deadline is None:
             raise self._park({"hook": token})
         if time.time() < deadline:
@@ -494,7 +508,7 @@ class WorkflowContext:
             self._empty_polls += 1
             self._taken = []
             return []
-        return await self._take(token, items, {"poll": True, "skip": self._empty_polls})
+        return await self._take(token, items, self._empty_polls)
 
     async def _pending(self, token: str, limit: int | None) -> list[InboxItem]:
         family, world = self._family, self._engine.world
@@ -504,10 +518,15 @@ class WorkflowContext:
             items = family.take(token, limit)
         return items
 
-    async def _take(self, token: str, items: list[InboxItem], extra: dict[str, Any]) -> list[Any]:
+    async def _take(
+        self, token: str, items: list[InboxItem], poll: int | None = None
+    ) -> list[Any]:
+        """JournalRecord taking `items`; `poll`: by a poll, after that many empty ones."""
         ids = [i.id for i in items]
         values = [i.payload for i in items]
-        rec = {"t": "recv", "token": token, "ids": ids, "values": values, **extra}
+        rec: JournalRecord = {"t": "recv", "token": token, "ids": ids, "values": values}
+        if poll is not None:
+            rec["poll"], rec["skip"] = True, poll
         # No fsync of its own: a replay that lost it takes the same deliveries again (they
         # stay in the inbox), and the next durable record of the family covers it.
         stored = await self._record(rec, order=LAZY)

@@ -36,6 +36,7 @@ from ._errors import (
 )
 from ._family import FINISHED, Family, Run, build_head, load_family
 from ._fork import ForkPlan, check_plan, plan_fork
+from ._records import InboxState, JournalRecord, StoredRecord
 from ._world import IO, LAZY, RECORD, Order, World, check_name, check_run_id, root_of
 
 Workflow = Callable[[WorkflowContext, Any], Awaitable[Any]]
@@ -346,7 +347,7 @@ class Engine:
                     found.append(rid)
         return found
 
-    def history(self, run_id: str) -> list[dict[str, Any]]:
+    def history(self, run_id: str) -> list[JournalRecord]:
         """Every journal record of a run, all generations (reads the whole journal)."""
         root = root_of(check_run_id(run_id))
         log = load_family(self.world, root, full=True, log=True).log or []
@@ -365,7 +366,7 @@ class Engine:
                 out.append((pos, int(whole.get("g", 0)), whole.get("input")))
         return out
 
-    def journal(self, run_id: str) -> list[tuple[int, dict[str, Any]]]:
+    def journal(self, run_id: str) -> list[tuple[int, JournalRecord]]:
         """Every journal record of the run's family with its position, whole (a repair's
         `gap` records too, as `{"t": "gap", "n"}`: what a caller reports lost by them)."""
         root = root_of(check_run_id(run_id))
@@ -444,9 +445,9 @@ class Engine:
                 result = await fn(ctx, run.input)
             except _Park as park:
                 await ctx._release_closed()  # a closed hook takes no delivery while parked
-                last = run.records[-1] if run.records else {}
-                if last.get("t") != "park" or last.get("waiting") != park.waiting:
-                    rec = {"t": "park", "waiting": park.waiting}
+                last = run.records[-1] if run.records else None
+                if last is None or last["t"] != "park" or last.get("waiting") != park.waiting:
+                    rec: JournalRecord = {"t": "park", "waiting": park.waiting}
                     # Lazy (a replay parks again), but what the run appended is durable
                     # first: it may wait parked for long, and readers see its items.
                     await self.append(family, run, rec, order=Order(lazy=True, streams=0))
@@ -485,7 +486,7 @@ class Engine:
         final = Order(streams=0)  # nothing re-appends what the run appended
         if error is None:
             try:
-                rec = {"t": "done", "result": result}
+                rec: JournalRecord = {"t": "done", "result": result}
                 await self.append(family, run, rec, label="result", order=final)
             except SerializationError as exc:
                 error = {"type": "SerializationError", "message": str(exc)}
@@ -495,7 +496,7 @@ class Engine:
             await self.io(self.world.release_hook, token, run.id)
 
     async def _continue_as_new(self, family: Family, run: Run, input: Any) -> None:
-        rec = {
+        rec: JournalRecord = {
             "t": "gen",
             "g": run.g + 1,
             "input": input,
@@ -516,12 +517,12 @@ class Engine:
         self,
         family: Family,
         run: Run,
-        rec: dict[str, Any],
+        rec: JournalRecord,
         *,
         label: str = "",
         key: str = "",
         order: Order = RECORD,
-    ) -> dict[str, Any]:
+    ) -> JournalRecord:
         """Journal one record of `run` (`order`: see `World.append`); return it as a replay
         will read it."""
         body = self._body(family, run, rec, label, key)
@@ -531,20 +532,22 @@ class Engine:
             [pos] = await self.io(self.world.append, family.root, [body], order)
         return family.apply(pos, _codec.decode(body))
 
-    def append_now(self, family: Family, run: Run, rec: dict[str, Any]) -> dict[str, Any]:
+    def append_now(self, family: Family, run: Run, rec: JournalRecord) -> JournalRecord:
         """`append` for callers that cannot await (on a network world it waits on the loop);
         what the run appended is durable first (a hook's record: deliveries may follow)."""
         body = self._body(family, run, rec, "", "")
         [pos] = self.world.append(family.root, [body], Order(streams=0))
         return family.apply(pos, _codec.decode(body))
 
-    def _body(self, family: Family, run: Run, rec: dict[str, Any], label: str, key: str) -> bytes:
-        rec = family.pack({"run": run.id, "g": run.g, "at": time.time(), **rec}, run.gen_at)
-        return self._encode(rec, key or _value_key(rec), label or f"run {run.id}")
+    def _body(self, family: Family, run: Run, rec: JournalRecord, label: str, key: str) -> bytes:
+        whole: JournalRecord = {"t": rec["t"], "run": run.id, "g": run.g, "at": time.time()}
+        whole.update(rec)  # `t` first, then as `rec` has them: the stored form keeps the order
+        stored = family.pack(whole, run.gen_at)
+        return self._encode(stored, key or _value_key(stored), label or f"run {run.id}")
 
     async def start_child(
         self, family: Family, parent: Run, child_id: str, workflow: str, input: Any
-    ) -> dict[str, Any]:
+    ) -> JournalRecord:
         """Journal a child start: the child's `start`, then the parent's `child` link.
 
         Both go in one write, start first, so whatever prefix a crash leaves is consistent: a
@@ -552,7 +555,7 @@ class Engine:
         again (the child id is derived, so it is the same), instead of starting it twice.
         """
         at = time.time()
-        link = {"run": parent.id, "g": parent.g, "at": at, "t": "child",
+        link: JournalRecord = {"run": parent.id, "g": parent.g, "at": at, "t": "child",
                 "child": child_id, "workflow": workflow}  # fmt: skip
         bodies = [_codec.encode(family.pack(link, parent.gen_at))]
         orphan = family.runs.get(child_id)
@@ -592,14 +595,14 @@ class Engine:
 
     def _start_record(
         self, run_id: str, workflow: str, input: Any, parent: str | None,
-        meta: dict[str, Any], inbox: dict[str, Any],
-    ) -> dict[str, Any]:  # fmt: skip
+        meta: dict[str, Any], inbox: InboxState,
+    ) -> JournalRecord:  # fmt: skip
         return {"run": run_id, "g": 0, "at": time.time(), "t": "start",
                 "workflow": workflow, "input": input, "parent": parent, "meta": meta,
                 "inbox": inbox, "nc": 0}  # fmt: skip
 
     @staticmethod
-    def _encode(rec: dict[str, Any], key: str, label: str) -> bytes:
+    def _encode(rec: StoredRecord, key: str, label: str) -> bytes:
         try:
             return _codec.encode(rec)
         except SerializationError:
@@ -608,7 +611,7 @@ class Engine:
             raise SerializationError(f"{label}: cannot serialize {path}: {reason}", path) from None
 
 
-def _value_key(rec: dict[str, Any]) -> str:
+def _value_key(rec: StoredRecord) -> str:
     for key in ("ok", "result", "input", "values"):
         if key in rec:
             return key

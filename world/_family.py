@@ -26,10 +26,12 @@ which are stored whole (they carry `run`; `_fork`):
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ._errors import CorruptJournalError
+from ._records import InboxState, JournalRecord, RunError, StoredRecord, Waiting
 from ._world import InboxItem, World, pack_token, unpack_token
 
 HEAD_VERSION = 1
@@ -40,7 +42,7 @@ CANNOT_GO_ON = (
 GAP = "gap"  # a record `eve doctor --repair` wrote over damaged bytes, of their length
 KEPT_CHILDREN = 10  # finished child runs the head keeps (the latest ones)
 FINISHED = frozenset({"completed", "failed"})
-# Record types that carry a run's progress (replayed in order by the workflow context).
+# JournalRecord types that carry a run's progress (replayed in order by the workflow context).
 START_TYPES = frozenset({"start", "gen"})
 # Keys of a whole record that its stored form leaves implied.
 _IMPLIED = frozenset({"t", "run", "g", "seq", "at", "parent", "created"})
@@ -68,11 +70,11 @@ class Run:
     gen_hooks: list[str] = field(default_factory=list)  # as the generation's record lists them
     gen_w: int = -1  # the inbox watermark its generation's record carries (-1: none)
     next_child: int = 0
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[JournalRecord] = field(default_factory=list)
     status: str = "running"  # running | parked | completed | failed
-    waiting: dict[str, Any] | None = None
+    waiting: Waiting | None = None
     result: Any = None
-    error: dict[str, Any] | None = None
+    error: RunError | None = None
     hooks: set[str] = field(default_factory=set)
     meta: dict[str, Any] = field(default_factory=dict)
     created: float = 0.0
@@ -82,7 +84,7 @@ class Run:
     def finished(self) -> bool:
         return self.status in FINISHED
 
-    def begin(self, rec: dict[str, Any], pos: int) -> None:
+    def begin(self, rec: JournalRecord, pos: int) -> None:
         """Start a generation from a `start` or `gen` record."""
         self.g = rec.get("g", 0)
         self.input = rec.get("input")
@@ -112,11 +114,11 @@ class Family:
     head_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     items: dict[int, InboxItem] = field(default_factory=dict)  # read, not yet received
     inbox_name: str = ""
-    log: list[dict[str, Any]] | None = None  # every whole record applied, when kept
+    log: list[JournalRecord] | None = None  # every whole record applied, when kept
     log_at: list[int] = field(default_factory=list)  # the position of each record in `log`
     gaps: list[int] = field(default_factory=list)  # positions of records a repair replaced
 
-    def apply(self, pos: int, stored: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, pos: int, stored: StoredRecord) -> JournalRecord:
         """Fold one journal record into the state; return it whole."""
         self.end = max(self.end, pos)
         rec = self.expand(stored)
@@ -133,40 +135,27 @@ class Family:
             return rec
         run = self.runs.get(run_id)
         if kind == "start" or (kind == "gen" and run is None):
-            # A load may begin at a `gen` record: what it leaves out, the head has.
-            entry = self.head_runs.get(run_id, {})
-            run = Run(run_id, rec.get("workflow", ""), rec.get("parent"), rec.get("input"))
-            run.meta = dict(rec.get("meta") or entry.get("meta") or {})
-            run.created = rec.get("created", entry.get("created", rec.get("at", 0.0)))
-            self.runs[run_id] = run
+            run = self._new_run(run_id, rec)
         if run is None:
             return rec  # a finished run whose generation began before the scan start
         run.updated = rec.get("at", run.updated)
-        if kind in START_TYPES:
-            run.begin(rec, pos)
-            if kind == "start":
-                run.start_pos = pos
-        elif kind == "done":
-            run.status, run.result = "completed", rec.get("result")
-        elif kind == "failed":
-            run.status, run.error = "failed", rec.get("error")
-        else:
-            run.records.append(rec)
-            if kind == "park":
-                run.status, run.waiting = "parked", rec.get("waiting")
-            else:
-                run.status, run.waiting = "running", None
-            if kind == "hook":
-                run.hooks.add(rec["token"])
-            elif kind == "child":
-                run.next_child = max(run.next_child, int(rec["child"].rsplit(".", 1)[1]) + 1)
+        _ON_RECORD.get(rec["t"], _on_progress)(run, rec, pos)
         return rec
+
+    def _new_run(self, run_id: str, rec: JournalRecord) -> Run:
+        # A load may begin at a `gen` record: what it leaves out, the head has.
+        entry = self.head_runs.get(run_id, {})
+        run = Run(run_id, rec.get("workflow", ""), rec.get("parent"), rec.get("input"))
+        run.meta = dict(rec.get("meta") or entry.get("meta") or {})
+        run.created = rec.get("created", entry.get("created", rec.get("at", 0.0)))
+        self.runs[run_id] = run
+        return run
 
     # -- stored shapes -------------------------------------------------------------------------
     def _relative(self, run_id: str) -> str:
         return run_id[len(self.root) + 1 :]
 
-    def pack(self, rec: dict[str, Any], gen_at: float) -> dict[str, Any]:
+    def pack(self, rec: JournalRecord, gen_at: float) -> StoredRecord:
         """The stored form of the whole record `rec` of a run whose current
         generation began at `gen_at`."""
         kind = rec["t"]
@@ -182,7 +171,7 @@ class Family:
         defaults = _DEFAULTS.get(kind, {})
         out.update(
             (k, v) for k, v in rec.items() if k not in _IMPLIED and defaults.get(k, _UNSET) != v
-        )
+        )  # the fields of its kind, as they are (a record keeps fields it does not know)
         if kind in START_TYPES and out.get("inbox", {}).get("x") == []:
             out["inbox"] = out["inbox"]["w"]  # the watermark alone
         if kind == "recv":
@@ -199,10 +188,10 @@ class Family:
                 del out["workflow"]  # the run's `start` (or the head) says it
             if "hooks" in out:
                 out["hooks"] = [pack_token(t) for t in out["hooks"]]
-        return out
+        return cast(StoredRecord, out)
 
-    def _pack_waiting(self, rec: dict[str, Any]) -> dict[str, Any]:
-        waiting: dict[str, Any] = rec["waiting"]
+    def _pack_waiting(self, rec: JournalRecord) -> Waiting:
+        waiting = rec["waiting"]
         if "child" in waiting:
             return {"child": self._relative(waiting["child"])}
         run = self.runs.get(rec["run"])
@@ -211,11 +200,11 @@ class Family:
             return {**waiting, "hook": run.gen_hooks.index(waiting["hook"])}
         return waiting
 
-    def expand(self, stored: dict[str, Any]) -> dict[str, Any]:
+    def expand(self, stored: StoredRecord) -> JournalRecord:
         """The whole form of a stored record (a fork's records are stored whole, `_fork`)."""
         if "run" in stored or "t" not in stored or stored["t"] == GAP:
-            return stored
-        rec = dict(stored)
+            return cast(JournalRecord, stored)
+        rec: dict[str, Any] = dict(stored)  # its fields change form one by one
         rel, kind = rec.pop("r", None), rec["t"]
         run_id = rec["run"] = self.root if rel is None else f"{self.root}.{rel}"
         for key, value in _DEFAULTS.get(kind, {}).items():
@@ -231,23 +220,27 @@ class Family:
                     run = self.runs.get(run_id)
                     head = self.head_runs.get(run_id, {})
                     rec["workflow"] = run.workflow if run else head.get("workflow", "")
-            return rec
+            return cast(JournalRecord, rec)
         run = self.runs.get(run_id)
         if run is None:
-            return rec  # its generation began before the load: not replayed
+            return cast(JournalRecord, rec)  # its generation began before the load: not replayed
         rec["g"], rec["at"] = run.g, run.gen_at + rec.pop("d", 0) / 1000
-        if kind == "recv":
-            self._received(rec)
-        elif kind == "child":
-            rec["child"] = child_id = f"{self.root}.{rec['child']}"
-            child = self.runs.get(child_id)
-            if child is not None:
-                rec.setdefault("workflow", child.workflow)
-        elif kind == "park":
-            rec["waiting"] = self._expand_waiting(rec["waiting"], run)
-        return rec
+        whole = cast(JournalRecord, rec)
+        expand = _EXPAND.get(kind)
+        if expand is not None:
+            expand(self, whole, run)
+        return whole
 
-    def _expand_waiting(self, waiting: dict[str, Any], run: Run) -> dict[str, Any]:
+    def _expand_child(self, rec: JournalRecord, run: Run) -> None:
+        rec["child"] = child_id = f"{self.root}.{rec['child']}"
+        child = self.runs.get(child_id)
+        if child is not None:
+            rec.setdefault("workflow", child.workflow)
+
+    def _expand_park(self, rec: JournalRecord, run: Run) -> None:
+        rec["waiting"] = self._expand_waiting(rec["waiting"], run)
+
+    def _expand_waiting(self, waiting: Waiting, run: Run) -> Waiting:
         if "child" in waiting:
             return {"child": f"{self.root}.{waiting['child']}"}
         if isinstance(waiting.get("hook"), int):
@@ -261,11 +254,11 @@ class Family:
             return {**waiting, "hook": run.gen_hooks[index]}
         return waiting
 
-    def _received(self, rec: dict[str, Any]) -> None:
+    def _received(self, rec: JournalRecord, run: Run | None = None) -> None:
         """Fill a `recv` record's token and values from the deliveries it names; one that is
         missing or different marks the record `lost` (replaying it raises `lost_error`, so a
         load that does not replay it, e.g. of an older generation, still works)."""
-        ids, checks = rec["ids"], rec.pop("c", [])
+        ids, checks = rec["ids"], cast(StoredRecord, rec).pop("c", [])
         items = [self.items.pop(i, None) for i in ids]
         for n, item in enumerate(items):
             if item is None or (n < len(checks) and item.check != checks[n]):
@@ -313,7 +306,7 @@ class Family:
             advice=CANNOT_GO_ON,
         )
 
-    def lost_error(self, rec: dict[str, Any]) -> CorruptJournalError:
+    def lost_error(self, rec: JournalRecord) -> CorruptJournalError:
         """The error replaying a `recv` record whose delivery the inbox no longer holds."""
         return CorruptJournalError(
             self.inbox_name or f"inbox of run family {self.root}",
@@ -325,7 +318,7 @@ class Family:
             advice=CANNOT_GO_ON,
         )
 
-    def inbox_state(self) -> dict[str, Any]:
+    def inbox_state(self) -> InboxState:
         """The consumption watermark carried by `start` and `gen` records."""
         unconsumed = [item.id for item in self.pending if item.id not in self.consumed]
         watermark = min(unconsumed, default=self.inbox_next)
@@ -396,13 +389,58 @@ def load_family(world: World, root: str, *, full: bool = False, log: bool = Fals
     return family
 
 
-def _is_scan_start(rec: dict[str, Any]) -> bool:
+def _is_scan_start(rec: StoredRecord) -> bool:
     return rec.get("t") in START_TYPES and isinstance(rec.get("inbox"), dict | int)
 
 
-def _inbox_state(stored: Any) -> Any:
+def _inbox_state(stored: InboxState | int) -> InboxState:
     """A `start`/`gen` record's inbox state whole (`{w, x: []}` is stored as `w`)."""
     return {"w": stored, "x": []} if isinstance(stored, int) else stored
+
+
+# -- what a record does to its run, by kind (`Family.apply`; others: `_on_progress`) -----------
+def _on_start(run: Run, rec: JournalRecord, pos: int) -> None:
+    run.begin(rec, pos)
+    run.start_pos = pos
+
+
+def _on_gen(run: Run, rec: JournalRecord, pos: int) -> None:
+    run.begin(rec, pos)
+
+
+def _on_done(run: Run, rec: JournalRecord, pos: int) -> None:
+    run.status, run.result = "completed", rec.get("result")
+
+
+def _on_failed(run: Run, rec: JournalRecord, pos: int) -> None:
+    run.status, run.error = "failed", rec.get("error")
+
+
+def _on_progress(run: Run, rec: JournalRecord, pos: int) -> None:
+    """A record of the run's progress, replayed in order (`step`, `hook`, `recv`, ...)."""
+    run.records.append(rec)
+    if rec["t"] == "park":
+        run.status, run.waiting = "parked", rec.get("waiting")
+        return
+    run.status, run.waiting = "running", None
+    if rec["t"] == "hook":
+        run.hooks.add(rec["token"])
+    elif rec["t"] == "child":
+        run.next_child = max(run.next_child, int(rec["child"].rsplit(".", 1)[1]) + 1)
+
+
+_ON_RECORD: dict[str, Callable[[Run, JournalRecord, int], None]] = {
+    "start": _on_start,
+    "gen": _on_gen,
+    "done": _on_done,
+    "failed": _on_failed,
+}
+# The fields a kind stores in a form of its own (`Family.expand`), by kind.
+_EXPAND: dict[str, Callable[[Family, JournalRecord, Run], None]] = {
+    "recv": Family._received,
+    "child": Family._expand_child,
+    "park": Family._expand_park,
+}
 
 
 def head_wake(head: dict[str, Any] | None) -> tuple[float | None, int | None]:

@@ -25,11 +25,12 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from . import _codec
 from ._errors import ForkError
 from ._family import GAP, START_TYPES, Family
+from ._records import JournalRecord
 from ._world import World, check_run_id, stream_family
 
 _HEX = re.compile(r"[0-9a-f]+")
@@ -107,12 +108,12 @@ def plan_fork(
 
 def _read_to(
     world: World, source: str, at: int | None
-) -> tuple[Family, list[tuple[int, dict[str, Any]]]]:
+) -> tuple[Family, list[tuple[int, JournalRecord]]]:
     """The family `source` as of position `at` and the records (whole) a replay there reads."""
     family = Family(source)
     family.inbox_name = world.inbox_name(source)
     family.read_inbox(world)  # `recv` records take their payloads from it
-    read: list[tuple[int, dict[str, Any]]] = []
+    read: list[tuple[int, JournalRecord]] = []
     for pos, stored in world.load(source, 0).records:
         if at is not None and pos > at:
             break
@@ -154,7 +155,7 @@ class _Renamer:
     def run(self, run_id: str) -> str:
         return self.target + run_id[len(self.source) :]
 
-    def record(self, whole: dict[str, Any]) -> dict[str, Any]:
+    def record(self, whole: JournalRecord) -> JournalRecord:
         # The world's own fields are renamed from the record as read (an alias may be a
         # run id: it must not be replaced there before it is renamed).
         rec: dict[str, Any] = _swap(whole, self.values)
@@ -163,8 +164,9 @@ class _Renamer:
         kind = rec["t"]
         if kind in START_TYPES:
             rec["inbox"] = {"w": 0, "x": []}  # the fork's own inbox: empty
-            if whole.get("parent"):
-                rec["parent"] = self.run(whole["parent"])
+            parent = whole.get("parent")
+            if parent:
+                rec["parent"] = self.run(parent)
             if run_id not in self.first:  # what a load beginning here would take from the head
                 run = self.family.runs[run_id]
                 rec["workflow"] = run.workflow
@@ -179,7 +181,7 @@ class _Renamer:
         elif kind == "park" and isinstance((whole.get("waiting") or {}).get("child"), str):
             rec["waiting"] = {**rec["waiting"], "child": self.run(whole["waiting"]["child"])}
         self.first.add(run_id)
-        return rec
+        return cast(JournalRecord, rec)
 
 
 def _swap(value: Any, tokens: Mapping[str, str]) -> Any:

@@ -18,6 +18,7 @@ family's `owner.lock` and `inbox.lock`: no process writes the store meanwhile.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -25,13 +26,14 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import filelock
 
 from . import _codec, _faults, _journal
 from ._errors import CorruptJournalError, StoreFormatError
 from ._family import GAP, START_TYPES, Family, build_head
+from ._records import JournalRecord, StoredRecord
 from ._world import InboxItem, inbox_item, inbox_record
 
 if TYPE_CHECKING:
@@ -55,7 +57,7 @@ class MigratingRecord:
     """
 
     family: str
-    record: dict[str, Any]
+    record: JournalRecord
     workflow: str
     input: Any
     world: World
@@ -320,7 +322,7 @@ def m002_frozen_forms(world: World, path: Path, root: str, report: MigrationRepo
     journal = folder / "journal.msgpack"
     read = _journal.parse(journal.read_bytes(), 0, str(journal))
     _check_journal_header(journal, read)
-    for pos, stored in read.records[1:]:
+    for pos, stored in cast("list[tuple[int, StoredRecord]]", read.records[1:]):
         rec = old.apply(pos, stored)
         if rec.get("t") == "child_done":  # a parent reads a child's end from the child now
             report.dropped += 1
@@ -350,13 +352,13 @@ def _check_journal_header(journal: Path, read: _journal.ReadResult) -> None:
 def _m002_record(
     world: World,
     root: str,
-    rec: dict[str, Any],
+    rec: JournalRecord,
     inbox: tuple[dict[int, int] | None, int],
     new: Family,
     notes: dict[str, Any],
     steps: list[MigrationStep],
     report: MigrationReport,
-) -> dict[str, Any] | None:
+) -> JournalRecord | None:
     if "lost" in rec:
         raise CorruptJournalError(
             f"journal of run family {root}",
@@ -374,10 +376,7 @@ def _m002_record(
             "w": _renumber_mark(rec["inbox"]["w"], ids, end),
             "x": [ids[i] for i in rec["inbox"].get("x", []) if i in ids],
         }
-    run = new.runs.get(rec["run"])
-    workflow = rec.get("workflow") or (run.workflow if run else "")
-    given = rec.get("input") if kind in START_TYPES else (run.input if run else None)
-    migrating = MigratingRecord(root, rec, workflow, given, world, notes, report.dry_run)
+    migrating = _migrating(world, root, rec, new, notes, dry_run=report.dry_run)
     for step in steps:
         step.record(migrating)
         if migrating.dropped:
@@ -386,14 +385,30 @@ def _m002_record(
     return migrating.record
 
 
-def _packed(new: Family, rec: dict[str, Any]) -> dict[str, Any]:
+def _migrating(
+    world: World,
+    root: str,
+    rec: JournalRecord,
+    new: Family,
+    notes: dict[str, Any],
+    *,
+    dry_run: bool,
+) -> MigratingRecord:
+    """`rec` as the steps see it: with its run's workflow and current input (as migrated)."""
+    run = new.runs.get(rec["run"])
+    workflow = rec.get("workflow") or (run.workflow if run else "")
+    given = rec.get("input") if rec["t"] in START_TYPES else (run.input if run else None)
+    return MigratingRecord(root, rec, workflow, given, world, notes, dry_run)
+
+
+def _packed(new: Family, rec: JournalRecord) -> StoredRecord:
     """`rec` in the form the journal stores (whole when its run's start is not in the journal,
     as a fork stores records: a damaged family is migrated as it reads)."""
     if rec.get("t") == GAP or "run" not in rec:
-        return rec
+        return cast(StoredRecord, rec)
     run = new.runs.get(rec["run"])
     if rec["t"] not in START_TYPES and run is None:
-        return rec
+        return cast(StoredRecord, rec)
     return new.pack(rec, run.gen_at if run is not None else 0.0)
 
 
@@ -450,6 +465,41 @@ def _inbox_end(inbox: bytes | None) -> int:
     if inbox is None:
         return 0
     return len(inbox) + _journal.inbox_layout(inbox[: _journal.HEADER_MAX])[0]
+
+
+# -- a world whose record forms are current (PostgresWorld): the registered steps alone -------
+
+
+def run_steps(
+    world: World, root: str, records: list[tuple[int, StoredRecord]], version: int
+) -> tuple[list[tuple[int, StoredRecord]], Family]:
+    """The records of family `root` that the steps registered for `version` change, stored
+    again at their positions, and the family as it then reads. For a world whose record forms
+    were already the current ones when it came (PostgresWorld, `_pg_schema` migration 5),
+    where only its user's payloads can be older; a step may not drop a record there."""
+    steps = steps_for(version)
+    old, new, notes = Family(root), Family(root), dict[str, Any]()
+    changed: list[tuple[int, StoredRecord]] = []
+    for pos, stored in records:
+        rec = old.apply(pos, stored)
+        if steps and rec.get("t") != GAP and "run" in rec:
+            before = copy.deepcopy(rec)
+            migrating = _migrating(world, root, rec, new, notes, dry_run=False)
+            for step in steps:
+                step.record(migrating)
+            if migrating.dropped:
+                raise StoreFormatError(f"run family {root}: a migration step left out a record")
+            if migrating.record != before:
+                run = new.runs.get(rec["run"])
+                whole = "run" in stored or (run is None and rec["t"] not in START_TYPES)
+                stored = (
+                    cast(StoredRecord, migrating.record)
+                    if whole
+                    else new.pack(migrating.record, run.gen_at if run is not None else 0.0)
+                )
+                changed.append((pos, stored))
+        new.apply(pos, stored)
+    return changed, new
 
 
 MIGRATIONS: dict[int, Callable[[World, Path, str, MigrationReport], _Staged]] = {

@@ -149,10 +149,24 @@ MIGRATIONS: list[str] = [
         note text NOT NULL
     );
     """,
+    # 5: store format 2 (`_migrate`, what FORMAT says in a data directory): the record forms
+    # frozen for 0.1. PostgresWorld came with them, so the world's own part of 1 -> 2 has
+    # nothing to do here; what its user registered for format 2 runs over every record
+    # (`FILLS`).
+    """
+    COMMENT ON SCHEMA {s} IS 'eve world, store format 2';
+    """,
 ]
-# Python run after a migration, in its transaction: `fill(conn, quoted schema)`.
-FILLS: dict[int, Callable[[Any, str], None]] = {}
+# Python run after a migration, in its transaction: `fill(conn, quoted schema, world)`.
+FILLS: dict[int, Callable[[Any, str, Any], None]] = {}
 VERSION = len(MIGRATIONS)
+# The store format (`local.FORMAT_VERSION`) a schema has from each schema version on.
+STORE_FORMATS = {1: 1, 5: 2}
+
+
+def store_format(schema_version: int) -> int:
+    """The store format of a schema at `schema_version`."""
+    return max(f for v, f in STORE_FORMATS.items() if v <= max(schema_version, 1))
 
 
 # Set `due` and `hook_mark` from a head's `head_wake`; a delivery after the mark came already.
@@ -161,7 +175,7 @@ WAKE_UPDATE = """UPDATE {s}.families SET hook_mark = %(mark)s::bigint,
         ELSE %(due)s::float8 END"""
 
 
-def _fill_wake(conn: Any, s: str) -> None:
+def _fill_wake(conn: Any, s: str, world: Any) -> None:
     """Migration 3: every family's `due` and `hook_mark` from its head."""
     from ._codec import decode
     from ._family import head_wake
@@ -181,6 +195,42 @@ def _fill_wake(conn: Any, s: str) -> None:
 FILLS[3] = _fill_wake
 
 
+def _fill_store_format_2(conn: Any, s: str, world: Any) -> None:
+    """Migration 5: the steps registered for store format 2 (`_migrate.run_steps`) over every
+    family's records; a record one changed is stored again at its position and the run's
+    result or error its head keeps with it."""
+    from ._codec import decode, encode
+    from ._journal import frame, parse
+    from ._migrate import run_steps, steps_for
+
+    if not steps_for(2):
+        return
+    for (root,) in conn.execute(f"SELECT root FROM {s}.families ORDER BY root").fetchall():
+        rows = conn.execute(
+            f"SELECT pos, frame FROM {s}.records WHERE root = %s ORDER BY pos", [root]
+        ).fetchall()
+        records = [(pos, parse(bytes(data), 0, root).records[0][1]) for pos, data in rows]
+        changed, family = run_steps(world, root, records, 2)  # type: ignore[arg-type]
+        for pos, stored in changed:
+            conn.execute(
+                f"UPDATE {s}.records SET frame = %s WHERE root = %s AND pos = %s",
+                [frame(dict(stored)), root, pos],
+            )
+        row = conn.execute(f"SELECT head FROM {s}.heads WHERE root = %s", [root]).fetchone()
+        if not changed or row is None:
+            continue
+        head = decode(bytes(row[0]))
+        for run_id, entry in (head.get("runs") or {}).items():
+            run = family.runs.get(run_id)
+            if run is not None and entry.get("status") == run.status:
+                entry["result"] = run.result if run.status == "completed" else None
+                entry["error"] = run.error
+        conn.execute(f"UPDATE {s}.heads SET head = %s WHERE root = %s", [encode(head), root])
+
+
+FILLS[5] = _fill_store_format_2
+
+
 def check_schema(name: str) -> str:
     if not _SCHEMA.fullmatch(name):
         raise WorldError(
@@ -190,10 +240,11 @@ def check_schema(name: str) -> str:
     return name
 
 
-def migrate(conn: Any, schema: str, *, create: bool = True) -> bool:
+def migrate(conn: Any, schema: str, *, create: bool = True, world: Any = None) -> bool:
     """Bring `schema` to `VERSION` (creating it if `create`); False: it does not exist and
     `create` is False. Runs in one transaction under an advisory lock, so concurrent
-    workers starting together apply each migration once."""
+    workers starting together apply each migration once. `world`: the world being opened
+    (what a migration step reads streams through)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"eve-migrate:{schema}"])
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone()
@@ -214,6 +265,6 @@ def migrate(conn: Any, schema: str, *, create: bool = True) -> bool:
         for version in range(current + 1, VERSION + 1):
             conn.execute(MIGRATIONS[version - 1].format(s=f'"{schema}"'))
             if version in FILLS:
-                FILLS[version](conn, f'"{schema}"')
+                FILLS[version](conn, f'"{schema}"', world)
             conn.execute(f'INSERT INTO "{schema}".schema_version (version) VALUES (%s)', [version])
     return True

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._errors import HookConflictError, InvalidNameError, RunExistsError, WorldError
+from ._records import StoredRecord
 
 if TYPE_CHECKING:
     from ._verify import Finding
@@ -100,7 +101,7 @@ class FamilyUsage:
 class FamilyLog:
     """Records of one family read from some position on, in journal order."""
 
-    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    records: list[tuple[int, StoredRecord]] = field(default_factory=list)
     start: int = 0  # the position reading began at (0 = the whole journal)
 
 

@@ -25,7 +25,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import filelock
 
@@ -40,6 +40,7 @@ from ._errors import (
     StoreFormatError,
     storage_error,
 )
+from ._records import StoredRecord
 from ._streams import StreamStore
 from ._watch import DirWatcher, touched
 from ._world import (
@@ -525,7 +526,7 @@ class LocalWorld(World):
             # Drops a torn tail (and space a killed owner reserved) first.
             self._writers[root] = _journal.Writer(path, result.end, reserve=True)
         records = result.records[1:] if start == 0 else result.records
-        return FamilyLog(records=records, start=start)
+        return FamilyLog(records=cast("list[tuple[int, StoredRecord]]", records), start=start)
 
     def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
         if self._settle_failure is not None:

@@ -12,7 +12,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from . import _codec, _journal
 from ._errors import (
@@ -22,6 +22,7 @@ from ._errors import (
     RunNotFoundError,
     WorldError,
 )
+from ._records import StoredRecord
 from ._signals import Signals
 from ._world import (
     RECORD,
@@ -172,7 +173,9 @@ class MemoryWorld(World):
         data = b"".join(frames[first:])
         parsed = _journal.parse(data, 0, f"memory:{root}")
         records = [(first + i, rec) for i, (_, rec) in enumerate(parsed.records)]
-        return FamilyLog(records=records, start=first if first > 1 else 0)
+        return FamilyLog(
+            records=cast("list[tuple[int, StoredRecord]]", records), start=first if first > 1 else 0
+        )
 
     def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
         frames = [_journal.frame_body(body) for body in bodies]

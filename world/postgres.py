@@ -50,7 +50,7 @@ import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -67,6 +67,7 @@ from ._errors import (
     WorldError,
 )
 from ._family import head_wake
+from ._records import StoredRecord
 from ._select import redact_url as redact
 from ._signals import Signals
 from ._world import (
@@ -332,9 +333,12 @@ class PostgresWorld(World):
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._listener: _Listener | None = None
         self._flusher: _Flusher | None = None
+        self._exists = True  # while it migrates: a migration step reads streams through it
         try:
             with psycopg.connect(self._target.conninfo, autocommit=True, connect_timeout=5) as c:
-                self._exists = _pg_schema.migrate(c, self._target.schema, create=create)
+                self._exists = _pg_schema.migrate(
+                    c, self._target.schema, create=create, world=self
+                )
         except psycopg.Error as exc:
             raise StorageError(self._unreachable(exc)) from None
 
@@ -630,7 +634,7 @@ class PostgresWorld(World):
             if not rows and not self.family_exists(root):
                 raise RunNotFoundError(f"no run family {root!r} in {self.where}")
         records = self._parse(rows, f"{self.where}: journal of run family {root}")
-        return FamilyLog(records=records, start=start)
+        return FamilyLog(records=cast("list[tuple[int, StoredRecord]]", records), start=start)
 
     @staticmethod
     def _parse(rows: list[tuple[Any, ...]], what: str) -> list[tuple[int, dict[str, Any]]]:

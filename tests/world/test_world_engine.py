@@ -15,6 +15,7 @@ from world import (
     Engine,
     FatalError,
     HookConflictError,
+    JournalRecord,
     NoActiveRunError,
     OwnershipError,
     RetryPolicy,
@@ -261,7 +262,7 @@ def test_empty_polls_record_nothing_and_replay_to_the_same_values(world: World) 
 
     engine = Engine(world, {"flow": flow})
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[JournalRecord]:
         rid = await engine.start("flow")
         ctx_root.append(rid)
         await engine.run(rid)

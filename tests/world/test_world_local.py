@@ -17,6 +17,7 @@ from world import (
     RECORD,
     CorruptJournalError,
     Engine,
+    JournalRecord,
     LocalWorld,
     MigratingRecord,
     MigrationStep,
@@ -35,6 +36,7 @@ from world import (
     verify,
 )
 from world._family import Family, load_family
+from world._records import StoredRecord
 from world._world import unpack_token
 
 
@@ -324,7 +326,7 @@ async def _child(ctx: WorkflowContext, n: int) -> Any:
     return await ctx.step("double", lambda: n * 2)
 
 
-def _whole(world: World, root: str) -> list[dict[str, Any]]:
+def _whole(world: World, root: str) -> list[JournalRecord]:
     """Every record of the family, whole, in journal order."""
     return load_family(world, root, full=True, log=True).log or []
 
@@ -350,15 +352,15 @@ def _pre_release(data: Path, root: str) -> None:
         out += _journal.frame(item)
     (folder / "inbox.msgpack").write_bytes(bytes(out))
     journal = bytearray(_journal.frame({**_journal.header(), "version": 1}))
-    for rec in records:
-        rec = dict(rec)
-        if rec["t"] == "recv":
-            rec["ids"] = [old_ids[i] for i in rec["ids"]]
-        rec.pop("inbox", None)
-        journal += _journal.frame(rec)
-        if rec["t"] == "done" and rec["run"] != root:
-            done = {"run": root, "g": 0, "at": rec["at"], "t": "child_done",
-                    "child": rec["run"], "result": rec["result"]}  # fmt: skip
+    for whole in records:
+        one: dict[str, Any] = dict(whole)
+        if one["t"] == "recv":
+            one["ids"] = [old_ids[i] for i in one["ids"]]
+        one.pop("inbox", None)
+        journal += _journal.frame(one)
+        if one["t"] == "done" and one["run"] != root:
+            done = {"run": root, "g": 0, "at": one["at"], "t": "child_done",
+                    "child": one["run"], "result": one["result"]}  # fmt: skip
             journal += _journal.frame(done)
     (folder / "journal.msgpack").write_bytes(bytes(journal))
     (folder / "head.msgpack").unlink()
@@ -372,7 +374,9 @@ def test_the_first_pre_release_forms_are_migrated_and_the_run_goes_on(tmp_path: 
     rid = asyncio.run(engine.start("parent", 21, run_id="old"))
     asyncio.run(engine.run(rid))
     asyncio.run(engine.deliver("t-old", "first"))  # received by a later open, after migrating
-    history = [{k: v for k, v in r.items() if k != "inbox"} for r in _whole(engine.world, rid)]
+    history: list[dict[str, Any]] = [
+        {k: v for k, v in r.items() if k != "inbox"} for r in _whole(engine.world, rid)
+    ]
     engine.world.close()
     _pre_release(data, rid)
     seen: list[tuple[str, str]] = []
@@ -388,7 +392,9 @@ def test_the_first_pre_release_forms_are_migrated_and_the_run_goes_on(tmp_path: 
     assert world.migration is not None and world.migration.dropped == 1  # the child_done
     assert world.migration.deliveries == 1 and ("child", "step") in seen
     migrated = Engine(world, flows)
-    now = [{k: v for k, v in r.items() if k != "inbox"} for r in _whole(world, rid)]
+    now: list[dict[str, Any]] = [
+        {k: v for k, v in r.items() if k != "inbox"} for r in _whole(world, rid)
+    ]
     assert [_but_at(r) for r in now] == [_but_at(r) for r in history]  # the same records
     assert all(abs(a["at"] - b["at"]) < 1e-3 for a, b in zip(now, history, strict=True))
     info = asyncio.run(migrated.run(rid))
@@ -551,7 +557,14 @@ def test_a_version_4_gen_leaves_its_workflow_to_the_start_and_stores_hex_hooks_a
     assert {r["workflow"] for r in whole} == {"loop"}
     assert all(r["hooks"] == ["0a1b2c3d"] for r in whole)
     # A version-3 `gen` (workflow and hooks as written) reads as it always did.
-    v3 = {"t": "gen", "at": 1.0, "g": 1, "input": 0, "hooks": ["t-x"], "workflow": "w"}
+    v3: StoredRecord = {
+        "t": "gen",
+        "at": 1.0,
+        "g": 1,
+        "input": 0,
+        "hooks": ["t-x"],
+        "workflow": "w",
+    }
     whole_v3 = {**v3, "run": "other", "parent": None, "nc": 0}
     assert Family("other").expand(v3) == whole_v3
 
@@ -571,7 +584,7 @@ def test_a_version_5_start_or_gen_stores_an_inbox_state_with_nothing_extra_as_it
     whole = [r["inbox"] for r in fresh.history(rid) if r["t"] in ("start", "gen")]
     assert whole[:3] == [{"w": w, "x": []} for w in marks] and len(whole) == 4
     # Version 4 (the state as a map, extra consumed ids or not) reads as it always did.
-    v4 = {"t": "gen", "at": 1.0, "g": 1, "input": 0, "inbox": {"w": 7, "x": [9]}}
+    v4: StoredRecord = {"t": "gen", "at": 1.0, "g": 1, "input": 0, "inbox": {"w": 7, "x": [9]}}
     assert Family("other").expand(v4)["inbox"] == {"w": 7, "x": [9]}
     assert Family("other").pack({**Family("other").expand(v4), "at": 1.0}, 1.0)["inbox"] == {
         "w": 7,

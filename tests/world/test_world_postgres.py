@@ -18,13 +18,18 @@ import pytest
 from tests.pg_support import fresh_schema, require_server, with_params
 from world import (
     Engine,
+    MigratingRecord,
+    MigrationStep,
     OwnershipError,
     StorageError,
     WorkflowContext,
     WorldError,
+    _migrate,
+    register_migration_step,
 )
-from world._pg_schema import VERSION
+from world._pg_schema import VERSION, store_format
 from world._select import redact_url as redact
+from world.local import FORMAT_VERSION
 from world.postgres import BATCH_WAIT, PostgresWorld
 
 
@@ -444,3 +449,49 @@ def test_hook_lookups_of_a_leased_family_make_no_round_trip(
     finally:
         world.close()
         other.close()
+
+
+async def _old_payloads(ctx: WorkflowContext, n: int) -> Any:
+    await ctx.step("kept", lambda: {"form": "old", "n": n})
+    return {"form": "old"}
+
+
+def test_store_format_2_runs_the_registered_steps_once_over_an_older_schema(url: str) -> None:
+    """Schema migration 5 is store format 2: what a user of the world registered for it runs
+    over every record once; a record it changed is stored again at its position, and the
+    head's copy of a run's result with it."""
+    world = PostgresWorld(url)
+    engine = Engine(world, {"old": _old_payloads})
+    rid = asyncio.run(engine.start("old", 7))
+    asyncio.run(engine.run(rid))
+    positions = [pos for pos, _ in engine.journal(rid)]
+    world.close()
+    _sql(f'DELETE FROM "{_schema(url)}".schema_version WHERE version >= 5')  # as before it
+    calls: list[str] = []
+
+    def newer(rec: MigratingRecord) -> None:
+        calls.append(rec.record["t"])
+        for key in ("ok", "result"):
+            value = rec.record.get(key)
+            if isinstance(value, dict) and value.get("form") == "old":
+                rec.record[key] = {**value, "form": "new"}
+
+    register_migration_step(MigrationStep(2, "test.newer", newer))
+    try:
+        again = PostgresWorld(url)
+        PostgresWorld(url).close()  # at schema version 5 already: not run again
+    finally:
+        _migrate._STEPS.pop("test.newer")
+    try:
+        migrated = Engine(again, {"old": _old_payloads})
+        journal = migrated.journal(rid)
+        assert [pos for pos, _ in journal] == positions and calls.count("done") == 1
+        [step] = [rec for _, rec in journal if rec["t"] == "step"]
+        assert step["ok"] == {"form": "new", "n": 7}
+        assert migrated.info(rid).result == {"form": "new"}  # the head's copy too
+    finally:
+        again.close()
+
+
+def test_the_schema_s_store_format_is_the_data_directory_s() -> None:
+    assert store_format(VERSION) == FORMAT_VERSION and store_format(4) == 1
