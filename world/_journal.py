@@ -329,7 +329,9 @@ class Writer:
         self._reserve = reserve
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            if os.fstat(self._fd).st_size != end:
+            st = os.fstat(self._fd)
+            self.ino = st.st_ino  # the file it writes (check_intact's memory is by inode)
+            if st.st_size != end:
                 os.ftruncate(self._fd, end)  # drop a torn tail (or reserved space) first
         except OSError as exc:
             raise StorageError(f"{path}: cannot open for writing: {exc.strerror}") from None

@@ -193,6 +193,8 @@ class StreamStore:
         # Called before any item is written (the owner's journal records it may derive from
         # must be durable first, see LocalWorld.settle).
         self.before_write: Callable[[], None] | None = None
+        # Told of every write of frames: (data file, its inode, offset, bytes).
+        self.after_write: Callable[[str, int, int, bytes], None] | None = None
         self._known = _KnownOffsets()
         self._paths: dict[str, tuple[str, str]] = {}
         self._resolved = str(path.resolve())  # as watchers name the folder
@@ -466,7 +468,8 @@ class StreamStore:
         for frame in frames:
             offsets.append(pos)
             pos += len(frame)
-        _journal.write_all(writer.data_fd, b"".join(frames), at)
+        data = b"".join(frames)
+        _journal.write_all(writer.data_fd, data, at)
         if writer.width == 8:
             _journal.write_all(writer.idx_fd, offsets.tobytes(), 8 * index)
         elif offsets[-1] < _stream_index.NARROW_LIMIT:
@@ -487,6 +490,8 @@ class StreamStore:
         if kept is not None and kept[0] == writer.seen:  # as kept up to this write: still so
             self._crcs[name] = (_identity(os.fstat(writer.data_fd)), kept[1], kept[2])
         self._unsynced.mark(writer.data_fd)
+        if self.after_write is not None:
+            self.after_write(self._strings(name)[0], writer.ino, at, data)
         touched(writer.watched)  # tails in this process wake at once
         return index
 

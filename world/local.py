@@ -248,6 +248,7 @@ class LocalWorld(World):
         self._prefix = len(os.path.join(self.path, ""))  # a file's name within the directory
         self._streams = StreamStore(self.path / "streams")
         self._streams.before_write = self._settle  # readers see no item before its record
+        self._streams.after_write = self._wrote
         self._stream_files = _Listing(self.path / "streams", _stream_root)
         self._hook_files = _Listing(self.path / "hooks", _hook_root)
         # What the open migrated (`_migrate`): None unless the store was of an older format.
@@ -543,7 +544,9 @@ class LocalWorld(World):
         # the caller's code up to the next effect or visible write (`_settle`); on another
         # thread (the engine's, driving several families) it waits, as callers there expect.
         durable = not order.lazy
-        offset = writer.append(b"".join(frames), sync=durable, defer=durable and _on_loop())
+        data = b"".join(frames)
+        offset = writer.append(data, sync=durable, defer=durable and _on_loop())
+        self._wrote(writer.path, writer.ino, offset, data)
         if writer.unsettled is not None:
             with self._unsettled_lock:
                 self._unsettled.add(root)
@@ -701,6 +704,17 @@ class LocalWorld(World):
             self._intact.clear()
         self._intact[path] = (ino, result.end, bytes(last), crc)
         return result
+
+    def _wrote(self, path: str, ino: int, at: int, data: bytes) -> None:
+        """This process wrote the frames `data` at `at` of `path` (inode `ino`): if the file
+        was checked up to there, it is checked up to after them, so the next `check_intact`
+        does not read back and parse what this process framed itself (only their crc32 is
+        added). What a power cut may have done to them is still found by a new process: it
+        believes a head's note only where the crc of the bytes on disk matches it."""
+        known = self._intact.get(path)
+        if known is not None and known[0] == ino and known[1] == at and at:
+            tail = (known[2] + data)[-32:]
+            self._intact[path] = (ino, at + len(data), tail, zlib.crc32(data, known[3]))
 
     def _intact_note(self, root: str) -> dict[str, list[int]]:
         """What this process checked of the family's files, for its head (`check_intact`)."""

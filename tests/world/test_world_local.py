@@ -612,3 +612,62 @@ def test_the_inbox_lock_excludes_a_filelock_on_it_and_the_other_way(tmp_path: Pa
     held.join(5)  # ... and goes in once it is free
     assert not held.is_alive() and [i.payload for i in world.read_inbox("f")[0]] == [1]
     world.close()
+
+
+def test_check_intact_reads_back_only_what_another_process_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a family's next acquire, this process does not parse again the journal records and
+    stream items it framed itself (it knows their crc); a new process believes its head's
+    note of them only where the bytes on disk still match, so damage is still found."""
+    world = LocalWorld(tmp_path)
+
+    async def turns(ctx: WorkflowContext, _: Any) -> None:
+        hook = await ctx.create_hook("t-turns")
+        n = 0
+        while True:
+            await hook.receive()
+            n += 1
+            await ctx.step(f"s{n}", lambda n=n: world.stream_append(f"events.{ctx.run_id}", n))
+
+    parsed: list[tuple[str, int]] = []
+    real_parse = _journal.parse
+
+    def parse(data: bytes, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("decode") is False:  # check_intact's walk over frames
+            parsed.append((Path(args[1]).name, len(data)))
+        return real_parse(data, *args, **kwargs)
+
+    monkeypatch.setattr(_journal, "parse", parse)
+
+    def turn(engine: Engine) -> None:
+        async def go() -> None:
+            await engine.resume_hook("t-turns", "go")
+            await engine.run("talk")
+
+        asyncio.run(go())
+
+    def read_back() -> set[str]:
+        return {name for name, size in parsed if size and not name.startswith("inbox")}
+
+    engine = Engine(world, {"turns": turns})
+    asyncio.run(engine.start("turns", run_id="talk"))
+    asyncio.run(engine.run("talk"))
+    turn(engine)  # the stream is made: read whole once at the next acquire
+    turn(engine)
+    parsed.clear()
+    turn(engine)  # acquired again: the records and items of the turn before are its own
+    assert read_back() == set()
+    assert world.stream_read("events.talk") == [1, 2, 3]
+
+    parsed.clear()
+    fresh = Engine(LocalWorld(tmp_path), {"turns": turns})
+    turn(fresh)  # a new process: the head's note holds (its crc matches the bytes on disk)
+    assert read_back() == set()
+
+    journal = tmp_path / "runs" / "talk" / "journal.msgpack"
+    data = bytearray(journal.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # damage inside what the note covers
+    journal.write_bytes(bytes(data))
+    with pytest.raises(CorruptJournalError, match="takes no writes"):
+        LocalWorld(tmp_path).acquire("talk")
