@@ -151,10 +151,13 @@ def test_a_delivery_to_another_worker_reaches_the_driving_one(
         timeout=WAIT,
     ).json()
     assert receipt["disposition"] in ("steered", "queued")
+    # Read from the second worker, which drives nothing: it replays, then tails live what the
+    # first one writes when it takes the message at its next step.
     events = read_events(
-        first.url,
+        second.url,
         sid,
         lambda e: e["type"] == "message.received" and e.get("text") == "also this",
     )
     received = [e.get("text") for e in events if e["type"] == "message.received"]
     assert received == ["go", "also this"]  # once each: not lost, not driven twice
+    assert read_events(first.url, sid, lambda e: e["index"] >= len(events) - 1) == events
