@@ -219,9 +219,10 @@ class _Listener(threading.Thread):
             for note in conn.notifies(timeout=beat):
                 if self.stop.is_set():
                     return
-                if note.payload.startswith("i"):
-                    world._forget_inbox_ends(note.payload[1:])
-                world._signals.fire(note.payload)
+                for key in note.payload.split(" "):  # a batch names all its streams
+                    if key.startswith("i"):
+                        world._forget_inbox_ends(key[1:])
+                    world._signals.fire(key)
             if time.monotonic() - renewed >= world._target.lease / 3:
                 world._renew(conn)
                 renewed = time.monotonic()
@@ -720,13 +721,14 @@ class PostgresWorld(World):
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
             if attempt and self._batch_stored(conn, root, first, frames, items):
                 return  # the first try committed; its answer was lost
-            row = conn.execute(self._sql["write_batch"], params).fetchone()
-            code = int(row[0]) if row is not None else -1
-            if code == 3:
+            try:
+                row = conn.execute(self._sql["write_batch"], params).fetchone()
+            except psycopg.errors.UniqueViolation:  # an index it gave out was taken
                 raise StorageError(
                     f"run family {root}: a stream of it was appended to by a process without "
                     f"its lease in {self.where}; resume the session to reload it"
-                )
+                ) from None
+            code = int(row[0]) if row is not None else -1
             if code != 0:
                 self._refused(conn, lease, "write to its journal and streams", first)
 
