@@ -120,7 +120,10 @@ def parse(data: bytes, base: int, file: str, *, decode: bool = True) -> ReadResu
     the frames only (each record reads as `{}`, a gap record as `{"t": "gap"}`).
     """
     result = ReadResult(end=base)
-    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+    # A frame is an array of 3: its header cut after a byte or two declares more elements
+    # than the data holds, which is a write cut short (OutOfData), not bytes that are no frame.
+    size = max(len(data), 1)
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=size, max_array_len=max(size, 3))
     unpacker.feed(data)
     pos = 0
     while pos < len(data):

@@ -57,6 +57,15 @@ def test_every_torn_tail_is_discarded(journal: tuple[Path, list[int]]) -> None:
         assert len(result.records) == 5 and result.end == offsets[-1] and result.torn
 
 
+def test_a_torn_tail_read_alone_from_where_a_check_ended_is_torn() -> None:
+    """What `check_intact` reads after the bytes it knows may be only a frame's first byte or
+    two: still a write cut short, whatever the size of what is read."""
+    frame = _journal.frame({"v": "x" * 300}, "item")
+    for cut in range(1, len(frame)):
+        result = _journal.parse(frame[:cut], 781, "f", decode=False)
+        assert result.torn and result.end == 781 and not result.records, cut
+
+
 def test_flipped_byte_in_the_whole_last_record_is_damage_not_a_torn_tail(
     journal: tuple[Path, list[int]],
 ) -> None:
