@@ -130,7 +130,8 @@ def fork_streams(
 
 
 def generation_checkpoints(engine: Engine, sid: str, meta: dict[str, Any]) -> list[Checkpoint]:
-    """The turn boundaries of a session whose events carry no ``ck`` (recorded before forks):
+    """The turn boundaries of a session whose events carry no ``ck`` (recorded before forks,
+    by a format-1 store's eve: a migration to format 2 keeps its events as they were):
     the start of each driver generation (`Engine.generations`), its history as its snapshot
     says, its events those keyed with an earlier generation (every item is keyed ``<gen>:``,
     and a generation's come after the one before's)."""
@@ -166,7 +167,7 @@ async def fork_session(
     streams = fork_streams(world, sid, point, events)
     origin = {"session": sid, "checkpoint": point.ref, "at": time.time()}
     new = f"s_{secrets.token_hex(12)}"
-    # Older snapshots hold the session's id (versions 1 and 2): the fork's is its own.
+    # A sub-agent's snapshot names its parent session (``parent``): the fork's names the fork.
     await engine.fork(sid, new, at=point.at, streams=streams, meta={**meta, "forkedFrom": origin},
                       aliases={sid: new})  # fmt: skip
     return {"sessionId": new, "forkedFrom": sid, "checkpoint": point.ref}

@@ -116,11 +116,9 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
 
 
 def turn_input(ctx: WorkflowContext, data: dict[str, Any]) -> Snapshot:
-    """The snapshot a turn starts from: version 3 leaves out what equals the snapshot its
-    driver's generation began with (the parent's input); earlier ones are whole."""
+    """The snapshot a turn starts from: its input leaves out what equals the snapshot its
+    driver's generation began with (the parent's input)."""
     session = ctx.run_id.rsplit(".", 1)[0]
-    if data.get("v", 1) < 3:
-        return Snapshot.from_data(data, session)
     base = session_base(ctx.meta)
     return Snapshot.from_data(data, session, Snapshot.from_data(ctx.parent_input(), session, base))
 
