@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from eve_cli._keys import Compaction, Key, turn
 from eve_cli._session import (
     _DEFAULTS,
     _KNOWN,
@@ -54,7 +55,7 @@ def _turn_input(rec: MigratingRecord, record: JournalRecord) -> None:
     if isinstance(start, dict) and "h" not in start:  # the message's text: stored by the turn
         turns = int(snap.get(CODES["turns"], 0)) + 1
         message = {"role": "user", "content": str(start.get("text", ""))}
-        index = _history(rec, snap, f"t{turns}:in:u", message)
+        index = _history(rec, snap, turn(turns).first.user, message)
         data["start"] = {"h": index, **({"d": start["d"]} if "d" in start else {})}
     record["input"] = data
 
@@ -74,12 +75,10 @@ def _turn_step(rec: MigratingRecord, record: JournalRecord) -> None:
         return
     if name.startswith("model:"):
         record["ok"] = _reply(rec, kept)
-    elif name.startswith("compact:") and "text" in kept and "h" not in kept:
+    elif (compaction := Compaction.of_action(name)) and "text" in kept and "h" not in kept:
         text = str(kept.get("text") or "")
         snap = rec.input.get("snap", {}) if rec.workflow == TURN else rec.input
-        index = _history(
-            rec, snap, f"{name[len('compact:') :]}:sum", {"role": SUMMARY_ROLE, "content": text}
-        )
+        index = _history(rec, snap, compaction.summary, {"role": SUMMARY_ROLE, "content": text})
         record["ok"] = {"h": index, "tokens": estimate_text(text)}
 
 
@@ -118,17 +117,17 @@ def snapshot_v3(data: Any, rec: MigratingRecord) -> dict[str, Any]:
     return out
 
 
-def _history(rec: MigratingRecord, snap: dict[str, Any], key: str, message: Any) -> int:
+def _history(rec: MigratingRecord, snap: dict[str, Any], key: Key, message: Any) -> int:
     """The history item stored under ``key`` (in the generation of ``snap``), appended with
     ``message`` when it is not there (as the pre-release turn would have on its next run)."""
     stream = KeyedStream(
         rec.world, history_stream(rec.family), int(snap.get(CODES["gen"], 0)), HistoryKeys()
     )
     keys = _history_keys(rec, stream)
-    found = keys.get(stream.prefix + key)
+    found = keys.get(stream.prefix + key.text)
     if found is not None or rec.dry_run:
         return _DRY_INDEX if found is None else found
-    keys[stream.prefix + key] = index = stream.put(key, message)
+    keys[stream.prefix + key.text] = index = stream.put(key, message)
     return index
 
 

@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar, cast, overload
 
 from eve_cli import _store_migration  # noqa: F401  (registers eve's part of migrations)
 from eve_cli._facade import SessionStatus, TurnPolicy
+from eve_cli._keys import SESSION_START
 from eve_cli._loader import (
     DEFAULT_AGENT_DIR,
     AgentDefinition,
@@ -277,7 +278,7 @@ class Runtime:
         started = stored_event(
             "session.started", time.time(), started_event(snap, self.agent.name), snap.created_at
         )
-        KeyedStream(self.world, events_stream(snap.id), 0).append("start", started)
+        KeyedStream(self.world, events_stream(snap.id), 0).append(SESSION_START, started)
         # Claimed now (the driver claims the same token for the same run id when it first
         # runs), so deliveries are accepted before the session was ever driven.
         self.world.claim_hook(token, snap.id)
@@ -324,7 +325,7 @@ class Runtime:
             started = stored_event(
                 "session.started", time.time(), started_event(snap, agent), snap.created_at
             )
-            KeyedStream(self.world, name, 0).append("start", started)
+            KeyedStream(self.world, name, 0).append(SESSION_START, started)
         token = meta.get("token")
         if token and self.world.hook_owner(str(token)) is None and self._status(sid) not in _ENDED:
             self.world.claim_hook(str(token), sid)

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eve_cli._keys import Key, Turn
+
 if TYPE_CHECKING:
     from eve_cli._tracing._otel import TurnTrace
 
@@ -61,11 +63,15 @@ class TurnInfo:
     """What a turn's trace needs from its host."""
 
     session_id: str
-    turn_id: str
+    turn: Turn  # the turn's keys
     agent: str
     model: str
     # The epoch seconds of a stored event of this turn, by its key (None: not stored).
-    stored_at: Callable[[str], float | None]
+    stored_at: Callable[[Key], float | None]
+
+    @property
+    def turn_id(self) -> str:
+        return self.turn.id
 
 
 def begin(info: Callable[[], TurnInfo], agent_wants: bool) -> TurnTrace | None:

@@ -37,6 +37,7 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
+from eve_cli._keys import Key
 from eve_cli._tracing import _TRUE, CONTENT_ENV, TurnInfo, span_id, trace_id
 from eve_cli._version import __version__
 from eve_cli.models import Model, ModelRequest, ModelResponse
@@ -151,7 +152,7 @@ class TurnTrace:
 
     # -- events -----------------------------------------------------------------------
 
-    def event(self, kind: str, key: str, event: dict[str, Any], fresh: bool) -> None:
+    def event(self, kind: str, key: Key, event: dict[str, Any], fresh: bool) -> None:
         """The host wrote ``event`` under ``key`` (``fresh``: stored just now; else a
         replay of one stored earlier, maybe by another process)."""
         at = time.time() if fresh else None
@@ -174,14 +175,14 @@ class TurnTrace:
                 int(usage.get("outputTokens") or 0),
             )
             if fresh:
-                self._end_step(index, key, event.get("error"))
+                self._end_step(index, event.get("error"))
         elif kind in ("turn.completed", "turn.failed", "turn.cancelled") and fresh:
             self._end_turn(kind.split(".")[1], event.get("error"))
 
-    def _end_step(self, index: int, key: str, error: Any) -> None:
+    def _end_step(self, index: int, error: Any) -> None:
         start = self.step_started.get(index)
         if start is None:  # its start was stored by an earlier run: read it
-            start = self.info.stored_at(key.rsplit(":", 1)[0] + ":start")
+            start = self.info.stored_at(self.info.turn.step(index).start)
         tokens_in, tokens_out = self.step_usage.get(index, (0, 0))
         attributes = {
             **self._scope(),
@@ -202,7 +203,7 @@ class TurnTrace:
     def _end_turn(self, status: str, error: Any) -> None:
         start = self.turn_started
         if start is None:
-            start = self.info.stored_at(f"{self.info.turn_id}:start")
+            start = self.info.stored_at(self.info.turn.start)
         attributes = {
             **self._scope(),
             "gen_ai.operation.name": "invoke_agent",

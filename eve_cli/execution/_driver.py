@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from eve_cli._keys import SESSION_END, SESSION_START, generation, turn
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
 from eve_cli.harness._compaction import compact
@@ -26,17 +27,17 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     origin = snap.copy()  # as this generation began: its turn's input leaves out the same
     # Loaded when first needed: the driver's replays at every turn mostly do not need it.
     host = SessionHost(executor, ctx, snap, lambda: executor.agent_or_fallback(snap.agent_dir))
-    key = f"g{snap.gen}"
+    keys = generation(snap.gen)
     hook = None
     if snap.gen == 0:
         if snap.created_at == 0.0:
             snap.created_at = host.now()
-        host.emit("session.started", started_event(snap, host.agent.name), "start")
+        host.emit("session.started", started_event(snap, host.agent.name), SESSION_START)
         if snap.token:
             try:
                 hook = await ctx.create_hook(token=snap.token)  # off the loop if it waits
             except HookConflictError as exc:
-                host.emit("session.failed", {"error": str(exc)}, "end")
+                host.emit("session.failed", {"error": str(exc)}, SESSION_END)
                 return {"status": "failed", "error": str(exc)}
     elif snap.token:
         hook = ctx.hook(snap.token)
@@ -48,7 +49,7 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
         counts: dict[str, Any] = {"turns": snap.turns, "steps": snap.steps}
         if snap.token != ctx.meta.get("token"):  # else the reader has it from the meta
             counts = {"continuationToken": snap.token, **counts}
-        host.emit("session.waiting", counts, f"{key}:wait")
+        host.emit("session.waiting", counts, keys.waiting)
         [payload] = with_ids([await hook.receive()], hook.taken_ids)
     else:
         return {"status": "failed", "error": "session has nothing to do"}
@@ -61,7 +62,8 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
         except STORAGE_ERRORS:
             raise  # the store's, not the turn's: the drive stops, the turn resumes later
         except Exception as exc:
-            host.emit("turn.failed", {"error": f"{type(exc).__name__}: {exc}"}, f"{key}:tfail")
+            failed = {"error": f"{type(exc).__name__}: {exc}"}
+            host.emit("turn.failed", failed, keys.turn_failed)
             result = {"outcome": "failed", "error": str(exc)}
         snap = turn_snapshot(snap, result)  # snap is what the turn started from
         host.snap = snap
@@ -69,15 +71,15 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
             return _end_task(host, result)
     elif kind == "clear":
         _clear(snap)
-        host.emit("context.cleared", {}, f"{key}:clear")
+        host.emit("context.cleared", {}, keys.cleared)
     elif kind == "reset":
         _clear(snap)
         snap.state = {}
         snap.approved_tools = []
         snap.queued = []
-        host.emit("context.cleared", {"reset": True}, f"{key}:clear")
+        host.emit("context.cleared", {"reset": True}, keys.cleared)
     elif kind == "compact":
-        await compact(host, key, None, estimate=None, force=True)
+        await compact(host, keys.compaction, None, estimate=None, force=True)
     snap.gen += 1
     ctx.continue_as_new(snap.to_data(session_base(ctx.meta)))
     return None
@@ -88,9 +90,8 @@ def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
     here (under the key the turn would use), and the turn gets its index (``h``) and its
     delivery id (``d``) alone (earlier turns got the payload's other fields, never read)."""
     snap = host.snap
-    turn_id = f"t{snap.turns + 1}"
     message = {"role": "user", "content": str(payload.get("text", ""))}
-    start: dict[str, Any] = {"h": host.append_history(message, f"{turn_id}:in:u")}
+    start: dict[str, Any] = {"h": host.append_history(message, turn(snap.turns + 1).first.user)}
     if isinstance(payload.get("d"), int):
         start["d"] = payload["d"]  # its delivery id, for the message.received event
     return start
@@ -111,11 +112,11 @@ def _end_task(host: SessionHost, result: dict[str, Any]) -> dict[str, Any]:
     outcome = result["outcome"]
     status = {"completed": "completed", "failed": "failed", "cancelled": "cancelled"}[outcome]
     if status == "completed":
-        host.emit("session.completed", {"output": result.get("text", "")}, "end")
+        host.emit("session.completed", {"output": result.get("text", "")}, SESSION_END)
     elif status == "failed":
-        host.emit("session.failed", {"error": result.get("error")}, "end")
+        host.emit("session.failed", {"error": result.get("error")}, SESSION_END)
     else:
-        host.emit("session.cancelled", {}, "end")
+        host.emit("session.cancelled", {}, SESSION_END)
     return {
         "status": status,
         "text": result.get("text", ""),

@@ -85,11 +85,3 @@ def exact_ints(*values: Any) -> bool:
         if type(v) is not int and not (isinstance(v, int) and not isinstance(v, bool)):
             return False
     return True
-
-
-def delta_start(key: str) -> int | None:
-    """The text offset a delta event's key names (``<call>@<start>+<length>``), if any."""
-    if "@" not in key:
-        return None
-    start = key.rpartition("@")[2].partition("+")[0]
-    return int(start) if start.isdigit() else None

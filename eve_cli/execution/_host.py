@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli import _tracing
 from eve_cli._events import EventType
+from eve_cli._keys import Key, ModelCall, Turn
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli._tools import Tool
@@ -139,7 +140,7 @@ class SessionHost:
         ctx: WorkflowContext,
         snap: Snapshot,
         agent: AgentDefinition | Callable[[], AgentDefinition],
-        turn_id: str | None = None,
+        turn: Turn | None = None,
         before: Snapshot | None = None,
     ) -> None:
         self.executor = executor
@@ -147,7 +148,8 @@ class SessionHost:
         self.ctx = ctx
         self.snap = snap
         self._agent = agent  # or how to load it (when first used)
-        self.turn_id = turn_id
+        self._turn = turn
+        self.turn_id = turn.id if turn is not None else None
         self.events = executor.keyed(events_stream(snap.id), snap.gen, EventKeys())
         # A session's events count their time from its creation (the root run's meta has it;
         # a sub-agent session's, a child run's, store epoch seconds).
@@ -189,6 +191,12 @@ class SessionHost:
     def session_id(self) -> str:
         return self.snap.id
 
+    @property
+    def turn(self) -> Turn:
+        if self._turn is None:
+            raise RuntimeError("a turn's key asked outside a turn")
+        return self._turn
+
     def model_string(self) -> str:
         return self.snap.model or self.agent.model
 
@@ -215,10 +223,10 @@ class SessionHost:
     def _trace_info(self) -> _tracing.TurnInfo:
         assert self.turn_id is not None
         return _tracing.TurnInfo(
-            self.snap.id, self.turn_id, self.agent.name, self.model_string(), self._stored_at
+            self.snap.id, self.turn, self.agent.name, self.model_string(), self._stored_at
         )
 
-    def _stored_at(self, key: str) -> float | None:
+    def _stored_at(self, key: Key) -> float | None:
         """The epoch seconds of this session's stored event ``key`` (None: not stored)."""
         event = self.emitted_event(key)
         at = event.get("at") if event else None
@@ -264,7 +272,7 @@ class SessionHost:
         self,
         type: EventType,
         data: dict[str, Any],
-        key: str,
+        key: Key,
         step: int | None = None,
         *,
         text: str | None = None,
@@ -296,10 +304,11 @@ class SessionHost:
                 event["text"] = text
             fold.take(event, round(self._since * 1000))
 
-    def emitted_keys(self, prefix: str) -> list[str]:
-        return self.events.keys_starting(prefix)
+    def emitted_deltas(self, call: ModelCall) -> list[tuple[int, int, Key]]:
+        stored = (call.delta_of(text) for text in self.events.keys_starting(call.delta_head))
+        return [delta for delta in stored if delta is not None]
 
-    def emitted_event(self, key: str) -> dict[str, Any] | None:
+    def emitted_event(self, key: Key) -> dict[str, Any] | None:
         index = self.events.index_of(key)
         items = (
             self.events.world.stream_read(self.events.name, index, index + 1)
@@ -308,16 +317,16 @@ class SessionHost:
         )
         return strip_key(unpack(items[0])) if items and isinstance(items[0], dict) else None
 
-    def emitted_index(self, key: str) -> int | None:
+    def emitted_index(self, key: Key) -> int | None:
         return self.events.index_of(key)
 
-    def append_history(self, message: Message, key: str) -> int:
+    def append_history(self, message: Message, key: Key) -> int:
         """Append ``message`` (idempotent by ``key``) and take it into the window."""
         index = self.store_history(message, key)
         self.adopt_history(index)  # what this call stored is adopted without a read back
         return index
 
-    def store_history(self, message: Message, key: str, events: list[int] | None = None) -> int:
+    def store_history(self, message: Message, key: Key, events: list[int] | None = None) -> int:
         """Store ``message`` under ``key`` (or find what an earlier run stored there) without
         moving the window: safe inside a step function, which a replay does not re-run.
         ``events``: the delta events holding its content exactly (the item refers to them)."""
@@ -329,14 +338,14 @@ class SessionHost:
                 self.executor.remember_text(self.snap.id, index, str(message.get("content")))
         return index
 
-    def stored_history(self, key: str) -> int | None:
+    def stored_history(self, key: Key) -> int | None:
         return self.history.index_of(key)
 
     def keep_reply(self, reply: Reply, streamed: StreamedText) -> dict[str, Any]:
         return journaled(reply, streamed)
 
     def store_reply(
-        self, kept: dict[str, Any], key: str, streamed: StreamedText
+        self, kept: dict[str, Any], key: Key, streamed: StreamedText
     ) -> StoredReply | None:
         # Stored after the step's record, not inside it: the step then has one stream to
         # make durable before its record (the events), not two.
@@ -473,6 +482,7 @@ class SessionHost:
             SESSION_WORKFLOW, child.to_data(session_base(self.ctx.meta))
         )
         child_id = handle.run_id
+        call = self.turn.tool(call_id)
         self.emit(
             "task.started",
             {
@@ -481,13 +491,13 @@ class SessionHost:
                 "childSessionId": child_id,
                 "stream": events_stream(child_id),
             },
-            f"{self.turn_id}:{call_id}:task",
+            call.task_started,
             step,
         )
         self.emit(
             "turn.waiting",
             {"on": "tasks", "turns": self.snap.turns, "steps": self.snap.steps},
-            f"{self.turn_id}:{call_id}:twait",
+            call.task_waiting,
             step,
         )
         result: dict[str, Any] = await handle.result()
@@ -505,7 +515,7 @@ class SessionHost:
                 "status": status,
                 "output": content,
             },
-            f"{self.turn_id}:{call_id}:tset",
+            call.task_settled,
             step,
         )
         if status != "completed":

@@ -1,16 +1,28 @@
-"""The compact keys of a session's events and history: each a :class:`~._streams.KeyCodec`."""
+"""How a session's events and history store their keys compactly: each a
+:class:`~._streams.KeyCodec`, deriving a key made by :mod:`eve_cli._keys` back from the
+fields of the item that stores less than it (:meth:`eve_cli._keys.Key.stored`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
-from eve_cli.execution._event_form import TYPE_CODES, delta_start, exact_ints
+from eve_cli._keys import Key, Step, Turn, generation, turn
+from eve_cli.execution._event_form import TYPE_CODES, exact_ints
+from eve_cli.execution._streams import prefixed
 
 _WAITING = TYPE_CODES["session.waiting"]
-_TURN_KEYS = {TYPE_CODES[f"turn.{end}"]: "end" for end in ("completed", "failed", "cancelled")}
-_TURN_KEYS[TYPE_CODES["turn.started"]] = "start"
-_STEP_KEYS = {TYPE_CODES["step.started"]: "start", TYPE_CODES["step.completed"]: "done",
-              TYPE_CODES["step.failed"]: "fail", TYPE_CODES["message.completed"]: "0"}  # fmt: skip
+_TURN_KEYS: dict[int, Callable[[Turn], Key]] = {
+    TYPE_CODES[f"turn.{end}"]: attrgetter("end") for end in ("completed", "failed", "cancelled")
+}
+_TURN_KEYS[TYPE_CODES["turn.started"]] = attrgetter("start")
+_STEP_KEYS: dict[int, Callable[[Step], Key]] = {
+    TYPE_CODES["step.started"]: attrgetter("start"),
+    TYPE_CODES["step.completed"]: attrgetter("done"),
+    TYPE_CODES["step.failed"]: attrgetter("failed"),
+    TYPE_CODES["message.completed"]: lambda step: step.call(0).completed,
+}
 _RECEIVED = TYPE_CODES["message.received"]
 _APPENDED = TYPE_CODES["message.appended"]
 
@@ -23,33 +35,28 @@ class EventKeys:
     message, a step's start and end, and the answer of the step's first model call. A delta
     of that call stores ``[generation, offset]`` (its length is its text's)."""
 
-    def pack(self, item: dict[str, Any], key: str, gen: int) -> Any:
-        if self.unpack(item, gen) == key:
-            return gen
-        start = delta_start(key)
-        return [gen, start] if item.get("y") == _APPENDED and start is not None else key
-
     def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
-        code, turn, step = item.get("y"), item.get("u"), item.get("s")
+        code = item.get("y")
+        t: Any = item.get("u")  # the turn and step numbers: ints when exact_ints says so
+        s: Any = item.get("s")
         if isinstance(stored, list) and len(stored) == 2 and code == _APPENDED:
             gen, start = stored
             delta = item.get("d")
-            if exact_ints(gen, start, turn, step) and isinstance(delta, str):
-                return f"{gen}:t{turn}:{step}:0:d@{start}+{len(delta)}"
+            if exact_ints(gen, start, t, s) and isinstance(delta, str):
+                return prefixed(gen, turn(t).step(s).call(0).delta(start, len(delta)))
             return None
         if not exact_ints(stored):
             return None
-        gen = stored
         if code == _WAITING and "u" not in item:
-            return f"{gen}:g{gen}:wait"
-        if not exact_ints(turn):
+            return prefixed(stored, generation(stored).waiting)
+        if not exact_ints(t):
             return None
         if code in _TURN_KEYS and "s" not in item:
-            return f"{gen}:t{turn}:{_TURN_KEYS[code]}"
+            return prefixed(stored, _TURN_KEYS[code](turn(t)))
         if code == _RECEIVED and item.get("p") == "started" and "s" not in item:
-            return f"{gen}:t{turn}:in:m"
-        if code in _STEP_KEYS and exact_ints(step):
-            return f"{gen}:t{turn}:{step}:{_STEP_KEYS[code]}"
+            return prefixed(stored, turn(t).first.received)
+        if code in _STEP_KEYS and exact_ints(s):
+            return prefixed(stored, _STEP_KEYS[code](turn(t).step(s)))
         return None
 
 
@@ -58,24 +65,12 @@ class HistoryKeys:
     message stores ``[generation, turn]``, a step's first model answer ``[generation, turn,
     step]``; any other item its key."""
 
-    def pack(self, item: dict[str, Any], key: str, gen: int) -> Any:
-        parts = key.split(":")
-        if len(parts) > 2 and parts[1][:1] == "t" and parts[1][1:].isdigit():
-            turn = int(parts[1][1:])
-            packed = [gen, turn] if parts[2:] == ["in", "u"] else [gen, turn, _int(parts[2])]
-            return packed if None not in packed else key
-        return key
-
     def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
         if not isinstance(stored, list) or not exact_ints(*stored):
             return None
         role = item.get("role")
         if len(stored) == 2 and role == "user":
-            return f"{stored[0]}:t{stored[1]}:in:u"
+            return prefixed(stored[0], turn(stored[1]).first.user)
         if len(stored) == 3 and role == "assistant":
-            return f"{stored[0]}:t{stored[1]}:{stored[2]}:0:a"
+            return prefixed(stored[0], turn(stored[1]).step(stored[2]).call(0).reply)
         return None
-
-
-def _int(text: str) -> int | None:
-    return int(text) if text.isdigit() else None

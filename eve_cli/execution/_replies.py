@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from eve_cli._keys import delta_start
 from eve_cli._session import events_stream
-from eve_cli.execution._event_form import TYPE_CODES, delta_start, exact_ints
+from eve_cli.execution._event_form import TYPE_CODES, exact_ints
 from eve_cli.execution._lost import ContextLostError
 from eve_cli.harness._host import Reply, StreamedText
 from eve_cli.models import Message

@@ -4,14 +4,15 @@ A re-run of an interrupted workflow re-executes the code that appends events and
 Every item carries a deterministic key (``_k``) that starts with the session generation; before
 the first append, the keys of the current generation (always the stream's tail) are loaded, and
 an append whose key is present is skipped. Replaying a stream therefore yields each item once.
-The compact keys of events and history are :mod:`._keys`; events as stored and read,
-:mod:`._stored_events`.
+Keys are made by :mod:`eve_cli._keys`; how events and history store them compactly is
+:mod:`._keys`; events as stored and read, :mod:`._stored_events`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from eve_cli._keys import Key
 from world import LostItem, World
 
 KEY = "_k"
@@ -19,16 +20,17 @@ _CHUNK = 256
 _FIRST_CHUNK = 4
 
 
-class KeyCodec(Protocol):
-    """How a stream stores its keys compactly (see :class:`KeyedStream`)."""
+def prefixed(gen: int, key: Key) -> str:
+    """A key as a stream of generation ``gen`` stores it."""
+    return f"{gen}:{key.text}"
 
-    def pack(self, item: dict[str, Any], key: str, gen: int) -> Any:
-        """What to store as ``_k`` for ``item`` under ``key`` (the key itself, or less). A
-        list is checked by the stream to read back as ``key``; any other value must."""
-        ...
+
+class KeyCodec(Protocol):
+    """How a stream reads the compact keys it stores (see :class:`KeyedStream`)."""
 
     def unpack(self, item: dict[str, Any], stored: Any) -> str | None:
-        """The key a stored ``_k`` that is not a string stands for (None: none)."""
+        """The key (prefixed) a stored ``_k`` that is not a string stands for, derived from
+        ``item``'s own fields (None: none)."""
         ...
 
 
@@ -36,8 +38,9 @@ class KeyedStream:
     """Idempotent appends to one stream for one session generation.
 
     With a ``codec``, an item whose key its own fields imply stores less than the key as
-    ``_k`` (:class:`KeyCodec`), and the key is derived again wherever keys are read; an item
-    is stored so only when what it stores derives back to exactly its key.
+    ``_k`` (the numbers :meth:`Key.stored` gives), and the key is derived again wherever keys
+    are read (:class:`KeyCodec`); an item is stored so only when what it stores derives back
+    to exactly its key.
     """
 
     def __init__(self, world: World, name: str, gen: int, codec: KeyCodec | None = None) -> None:
@@ -106,38 +109,36 @@ class KeyedStream:
             return [k[len(self.prefix) :] for k in self._by_head.get(full, [])]
         return [k[len(self.prefix) :] for k in keys if k.startswith(full)]
 
-    def append(self, key: str, item: dict[str, Any]) -> int | None:
+    def append(self, key: Key, item: dict[str, Any]) -> int | None:
         """Append ``item`` under ``key`` unless it is already there; its index when written
         now, None when it was there. ``item`` becomes the stream's: the caller does not use
         it again."""
         keys = self._loaded()
-        full = self.prefix + key
+        full = self.prefix + key.text
         if full in keys:
             return None
-        return self._store(keys, full, item)
+        return self._store(keys, key, full, item)
 
-    def index_of(self, key: str) -> int | None:
+    def index_of(self, key: Key) -> int | None:
         """Where the item stored under ``key`` is; None when there is none."""
-        return self._loaded().get(self.prefix + key)
+        return self._loaded().get(self.prefix + key.text)
 
-    def put(self, key: str, item: dict[str, Any]) -> int:
+    def put(self, key: Key, item: dict[str, Any]) -> int:
         """The index of the item stored under ``key``: ``item`` appended unless one is there
         (a re-run of interrupted work finds what its first run stored)."""
         keys = self._loaded()
-        full = self.prefix + key
+        full = self.prefix + key.text
         index = keys.get(full)
         if index is None:
             item = item.copy()
-            index = self._store(keys, full, item)
+            index = self._store(keys, key, full, item)
         return index
 
-    def _store(self, keys: dict[str, int], full: str, item: dict[str, Any]) -> int:
+    def _store(self, keys: dict[str, int], key: Key, full: str, item: dict[str, Any]) -> int:
         stored: Any = full
-        if self.codec is not None:
-            stored = self.codec.pack(item, full, self.gen)
-            # Only what reads back as the very key (a bare generation was checked by pack).
-            if isinstance(stored, list) and self.codec.unpack(item, stored) != full:
-                stored = full
+        codec, compact = self.codec, key.stored(self.gen)
+        if codec is not None and compact is not None and codec.unpack(item, compact) == full:
+            stored = compact  # only what reads back as the very key
         item[KEY] = stored
         index = keys[full] = self.world.stream_append(self.name, item)
         if "@" in full:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._events import EventType
+from eve_cli._keys import turn
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
 from eve_cli.harness._input import (
@@ -36,20 +37,20 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     snap = turn_input(ctx, data["snap"])
     before = snap.copy()
     snap.turns += 1
-    turn_id = f"t{snap.turns}"
+    keys = turn(snap.turns)
     try:
         agent = executor.agent_for(snap.agent_dir)
     except Exception as exc:
-        host = SessionHost(executor, ctx, snap, executor.fallback_agent(), turn_id, before)
-        host.emit("turn.started", {}, f"{turn_id}:start")
+        host = SessionHost(executor, ctx, snap, executor.fallback_agent(), keys, before)
+        host.emit("turn.started", {}, keys.start)
         return _finish(host, "failed", str(exc))
-    host = SessionHost(executor, ctx, snap, agent, turn_id, before)
+    host = SessionHost(executor, ctx, snap, agent, keys, before)
     if not ctx.is_replaying:  # a cancel signalled before this turn began is not for it
         executor.cancels.clear(snap.id)
-    host.emit("turn.started", {}, f"{turn_id}:start")
+    host.emit("turn.started", {}, keys.start)
     start = data["start"]
     # The driver stored the message in history ("h"), and says its delivery id ("d").
-    fold_message(host, "", f"{turn_id}:in", "started", None, start["h"], start.get("d"))
+    fold_message(host, "", keys.first, "started", None, start["h"], start.get("d"))
     hook = ctx.hook(snap.token) if snap.token else None
     # A sub-agent's turn watches the root session's hook: a cancel ends it, anything else it
     # takes is handed back to the parent turn with the result.
@@ -76,7 +77,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
             effect = apply_delivery(
                 host,
                 payload,
-                f"{turn_id}:p{deliveries}",
+                keys.delivery(deliveries),
                 parked=bool(unresolved(host)),
                 step=index,
             )
@@ -92,12 +93,12 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
             host.emit(
                 "turn.waiting",
                 {"on": "input", "requests": kinds, "turns": snap.turns, "steps": snap.steps},
-                f"{turn_id}:w{deliveries}",
+                keys.waiting(deliveries),
             )
             [payload] = with_ids([await hook.receive()], hook.taken_ids)
             deliveries += 1
             effect = apply_delivery(
-                host, payload, f"{turn_id}:p{deliveries}", parked=True, step=index
+                host, payload, keys.delivery(deliveries), parked=True, step=index
             )
             if effect == "cancel":
                 return await _cancel(host, index)
@@ -154,7 +155,7 @@ def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any
         "failed": "turn.failed",
         "cancelled": "turn.cancelled",
     }
-    host.emit(event[outcome], data, f"{host.turn_id}:end")
+    host.emit(event[outcome], data, host.turn.end)
     # Journaled three times (the turn's result, the driver's copy, the head): only what changed.
     result: dict[str, Any] = {"outcome": outcome}
     if host.before is not None:

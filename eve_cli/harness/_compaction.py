@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eve_cli._keys import Compaction
 from eve_cli._session import SUMMARY_ROLE
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
@@ -61,9 +62,14 @@ def _tail_start(window: list[Message], budget: int) -> int:
 
 
 async def compact(
-    host: StepHost, key: str, step: int | None, *, estimate: int | None, force: bool = False
+    host: StepHost,
+    keys: Compaction,
+    step: int | None,
+    *,
+    estimate: int | None,
+    force: bool = False,
 ) -> bool:
-    """Summarise older history; returns True when history was replaced."""
+    """Summarise older history under ``keys``; returns True when history was replaced."""
     snap = host.snap
     current = host.summary_text()
     window = host.read_history()[1 if current else 0 :]
@@ -74,12 +80,11 @@ async def compact(
     host.emit(
         "compaction.requested",
         {"estimatedTokens": estimate, "threshold": threshold(host), "forced": force},
-        f"{key}:creq",
+        keys.requested,
         step,
     )
     older = window[:cut]
     prior = [summary_message(current)] if current else []
-    item_key = f"{key}:sum"
     model = host.model()
     call_index = snap.model_calls
 
@@ -100,15 +105,15 @@ async def compact(
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         # Stored here, not by the workflow after the step: the journal keeps only the index.
-        index = host.store_history({"role": SUMMARY_ROLE, "content": response.text}, item_key)
+        index = host.store_history({"role": SUMMARY_ROLE, "content": response.text}, keys.summary)
         return {"h": index, "tokens": estimate_text(response.text)}
 
-    result = await host.action(f"compact:{key}", summarise)
+    result = await host.action(keys.action, summarise)
     if "error" in result:
         host.emit(
             "compaction.completed",
             {"status": "failed", "error": result["error"], "keptHistory": True},
-            f"{key}:cdone",
+            keys.completed,
             step,
         )
         return False
@@ -125,7 +130,7 @@ async def compact(
             "keptMessages": len(window) - cut,
             "summaryTokens": tokens,
         },
-        f"{key}:cdone",
+        keys.completed,
         step,
     )
     return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from eve_cli._keys import Key, ModelCall
 from eve_cli.harness._host import StepHost
 
 DELTA_MAX = 2000  # characters of one message.appended event at most
@@ -16,12 +17,12 @@ class DeltaBuffer:
     event (at most :data:`DELTA_MAX` characters). A reader sees text at most 0.2 s after the
     model sent it, and a fast stream stores a few events a second, not one per token.
 
-    Keys carry the text offset (``<call>@<start>+<length>``): when an interrupted call runs
+    Keys carry the text offset (:meth:`ModelCall.delta`): when an interrupted call runs
     again, the part of its text already streamed is not appended a second time.
     """
 
-    def __init__(self, host: StepHost, key: str, step: int) -> None:
-        self.host, self.key, self.step = host, key, step
+    def __init__(self, host: StepHost, call: ModelCall, step: int) -> None:
+        self.host, self.call, self.step = host, call, step
         self.held: list[str] = []
         self.size = 0  # characters held
         self.offset = 0  # characters flushed so far
@@ -54,21 +55,16 @@ class DeltaBuffer:
             return  # stored by an earlier run of this call
         if start < self.streamed:
             text, start = text[self.streamed - start :], self.streamed
-        key = f"{self.key}@{start}+{len(text)}"
+        key = self.call.delta(start, len(text))
         self.host.emit("message.appended", {"delta": text}, key, self.step)
         self.sent.append(text)
         index = self.host.emitted_index(key)
         if index is not None:
             self.indexes.append(index)
 
-    def spans(self) -> list[tuple[int, int, str]]:
+    def spans(self) -> list[tuple[int, int, Key]]:
         """``(start, length, key)`` of each delta event of this call stored so far."""
-        spans = []
-        for key in self.host.emitted_keys(f"{self.key}@"):
-            start, _, length = key[len(self.key) + 1 :].partition("+")
-            if start.isdigit() and length.isdigit():
-                spans.append((int(start), int(length), key))
-        return spans
+        return self.host.emitted_deltas(self.call)
 
     def holds(self, text: str) -> bool:
         """True when this run's events hold ``text`` whole (none came from an earlier run,
@@ -90,7 +86,7 @@ class DeltaBuffer:
         """The text of this call's stored delta events, in order, and their indexes; None
         when they are not one unbroken run from the start."""
         text, indexes = "", []
-        for start, length, key in sorted(self.spans()):
+        for start, length, key in sorted(self.spans(), key=lambda span: span[:2]):
             event = self.host.emitted_event(key) or {}
             delta, index = event.get("delta"), self.host.emitted_index(key)
             if start != len(text) or not isinstance(delta, str) or len(delta) != length:

@@ -96,8 +96,9 @@ def tool_function(
 
 def outcome_request(host: StepHost, index: int, call: dict[str, Any], attempt: int) -> None:
     """Park the call on an ``outcome`` request: its run ``attempt`` was interrupted."""
+    keys = host.turn.tool(call["id"]).outcome(attempt)
     request: PendingRequest = {
-        "requestId": f"{host.turn_id}:{call['id']}:o{attempt}",
+        "requestId": keys.id,
         "kind": OUTCOME,
         "callId": call["id"],
         "tool": call["name"],
@@ -112,7 +113,7 @@ def outcome_request(host: StepHost, index: int, call: dict[str, Any], attempt: i
     host.emit(
         "input.requested",
         {k: v for k, v in request.items() if k not in ("step", "attempt")},
-        f"{host.turn_id}:{call['id']}:o{attempt}:ireq",
+        keys.requested,
         index,
     )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eve_cli._events import EventType
+from eve_cli._keys import Key, ModelCall, Turn
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
 from eve_cli._tools import Tool
@@ -89,6 +90,12 @@ class StepHost(Protocol):
     @property
     def session_id(self) -> str: ...
 
+    @property
+    def turn(self) -> Turn:
+        """The keys of the running turn (inside a turn only; a driver-level operation, such
+        as a compaction asked between turns, keys its items by its generation)."""
+        ...
+
     def model(self) -> Model:
         """The model of this turn (built from the current definition and the -m override)."""
         ...
@@ -133,7 +140,7 @@ class StepHost(Protocol):
         self,
         type: EventType,
         data: dict[str, Any],
-        key: str,
+        key: Key,
         step: int | None = None,
         *,
         text: str | None = None,
@@ -142,30 +149,31 @@ class StepHost(Protocol):
         an ``_h`` in ``data`` refers to (what readers see; the writer need not read it)."""
         ...
 
-    def emitted_keys(self, prefix: str) -> list[str]:
-        """Keys of events already stored for this generation that start with ``prefix``."""
+    def emitted_deltas(self, call: ModelCall) -> list[tuple[int, int, Key]]:
+        """``(start, length, key)`` of each delta event of model call ``call`` already
+        stored for this generation."""
         ...
 
-    def emitted_event(self, key: str) -> dict[str, Any] | None:
+    def emitted_event(self, key: Key) -> dict[str, Any] | None:
         """The event stored under ``key`` in this generation (full field names), if any."""
         ...
 
-    def emitted_index(self, key: str) -> int | None:
+    def emitted_index(self, key: Key) -> int | None:
         """The index of the event stored under ``key`` in this generation, if any."""
         ...
 
-    def append_history(self, message: Message, key: str) -> int:
+    def append_history(self, message: Message, key: Key) -> int:
         """Append a message to the session history (idempotent by ``key``); its index."""
         ...
 
-    def store_history(self, message: Message, key: str, events: list[int] | None = None) -> int:
+    def store_history(self, message: Message, key: Key, events: list[int] | None = None) -> int:
         """Store a history item under ``key`` (or find the one stored there) without taking it
         into the window: what a step function does (a replay then calls :meth:`adopt_history`
         with the index the step returned). ``events``: the delta events (indexes, in text
         order) that hold the reply's ``content`` exactly; the item refers to them instead."""
         ...
 
-    def stored_history(self, key: str) -> int | None:
+    def stored_history(self, key: Key) -> int | None:
         """The index of the history item stored under ``key``; None when there is none."""
         ...
 
@@ -175,7 +183,7 @@ class StepHost(Protocol):
         ...
 
     def store_reply(
-        self, kept: dict[str, Any], key: str, streamed: StreamedText
+        self, kept: dict[str, Any], key: Key, streamed: StreamedText
     ) -> StoredReply | None:
         """The reply a model call's step journaled (``kept``, from :meth:`keep_reply`) stored
         in history under ``key`` unless it is there (after the step, in workflow code a replay

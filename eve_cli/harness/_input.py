@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from eve_cli._keys import Delivery
 from eve_cli._session import PendingRequest, Resolution
 from eve_cli.harness._effects import OUTCOME, outcome_answer
 from eve_cli.harness._host import StepHost
@@ -47,7 +48,7 @@ def with_ids(payloads: list[Any], ids: list[int]) -> list[Any]:
 def fold_message(
     host: StepHost,
     text: str,
-    key: str,
+    keys: Delivery,
     disposition: str,
     step: int | None,
     index: int | None = None,
@@ -60,31 +61,31 @@ def fold_message(
     id (``deliveryId``: how its sender's receipt is told what became of it).
     """
     if index is None:
-        index = host.append_history({"role": "user", "content": text}, f"{key}:u")
+        index = host.append_history({"role": "user", "content": text}, keys.user)
         held = text
     else:
         held = str(host.adopt_history(index).get("content") or "")
     data: dict[str, Any] = {"_h": index, "disposition": disposition}
     if isinstance(delivery, int):
         data["deliveryId"] = delivery
-    host.emit("message.received", data, f"{key}:m", step, text=held)
+    host.emit("message.received", data, keys.received, step, text=held)
 
 
 def apply_delivery(
-    host: StepHost, payload: dict[str, Any], key: str, *, parked: bool, step: int | None
+    host: StepHost, payload: dict[str, Any], keys: Delivery, *, parked: bool, step: int | None
 ) -> Effect:
     """Apply one delivery to the running turn; says whether input was folded or cancel asked."""
     kind = payload.get("kind")
     if kind == "message":
         text = str(payload.get("text", ""))
         if payload.get("policy", "steer") == "steer" and not parked:
-            fold_message(host, text, key, "steered", step, delivery=payload.get("d"))
+            fold_message(host, text, keys, "steered", step, delivery=payload.get("d"))
             return "steered"
         host.snap.queued.append(dict(payload))
         return "none"
     if kind == "responses":
         for response in payload.get("responses") or []:
-            resolve(host, response, key, step)
+            resolve(host, response, keys, step)
         return "none"
     if kind == "cancel":
         return "cancel"
@@ -93,7 +94,7 @@ def apply_delivery(
     return "none"
 
 
-def resolve(host: StepHost, response: dict[str, Any], key: str, step: int | None) -> None:
+def resolve(host: StepHost, response: dict[str, Any], keys: Delivery, step: int | None) -> None:
     """Attach an answer to its pending request; unknown or answered ids are ignored."""
     rid = response.get("requestId")
     for request in host.snap.pending:
@@ -122,7 +123,7 @@ def resolve(host: StepHost, response: dict[str, Any], key: str, step: int | None
         host.emit(
             "input.resolved",
             {"requestId": rid, **resolution},
-            f"{key}:res:{rid}",
+            keys.resolved(request["requestId"]),
             step,
         )
         return

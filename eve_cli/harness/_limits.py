@@ -25,8 +25,9 @@ def check_limits(host: StepHost, index: int) -> StepResult | None:
     what = "tokens per session" if which == "token" else "session timeout"
     if snap.mode == "task":
         return StepResult("failed", f"limit reached: {what} (a task cannot ask to go on)")
+    keys = host.turn.limit(index)
     request: PendingRequest = {
-        "requestId": f"{host.turn_id}:limit:{index}",
+        "requestId": keys.id,
         "kind": "limit",
         "limit": which,
         "message": f"The session reached its limit ({what}). Continue?",
@@ -36,5 +37,5 @@ def check_limits(host: StepHost, index: int) -> StepResult | None:
     data = {k: v for k, v in request.items() if k != "step"}
     data["kind"] = "approval"
     data["reason"] = "limit"
-    host.emit("input.requested", data, f"{host.turn_id}:limit:{index}:ireq", index)
+    host.emit("input.requested", data, keys.requested, index)
     return StepResult("park")

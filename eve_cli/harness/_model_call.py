@@ -58,8 +58,8 @@ async def call_model(
         call_index=n,
         session_id=host.session_id,
     )
-    deltas = DeltaBuffer(host, f"{host.turn_id}:{index}:{m}:d", index)
-    reply_key = f"{host.turn_id}:{index}:{m}:a"
+    keys = host.turn.step(index).call(m)
+    deltas = DeltaBuffer(host, keys, index)
 
     async def ask() -> ModelResponse:
         messages, (_, tokens) = host.read_history(), host.history_tokens()
@@ -103,7 +103,7 @@ async def call_model(
     if "error" in result or result.get("cancelled"):
         return result
     # In history from workflow code after the step, which a replay repeats (stored once).
-    stored = host.store_reply(result, reply_key, deltas)
+    stored = host.store_reply(result, keys.reply, deltas)
     if stored is None:
         return {"error": f"the reply of model call {n} is missing from the event stream"}
     message = host.adopt_history(stored.index)

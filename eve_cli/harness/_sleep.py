@@ -66,7 +66,7 @@ async def sleep_call(host: StepHost, index: int, call: dict[str, Any]) -> tuple[
         return f"Did not sleep: {iso(until)} has passed (it is {iso(start)}).", False
     counts = {"turns": host.snap.turns, "steps": host.snap.steps}
     data = {"on": "sleep", "until": iso(until), "callId": call["id"], **counts}
-    host.emit("turn.waiting", data, f"{host.turn_id}:{call['id']}:sleep", index)
+    host.emit("turn.waiting", data, host.turn.tool(call["id"]).sleeping, index)
     woken = await host.sleep_until(until)
     slept = max(host.now() - start, 0.0)
     if woken is None:

@@ -27,12 +27,12 @@ __all__ = ["StepResult", "run_step"]
 async def run_step(host: StepHost, index: int) -> StepResult:
     """Run step ``index`` of the current turn."""
     host.snap.steps += 1
-    prefix = f"{host.turn_id}:{index}"
-    host.emit("step.started", {}, f"{prefix}:start", index)
+    keys = host.turn.step(index)
+    host.emit("step.started", {}, keys.start, index)
     usage = {"inputTokens": 0, "outputTokens": 0}
     settled = await admit_resolved(host, index)
     if settled is not None:
-        host.emit("step.failed", {"error": settled}, f"{prefix}:fail", index)
+        host.emit("step.failed", {"error": settled}, keys.failed, index)
         return StepResult("failed", settled)
     result = StepResult("continue")
     for m in range(host.agent.config.model_calls_per_step):
@@ -43,20 +43,20 @@ async def run_step(host: StepHost, index: int) -> StepResult:
         if result.outcome != "continue":
             break
     if result.outcome == "failed":
-        host.emit("step.failed", {"error": result.error}, f"{prefix}:fail", index)
+        host.emit("step.failed", {"error": result.error}, keys.failed, index)
     else:
-        host.emit("step.completed", {"usage": usage}, f"{prefix}:done", index)
+        host.emit("step.completed", {"usage": usage}, keys.done, index)
     return result
 
 
 async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int]) -> StepResult:
     """Compaction check, one model call, then its tool calls."""
-    prefix = f"{host.turn_id}:{index}:{m}"
+    keys = host.turn.step(index).call(m)
     system = system_prompt(host)
     specs = tool_specs(host)
     estimate = needs_compaction(host, system, specs)
     if estimate is not None:
-        await compact(host, prefix, index, estimate=estimate)
+        await compact(host, keys.compaction, index, estimate=estimate)
     if await host.cancel_requested():  # an action boundary: no model call after a cancel
         return StepResult("cancelled")
     response = await call_model(host, index, m, system, specs)
@@ -65,7 +65,7 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
     if response.get("cancelled"):
         if response.get("partial"):  # what was shown live stays in the transcript
             data = {"role": "assistant", "text": response["partial"], "cancelled": True}
-            host.emit("message.completed", data, prefix, index)
+            host.emit("message.completed", data, keys.completed, index)
         return StepResult("cancelled")
     usage["inputTokens"] += response["usage"]["input"]
     usage["outputTokens"] += response["usage"]["output"]
@@ -76,7 +76,11 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
     # has nothing to look up (most steps of a tool loop say nothing).
     said = {"_h": response["h"]} if response["text"] else {"text": ""}
     host.emit(
-        "message.completed", {"role": "assistant", **said}, prefix, index, text=response["text"]
+        "message.completed",
+        {"role": "assistant", **said},
+        keys.completed,
+        index,
+        text=response["text"],
     )
     if not calls:
         return StepResult("done")
@@ -87,7 +91,7 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
                 {"callId": c["id"], "name": c["name"], "arguments": c["arguments"]} for c in calls
             ]
         },
-        f"{prefix}:req",
+        keys.requested,
         index,
     )
     cancelled = False

@@ -25,10 +25,6 @@ from eve_cli.harness._sleep import sleep_call
 CANCELLED_CALL = "The turn was cancelled."  # the result of a call that never ran
 
 
-def request_id(host: StepHost, call_id: str) -> str:
-    return f"{host.turn_id}:{call_id}"
-
-
 async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> None:
     """Run, reject or park one tool call according to its validity and approval policy."""
     name = call["name"]
@@ -82,8 +78,9 @@ async def builtin_call(host: StepHost, index: int, call: dict[str, Any]) -> None
 
 
 def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> None:
+    keys = host.turn.tool(call["id"]).request
     request: PendingRequest = {
-        "requestId": request_id(host, call["id"]),
+        "requestId": keys.id,
         "kind": kind,
         "callId": call["id"],
         "tool": call["name"],
@@ -97,7 +94,7 @@ def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> No
     host.emit(
         "input.requested",
         {k: v for k, v in request.items() if k != "step"},
-        f"{host.turn_id}:{call['id']}:ireq",
+        keys.requested,
         index,
     )
 
@@ -116,7 +113,7 @@ async def run_tool(
     ctx = ToolContext(
         session_id=host.session_id,
         call_id=call["id"],
-        idempotency_key=f"{host.session_id}:{host.turn_id}:{call['id']}",
+        idempotency_key=host.turn.tool(call["id"]).idempotency_key(host.session_id),
         turn_id=host.turn_id or "",
     )
     execute = tool_function(host, tool, call, ctx, checked)
@@ -162,7 +159,8 @@ def record_result(
     kept: dict[str, Any] = (
         {k: extra[k] for k in ("parts", "structured") if k in extra} if extra else {}
     )
-    host.append_history({**message, **kept}, f"{host.turn_id}:{call['id']}:r")
+    keys = host.turn.tool(call["id"])
+    host.append_history({**message, **kept}, keys.message)
     data: dict[str, Any] = {
         "callId": call["id"],
         "name": call["name"],
@@ -176,7 +174,7 @@ def record_result(
         data["durationMs"] = duration_ms
     if extra and "server" in extra:
         data["server"], data["tool"] = extra["server"], extra.get("tool")
-    host.emit("action.result", data, f"{host.turn_id}:{call['id']}:res", index)
+    host.emit("action.result", data, keys.result, index)
 
 
 async def admit_resolved(host: StepHost, index: int) -> str | None:

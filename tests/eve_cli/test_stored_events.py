@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from eve_cli._keys import Key, generation, turn
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._keys import EventKeys, HistoryKeys
 from eve_cli.execution._replies import resolve
@@ -185,13 +186,13 @@ def test_a_kept_keyed_stream_is_dropped_when_another_writer_appended(tmp_path: P
     try:
         executor = Executor(world)
         first = executor.keyed("events.s_x", 3)
-        first.append("a", {"y": 1})
+        first.append(Key("a"), {"y": 1})
         assert executor.keyed("events.s_x", 3) is first
         LocalWorld(tmp_path / "data").stream_append("events.s_x", {"y": 2, "_k": "3:b"})
         again = executor.keyed("events.s_x", 3)
         assert again is not first
-        assert again.append("b", {"y": 2}) is None  # the other writer's item is known
-        assert again.append("c", {"y": 3}) == 2  # its index
+        assert again.append(Key("b"), {"y": 2}) is None  # the other writer's item is known
+        assert again.append(Key("c"), {"y": 3}) == 2  # its index
         assert executor.keyed("events.s_x", 4) is not again
     finally:
         world.close()
@@ -209,40 +210,58 @@ def test_a_message_delivery_is_stored_compact_and_read_whole() -> None:
 def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> None:
     world, name = MemoryWorld(), "events.s_keys"
     step = {"turnId": "t3", "stepIndex": 0}
-    implied: list[tuple[str, str, dict[str, Any]]] = [
-        ("g2:wait", "session.waiting", {"turns": 2, "steps": 2}),
-        ("t3:start", "turn.started", {"turnId": "t3"}),
-        ("t3:in:m", "message.received", {"turnId": "t3", "_h": 4, "disposition": "started"}),
-        ("t3:0:start", "step.started", step),
-        ("t3:0:0:d@0+6", "message.appended", {**step, "delta": "field "}),
-        ("t3:0:0:d@6+3", "message.appended", {**step, "delta": "abc"}),
-        ("t3:0:0", "message.completed", {**step, "role": "assistant", "_h": 5}),
-        ("t3:0:done", "step.completed", {**step, "usage": {"inputTokens": 1, "outputTokens": 2}}),
-        ("t3:end", "turn.completed", {"turnId": "t3"}),
+    t3 = turn(3)
+    first, second = t3.step(0).call(0), t3.step(0).call(1)
+    implied: list[tuple[Key, str, dict[str, Any]]] = [
+        (generation(2).waiting, "session.waiting", {"turns": 2, "steps": 2}),
+        (t3.start, "turn.started", {"turnId": "t3"}),
+        (
+            t3.first.received,
+            "message.received",
+            {"turnId": "t3", "_h": 4, "disposition": "started"},
+        ),
+        (t3.step(0).start, "step.started", step),
+        (first.delta(0, 6), "message.appended", {**step, "delta": "field "}),
+        (first.delta(6, 3), "message.appended", {**step, "delta": "abc"}),
+        (first.completed, "message.completed", {**step, "role": "assistant", "_h": 5}),
+        (
+            t3.step(0).done,
+            "step.completed",
+            {**step, "usage": {"inputTokens": 1, "outputTokens": 2}},
+        ),
+        (t3.end, "turn.completed", {"turnId": "t3"}),
     ]
     whole: list[
-        tuple[str, str, dict[str, Any]]
+        tuple[Key, str, dict[str, Any]]
     ] = [  # keys their fields do not imply: stored as they are
-        ("t3:p1:m", "message.received", {"turnId": "t3", "_h": 6, "disposition": "steered"}),
-        ("t3:0:1:d@0+2", "message.appended", {**step, "delta": "hi"}),
-        ("t3:0:1", "message.completed", {**step, "role": "assistant", "_h": 7}),
-        ("t3:0:0:d@9+1", "message.appended", {**step, "delta": "too long"}),
+        (
+            t3.delivery(1).received,
+            "message.received",
+            {"turnId": "t3", "_h": 6, "disposition": "steered"},
+        ),
+        (second.delta(0, 2), "message.appended", {**step, "delta": "hi"}),
+        (second.completed, "message.completed", {**step, "role": "assistant", "_h": 7}),
+        (first.delta(9, 1), "message.appended", {**step, "delta": "too long"}),
     ]
+    assert [k.text for k, _, _ in implied + whole] == [
+        "g2:wait", "t3:start", "t3:in:m", "t3:0:start", "t3:0:0:d@0+6", "t3:0:0:d@6+3", "t3:0:0",
+        "t3:0:done", "t3:end", "t3:p1:m", "t3:0:1:d@0+2", "t3:0:1", "t3:0:0:d@9+1",
+    ]  # fmt: skip
     stream = KeyedStream(world, name, 2, EventKeys())
     for n, (key, kind, data) in enumerate(implied + whole):
         assert stream.append(key, stored_event(kind, 1.0, data)) == n
     stored = [item["_k"] for item in world.stream_read(name)]
-    assert stored == [2, 2, 2, 2, [2, 0], [2, 6], 2, 2, 2] + [f"2:{k}" for k, _, _ in whole]
+    assert stored == [2, 2, 2, 2, [2, 0], [2, 6], 2, 2, 2] + [f"2:{k.text}" for k, _, _ in whole]
     # A new process derives the same keys: nothing is appended twice.
     again = KeyedStream(world, name, 2, EventKeys())
     for key, kind, data in implied + whole:
         assert again.append(key, stored_event(kind, 1.0, data)) is None
-    assert sorted(again.keys_starting("t3:0:0:d@")) == [
+    assert sorted(again.keys_starting(first.delta_head)) == [
         "t3:0:0:d@0+6",
         "t3:0:0:d@6+3",
         "t3:0:0:d@9+1",
     ]
-    assert KeyedStream(world, name, 3, EventKeys()).index_of("t3:start") is None
+    assert KeyedStream(world, name, 3, EventKeys()).index_of(t3.start) is None
     # Readers never see the stored key.
     assert not [
         k
@@ -254,13 +273,19 @@ def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> 
 
 def test_history_keys_of_a_turns_message_and_answer_are_stored_compact() -> None:
     world, name = MemoryWorld(), "history.s_keys"
-    items: list[tuple[str, dict[str, Any]]] = [
-        ("t4:in:u", {"role": "user", "content": "hi"}),
-        ("t4:0:0:a", {"role": "assistant", "content": "yo", "tool_calls": []}),
-        ("t4:call_1:r", {"role": "tool", "tool_call_id": "call_1", "content": "ok"}),
-        ("t4:p2:u", {"role": "user", "content": "steered"}),
-        ("t4:1:1:a", {"role": "assistant", "content": "second call", "tool_calls": []}),
+    t4 = turn(4)
+    items: list[tuple[Key, dict[str, Any]]] = [
+        (t4.first.user, {"role": "user", "content": "hi"}),
+        (t4.step(0).call(0).reply, {"role": "assistant", "content": "yo", "tool_calls": []}),
+        (t4.tool("call_1").message, {"role": "tool", "tool_call_id": "call_1", "content": "ok"}),
+        (t4.delivery(2).user, {"role": "user", "content": "steered"}),
+        (
+            t4.step(1).call(1).reply,
+            {"role": "assistant", "content": "second call", "tool_calls": []},
+        ),
     ]
+    texts = [k.text for k, _ in items]
+    assert texts == ["t4:in:u", "t4:0:0:a", "t4:call_1:r", "t4:p2:u", "t4:1:1:a"]
     stream = KeyedStream(world, name, 3, HistoryKeys())
     for key, item in items:
         stream.put(key, item)

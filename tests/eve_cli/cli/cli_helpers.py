@@ -169,6 +169,7 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
 
+
 # The message prompt as the screen shows it (the line editor moves the cursor past its space).
 PROMPT = "›"
 

@@ -24,7 +24,7 @@ def test_log_prints_the_latest_session_as_a_transcript(eve_proc: EveProc) -> Non
     assert "› what time is it?" in lines
     assert any(line.startswith("✓ get_current_time() → ") for line in lines)
     assert any(line.startswith("It is ") for line in lines)
-    assert "⏸ waiting: approval to run save_note(text=\"buy milk\")" in lines
+    assert '⏸ waiting: approval to run save_note(text="buy milk")' in lines
     assert "approved" in lines
     assert any(line.startswith('✓ save_note(text="buy milk") → saved note 1') for line in lines)
     assert "count the words" not in shown.stdout  # the older session is not the latest

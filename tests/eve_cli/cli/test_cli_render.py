@@ -314,9 +314,7 @@ def test_rich_recap_shows_the_last_exchanges_with_their_tool_lines() -> None:
 
 
 def test_rich_recap_of_a_long_session_shows_five_exchanges_and_where_the_rest_is() -> None:
-    events = [
-        ev(i, "message.received", turnId=f"t{i}", message=f"question {i}") for i in range(8)
-    ]
+    events = [ev(i, "message.received", turnId=f"t{i}", message=f"question {i}") for i in range(8)]
     console, buf = rich_console()
     RichRenderer(console).recap(events, "s_1")
     text = visible(buf)

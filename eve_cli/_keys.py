@@ -1,0 +1,345 @@
+"""The keys of a session's events and history: one type, :class:`Key`, made by constructors.
+
+Every item a session appends to its events or history carries a deterministic key, so a
+re-run of interrupted work finds what its first run stored instead of storing it twice
+(``execution._streams.KeyedStream``). A key is made here and nowhere else, from the numbers
+and ids that name it::
+
+    turn(3).start                                "t3:start"
+    turn(3).step(1).call(0).delta(0, 12)         "t3:1:0:d@0+12"
+    turn(3).tool("call_1").request.requested     "t3:call_1:ireq"
+    generation(2).waiting                        "g2:wait"
+
+The stream prefixes the session generation (``"2:t3:start"``). The strings are store format 2
+(frozen: stored keys must keep meaning the same item), and a key carries the numbers its
+compact stored form holds (:attr:`Key.compact`), so a stream packs a key from the key itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "SESSION_END",
+    "SESSION_START",
+    "Compaction",
+    "Delivery",
+    "Generation",
+    "Key",
+    "ModelCall",
+    "Request",
+    "Step",
+    "ToolCall",
+    "Turn",
+    "delta_start",
+    "generation",
+    "turn",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One item's key: ``text`` as stored (without the generation prefix) and ``compact``,
+    the numbers the stream may store instead, after the generation, when the item's own
+    fields imply the rest (None: it stores the text; ``()``: the generation alone)."""
+
+    text: str
+    compact: tuple[int, ...] | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+    def stored(self, gen: int) -> int | list[int] | None:
+        """The compact ``_k`` of this key in generation ``gen`` (None: it has none). A
+        stream stores it only when its codec derives it back to exactly this key."""
+        if self.compact is None:
+            return None
+        return [gen, *self.compact] if self.compact else gen
+
+
+SESSION_START = Key("start")  # session.started (written by the runtime at creation too)
+SESSION_END = Key("end")  # a task session's end (session.completed / failed / cancelled)
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """The keys of one compaction: before a model call (``ModelCall.compaction``) or asked
+    of the session between turns (``Generation.compaction``)."""
+
+    base: str
+
+    @property
+    def requested(self) -> Key:
+        return Key(f"{self.base}:creq")
+
+    @property
+    def summary(self) -> Key:
+        """The summary's history item."""
+        return Key(f"{self.base}:sum")
+
+    @property
+    def completed(self) -> Key:
+        return Key(f"{self.base}:cdone")
+
+    @property
+    def action(self) -> str:
+        """The name of the summarising durable action."""
+        return f"compact:{self.base}"
+
+    @staticmethod
+    def of_action(name: str) -> Compaction | None:
+        """The compaction whose summarising action a journal names ``name`` (None: none)."""
+        base = name.removeprefix("compact:")
+        return Compaction(base) if base != name else None
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """The keys a session driver's generation ``gen`` writes itself (between turns)."""
+
+    gen: int
+
+    @property
+    def waiting(self) -> Key:
+        return Key(f"g{self.gen}:wait", ())
+
+    @property
+    def turn_failed(self) -> Key:
+        """A turn that failed before it ran (its child run could not start)."""
+        return Key(f"g{self.gen}:tfail")
+
+    @property
+    def cleared(self) -> Key:
+        return Key(f"g{self.gen}:clear")
+
+    @property
+    def compaction(self) -> Compaction:
+        return Compaction(f"g{self.gen}")
+
+
+def generation(gen: int) -> Generation:
+    return Generation(gen)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """The keys of a delivery a turn takes: the message it starts with (``Turn.first``) or a
+    later delivery (``Turn.delivery``: a message, or answers to its requests)."""
+
+    base: str
+    first_of: int | None = None  # the turn whose first message this is
+
+    @property
+    def user(self) -> Key:
+        """The message's history item."""
+        first = self.first_of
+        return Key(f"{self.base}:u", None if first is None else (first,))
+
+    @property
+    def received(self) -> Key:
+        """Its ``message.received`` event."""
+        return Key(f"{self.base}:m", None if self.first_of is None else ())
+
+    def resolved(self, request_id: str) -> Key:
+        """The ``input.resolved`` event of the answer to ``request_id`` it brought."""
+        return Key(f"{self.base}:res:{request_id}")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """An input request (approval, question, limit, outcome): its id and its event's key."""
+
+    id: str
+
+    @property
+    def requested(self) -> Key:
+        """Its ``input.requested`` event."""
+        return Key(f"{self.id}:ireq")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """The keys of model call ``m`` of step ``step`` of turn ``turn``. The first call of a
+    step stores its answer, its events and their deltas compactly."""
+
+    turn: int
+    step: int
+    m: int
+
+    @property
+    def _base(self) -> str:
+        return f"t{self.turn}:{self.step}:{self.m}"
+
+    @property
+    def completed(self) -> Key:
+        """Its ``message.completed`` event."""
+        return Key(self._base, () if self.m == 0 else None)
+
+    @property
+    def requested(self) -> Key:
+        """Its ``actions.requested`` event."""
+        return Key(f"{self._base}:req")
+
+    @property
+    def reply(self) -> Key:
+        """Its answer's history item."""
+        return Key(f"{self._base}:a", (self.turn, self.step) if self.m == 0 else None)
+
+    @property
+    def delta_head(self) -> str:
+        """What the text of every delta key of this call starts with."""
+        return f"{self._base}:d@"
+
+    def delta(self, start: int, length: int) -> Key:
+        """The ``message.appended`` event of its text from ``start``, ``length`` long."""
+        return Key(f"{self._base}:d@{start}+{length}", (start,) if self.m == 0 else None)
+
+    def delta_of(self, text: str) -> tuple[int, int, Key] | None:
+        """``(start, length, key)`` of the delta key of this call whose text is ``text``
+        (None: it is not one)."""
+        head = self.delta_head
+        if not text.startswith(head):
+            return None
+        start, plus, length = text[len(head) :].partition("+")
+        if not (plus and start.isdigit() and length.isdigit()):
+            return None
+        return int(start), int(length), self.delta(int(start), int(length))
+
+    @property
+    def compaction(self) -> Compaction:
+        """The compaction checked before this call."""
+        return Compaction(self._base)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The keys of step ``index`` of turn ``turn``."""
+
+    turn: int
+    index: int
+
+    @property
+    def start(self) -> Key:
+        return Key(f"t{self.turn}:{self.index}:start", ())
+
+    @property
+    def done(self) -> Key:
+        return Key(f"t{self.turn}:{self.index}:done", ())
+
+    @property
+    def failed(self) -> Key:
+        return Key(f"t{self.turn}:{self.index}:fail", ())
+
+    def call(self, m: int) -> ModelCall:
+        return ModelCall(self.turn, self.index, m)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The keys of the tool call ``call_id`` (the model's id) of turn ``turn``."""
+
+    turn: int
+    call_id: str
+
+    @property
+    def _base(self) -> str:
+        return f"t{self.turn}:{self.call_id}"
+
+    @property
+    def request(self) -> Request:
+        """Its approval or question."""
+        return Request(self._base)
+
+    def outcome(self, attempt: int) -> Request:
+        """The question whether its run ``attempt``, interrupted, took effect."""
+        return Request(f"{self._base}:o{attempt}")
+
+    @property
+    def message(self) -> Key:
+        """Its result's history item (the tool message the model sees)."""
+        return Key(f"{self._base}:r")
+
+    @property
+    def result(self) -> Key:
+        """Its ``action.result`` event."""
+        return Key(f"{self._base}:res")
+
+    @property
+    def sleeping(self) -> Key:
+        """The ``turn.waiting`` event of a ``sleep`` call."""
+        return Key(f"{self._base}:sleep")
+
+    @property
+    def task_started(self) -> Key:
+        """The ``task.started`` event of a sub-agent call."""
+        return Key(f"{self._base}:task")
+
+    @property
+    def task_waiting(self) -> Key:
+        """The ``turn.waiting`` event of a sub-agent call."""
+        return Key(f"{self._base}:twait")
+
+    @property
+    def task_settled(self) -> Key:
+        """The ``task.settled`` event of a sub-agent call."""
+        return Key(f"{self._base}:tset")
+
+    def idempotency_key(self, session_id: str) -> str:
+        """``ctx.idempotency_key`` of the call: the same on every run of it."""
+        return f"{session_id}:{self._base}"
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """The keys of turn ``n`` (the session's ``n``-th, from 1)."""
+
+    n: int
+
+    @property
+    def id(self) -> str:
+        """The turn's id (``turnId`` of its events)."""
+        return f"t{self.n}"
+
+    @property
+    def start(self) -> Key:
+        return Key(f"t{self.n}:start", ())
+
+    @property
+    def end(self) -> Key:
+        """Its ``turn.completed`` / ``failed`` / ``cancelled`` event."""
+        return Key(f"t{self.n}:end", ())
+
+    @property
+    def first(self) -> Delivery:
+        """The message the turn starts with."""
+        return Delivery(f"t{self.n}:in", self.n)
+
+    def delivery(self, k: int) -> Delivery:
+        """The turn's ``k``-th delivery (from 1)."""
+        return Delivery(f"t{self.n}:p{k}")
+
+    def waiting(self, k: int) -> Key:
+        """Its ``turn.waiting`` event for input, after ``k`` deliveries."""
+        return Key(f"t{self.n}:w{k}")
+
+    def step(self, index: int) -> Step:
+        return Step(self.n, index)
+
+    def tool(self, call_id: str) -> ToolCall:
+        return ToolCall(self.n, call_id)
+
+    def limit(self, step: int) -> Request:
+        """The request to go past a limit, asked at step ``step``."""
+        return Request(f"t{self.n}:limit:{step}")
+
+
+def turn(n: int) -> Turn:
+    return Turn(n)
+
+
+def delta_start(stored: str) -> int | None:
+    """The text offset a delta event's stored key names (``...@<start>+<length>``), if any."""
+    if "@" not in stored:
+        return None
+    start = stored.rpartition("@")[2].partition("+")[0]
+    return int(start) if start.isdigit() else None
