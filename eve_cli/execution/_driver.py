@@ -16,7 +16,7 @@ from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
 from eve_cli.harness._compaction import compact
 from eve_cli.harness._input import with_ids
-from world import STORAGE_ERRORS, HookConflictError, WorkflowContext
+from world import STORAGE_ERRORS, HookConflictError, HookHandle, WorkflowContext
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
@@ -27,49 +27,82 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     origin = snap.copy()  # as this generation began: its turn's input leaves out the same
     # Loaded when first needed: the driver's replays at every turn mostly do not need it.
     host = SessionHost(executor, ctx, snap, lambda: executor.agent_or_fallback(snap.agent_dir))
-    keys = generation(snap.gen)
-    hook = None
-    if snap.gen == 0:
-        if snap.created_at == 0.0:
-            snap.created_at = host.now()
-        host.emit("session.started", started_event(snap, host.agent.name), SESSION_START)
-        if snap.token:
-            try:
-                hook = await ctx.create_hook(token=snap.token)  # off the loop if it waits
-            except HookConflictError as exc:
-                host.emit("session.failed", {"error": str(exc)}, SESSION_END)
-                return {"status": "failed", "error": str(exc)}
-    elif snap.token:
-        hook = ctx.hook(snap.token)
-    if snap.task is not None and snap.gen == 0:
-        payload: dict[str, Any] = {"kind": "message", "text": snap.task}
-    elif snap.queued:
-        payload = snap.queued.pop(0)
-    elif hook is not None:
-        counts: dict[str, Any] = {"turns": snap.turns, "steps": snap.steps}
-        if snap.token != ctx.meta.get("token"):  # else the reader has it from the meta
-            counts = {"continuationToken": snap.token, **counts}
-        host.emit("session.waiting", counts, keys.waiting)
-        [payload] = with_ids([await hook.receive()], hook.taken_ids)
-    else:
+    try:
+        hook = await _open_hook(host, ctx)
+    except HookConflictError as exc:
+        host.emit("session.failed", {"error": str(exc)}, SESSION_END)
+        return {"status": "failed", "error": str(exc)}
+    payload = await _next_delivery(host, ctx, hook)
+    if payload is None:
         return {"status": "failed", "error": "session has nothing to do"}
-    kind = payload.get("kind")
-    if kind == "message":
-        try:
-            start = take_message(host, payload)
-            turn = {"snap": snap.to_data(origin), "start": start}
-            result = await ctx.run_child(TURN_WORKFLOW, turn)
-        except STORAGE_ERRORS:
-            raise  # the store's, not the turn's: the drive stops, the turn resumes later
-        except Exception as exc:
-            failed = {"error": f"{type(exc).__name__}: {exc}"}
-            host.emit("turn.failed", failed, keys.turn_failed)
-            result = {"outcome": "failed", "error": str(exc)}
-        snap = turn_snapshot(snap, result)  # snap is what the turn started from
-        host.snap = snap
+    if payload.get("kind") == "message":
+        result = await _run_turn(host, ctx, payload, origin)
+        snap = host.snap = turn_snapshot(snap, result)  # snap is what the turn started from
         if snap.mode == "task":
             return _end_task(host, result)
-    elif kind == "clear":
+    else:
+        await _operate(host, payload.get("kind"))
+    snap.gen += 1
+    ctx.continue_as_new(snap.to_data(session_base(ctx.meta)))
+    return None
+
+
+async def _open_hook(host: SessionHost, ctx: WorkflowContext) -> HookHandle | None:
+    """The session's hook (None: a session without one, a sub-agent's): claimed by generation
+    0 after its ``session.started`` (a competing claim raises ``HookConflictError``)."""
+    snap = host.snap
+    if snap.gen != 0:
+        return ctx.hook(snap.token) if snap.token else None
+    if snap.created_at == 0.0:
+        snap.created_at = host.now()
+    host.emit("session.started", started_event(snap, host.agent.name), SESSION_START)
+    # Off the loop if it waits.
+    return await ctx.create_hook(token=snap.token) if snap.token else None
+
+
+async def _next_delivery(
+    host: SessionHost, ctx: WorkflowContext, hook: HookHandle | None
+) -> dict[str, Any] | None:
+    """What this generation does: a task's message, a queued delivery, else the next one
+    from the hook (parked on it); None when there is nothing to wait for."""
+    snap = host.snap
+    if snap.task is not None and snap.gen == 0:
+        return {"kind": "message", "text": snap.task}
+    if snap.queued:
+        return snap.queued.pop(0)
+    if hook is None:
+        return None
+    counts: dict[str, Any] = {"turns": snap.turns, "steps": snap.steps}
+    if snap.token != ctx.meta.get("token"):  # else the reader has it from the meta
+        counts = {"continuationToken": snap.token, **counts}
+    host.emit("session.waiting", counts, generation(snap.gen).waiting)
+    payload: dict[str, Any] = with_ids([await hook.receive()], hook.taken_ids)[0]
+    return payload
+
+
+async def _run_turn(
+    host: SessionHost, ctx: WorkflowContext, payload: dict[str, Any], origin: Snapshot
+) -> dict[str, Any]:
+    """The result of the turn a delivered message starts (a child run)."""
+    snap = host.snap
+    try:
+        start = take_message(host, payload)
+        turn = {"snap": snap.to_data(origin), "start": start}
+        result: dict[str, Any] = await ctx.run_child(TURN_WORKFLOW, turn)
+    except STORAGE_ERRORS:
+        raise  # the store's, not the turn's: the drive stops, the turn resumes later
+    except Exception as exc:
+        failed = {"error": f"{type(exc).__name__}: {exc}"}
+        host.emit("turn.failed", failed, generation(snap.gen).turn_failed)
+        result = {"outcome": "failed", "error": str(exc)}
+    return result
+
+
+async def _operate(host: SessionHost, kind: Any) -> None:
+    """A session operation between turns: ``clear``, ``reset`` or ``compact``."""
+    snap = host.snap
+    keys = generation(snap.gen)
+    if kind == "clear":
         _clear(snap)
         host.emit("context.cleared", {}, keys.cleared)
     elif kind == "reset":
@@ -80,9 +113,6 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
         host.emit("context.cleared", {"reset": True}, keys.cleared)
     elif kind == "compact":
         await compact(host, keys.compaction, None, estimate=None, force=True)
-    snap.gen += 1
-    ctx.continue_as_new(snap.to_data(session_base(ctx.meta)))
-    return None
 
 
 def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
