@@ -8,6 +8,7 @@ delivery from any process wakes it where it stopped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._events import EventType
@@ -23,7 +24,7 @@ from eve_cli.harness._input import (
 )
 from eve_cli.harness._step import run_step
 from eve_cli.harness._tool_calls import admit_resolved
-from world import WorkflowContext
+from world import HookHandle, WorkflowContext
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
@@ -51,24 +52,65 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     start = data["start"]
     # The driver stored the message in history ("h"), and says its delivery id ("d").
     fold_message(host, "", keys.first, "started", None, start["h"], start.get("d"))
+    return await _run(host, ctx)
+
+
+async def _run(host: SessionHost, ctx: WorkflowContext) -> dict[str, Any]:
+    """The started turn's loop: deliveries, then a step, until it ends or fails; its result."""
+    snap = host.snap
     hook = ctx.hook(snap.token) if snap.token else None
     # A sub-agent's turn watches the root session's hook: a cancel ends it, anything else it
     # takes is handed back to the parent turn with the result.
     watch = hook or (ctx.hook(snap.cancel_token) if snap.cancel_token else None)
-    index = 0
-    fresh = True  # new input since the last model answer
-    deliveries = 0
+    loop = _Deliveries(host, hook, watch)
     while True:
+        # host.cancelled: the last step stopped its model call on a cancel signal.
+        if await loop.take() or host.cancelled:
+            return await _cancel(host, loop.step)
+        if unresolved(host):
+            if snap.mode == "task" or hook is None:
+                return _finish(host, "failed", TASK_WAIT_ERROR)
+            if await loop.wait_for_input(hook):
+                return await _cancel(host, loop.step)
+            continue
+        if not loop.fresh and not snap.pending:
+            return _finish(host, "completed", None)
+        result = await run_step(host, loop.step)
+        loop.step += 1
+        if result.outcome == "failed":
+            return _finish(host, "failed", result.error)
+        if result.outcome == "cancelled":
+            # The cancel a step took is among the deliveries the loop applies next.
+            host.cancelled = True
+            continue
+        loop.fresh = result.outcome != "done"
+
+
+@dataclass
+class _Deliveries:
+    """What a turn's loop takes between its steps: ``hook`` the session's (None: a
+    sub-agent's turn, which ``watch``es its root session's hook for a cancel)."""
+
+    host: SessionHost
+    hook: HookHandle | None
+    watch: HookHandle | None
+    step: int = 0  # the index of the next step
+    taken: int = 0  # deliveries taken so far (their keys count them)
+    fresh: bool = True  # new input since the last model answer
+
+    async def take(self) -> bool:
+        """Apply what was delivered since the last look; True when it asks for a cancel."""
+        host = self.host
         taken = host.take_deferred()
-        if watch is not None:
-            polled = await watch.poll()
-            taken += with_ids(polled, watch.taken_ids)
+        if self.watch is not None:
+            polled = await self.watch.poll()
+            taken += with_ids(polled, self.watch.taken_ids)
         for payload in taken:
-            if hook is not None and _answers_later(host, payload):
+            if self.hook is not None and _answers_later(host, payload):
                 host.deferred.append(payload)
                 continue
-            deliveries += 1
-            if hook is None and payload.get("kind") != "cancel":
+            self.taken += 1
+            if self.hook is None and payload.get("kind") != "cancel":
                 host.handed_back.append(payload)
                 continue
             # With a request still unanswered the turn is parked (a replay may take a message
@@ -77,43 +119,31 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
             effect = apply_delivery(
                 host,
                 payload,
-                keys.delivery(deliveries),
+                host.turn.delivery(self.taken),
                 parked=bool(unresolved(host)),
-                step=index,
+                step=self.step,
             )
             if effect == "cancel":
-                return await _cancel(host, index)
-            fresh = fresh or effect == "steered"
-        if host.cancelled:  # the last step stopped its model call on a cancel signal
-            return await _cancel(host, index)
-        if unresolved(host):
-            if snap.mode == "task" or hook is None:
-                return _finish(host, "failed", TASK_WAIT_ERROR)
-            kinds = sorted({r["kind"] for r in unresolved(host)})
-            host.emit(
-                "turn.waiting",
-                {"on": "input", "requests": kinds, "turns": snap.turns, "steps": snap.steps},
-                keys.waiting(deliveries),
-            )
-            [payload] = with_ids([await hook.receive()], hook.taken_ids)
-            deliveries += 1
-            effect = apply_delivery(
-                host, payload, keys.delivery(deliveries), parked=True, step=index
-            )
-            if effect == "cancel":
-                return await _cancel(host, index)
-            continue
-        if not fresh and not snap.pending:
-            return _finish(host, "completed", None)
-        result = await run_step(host, index)
-        index += 1
-        if result.outcome == "failed":
-            return _finish(host, "failed", result.error)
-        if result.outcome == "cancelled":
-            # The cancel a step took is among the deliveries the loop applies next.
-            host.cancelled = True
-            continue
-        fresh = result.outcome != "done"
+                return True
+            self.fresh = self.fresh or effect == "steered"
+        return False
+
+    async def wait_for_input(self, hook: HookHandle) -> bool:
+        """Park on ``hook`` for the next delivery (the turn's requests are unanswered) and
+        apply it; True when it asks for a cancel."""
+        host, snap = self.host, self.host.snap
+        kinds = sorted({r["kind"] for r in unresolved(host)})
+        host.emit(
+            "turn.waiting",
+            {"on": "input", "requests": kinds, "turns": snap.turns, "steps": snap.steps},
+            host.turn.waiting(self.taken),
+        )
+        [payload] = with_ids([await hook.receive()], hook.taken_ids)
+        self.taken += 1
+        effect = apply_delivery(
+            host, payload, host.turn.delivery(self.taken), parked=True, step=self.step
+        )
+        return effect == "cancel"
 
 
 def turn_input(ctx: WorkflowContext, data: dict[str, Any]) -> Snapshot:
