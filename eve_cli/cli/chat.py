@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -328,36 +328,56 @@ def _messages(
 def _slash(command: str, chat_loop: ChatLoop, renderer: Renderer) -> bool:
     """Run a slash command; True when the chat should end."""
     name = command.split()[0].lower()
-    rt = chat_loop.backend
     if name in ("/exit", "/quit"):
         return True
-    if name == "/help":
-        if is_rich(renderer):
-            renderer.show_help()
-        else:
-            renderer.notice(
-                "commands: /help /exit /clear /compact /cancel /sessions /fork /rewind [N]"
-            )
-    elif name == "/clear":
-        chat_loop.command(rt.clear)
-    elif name == "/compact":
-        chat_loop.command(rt.compact)
-    elif name == "/cancel":
-        chat_loop.command(rt.cancel)
-    elif name == "/sessions":
-        rows = [r for r in rt.sessions() if not is_empty(r) or r.get("id") == chat_loop.sid]
-        if hasattr(rt, "world"):  # in-process: `running` only when a live process owns it
-            rows = with_live_status(rt, rows)  # type: ignore[arg-type]
-        if is_rich(renderer):
-            renderer.show_sessions(rows, current=chat_loop.sid)
-        else:
-            for row in rows:
-                renderer.notice(f"{row.get('id')}  {row.get('status')}  turns={row.get('turns')}")
-    elif name in ("/fork", "/rewind"):
-        branch(command, chat_loop, renderer)
-    else:
+    run = _COMMANDS.get(name)
+    if run is None:
         renderer.notice(f"unknown command {one_line(name, 40)}; /help lists the commands")
+    else:
+        run(command, chat_loop, renderer)
     return False
+
+
+def _help(command: str, chat_loop: ChatLoop, renderer: Renderer) -> None:
+    if is_rich(renderer):
+        renderer.show_help()
+    else:
+        renderer.notice("commands: /help /exit /clear /compact /cancel /sessions /fork /rewind [N]")
+
+
+def _sessions(command: str, chat_loop: ChatLoop, renderer: Renderer) -> None:
+    rt = chat_loop.backend
+    rows = [r for r in rt.sessions() if not is_empty(r) or r.get("id") == chat_loop.sid]
+    if hasattr(rt, "world"):  # in-process: `running` only when a live process owns it
+        rows = with_live_status(rt, rows)  # type: ignore[arg-type]
+    if is_rich(renderer):
+        renderer.show_sessions(rows, current=chat_loop.sid)
+    else:
+        for row in rows:
+            renderer.notice(f"{row.get('id')}  {row.get('status')}  turns={row.get('turns')}")
+
+
+def _session_command(
+    operation: Callable[[Facade], Callable[[str], Awaitable[Any]]],
+) -> Callable[[str, ChatLoop, Renderer], None]:
+    """The slash command that runs a session operation of the facade (clear, compact, cancel)."""
+
+    def run(command: str, chat_loop: ChatLoop, renderer: Renderer) -> None:
+        chat_loop.command(operation(chat_loop.backend))
+
+    return run
+
+
+# The slash commands but /exit and /quit, each run with (command line, chat loop, renderer).
+_COMMANDS: dict[str, Callable[[str, ChatLoop, Renderer], None]] = {
+    "/help": _help,
+    "/clear": _session_command(lambda rt: rt.clear),
+    "/compact": _session_command(lambda rt: rt.compact),
+    "/cancel": _session_command(lambda rt: rt.cancel),
+    "/sessions": _sessions,
+    "/fork": branch,
+    "/rewind": branch,
+}
 
 
 def register(app: typer.Typer) -> None:
