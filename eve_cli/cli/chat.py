@@ -44,85 +44,88 @@ def _complete_session(incomplete: str) -> list[str]:
     return complete_session(incomplete)
 
 
+# The options of `eve chat`.
+Prompt = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="[MESSAGE]",
+        help="A first message: at a terminal the chat goes on after it; else like -p.",
+        show_default=False,
+    ),
+]
+Continue = Annotated[bool, typer.Option("--continue", "-c", help="Continue the latest session.")]
+Session = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        "-s",
+        metavar="ID",
+        help="Open a session (an interrupted turn finishes).",
+        autocompletion=_complete_session,
+    ),
+]
+Pick = Annotated[bool, typer.Option("--resume", "-r", help="Pick a recent session to open.")]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", metavar="MODEL", help="demo, scripted:PATH, openai:M, anthropic:M."
+    ),
+]
+AgentOption = Annotated[
+    Path | None, typer.Option("--agent", metavar="DIR", help="Agent folder (default ./agent).")
+]
+Print = Annotated[
+    str | None,
+    typer.Option("--print", "-p", metavar="TEXT", help="Send TEXT, print the final reply."),
+]
+Json = Annotated[bool, typer.Option("--json", help="Write every event as one JSON line (NDJSON).")]
+Approve = Annotated[
+    ApproveMode,
+    typer.Option(help="Answer approvals: ask the user, approve all, or deny all."),
+]
+Unknown = Annotated[
+    UnknownMode,
+    typer.Option(
+        "--unknown",
+        help="Answer calls a crash interrupted whose outcome is unknown (unsafe tools): "
+        "ask the user, run them again, or treat them as failed.",
+    ),
+]
+Url = Annotated[
+    str | None,
+    typer.Option("--url", metavar="URL", help="Chat through a running `eve start` server."),
+]
+Token = Annotated[
+    str | None,
+    typer.Option("--token", metavar="TOKEN", help="Bearer token for --url (EVE_AUTH_TOKEN)."),
+]
+Wait = Annotated[
+    float | None,
+    typer.Option(
+        "--wait", metavar="SECONDS", help="If another process owns the session, wait for it."
+    ),
+]
+
+
 def chat(
-    prompt: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[MESSAGE]",
-            help="A first message: at a terminal the chat goes on after it; else like -p.",
-            show_default=False,
-        ),
-    ] = None,
-    continue_: Annotated[
-        bool, typer.Option("--continue", "-c", help="Continue the latest session.")
-    ] = False,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            "-s",
-            metavar="ID",
-            help="Open a session (an interrupted turn finishes).",
-            autocompletion=_complete_session,
-        ),
-    ] = None,
-    pick: Annotated[
-        bool, typer.Option("--resume", "-r", help="Pick a recent session to open.")
-    ] = False,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model", "-m", metavar="MODEL", help="demo, scripted:PATH, openai:M, anthropic:M."
-        ),
-    ] = None,
-    agent: Annotated[
-        Path | None, typer.Option("--agent", metavar="DIR", help="Agent folder (default ./agent).")
-    ] = None,
+    prompt: Prompt = None,
+    continue_: Continue = False,
+    session: Session = None,
+    pick: Pick = False,
+    model: ModelOption = None,
+    agent: AgentOption = None,
     data: DataOption = None,
     world: WorldOption = None,
-    print_: Annotated[
-        str | None,
-        typer.Option("--print", "-p", metavar="TEXT", help="Send TEXT, print the final reply."),
-    ] = None,
-    json_: Annotated[
-        bool, typer.Option("--json", help="Write every event as one JSON line (NDJSON).")
-    ] = False,
-    approve: Annotated[
-        ApproveMode,
-        typer.Option(help="Answer approvals: ask the user, approve all, or deny all."),
-    ] = ApproveMode.ask,
-    unknown: Annotated[
-        UnknownMode,
-        typer.Option(
-            "--unknown",
-            help="Answer calls a crash interrupted whose outcome is unknown (unsafe tools): "
-            "ask the user, run them again, or treat them as failed.",
-        ),
-    ] = UnknownMode.ask,
-    url: Annotated[
-        str | None,
-        typer.Option("--url", metavar="URL", help="Chat through a running `eve start` server."),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option("--token", metavar="TOKEN", help="Bearer token for --url (EVE_AUTH_TOKEN)."),
-    ] = None,
-    wait: Annotated[
-        float | None,
-        typer.Option(
-            "--wait", metavar="SECONDS", help="If another process owns the session, wait for it."
-        ),
-    ] = None,
+    print_: Print = None,
+    json_: Json = False,
+    approve: Approve = ApproveMode.ask,
+    unknown: Unknown = UnknownMode.ask,
+    url: Url = None,
+    token: Token = None,
+    wait: Wait = None,
 ) -> None:
     """Chat with an agent; the session is durable and resumable (eve chat -s ID)."""
-    if sum((continue_, session is not None, pick)) > 1:
-        raise click_exc.UsageError("use one of -c/--continue, -s/--session and -r/--resume")
-    if prompt is not None and print_ is not None:
-        raise click_exc.UsageError("give the message as MESSAGE or with -p, not both")
-    if url and (model or agent):
-        raise click_exc.UsageError(
-            "--model and --agent do not apply with --url (the server's agent serves)"
-        )
+    _check_usage(sum((continue_, session is not None, pick)), prompt, print_, url, model, agent)
     at_terminal = sys.stdin.isatty() and sys.stdout.isatty()
     if prompt is not None and (not at_terminal or json_):
         print_, prompt = prompt, None  # without a terminal a message works as -p does
@@ -157,6 +160,25 @@ def chat(
             renderer.close()
     if chat_loop.failed and not terminal:
         raise typer.Exit(1)
+
+
+def _check_usage(
+    openers: int,
+    prompt: str | None,
+    print_: str | None,
+    url: str | None,
+    model: str | None,
+    agent: Path | None,
+) -> None:
+    """Refuse options that do not go together (``openers``: how many of -c, -s, -r)."""
+    if openers > 1:
+        raise click_exc.UsageError("use one of -c/--continue, -s/--session and -r/--resume")
+    if prompt is not None and print_ is not None:
+        raise click_exc.UsageError("give the message as MESSAGE or with -p, not both")
+    if url and (model or agent):
+        raise click_exc.UsageError(
+            "--model and --agent do not apply with --url (the server's agent serves)"
+        )
 
 
 def checked_model(model: str | None) -> str | None:
