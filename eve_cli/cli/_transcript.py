@@ -8,7 +8,7 @@ the agent answered, each tool call with its arguments and result, waits and how 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TextIO, TypedDict
 
 from eve_cli.cli._events import (
@@ -53,46 +53,79 @@ def entries(events: Iterable[Event]) -> list[Entry]:
     return found
 
 
-def _entry(event: Event, calls: dict[str, tuple[str, Any]]) -> Entry | None:
-    kind = event.get("type")
-    if kind == "message.received":
-        return {"role": "user", "text": str(field(event, "text") or field(event, "message") or "")}
-    if kind == "message.completed":
-        text = str(field(event, "text") or "")
-        return {"role": "assistant", "text": text} if text.strip() else None
-    if kind == "actions.requested":
-        for action in field(event, "actions") or []:
-            if isinstance(action, Mapping):
-                call_id = str(action.get("callId") or action.get("id") or "")
-                calls[call_id] = (str(action.get("name") or "tool"), action.get("arguments"))
-        return None
-    if kind == "action.result":
-        call_id = str(field(event, "callId") or "")
-        name, arguments = calls.get(call_id, (str(field(event, "name") or "tool"), None))
-        status = str(field(event, "status") or "completed")
-        entry: Entry = {
-            "role": "tool",
-            "name": str(field(event, "name") or name),
-            "arguments": arguments,
-            "output": str(field(event, "output", field(event, "result")) or ""),
-            "failed": bool(field(event, "isError")) or status in ("failed", "rejected"),
-            "status": status,
-        }
-        duration = field(event, "durationMs")
-        if isinstance(duration, int):
-            entry["durationMs"] = duration
-        return entry
-    if kind == "input.requested":
-        return {"role": "wait", "text": describe_request(event_request(event))}
-    if kind == "input.resolved":
-        return _resolved(event)
-    if kind in ("turn.cancelled", "turn.failed", "session.failed", "event.lost"):
-        text = "turn cancelled" if kind == "turn.cancelled" else f"error: {error_text(event)}"
-        return {"role": "status", "text": text}
-    if kind in ("context.cleared", "compaction.completed"):
-        text = "history compacted" if kind == "compaction.completed" else "history cleared"
-        return {"role": "status", "text": text}
+Calls = dict[str, tuple[str, Any]]  # call id -> (tool name, arguments), as requested
+
+
+def _entry(event: Event, calls: Calls) -> Entry | None:
+    entry = _ENTRIES.get(str(event.get("type")))
+    return entry(event, calls) if entry is not None else None
+
+
+def _received(event: Event, calls: Calls) -> Entry | None:
+    return {"role": "user", "text": str(field(event, "text") or field(event, "message") or "")}
+
+
+def _completed(event: Event, calls: Calls) -> Entry | None:
+    text = str(field(event, "text") or "")
+    return {"role": "assistant", "text": text} if text.strip() else None
+
+
+def _requested(event: Event, calls: Calls) -> Entry | None:
+    for action in field(event, "actions") or []:
+        if isinstance(action, Mapping):
+            call_id = str(action.get("callId") or action.get("id") or "")
+            calls[call_id] = (str(action.get("name") or "tool"), action.get("arguments"))
     return None
+
+
+def _result(event: Event, calls: Calls) -> Entry | None:
+    call_id = str(field(event, "callId") or "")
+    name, arguments = calls.get(call_id, (str(field(event, "name") or "tool"), None))
+    status = str(field(event, "status") or "completed")
+    entry: Entry = {
+        "role": "tool",
+        "name": str(field(event, "name") or name),
+        "arguments": arguments,
+        "output": str(field(event, "output", field(event, "result")) or ""),
+        "failed": bool(field(event, "isError")) or status in ("failed", "rejected"),
+        "status": status,
+    }
+    duration = field(event, "durationMs")
+    if isinstance(duration, int):
+        entry["durationMs"] = duration
+    return entry
+
+
+def _waiting(event: Event, calls: Calls) -> Entry | None:
+    return {"role": "wait", "text": describe_request(event_request(event))}
+
+
+def _failed(event: Event, calls: Calls) -> Entry | None:
+    return {"role": "status", "text": f"error: {error_text(event)}"}
+
+
+def _status(text: str) -> Callable[[Event, Calls], Entry | None]:
+    def entry(event: Event, calls: Calls) -> Entry | None:
+        return {"role": "status", "text": text}
+
+    return entry
+
+
+# The transcript entry of each event type that has one (``calls``: the calls requested so far).
+_ENTRIES: dict[str, Callable[[Event, Calls], Entry | None]] = {
+    "message.received": _received,
+    "message.completed": _completed,
+    "actions.requested": _requested,
+    "action.result": _result,
+    "input.requested": _waiting,
+    "input.resolved": lambda event, calls: _resolved(event),
+    "turn.cancelled": _status("turn cancelled"),
+    "turn.failed": _failed,
+    "session.failed": _failed,
+    "event.lost": _failed,
+    "context.cleared": _status("history cleared"),
+    "compaction.completed": _status("history compacted"),
+}
 
 
 def _resolved(event: Event) -> Entry | None:
