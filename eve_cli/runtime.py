@@ -389,7 +389,9 @@ class Runtime:
             return DeliveryReceipt(sid, "rejected", sent)
         return DeliveryReceipt(sid, await self._disposition(sid, sent, turn_policy, since))
 
-    async def _disposition(self, sid: str, delivery: int, policy: str, since: int) -> Any:
+    async def _disposition(
+        self, sid: str, delivery: int, policy: str, since: int
+    ) -> _receipts.Disposition:
         """Where the message delivered as ``delivery`` goes (`execution._receipts`), read
         from the session's events after the delivery, from the turn under way at ``since``
         (the events' length just before it) on."""

@@ -22,9 +22,13 @@ there, its disposition is the receipt's.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 Phase = Literal["busy", "ending", "parked", "between"]
+Disposition = Literal["started", "steered", "queued"]  # where a delivered message went
+Event = Mapping[str, Any]  # an event as its readers give it (SPEC §8)
+_DISPOSITIONS: frozenset[Disposition] = frozenset({"started", "steered", "queued"})
 
 # The events that leave a session between turns; everything else in a turn is `busy`.
 _BETWEEN = frozenset(
@@ -46,33 +50,61 @@ ENDING_WAIT = 5.0  # seconds a sender waits for a turn at its final poll to go o
 TAKEN_SCAN = 2048  # events read back at most to find which earlier messages were taken
 
 
-def phase(events: list[dict[str, Any]]) -> Phase:
-    """The session's phase after ``events`` (read from a boundary on)."""
-    now: Phase = "between"
-    for event in events:
-        kind = event.get("type")
-        if kind == "event.lost":  # a repair's: says nothing of where the session is
-            continue
-        if kind in _BETWEEN:
-            now = "between"
-        elif kind == "turn.waiting":  # a sleeping turn is woken by a steer: it is busy
-            now = "busy" if event.get("on") == "sleep" else "parked"
-        elif kind == "step.completed":
-            now = "ending" if now != "parked" else now
-        elif kind in ("input.resolved", "task.settled") or now != "parked":
-            now = "busy"
+def _between(now: Phase, event: Event) -> Phase:
+    return "between"
+
+
+def _waiting(now: Phase, event: Event) -> Phase:
+    return "busy" if event.get("on") == "sleep" else "parked"  # a steer wakes a sleeping turn
+
+
+def _step_done(now: Phase, event: Event) -> Phase:
+    return "ending" if now != "parked" else now
+
+
+def _answered(now: Phase, event: Event) -> Phase:
+    return "busy"
+
+
+def _unchanged(now: Phase, event: Event) -> Phase:
     return now
 
 
-def taken_as(events: list[dict[str, Any]], delivery: int) -> str | None:
+def _in_turn(now: Phase, event: Event) -> Phase:
+    """Any other event of a turn: it is busy, unless parked (an event a parked turn writes
+    while it waits, such as ``input.requested``, does not wake it)."""
+    return "busy" if now != "parked" else now
+
+
+# The phase after an event of each type, from the phase before it.
+_AFTER: dict[Any, Callable[[Phase, Event], Phase]] = {
+    **dict.fromkeys(_BETWEEN, _between),
+    "turn.waiting": _waiting,
+    "step.completed": _step_done,
+    "input.resolved": _answered,
+    "task.settled": _answered,
+    "event.lost": _unchanged,  # a repair's: says nothing of where the session is
+}
+
+
+def phase(events: Iterable[Event]) -> Phase:
+    """The session's phase after ``events`` (read from a boundary on)."""
+    now: Phase = "between"
+    for event in events:
+        now = _AFTER.get(event.get("type"), _in_turn)(now, event)
+    return now
+
+
+def taken_as(events: Iterable[Event], delivery: int) -> Disposition | None:
     """The disposition of the message delivered as ``delivery``, if an event says it."""
     for event in events:
         if event.get("type") == "message.received" and event.get("deliveryId") == delivery:
-            return str(event.get("disposition") or "steered")
+            said = event.get("disposition")
+            return said if said in _DISPOSITIONS else "steered"
     return None
 
 
-def taken_ids(events: list[dict[str, Any]]) -> set[int]:
+def taken_ids(events: Iterable[Event]) -> set[int]:
     """The delivery ids of the messages ``events`` say were taken."""
     return {
         event["deliveryId"]
@@ -81,7 +113,7 @@ def taken_ids(events: list[dict[str, Any]]) -> set[int]:
     }
 
 
-def decide(now: Phase, policy: str, ahead: bool) -> str | None:
+def decide(now: Phase, policy: str, ahead: bool) -> Disposition | None:
     """The receipt in phase ``now`` (``ahead``: an untaken message was delivered before this
     one); None while a turn may be at its final poll (wait for its next event)."""
     if now == "ending" and policy == "steer":
