@@ -7,8 +7,10 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from eve_cli._keys import Key
 from eve_cli.harness._deltas import DeltaBuffer
 from eve_cli.harness._host import Reply, StepHost
+from eve_cli.harness._outcome import ModelAnswer
 from eve_cli.models import ModelError, ModelRequest, ModelResponse, ToolSpec
 from world import STORAGE_ERRORS
 
@@ -47,7 +49,8 @@ def system_prompt(host: StepHost) -> str:
 
 async def call_model(
     host: StepHost, index: int, m: int, system: str, specs: list[ToolSpec]
-) -> dict[str, Any]:
+) -> ModelAnswer:
+    """Model call ``m`` of step ``index``, a durable action, and its reply stored in history."""
     snap = host.snap
     n = snap.model_calls
     model = host.model()
@@ -100,21 +103,26 @@ async def call_model(
     # or before the next tool (a step of instant tools writes its items once, not twice).
     result: dict[str, Any] = await host.action(f"model:{n}", generate, ordered=False)
     snap.model_calls += 1
-    if "error" in result or result.get("cancelled"):
-        return result
-    # In history from workflow code after the step, which a replay repeats (stored once).
-    stored = host.store_reply(result, keys.reply, deltas)
+    return _answer(host, result, keys.reply, deltas, n)
+
+
+def _answer(
+    host: StepHost, result: dict[str, Any], key: Key, deltas: DeltaBuffer, n: int
+) -> ModelAnswer:
+    """The answer of model call ``n`` from what its action journaled (``result``), its reply
+    stored in history under ``key`` (from workflow code after the step, which a replay
+    repeats: stored once)."""
+    if "error" in result:
+        return ModelAnswer(error=result["error"])
+    if result.get("cancelled"):
+        return ModelAnswer(cancelled=True, partial=result.get("partial") or "")
+    stored = host.store_reply(result, key, deltas)
     if stored is None:
-        return {"error": f"the reply of model call {n} is missing from the event stream"}
+        return ModelAnswer(error=f"the reply of model call {n} is missing from the event stream")
     message = host.adopt_history(stored.index)
     calls = [{**c, **stored.call_errors.get(c.get("id"), {})}
              for c in message.get("tool_calls") or []]  # fmt: skip
-    return {
-        "h": stored.index,
-        "usage": result["usage"],
-        "text": message.get("content") or "",
-        "tool_calls": calls,
-    }
+    return ModelAnswer(stored.index, message.get("content") or "", calls, result["usage"])
 
 
 async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:

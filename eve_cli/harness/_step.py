@@ -59,28 +59,28 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
         await compact(host, keys.compaction, index, estimate=estimate)
     if await host.cancel_requested():  # an action boundary: no model call after a cancel
         return StepResult("cancelled")
-    response = await call_model(host, index, m, system, specs)
-    if "error" in response:
-        return StepResult("failed", response["error"])
-    if response.get("cancelled"):
-        if response.get("partial"):  # what was shown live stays in the transcript
-            data = {"role": "assistant", "text": response["partial"], "cancelled": True}
+    answer = await call_model(host, index, m, system, specs)
+    if answer.error is not None:
+        return StepResult("failed", answer.error)
+    if answer.cancelled:
+        if answer.partial:  # what was shown live stays in the transcript
+            data = {"role": "assistant", "text": answer.partial, "cancelled": True}
             host.emit("message.completed", data, keys.completed, index)
         return StepResult("cancelled")
-    usage["inputTokens"] += response["usage"]["input"]
-    usage["outputTokens"] += response["usage"]["output"]
-    host.snap.tokens += response["usage"]["input"] + response["usage"]["output"]
-    calls = response["tool_calls"]
+    usage["inputTokens"] += answer.usage["input"]
+    usage["outputTokens"] += answer.usage["output"]
+    host.snap.tokens += answer.usage["input"] + answer.usage["output"]
+    calls = answer.tool_calls
     # The reply is an item of the history stream (stored by the call's step); the event refers
     # to it (``_h``) and readers see its text. An empty text is stored as it is: a reader then
     # has nothing to look up (most steps of a tool loop say nothing).
-    said = {"_h": response["h"]} if response["text"] else {"text": ""}
+    said = {"_h": answer.index} if answer.text else {"text": ""}
     host.emit(
         "message.completed",
         {"role": "assistant", **said},
         keys.completed,
         index,
-        text=response["text"],
+        text=answer.text,
     )
     if not calls:
         return StepResult("done")
