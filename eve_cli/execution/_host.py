@@ -35,6 +35,7 @@ from eve_cli.execution._streams import KEY, strip_key
 from eve_cli.harness._compaction import summary_message
 from eve_cli.harness._host import Reply, StoredReply, StreamedText
 from eve_cli.harness._input import with_ids
+from eve_cli.harness._outcome import CallResult
 from eve_cli.models import Message, Model, ToolSpec, resolve_model
 from eve_cli.models._tokens import message_tokens
 from world import HookHandle, StepRun, WorkflowContext, World, current_step
@@ -467,7 +468,7 @@ class SessionHost:
     def cancel_signal(self) -> asyncio.Future[None]:
         return self.executor.cancels.signal(self.snap.id)
 
-    async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> dict[str, Any]:
+    async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> CallResult:
         sub = self.agent.subagents[name]
         child = Snapshot(
             id="",

@@ -22,6 +22,7 @@ from eve_cli._session import PendingRequest, Resolution
 from eve_cli._tool_threads import QUICK_WAIT
 from eve_cli._tools import Tool
 from eve_cli.harness._host import StepHost
+from eve_cli.harness._outcome import ToolOutcome
 
 OUTCOME = "outcome"  # the kind of input request for a call whose outcome is unknown
 RERUN, FAILED, RESULT = "rerun", "failed", "result"
@@ -48,12 +49,12 @@ def tool_function(
     call: dict[str, Any],
     ctx: ToolContext,
     checked: dict[str, Any] | None,
-) -> Callable[[], Awaitable[dict[str, Any]]]:
+) -> Callable[[], Awaitable[ToolOutcome]]:
     """The function of a call's action: its result as journaled (``{"unknown": True}`` for
     an interrupted ``unsafe`` call, which does not run)."""
     before = dict(host.snap.state)
 
-    async def execute() -> dict[str, Any]:
+    async def execute() -> ToolOutcome:
         run = host.running_action()
         ctx.resumed, ctx.recorded_progress, ctx.recorder = (
             run.interrupted,

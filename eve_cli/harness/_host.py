@@ -16,6 +16,7 @@ from eve_cli._keys import Key, ModelCall, Turn
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
 from eve_cli._tools import Tool
+from eve_cli.harness._outcome import CallResult
 from eve_cli.models import Message, Model, ToolSpec
 
 
@@ -235,6 +236,6 @@ class StepHost(Protocol):
         longer waits. A future, not a coroutine: no task to start and stop per call."""
         ...
 
-    async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> dict[str, Any]:
-        """Run a sub-agent as a child session; returns ``{"content", "isError"}``."""
+    async def run_subagent(self, name: str, task: str, call_id: str, step: int) -> CallResult:
+        """Run a sub-agent as a child session; its result for the model."""
         ...

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 Outcome = Literal["continue", "done", "park", "failed", "cancelled"]
 
@@ -12,6 +12,26 @@ Outcome = Literal["continue", "done", "park", "failed", "cancelled"]
 class StepResult:
     outcome: Outcome
     error: str | None = None
+
+
+class ToolOutcome(TypedDict, total=False):
+    """What a tool call's action journals: its result, or ``unknown`` alone (an interrupted
+    ``unsafe`` call, which does not run again: see ``_effects``)."""
+
+    content: str
+    isError: bool
+    state: dict[str, Any] | None  # the session state the call left, when it changed it
+    progress: list[str]  # what the tool reported while it ran
+    durationMs: int
+    extra: dict[str, Any]  # what an MCP call returned besides text
+    unknown: bool
+
+
+class CallResult(TypedDict):
+    """A call's result for the model: its text and whether it failed."""
+
+    content: str
+    isError: bool
 
 
 @dataclass(frozen=True)

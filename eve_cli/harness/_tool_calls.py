@@ -20,6 +20,7 @@ from eve_cli.harness._effects import (
     tool_function,
 )
 from eve_cli.harness._host import StepHost
+from eve_cli.harness._outcome import ToolOutcome
 from eve_cli.harness._sleep import sleep_call
 
 CANCELLED_CALL = "The turn was cancelled."  # the result of a call that never ran
@@ -118,12 +119,12 @@ async def run_tool(
     )
     execute = tool_function(host, tool, call, ctx, checked)
     name = action_name(call["id"], attempt)
-    outcome: dict[str, Any] = await host.action(name, execute, tracked=is_tracked(tool))
+    outcome: ToolOutcome = await host.action(name, execute, tracked=is_tracked(tool))
     if outcome.get("unknown"):
         outcome_request(host, index, call, attempt)
         return
-    if outcome.get("state") is not None:
-        host.snap.state = outcome["state"]
+    if (state := outcome.get("state")) is not None:
+        host.snap.state = state
     record_result(
         host,
         index,
