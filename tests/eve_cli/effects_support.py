@@ -91,7 +91,7 @@ def effect_tools(log: Path) -> str:
             """Take long, without a loop."""
             import time
             note("slow_sync")
-            time.sleep(1.5)
+            time.sleep(3.0)
             return "never"
     ''')
 
