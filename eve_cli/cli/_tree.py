@@ -225,9 +225,7 @@ def describe_change(event: Event) -> str | None:
     if kind == "input.requested":
         return f"+ waiting for {describe_request(event_request(event))}"
     if kind == "input.resolved":
-        if "answer" in event:
-            return f"+ answered: {one_line(event['answer'], 160)}"
-        return f"+ {'approved' if event.get('approved') else 'denied'}"
+        return f"+ {describe_answer(event)}"
     if kind in ("step.completed", "step.failed"):
         usage = event.get("usage")
         detail = f" usage {one_line(usage, 120)}" if usage else ""
@@ -235,3 +233,16 @@ def describe_change(event: Event) -> str | None:
     if kind in ("compaction.completed", "context.cleared"):
         return f"= {kind}"
     return None
+
+
+_OUTCOME_WORDS = {"rerun": "run again", "failed": "treated as failed"}
+
+
+def describe_answer(event: Event) -> str:
+    """What an ``input.resolved`` said: answered, approved or denied, or an outcome's answer."""
+    if "answer" in event:
+        return f"answered: {one_line(event['answer'], 160)}"
+    if "outcome" in event:  # an interrupted call: run again | treated as failed | a result
+        result = one_line(event.get("result") or "", 160)
+        return _OUTCOME_WORDS.get(str(event["outcome"])) or f"result given: {result}"
+    return "approved" if event.get("approved") else "denied"

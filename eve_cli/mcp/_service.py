@@ -89,7 +89,7 @@ class AgentService:
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Answer pending requests: approvals ``{requestId, approved, always?}``, questions
-        ``{requestId, answer}``."""
+        ``{requestId, answer}``, interrupted calls ``{requestId, outcome, result?}``."""
         since = await self._length(session_id)
         receipt = await self._guard(session_id, self.runtime.respond(session_id, responses))
         if receipt.disposition == "rejected":

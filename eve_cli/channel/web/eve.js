@@ -381,10 +381,15 @@
       } else if (kind === "turn.waiting") {
         this.status = "parked";
         if (event.on === "tasks") this.parkedOn = "subagent";
+        else if (event.on === "sleep") this.parkedOn = "sleep";
         else {
+          // As `execution/_view.py`: a question or an outcome request alone names itself.
           const kinds = new Set(event.requests || [...this.pending.values()].map((p) => p.kind));
-          this.parkedOn = kinds.size === 1 && kinds.has("question") ? "question" : "approval";
+          const alone = kinds.size === 1 ? [...kinds][0] : null;
+          this.parkedOn = alone === "question" || alone === "outcome" ? alone : "approval";
         }
+      } else if (kind === "action.result" && this.parkedOn === "sleep") { // the sleep woke
+        this.status = "running"; this.parkedOn = null;
       } else if (kind === "task.settled" && this.parkedOn === "subagent") {
         this.status = "running"; this.parkedOn = null;
       } else if (kind === "turn.completed" || kind === "turn.failed" || kind === "turn.cancelled") {
@@ -478,7 +483,7 @@
       case "actions.requested": return "+ tool calls: " + (event.actions || []).map((a) => call(a.name, a.arguments)).join(", ");
       case "action.result": return "+ result " + event.name + " [" + (event.status || "completed") + "]: " + oneLine(event.output !== undefined ? event.output : "", 2000);
       case "input.requested": return "+ waiting for " + request(event);
-      case "input.resolved": return "answer" in event ? "+ answered: " + oneLine(event.answer, 160) : "+ " + (event.approved ? "approved" : "denied");
+      case "input.resolved": return "+ " + resolved(event, 160);
       case "step.completed": return "= step.completed" + (event.usage ? " usage " + oneLine(event.usage, 120) : "");
       case "step.failed": return "= failed: " + oneLine((event.error && event.error.message) || event.error || "", 300);
       case "compaction.completed": case "context.cleared": return "= " + event.type;
@@ -488,7 +493,17 @@
 
   function request(p) {
     if (p.kind === "question") return "an answer: " + (p.question || (p.arguments && p.arguments.question) || "");
+    if (p.kind === "outcome") return "what became of " + call(p.tool || "?", p.arguments) + " (outcome unknown)";
     return "approval of " + call(p.tool || "?", p.arguments);
+  }
+
+  const OUTCOME_WORDS = { rerun: "run again", failed: "treated as failed" };
+
+  /** What an answer to an input request said, in a few words (as `eve chat` prints it). */
+  function resolved(event, limit) {
+    if ("answer" in event) return "answered: " + oneLine(event.answer, limit);
+    if ("outcome" in event) return OUTCOME_WORDS[event.outcome] || "result given: " + oneLine(event.result || "", limit);
+    return event.approved ? "approved" : "denied";
   }
 
   // -- the SSE stream, read with fetch (EventSource cannot send the token) --------------
@@ -800,11 +815,12 @@
           break;
         case "input.requested": {
           const card = cards.get(event.callId);
-          if (card) { card.status.className = "badge s-parked"; card.status.textContent = "waiting for " + (event.kind === "question" ? "an answer" : "approval"); }
+          const waits = { question: "an answer", outcome: "its outcome" };
+          if (card) { card.status.className = "badge s-parked"; card.status.textContent = "waiting for " + (waits[event.kind] || "approval"); }
           break;
         }
         case "input.resolved":
-          item("note", "answer" in event ? "answered: " + oneLine(event.answer, 200) : event.approved ? "approved" : "denied");
+          item("note", resolved(event, 200));
           break;
         case "task.started":
           item("task", "sub-agent ", el("strong", { text: event.name || "" }), " → ",
@@ -879,6 +895,7 @@
             options.length ? el("div", { class: "opts" }, options) : null,
             el("div", { class: "composer-row" }, answer, el("button", { type: "submit", class: "primary", text: "Answer" })));
         }
+        if (p.kind === "outcome") return outcomeCard(p);
         return el("div", { class: "card ask", "data-request": p.requestId },
           el("div", { class: "label", text: "approval" }),
           el("p", {}, "Run ", el("code", { text: call(p.tool || "?", p.arguments) }), "?"),
@@ -890,6 +907,24 @@
       const have = [...pendingBox.children].map((c) => c.dataset.request).join(" ");
       const want = [...fold.pending.keys()].join(" ");
       if (have !== want) pendingBox.replaceChildren(...cards_); // keep a half-typed answer
+    }
+
+    /** An interrupted call whose outcome is unknown: run it again, treat it as failed, or
+        give its result (`{requestId, outcome, result?}`, as the API takes it). */
+    function outcomeCard(p) {
+      const answer = (outcome_, result) => respond({ requestId: p.requestId, outcome: outcome_, result })();
+      const result = el("input", { type: "text", class: "answer", "aria-label": "the call's result", placeholder: "what the call returned" });
+      return el("form", { class: "card ask outcome", "data-request": p.requestId, onsubmit: (e) => {
+        e.preventDefault();
+        answer("result", result.value);
+      } },
+        el("div", { class: "label", text: "outcome unknown" }),
+        el("p", {}, el("code", { text: call(p.tool || "?", p.arguments) }), " was running when eve stopped; whether it took effect is unknown."),
+        el("pre", { class: "args", text: json(p.arguments) }),
+        el("div", { class: "opts" },
+          el("button", { type: "button", class: "rerun", onclick: () => answer("rerun"), text: "Run it again" }),
+          el("button", { type: "button", class: "deny", onclick: () => answer("failed"), text: "Treat as failed" })),
+        el("div", { class: "composer-row" }, result, el("button", { type: "submit", class: "primary", text: "Give result" })));
     }
 
     function renderTree() {
