@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eve_cli._facade import Facade
-from eve_cli.cli._errors import CliError, Interrupted, WaitingForInput
+from eve_cli.cli._errors import CliError, CtrlC, Interrupted, WaitingForInput
 from eve_cli.cli._events import ERROR_TYPES, describe_request, one_line, request_id, request_kind
 from eve_cli.cli._render import Renderer, is_rich
 
@@ -64,6 +64,7 @@ class ChatLoop:
         self.next_index = next_index
         self.failed = False  # a step, turn or the session failed while we watched
         self._undriven: str | None = None  # a message delivered, its turn not yet driven
+        self._interrupt: Callable[[], None] = lambda: None  # a Ctrl-C during the drive
 
     # -- public steps ---------------------------------------------------------------------
     def settle(self) -> SessionView:
@@ -202,20 +203,73 @@ class ChatLoop:
 
     async def _drive_through_sleep(self, wait: float) -> SessionView:
         """Drive; while the turn sleeps (the sleep tool), wait for its timer or a delivery
-        (a message from elsewhere, a Ctrl-C's cancel) and drive again."""
+        (a message typed here or sent from elsewhere, a Ctrl-C's cancel) and drive again."""
         view = await self.backend.drive(self.sid, wait=wait)
         told = None
         while view.get("status") == "parked" and view.get("parkedOn") == "sleep":
-            wake = view.get("wakeAt")
+            wake = str(view.get("wakeAt") or "")
+            read = self._sleep_reader()
             if wake != told:
                 told = wake
+                here = "a message typed here or" if read is not None else "a message"
                 self.renderer.notice(
-                    f"sleeping until {wake}; a message sent to session {self.sid} from "
+                    f"sleeping until {wake}; {here} sent to session {self.sid} from "
                     "elsewhere wakes it, Ctrl-C cancels the turn"
                 )
-            await self._wait_for_work(str(wake or ""))
+            if read is None:
+                await self._wait_for_work(wake)
+            else:
+                await self._wait_or_read(wake, read)
             view = await self.backend.drive(self.sid, wait=wait)
         return view
+
+    def _sleep_reader(self) -> Callable[[], Awaitable[str | None]] | None:
+        """How to read a message while a turn sleeps (a person at the terminal), or None."""
+        if not self.options.interactive or not is_rich(self.renderer):
+            return None
+        return self.renderer.read_message_async()
+
+    async def _wait_or_read(self, wake: str, read: Callable[[], Awaitable[str | None]]) -> None:
+        """Until the sleep has work (its timer, a delivery), reading lines meanwhile: a line
+        is delivered to the session (it wakes the sleep as a steer), Ctrl-C cancels the turn,
+        Ctrl-D leaves the chat (the sleep goes on, durably)."""
+        waiting = asyncio.ensure_future(self._wait_for_work(wake))
+        reading: asyncio.Future[str | None] | None = None
+        try:
+            while not waiting.done():
+                reading = asyncio.ensure_future(read())
+                await asyncio.wait({waiting, reading}, return_when=asyncio.FIRST_COMPLETED)
+                if not reading.done():
+                    return  # woken otherwise: the prompt goes (its text is kept)
+                try:
+                    line = reading.result()
+                except CtrlC:
+                    self._interrupt()
+                    continue
+                if line is None:
+                    raise Interrupted(
+                        f"left while session {self.sid} sleeps until {wake}; `eve start` or "
+                        f"`eve resume --all` drives it when it is due, or: {self.chat_command()}"
+                    )
+                await self._deliver_awake(line.strip())
+        finally:
+            waiting.cancel()
+            if reading is not None and not reading.done():
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reading
+
+    async def _deliver_awake(self, line: str) -> None:
+        """Deliver a line typed while the turn sleeps (slash commands wait for the turn)."""
+        if not line:
+            return
+        if line.startswith("/"):
+            self.renderer.notice(f"{line.split()[0]} waits until the turn ends; not run")
+            return
+        receipt = await self.backend.deliver(self.sid, line)
+        if getattr(receipt, "disposition", None) == "rejected":
+            reason = getattr(receipt, "reason", None) or "rejected"
+            self.renderer.error(f"session {self.sid} did not take the message: {reason}")
 
     async def _wait_for_work(self, wake: str) -> None:
         """Until the session's timer is due or it has a delivery (in-process: the world
@@ -282,6 +336,8 @@ class ChatLoop:
             else:
                 drive.cancel()
 
+        # Ctrl-C typed at the prompt a sleeping turn shows is a key, not a SIGINT: the same.
+        self._interrupt = on_sigint
         try:
             self.loop.add_signal_handler(signal.SIGINT, on_sigint)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread

@@ -37,6 +37,11 @@ class WaitingForInput(CliError):
         super().__init__(message, EXIT_WAITING)
 
 
+class CtrlC(Exception):
+    """Ctrl-C typed at a prompt read inside the event loop: a KeyboardInterrupt escaping a
+    task would stop the whole loop instead of reaching the code awaiting it."""
+
+
 class Interrupted(CliError):
     """Ctrl-C: at a prompt, or twice during a turn. The session stays resumable."""
 

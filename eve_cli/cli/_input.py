@@ -9,6 +9,7 @@ as Ctrl-D does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
+from prompt_toolkit.patch_stdout import patch_stdout
+
+from eve_cli.cli._errors import CtrlC
 
 HISTORY_FILE = "chat-history"  # in the data directory: one history per project
 
@@ -87,6 +91,7 @@ class LineEditor:
             prompt_continuation=lambda width, line, wrapped: "… ".rjust(width),
             enable_history_search=False,
         )
+        self._kept = ""  # typed at a prompt that was taken away (a sleep ended): shown again
 
     def read(self, prompt: str = "› ") -> str | None:
         """The next message; None at Ctrl-D on an empty line.
@@ -94,7 +99,28 @@ class LineEditor:
         Raises:
             KeyboardInterrupt: Ctrl-C on an empty line.
         """
+        kept, self._kept = self._kept, ""
         try:
-            return self._session.prompt(prompt)
+            return self._session.prompt(prompt, default=kept)
         except EOFError:
             return None
+
+    async def read_async(self, prompt: str = "› ") -> str | None:
+        """As :meth:`read`, in the running event loop (beside a sleeping turn). Cancelled, it
+        keeps the half-typed text for the next prompt; output printed meanwhile goes above it.
+
+        Raises:
+            CtrlC: Ctrl-C on an empty line.
+        """
+        kept, self._kept = self._kept, ""
+        try:
+            # handle_sigint=False: the chat's own SIGINT handler stays installed.
+            with patch_stdout(raw=True):
+                return await self._session.prompt_async(prompt, default=kept, handle_sigint=False)
+        except EOFError:
+            return None
+        except KeyboardInterrupt:
+            raise CtrlC from None
+        except asyncio.CancelledError:
+            self._kept = self._session.default_buffer.text
+            raise

@@ -4,7 +4,7 @@ the model thinks, compact tool-call lines, and the approval / question / message
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -53,11 +53,14 @@ class RichRenderer:
         console: Console | None = None,
         input_fn: Callable[[str], str] | None = None,
         read_line: Callable[[str], str | None] | None = None,
+        read_line_async: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         """``input_fn`` reads answers to prompts; ``read_line`` reads messages (None at end
-        of input; default: ``input_fn``)."""
+        of input; default: ``input_fn``); ``read_line_async`` reads one while a turn sleeps
+        (None: nothing is read then)."""
         self.console = console or Console(highlight=False)
         self._read_line = read_line
+        self._read_line_async = read_line_async
         self._last_error: str | None = None  # step.failed and turn.failed repeat one error
         self._input = input_fn or (lambda prompt: self.console.input(prompt, markup=False))
         self._live: Live | None = None
@@ -113,6 +116,21 @@ class RichRenderer:
             return self._input("› ")
         except EOFError:
             return None
+
+    def read_message_async(self) -> Callable[[], Awaitable[str | None]] | None:
+        """What reads the next user line in the event loop (while a turn sleeps), or None.
+
+        The awaitable raises CtrlC at Ctrl-C on an empty line; cancelled, it keeps
+        what was typed for the next prompt."""
+        read = self._read_line_async
+        if read is None:
+            return None
+
+        def start() -> Awaitable[str | None]:
+            self._stop()
+            return read("› ")
+
+        return start
 
     def ask_approval(self, request: Mapping[str, Any]) -> str:
         """Ask until the user answers `y`, `n` or `a` (always)."""
