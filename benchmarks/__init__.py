@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "mcp": "benchmarks.mcp_bench",
     "fork_cost": "benchmarks.fork_cost",
     "dbos": "benchmarks.dbos_bench",
+    "timer_wake": "benchmarks.timer_wake",
 }
 
 

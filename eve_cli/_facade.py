@@ -10,7 +10,7 @@ which serves sessions, needs two more calls only the store's own process can ans
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
 
 if TYPE_CHECKING:
@@ -129,6 +129,14 @@ class ServingFacade(Facade, Protocol):
 
     def timers(self, sid: str | None = None) -> dict[str, float]:
         """When each session parked on a timer is due (every session's, or ``sid``'s)."""
+        ...
+
+    def timers_version(self) -> Hashable:
+        """A token that changes when any process puts a session to sleep (None: unknown)."""
+        ...
+
+    async def wait_timers(self, version: Hashable, timeout: float) -> bool:
+        """Wait until ``timers_version()`` differs from ``version``; False on timeout."""
         ...
 
     def schedules(self) -> tuple[list[Schedule], list[str]]:

@@ -16,7 +16,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -708,6 +708,16 @@ class Runtime:
             root = run_id.split(".", 1)[0]
             due[root] = min(when, due.get(root, when))
         return due
+
+    def timers_version(self) -> Hashable:
+        """A token that changes when any process puts a session to sleep on this world (None:
+        the world cannot tell); what :meth:`wait_timers` compares."""
+        return self.world.timers_version()
+
+    async def wait_timers(self, version: Hashable, timeout: float) -> bool:
+        """Wait until :meth:`timers_version` differs from ``version`` (a session was put to
+        sleep here or by another process); False on timeout."""
+        return await self.world.wait_timers(version, timeout)
 
     def resumable(self) -> list[str]:
         """Sessions with work to do now (interrupted, or with undelivered input)."""

@@ -441,6 +441,13 @@ _EXPAND: dict[str, Callable[[Family, JournalRecord, Run], None]] = {
     "child": Family._expand_child,
     "park": Family._expand_park,
 }
+def parks_on_timer(head: dict[str, Any]) -> bool:
+    """Whether a run of a family with this head is parked on a timer (alone or a receive's
+    deadline): writing such a head changes `World.timers_version`."""
+    return any(
+        entry.get("status") == "parked" and "timer" in (entry.get("waiting") or {})
+        for entry in (head.get("runs") or {}).values()
+    )
 
 
 def head_wake(head: dict[str, Any] | None) -> tuple[float | None, int | None]:

@@ -15,6 +15,7 @@ checksums are the world's.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import re
 from abc import ABC, abstractmethod
@@ -349,6 +350,20 @@ class World(ABC):
     @abstractmethod
     def write_head(self, root: str, head: dict[str, Any]) -> None:
         """Replace the status cache atomically."""
+
+    def timers_version(self) -> Hashable:
+        """A cheap token that changes whenever a process writes a head with a run parked on a
+        timer (`head_wake`): equal tokens, no run parked on a new timer between. What a server
+        waits on (`wait_timers`) to re-read `heads()` when another process put a run to sleep,
+        instead of reading them all every few seconds. None: this world cannot tell."""
+        return None
+
+    async def wait_timers(self, version: Hashable, timeout: float) -> bool:
+        """Wait until `timers_version()` differs from `version`; False on timeout. A world
+        that cannot tell waits out the timeout (its caller looks at the heads on its own
+        schedule, as a shared world's sweep does)."""
+        await asyncio.sleep(max(timeout, 0.0))
+        return False
 
     # -- inbox ---------------------------------------------------------------------------------
     @abstractmethod

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import shutil
@@ -40,6 +41,7 @@ from ._errors import (
     StoreFormatError,
     storage_error,
 )
+from ._family import parks_on_timer
 from ._records import StoredRecord
 from ._streams import StreamStore
 from ._watch import DirWatcher, touched
@@ -90,6 +92,9 @@ _INTACT_KEY = "_intact"
 # An inbox is compacted once its consumed deliveries take this much (and more than the rest).
 COMPACT_MIN = 16 * 1024
 REMOVE_WAIT = 5.0  # seconds `remove_family` waits for a delivery in progress to finish
+# Rewritten (not fsync'd) after a head with a run parked on a timer: `timers_version`'s token.
+TIMERS_FILE = "timers"
+_TOUCHES = itertools.count()  # keeps two touches of one process in one nanosecond apart
 _RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")  # a family's data files
 _LOCKS = ("owner.lock", "inbox.lock")  # removed last: a waiter on them then finds no journal
 
@@ -235,6 +240,7 @@ class LocalWorld(World):
         self._writers: dict[str, _journal.Writer] = {}
         self._run_files: dict[str, tuple[str, str, str]] = {}
         self._runs_resolved = os.path.join(os.path.realpath(self.path), "runs")  # as watched
+        self._timers_file = os.path.join(os.path.realpath(self.path), TIMERS_FILE)
         self._unsettled: set[str] = set()  # families with a deferred record not yet durable
         self._unsettled_lock = threading.Lock()
         self._settle_failure: StorageError | None = None  # from a settle run by the loop
@@ -586,6 +592,37 @@ class LocalWorld(World):
                     os.ftruncate(fd, len(data))
             finally:
                 os.close(fd)
+        if parks_on_timer(head):
+            self._touch_timers()
+
+    def _touch_timers(self) -> None:
+        """Change `timers_version`: a run was parked on a timer (a hint, never fsync'd: a
+        server that misses it finds the timer when it next reads every head)."""
+        token = f"{time.time_ns():020d} {os.getpid():>10} {next(_TOUCHES):>12}\n".encode()
+        with contextlib.suppress(OSError):  # a full disk is said by the writes that matter
+            fd = os.open(self._timers_file, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, token, 0)  # one write of fixed length: read whole or not at all
+            finally:
+                os.close(fd)
+            touched(self._timers_file)
+
+    def timers_version(self) -> Hashable:
+        try:
+            with open(self._timers_file, "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    async def wait_timers(self, version: Hashable, timeout: float) -> bool:
+        folder = Path(os.path.dirname(self._timers_file))
+        with DirWatcher(folder, [TIMERS_FILE]) as watcher:
+            # Watching began before this check: a change after it is seen by `wait`.
+            deadline = time.monotonic() + timeout
+            while self.timers_version() == version:
+                if not await watcher.wait(deadline - time.monotonic()):
+                    return self.timers_version() != version
+        return True
 
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:

@@ -22,6 +22,7 @@ from ._errors import (
     RunNotFoundError,
     WorldError,
 )
+from ._family import parks_on_timer
 from ._records import StoredRecord
 from ._signals import Signals
 from ._world import (
@@ -68,6 +69,7 @@ class MemoryWorld(World):
         self._stream_written: dict[str, float] = {}
         self._lock = threading.RLock()
         self._signals = Signals()
+        self._timers = 0  # heads written with a run parked on a timer (`timers_version`)
 
     def _family(self, root: str) -> _Family:
         family = self._families.get(root)
@@ -196,9 +198,29 @@ class MemoryWorld(World):
 
     def write_head(self, root: str, head: dict[str, Any]) -> None:
         data = _codec.encode(head, "head")
+        timer = parks_on_timer(head)
         with self._lock:
             family = self._family(root)
             family.head, family.written = data, time.time()
+            self._timers += timer
+        if timer:
+            self._signals.fire("timers")
+
+    def timers_version(self) -> Hashable:
+        return self._timers
+
+    async def wait_timers(self, version: Hashable, timeout: float) -> bool:
+        event = self._signals.event("timers")
+        try:
+            if self._timers != version:
+                return True
+            try:
+                await asyncio.wait_for(event.wait(), max(timeout, 0.0))
+            except TimeoutError:
+                return self._timers != version
+            return True
+        finally:
+            self._signals.drop("timers", event)
 
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:

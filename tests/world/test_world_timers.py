@@ -1,0 +1,52 @@
+"""Conformance: `World.timers_version` / `wait_timers` on every World — a run parked on a
+timer by one opener (as another process would be) changes the version another opener waits
+on; a run parked on a hook alone does not. A world that cannot tell (None) waits the timeout
+out, and its servers find timers by reading the heads (PostgreSQL: the workers' sweep)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.worlds import WorldOpener
+from world import Engine, WorkflowContext
+
+
+async def napping(ctx: WorkflowContext, seconds: float) -> str:
+    await ctx.sleep(seconds)
+    return "woke"
+
+
+async def hooked(ctx: WorkflowContext, token: str) -> object:
+    return await ctx.create_hook(token).receive()
+
+
+def test_a_run_parked_on_a_timer_elsewhere_changes_the_timers_version(
+    open_world: WorldOpener,
+) -> None:
+    writer, watcher = open_world(), open_world()
+    engine = Engine(writer, {"napping": napping, "hooked": hooked})
+
+    async def main() -> None:
+        before = watcher.timers_version()
+        waiting = asyncio.ensure_future(watcher.wait_timers(before, 10.0))
+        await asyncio.sleep(0.05)  # the waiter is waiting when the timer is parked
+        rid = await engine.start("napping", 60.0)
+        assert (await engine.run(rid)).status == "parked"
+        if before is None:  # this world cannot tell: its waiters wait the timeout out
+            waiting.cancel()
+            assert not await watcher.wait_timers(None, 0.05)
+            return
+        began = time.monotonic()
+        assert await waiting
+        assert time.monotonic() - began < 5.0
+        after = watcher.timers_version()
+        assert after != before
+        assert await watcher.wait_timers(before, 0.0)  # already changed: at once
+        # A run parked on a hook alone puts no timer in the world: the version stays.
+        hooked_run = await engine.start("hooked", "t-timers")
+        assert (await engine.run(hooked_run)).status == "parked"
+        assert watcher.timers_version() == after
+        assert not await watcher.wait_timers(after, 0.1)
+
+    asyncio.run(main())
