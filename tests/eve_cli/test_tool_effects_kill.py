@@ -57,3 +57,17 @@ def test_progress_recorded_before_a_kill_reaches_the_next_run(
     rt, sid, log = start(tmp_path, make_agent, world_spec, "send", to="ada")
     assert resume(rt, sid, world_spec) == ("VIEW waiting", ["sent as m-1"])
     assert log.read_text().splitlines() == ["send", "stalled", "resumed True m-1"]
+
+
+def test_a_timeout_resumed_after_a_kill_gets_only_the_time_left(
+    tmp_path: Path, make_agent: AgentFactory, world_spec: str
+) -> None:
+    rt, sid, log = start(tmp_path, make_agent, world_spec, "slow", n="1")
+    last, [content] = resume(rt, sid, world_spec)
+    assert last == "VIEW waiting" and "timed out after 1.5 s" in content
+    [result] = [e for e in rt.events(sid) if e["type"] == "action.result"]
+    # The run in the new process had what the killed one left of the 1.5 s (none when the
+    # restart took longer: then it does not run at all), not the whole 1.5 s again.
+    assert result["durationMs"] < 1400, result
+    runs = log.read_text().splitlines()
+    assert runs == (["slow", "stalled", "slow"] if result["durationMs"] else ["slow", "stalled"])
