@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         once,
         tool,
     )
+    from eve_cli._schedules import define_schedule
 
 __all__ = [
     "AgentConfig",
@@ -42,6 +43,7 @@ __all__ = [
     "__version__",
     "always",
     "define_agent",
+    "define_schedule",
     "define_state",
     "never",
     "once",
@@ -53,9 +55,12 @@ def __getattr__(name: str) -> object:
     """The agent API's names, imported when first asked for (then cached in this module)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from eve_cli import _agent_api
+    if name == "define_schedule":  # schedules/<name>.py, beside the agent API
+        from eve_cli import _schedules as module
+    else:
+        from eve_cli import _agent_api as module  # type: ignore[no-redef]
 
-    value = getattr(_agent_api, name)
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -94,7 +94,7 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
         raise AgentLoadError(f"{agent_py}:1: missing agent.py (or instructions.md)")
     config = AgentConfig()
     if agent_py.is_file():
-        module = _exec_file(agent_py)
+        module = exec_user_file(agent_py)
         found = getattr(module, "agent", None)
         if not isinstance(found, AgentConfig):
             candidates = [v for v in vars(module).values() if isinstance(v, AgentConfig)]
@@ -161,7 +161,7 @@ def _load_tools(tools_dir: Path) -> dict[str, Tool]:
     for path in sorted(tools_dir.glob("*.py")):
         if path.name.startswith("_"):
             continue
-        module = _exec_file(path)
+        module = exec_user_file(path)
         for value in vars(module).values():
             if not isinstance(value, ToolFunction):
                 continue
@@ -186,7 +186,7 @@ def _load_tools(tools_dir: Path) -> dict[str, Tool]:
     return tools
 
 
-def _exec_file(path: Path) -> types.ModuleType:
+def exec_user_file(path: Path) -> types.ModuleType:
     """Execute one user file as a fresh module; errors name the file and line."""
     module_name = f"_eve_agent_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(module_name, path)

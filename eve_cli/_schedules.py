@@ -9,14 +9,23 @@ body saying what (SPEC §16)::
     ---
     Summarise yesterday's orders.
 
-Each tick starts one session whose first message is the body. A broken file is one problem
-naming its file and line; the others still load.
+Each tick starts one session whose first message is the body. The same can be said in
+Python, ``schedules/<name>.py``::
+
+    from eve_cli import define_schedule
+
+    schedule = define_schedule("Summarise yesterday's orders.", cron="0 9 * * 1-5",
+                               timezone="Europe/Berlin")
+
+A broken file is one problem naming its file and line; the others still load.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -75,6 +84,40 @@ def _seconds(value: float) -> str:
     return f"{value:g}s"
 
 
+@dataclass(frozen=True)
+class ScheduleDefinition:
+    """What :func:`define_schedule` returns: the fields as given, and the line giving them."""
+
+    message: object
+    fields: dict[str, object]
+    line: int
+
+
+def define_schedule(
+    message: str,
+    *,
+    cron: str | None = None,
+    every: str | float | None = None,
+    timezone: str = "UTC",
+    mode: Literal["task", "conversation"] = "task",
+    missed: Missed = "skip",
+) -> ScheduleDefinition:
+    """A schedule in ``schedules/<name>.py`` (``schedule = define_schedule(...)``), as a
+    ``schedules/<name>.md`` with the same front matter would be: ``cron`` (five fields) or
+    ``every`` (``"30s"``, ``"5m"``, ``"1h"``, ``"1d"``, or seconds as a number), and
+    ``message``, what each session starts with. Checked when the folder's schedules are
+    loaded; a mistake is reported with this call's file and line."""
+    given: dict[str, object] = {"cron": cron, "every": every, "timezone": timezone,
+                                "mode": mode, "missed": missed}  # fmt: skip
+    fields = {key: value for key, value in given.items() if value is not None}
+    return ScheduleDefinition(message, fields, sys._getframe(1).f_lineno)
+
+
+# path -> ((mtime_ns, size), the schedule or the problem): a `.py` schedule runs once per edit,
+# not at every look of the server's scheduler.
+_LOADED: dict[Path, tuple[tuple[int, int], Schedule | str]] = {}
+
+
 def load_schedules(agent_dir: Path) -> tuple[list[Schedule], list[str]]:
     """The schedules of ``agent_dir`` (by name) and a ``file:line: what`` line per broken
     file."""
@@ -83,14 +126,69 @@ def load_schedules(agent_dir: Path) -> tuple[list[Schedule], list[str]]:
     problems: list[str] = []
     if not folder.is_dir():
         return schedules, problems
-    for path in sorted(folder.glob("*.md")):
+    seen: dict[str, Path] = {}
+    paths = [*folder.glob("*.md"), *folder.glob("*.py")]
+    for path in sorted(paths, key=lambda p: (p.stem, p.suffix)):
         if path.name.startswith((".", "_")):
             continue
+        if path.stem in seen:
+            other = seen[path.stem].name
+            problems.append(f"{path}:1: schedule {path.stem!r} is also in {other}; keep one")
+            continue
+        seen[path.stem] = path
         try:
-            schedules.append(read_schedule(path))
+            schedules.append(read_schedule(path) if path.suffix == ".md" else _read_py(path))
         except ScheduleFileError as exc:
             problems.append(str(exc))
     return schedules, problems
+
+
+def _read_py(path: Path) -> Schedule:
+    """The schedule a ``schedules/<name>.py`` defines (run once per change of the file)."""
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise ScheduleFileError(path, 1, f"cannot be read: {exc}") from None
+    version = (stat.st_mtime_ns, stat.st_size)
+    kept = _LOADED.get(path)
+    if kept is None or kept[0] != version:
+        try:
+            kept = (version, _run_py(path))
+        except ScheduleFileError as exc:
+            kept = (version, str(exc))
+        _LOADED[path] = kept
+    if isinstance(kept[1], str):
+        raise ScheduleFileError.said(kept[1])
+    return kept[1]
+
+
+def _run_py(path: Path) -> Schedule:
+    from eve_cli._loader import AgentLoadError, exec_user_file
+
+    name = _name_of(path)
+    try:
+        module = exec_user_file(path)
+    except AgentLoadError as exc:
+        raise ScheduleFileError.said(str(exc)) from None
+    found = [v for v in vars(module).values() if isinstance(v, ScheduleDefinition)]
+    if len(found) != 1:
+        lines = ", ".join(str(d.line) for d in found)
+        raise ScheduleFileError(
+            path, found[1].line if found else 1,
+            f"defines {len(found)} schedules (lines {lines}); one file is one schedule"
+            if found else "defines no schedule: schedule = define_schedule(message, cron=...)",
+        )  # fmt: skip
+    [definition] = found
+    if not isinstance(definition.message, str) or not definition.message.strip():
+        raise ScheduleFileError(path, definition.line, "the message must be non-empty text")
+    fields: dict[str, tuple[str, int]] = {}
+    for key, value in definition.fields.items():
+        if key == "every" and isinstance(value, int | float) and not isinstance(value, bool):
+            value = f"{value:g}s"
+        if not isinstance(value, str):
+            raise ScheduleFileError(path, definition.line, f"{key}={value!r}: expected text")
+        fields[key] = (value, definition.line)
+    return _schedule(path, name, definition.message.strip(), fields)
 
 
 class ScheduleFileError(ValueError):
@@ -99,14 +197,26 @@ class ScheduleFileError(ValueError):
     def __init__(self, path: Path, line: int, message: str) -> None:
         super().__init__(f"{path}:{line}: {message}")
 
+    @classmethod
+    def said(cls, text: str) -> ScheduleFileError:
+        """One whose ``file:line: what`` line is already written (by the agent loader)."""
+        error = cls.__new__(cls)
+        ValueError.__init__(error, text)
+        return error
+
+
+def _name_of(path: Path) -> str:
+    """The schedule's name: its file's, checked."""
+    if not NAME.fullmatch(path.stem):
+        raise ScheduleFileError(
+            path, 1, f"schedule name {path.stem!r}: use letters, digits, '-' and '_' (at most 64)"
+        )
+    return path.stem
+
 
 def read_schedule(path: Path) -> Schedule:
     """Parse one schedule file; `ScheduleFileError` names the line at fault."""
-    name = path.stem
-    if not NAME.fullmatch(name):
-        raise ScheduleFileError(
-            path, 1, f"schedule name {name!r}: use letters, digits, '-' and '_' (at most 64)"
-        )
+    name = _name_of(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:

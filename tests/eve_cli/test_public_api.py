@@ -14,6 +14,7 @@ def test_all_is_pinned() -> None:
         "__version__",
         "always",
         "define_agent",
+        "define_schedule",
         "define_state",
         "never",
         "once",

@@ -111,3 +111,24 @@ def test_a_broken_schedule_is_reported_and_the_others_run(tmp_path: Path, world:
     assert ticks(rt, "good") == [T]
     [line] = [x for x in logged if "not loaded" in x]  # once, not at every look
     assert f"{agent / 'schedules' / 'bad.md'}:2: every 'soon'" in line
+
+
+def test_a_py_schedule_starts_its_tick_s_session(tmp_path: Path, world: World) -> None:
+    agent = write_agent(tmp_path / "agent", script=[reply("ticked")])
+    (agent / "schedules").mkdir()
+    (agent / "schedules" / "hourly.py").write_text(
+        "from eve_cli import define_schedule\n\n"
+        "schedule = define_schedule('Do the hourly.', every='1h', mode='conversation')\n"
+    )
+    rt = Runtime(agent_dir=agent, world=world)
+
+    async def main() -> None:
+        runner, kicked = scheduler(rt, T + 10)
+        await runner.look()
+        [sid] = kicked
+        view = await rt.drive(sid)
+        assert (view["status"], view["mode"]) == ("waiting", "conversation")
+        assert [t["input"] for t in view["turns"]] == ["Do the hourly."]
+
+    asyncio.run(main())
+    assert ticks(rt, "hourly") == [T]
