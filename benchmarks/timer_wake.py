@@ -4,13 +4,15 @@ sessions: how late, and what waiting for such sleeps costs the server.
 The store holds ``N`` sessions parked on approvals (`parked_sessions.build`); a real
 `eve start` serves it. This process then starts a session of a sleeper agent, drives it until
 its turn sleeps (1 s) and lets it go, as an `eve chat` that exits would: the server learns of
-the timer only through the world (`World.wait_timers`), then reads every head once.
+the timer only through the world (`World.wait_timers`, `timers_since`), then reads that
+session's head.
 
-* ``timer_wake.late``: median seconds from a sleep's due time to its turn done in the server
-  (a poll every 20 ms adds up to that); before the notice, a server found such a sleep at its
-  next read of every timer, up to 30 s later.
-* ``timer_wake.scan``: median seconds of `Runtime.timers()` over the ``N`` sessions: what
-  each such notice costs the server (at most one per 0.25 s, `channel/_timers.GAP`).
+* ``timer_wake.late``: median seconds from a sleep's due time (its timer, exact) to its turn
+  done in the server (the woken turn's drive and a look every 20 ms included); before the
+  notices, a server found such a sleep at its next read of every timer, up to 30 s later.
+* ``timer_wake.scan``: median seconds of `Runtime.timers()` over the ``N`` sessions: what a
+  read of every timer costs (at start, every 600 s, and after a notice the world cannot
+  name sessions for).
 * ``timer_wake.idle_cpu``: CPU seconds the server used per wall second while ``N`` sessions
   were parked and nothing happened (no polling: the watch waits on a change notification).
 """
@@ -18,7 +20,6 @@ the timer only through the world (`World.wait_timers`), then reads every head on
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
 import signal
 import time
@@ -56,7 +57,7 @@ def _asleep(agent: Path, data: Path) -> tuple[str, float]:
             view = await rt.drive(sid)
             if view["parkedOn"] != "sleep":
                 raise RuntimeError(f"the sleeper did not sleep: {view['status']}")
-            return sid, dt.datetime.fromisoformat(str(view["wakeAt"])).timestamp()
+            return sid, rt.timers(sid)[sid]  # exact: `wakeAt` is said to the second
         finally:
             rt.close()
 
@@ -64,13 +65,13 @@ def _asleep(agent: Path, data: Path) -> tuple[str, float]:
 
 
 def _done_after(url: str, sid: str, due: float) -> float:
+    """Seconds from ``due`` until the server has finished the woken turn (a look every 20 ms)."""
     deadline = time.time() + 60
-    while time.time() < deadline:
-        view = httpx.get(f"{url}/eve/v1/session/{sid}", timeout=10).json()
-        if view["status"] == "waiting":
-            return time.time() - due
+    while httpx.get(f"{url}/eve/v1/session/{sid}", timeout=10).json()["status"] != "waiting":
+        if time.time() > deadline:
+            raise RuntimeError(f"session {sid} was not woken within 60 s of its due time")
         time.sleep(0.02)
-    raise RuntimeError(f"session {sid} was not woken within 60 s of its due time")
+    return time.time() - due
 
 
 def _scan(agent: Path, data: Path, n: int) -> float:

@@ -135,6 +135,10 @@ class ServingFacade(Facade, Protocol):
         """A token that changes when any process puts a session to sleep (None: unknown)."""
         ...
 
+    def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
+        """The version now, and the sessions put to sleep since ``version`` (None: unknown)."""
+        ...
+
     async def wait_timers(self, version: Hashable, timeout: float) -> bool:
         """Wait until ``timers_version()`` differs from ``version``; False on timeout."""
         ...

@@ -714,6 +714,11 @@ class Runtime:
         the world cannot tell); what :meth:`wait_timers` compares."""
         return self.world.timers_version()
 
+    def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
+        """The version now, and the sessions put to sleep since ``version`` (None: the world
+        cannot say which; read every timer)."""
+        return self.world.timers_since(version)
+
     async def wait_timers(self, version: Hashable, timeout: float) -> bool:
         """Wait until :meth:`timers_version` differs from ``version`` (a session was put to
         sleep here or by another process); False on timeout."""

@@ -353,10 +353,16 @@ class World(ABC):
 
     def timers_version(self) -> Hashable:
         """A cheap token that changes whenever a process writes a head with a run parked on a
-        timer (`head_wake`): equal tokens, no run parked on a new timer between. What a server
-        waits on (`wait_timers`) to re-read `heads()` when another process put a run to sleep,
-        instead of reading them all every few seconds. None: this world cannot tell."""
+        timer: equal tokens, no run parked on a new timer between. What a server waits on
+        (`wait_timers`) to re-read those heads (`timers_since`) when another process put a run
+        to sleep, instead of reading them all every few seconds. None: this world cannot
+        tell."""
         return None
+
+    def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
+        """The version now, and the roots whose heads were written with a run parked on a
+        timer since `version` was (None: the world cannot say which: read every head)."""
+        return self.timers_version(), None
 
     async def wait_timers(self, version: Hashable, timeout: float) -> bool:
         """Wait until `timers_version()` differs from `version`; False on timeout. A world

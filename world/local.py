@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import itertools
 import json
 import os
 import shutil
@@ -92,9 +91,11 @@ _INTACT_KEY = "_intact"
 # An inbox is compacted once its consumed deliveries take this much (and more than the rest).
 COMPACT_MIN = 16 * 1024
 REMOVE_WAIT = 5.0  # seconds `remove_family` waits for a delivery in progress to finish
-# Rewritten (not fsync'd) after a head with a run parked on a timer: `timers_version`'s token.
+# The roots whose heads were written with a run parked on a timer, one a line, appended (not
+# fsync'd: a hint); `timers_version` is its inode and size. Past `_TIMERS_ROTATE` bytes a
+# writer starts it afresh (a new inode: a reader then reads every head once).
 TIMERS_FILE = "timers"
-_TOUCHES = itertools.count()  # keeps two touches of one process in one nanosecond apart
+_TIMERS_ROTATE = 1 << 20
 _RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")  # a family's data files
 _LOCKS = ("owner.lock", "inbox.lock")  # removed last: a waiter on them then finds no journal
 
@@ -593,26 +594,57 @@ class LocalWorld(World):
             finally:
                 os.close(fd)
         if parks_on_timer(head):
-            self._touch_timers()
+            self._note_timer(root)
 
-    def _touch_timers(self) -> None:
-        """Change `timers_version`: a run was parked on a timer (a hint, never fsync'd: a
-        server that misses it finds the timer when it next reads every head)."""
-        token = f"{time.time_ns():020d} {os.getpid():>10} {next(_TOUCHES):>12}\n".encode()
+    def _note_timer(self, root: str) -> None:
+        """Say that `root` has a run parked on a timer (`timers_since`): a hint, never
+        fsync'd; a server that misses it finds the timer when it next reads every head."""
         with contextlib.suppress(OSError):  # a full disk is said by the writes that matter
-            fd = os.open(self._timers_file, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = os.open(self._timers_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                os.pwrite(fd, token, 0)  # one write of fixed length: read whole or not at all
+                if os.fstat(fd).st_size >= _TIMERS_ROTATE:
+                    os.close(fd)
+                    fresh = f"{self._timers_file}.{os.getpid()}.{threading.get_ident()}"
+                    os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+                    os.replace(fresh, self._timers_file)
+                    fd = os.open(self._timers_file, os.O_WRONLY | os.O_APPEND, 0o644)
+                os.write(fd, f"{root}\n".encode())  # one short append: whole or not at all
             finally:
                 os.close(fd)
             touched(self._timers_file)
 
     def timers_version(self) -> Hashable:
         try:
-            with open(self._timers_file, "rb") as f:
-                return f.read()
+            stat = os.stat(self._timers_file)
+        except FileNotFoundError:
+            if not self._create or not self.path.is_dir():
+                return (0, 0)
+            # Made now, so the version names a file whose later notes `timers_since` reads.
+            with contextlib.suppress(OSError):
+                os.close(os.open(self._timers_file, os.O_WRONLY | os.O_CREAT, 0o644))
+            return self.timers_version() if os.path.exists(self._timers_file) else (0, 0)
         except OSError:
-            return b""
+            return (0, 0)
+        return (stat.st_ino, stat.st_size)
+
+    def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
+        try:
+            with open(self._timers_file, "rb") as f:
+                stat = os.fstat(f.fileno())
+                now = (stat.st_ino, stat.st_size)
+                was = version if isinstance(version, tuple) and len(version) == 2 else (-1, -1)
+                start = int(was[1]) if was[0] == now[0] else -1
+                if not 0 <= start <= stat.st_size:
+                    return now, None  # started afresh since, or another file: read every head
+                f.seek(start)
+                data = f.read(stat.st_size - start)
+        except FileNotFoundError:
+            return (0, 0), ([] if version == (0, 0) else None)
+        except OSError:
+            return version, None
+        whole = data.rfind(b"\n") + 1  # a line being appended is read next time
+        roots = data[:whole].decode("utf-8", "replace").split()
+        return (now[0], start + whole), sorted(set(roots))
 
     async def wait_timers(self, version: Hashable, timeout: float) -> bool:
         folder = Path(os.path.dirname(self._timers_file))

@@ -69,7 +69,7 @@ class MemoryWorld(World):
         self._stream_written: dict[str, float] = {}
         self._lock = threading.RLock()
         self._signals = Signals()
-        self._timers = 0  # heads written with a run parked on a timer (`timers_version`)
+        self._timers: list[str] = []  # roots of heads written with a run on a timer
 
     def _family(self, root: str) -> _Family:
         family = self._families.get(root)
@@ -202,22 +202,30 @@ class MemoryWorld(World):
         with self._lock:
             family = self._family(root)
             family.head, family.written = data, time.time()
-            self._timers += timer
+            if timer:
+                self._timers.append(root)
         if timer:
             self._signals.fire("timers")
 
     def timers_version(self) -> Hashable:
-        return self._timers
+        return len(self._timers)
+
+    def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
+        with self._lock:
+            now = len(self._timers)
+            if not isinstance(version, int) or not 0 <= version <= now:
+                return now, None
+            return now, sorted(set(self._timers[version:]))
 
     async def wait_timers(self, version: Hashable, timeout: float) -> bool:
         event = self._signals.event("timers")
         try:
-            if self._timers != version:
+            if self.timers_version() != version:
                 return True
             try:
                 await asyncio.wait_for(event.wait(), max(timeout, 0.0))
             except TimeoutError:
-                return self._timers != version
+                return self.timers_version() != version
             return True
         finally:
             self._signals.drop("timers", event)

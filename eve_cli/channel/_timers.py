@@ -2,13 +2,14 @@
 due, by this server's supervisor.
 
 The timers live in the world (each session's head says when its run is due); this keeps only
-a copy to sleep on: every timer, read at start, again soon after any process puts a session
-to sleep (`Runtime.wait_timers`: on the local world a change notification of one file, no
-polling), and every `scan` seconds in case such a notice was lost; and a session's own after
-each drive of this server (what it just put to sleep). One task per server, however many
-sessions sleep: a sleeping session holds nothing (D5). On a world several workers share, each
-worker's sweep also finds due timers, so whichever worker looks first drives the session; the
-lease makes that one worker.
+a copy to sleep on: every timer, read at start; a session's own after each drive of this
+server (what it just put to sleep); and the timers of the sessions another process put to
+sleep, when the world says so (`Runtime.wait_timers` / `timers_since`: on the local world a
+change notification of one file, no polling, then those sessions' heads alone). Every timer
+is read again every `BACKSTOP` seconds in case such a notice was lost, or every `SCAN`
+seconds on a world that cannot give them (PostgreSQL: there every worker's sweep finds due
+timers too, so whichever worker looks first drives the session; the lease makes that one).
+One task per server, however many sessions sleep: a sleeping session holds nothing (D5).
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from collections.abc import Callable, Hashable
 
 from eve_cli._facade import ServingFacade
 
-SCAN = 30.0  # seconds between reads of every session's timers when nothing said to read them
-# At least this long between two reads of every timer that a notice asked for: sleeps started
-# elsewhere in a burst cost one read of the heads per gap, not one each.
-GAP = 0.25
+SCAN = 30.0  # seconds between reads of every timer on a world that gives no notices
+BACKSTOP = 600.0  # the same where it gives them: only a lost notice (a full disk) needs it
+GAP = 0.05  # at least this long between two reads a notice asks for: a burst is read at once
 
 
 class Timers:
@@ -38,9 +38,9 @@ class Timers:
     ) -> None:
         self._runtime, self._kick, self._log, self._scan = runtime, kick, log, scan
         self._due: dict[str, float] = {}
-        self._driven: set[str] = set()
+        self._driven: set[str] = set()  # sessions whose timers to read again
         self._changed = asyncio.Event()
-        self._rescan_now = False
+        self._read_all = True
 
     def driven(self, session_id: str) -> None:
         """A drive of ``session_id`` ended here: it may have parked on a timer, or left one."""
@@ -49,8 +49,10 @@ class Timers:
 
     async def run(self) -> None:
         # The version is read before the first read of every timer: a session put to sleep
-        # between the two changes it, so the watch asks for another read.
+        # between the two is in what `timers_since(version)` gives.
         version = await self._version()
+        if version is not None:
+            self._scan = max(self._scan, BACKSTOP)
         watch = asyncio.ensure_future(self._watch(version))
         try:
             await self._follow()
@@ -67,27 +69,32 @@ class Timers:
             return None
 
     async def _watch(self, version: Hashable) -> None:
-        """Ask for a read of every timer each time another process puts a session to sleep."""
+        """Read the timers of the sessions another process puts to sleep, as it does."""
+        if version is None:
+            return  # this world gives no notices: the periodic read finds them
         while True:
             try:
-                changed = await self._runtime.wait_timers(version, self._scan)
+                if await self._runtime.wait_timers(version, self._scan):
+                    version, sessions = await self._runtime.call(
+                        self._runtime.timers_since, version
+                    )
+                    if sessions is None:
+                        self._read_all = True
+                    else:
+                        self._driven.update(sessions)
+                    self._changed.set()
+                    await asyncio.sleep(GAP)
             except Exception as exc:
                 self._log(f"waiting for new timers: {type(exc).__name__}: {exc}")
-                changed = False
                 await asyncio.sleep(1.0)
-            if changed:
-                version = await self._version()  # before the read it asks for
-                self._rescan_now = True
-                self._changed.set()
-                await asyncio.sleep(GAP)
 
     async def _follow(self) -> None:
         rescan = 0.0
         while True:
             self._changed.clear()
             try:
-                if self._rescan_now or time.time() >= rescan:
-                    self._rescan_now = False
+                if self._read_all or time.time() >= rescan:
+                    self._read_all = False
                     self._due = await asyncio.to_thread(self._runtime.timers)
                     rescan = time.time() + self._scan
                 while self._driven:

@@ -671,3 +671,21 @@ def test_check_intact_reads_back_only_what_another_process_wrote(
     journal.write_bytes(bytes(data))
     with pytest.raises(CorruptJournalError, match="takes no writes"):
         LocalWorld(tmp_path).acquire("talk")
+
+
+def test_the_timers_notes_start_afresh_past_their_size_and_readers_then_read_every_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from world import local
+
+    world = LocalWorld(tmp_path / "data")
+    monkeypatch.setattr(local, "_TIMERS_ROTATE", 64)
+    version = world.timers_version()
+    for i in range(5):
+        world._note_timer(f"r{i}-" + "x" * 20)
+    # Past 64 bytes a writer began a new file: what was noted before is gone, a reader told so.
+    assert world.timers_since(version)[1] is None
+    now = world.timers_version()
+    world._note_timer("r9")
+    assert world.timers_since(now) == (world.timers_version(), ["r9"])
+    assert sorted(os.listdir(tmp_path / "data")).count("timers") == 1
