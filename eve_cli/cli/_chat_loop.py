@@ -260,11 +260,12 @@ class ChatLoop:
                     await reading
 
     async def _deliver_awake(self, line: str) -> None:
-        """Deliver a line typed while the turn sleeps (slash commands wait for the turn)."""
+        """Deliver a line typed while the turn sleeps (a slash command is not run then)."""
         if not line:
             return
         if line.startswith("/"):
-            self.renderer.notice(f"{line.split()[0]} waits until the turn ends; not run")
+            self.renderer.notice(f"{line.split()[0]} is not run while the turn sleeps; "
+                                 "type it again when the turn ends")  # fmt: skip
             return
         receipt = await self.backend.deliver(self.sid, line)
         if getattr(receipt, "disposition", None) == "rejected":

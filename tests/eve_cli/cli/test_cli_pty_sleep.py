@@ -45,6 +45,8 @@ def test_a_line_typed_while_the_turn_sleeps_wakes_it_as_a_steer(
     terminal: Callable[..., Terminal], tmp_path: Path
 ) -> None:
     term, sid = asleep(terminal, sleeper(tmp_path / "agent", 120, "awake now"))
+    term.type("/help\r")  # not run now: the turn is still asleep
+    term.out.expect("/help is not run while the turn sleeps")
     typed = time.monotonic()
     term.type("wake up\r")
     term.out.expect("awake now")
