@@ -135,7 +135,10 @@ class AgentService:
                     await asyncio.wait_for(self.supervisor.settled(sid), min(wait, MAX_WAIT))
             finally:
                 if follower is not None:
-                    follower.cancel()
+                    # Not while it tells one: a notification cancelled half-sent would be
+                    # counted as told and never sent again.
+                    async with told.lock:
+                        follower.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await follower
             if progress is not None:  # what the follower had not reached yet
@@ -190,15 +193,17 @@ class _Told:
     def __init__(self, since: int) -> None:
         self.next = since  # the index of the next event to tell
         self.count = 0
+        self.lock = asyncio.Lock()  # held while one is told (the follower is not cancelled then)
 
     async def tell(self, event: dict[str, Any], progress: Progress) -> None:
-        index = int(event.get("index", self.next))
-        if index < self.next:
-            return
-        self.next = index + 1
-        if event.get("type") != "message.appended":  # deltas are for streams
-            self.count += 1
-            await progress(self.count, describe(event))
+        async with self.lock:
+            index = int(event.get("index", self.next))
+            if index < self.next:
+                return
+            self.next = index + 1
+            if event.get("type") != "message.appended":  # deltas are for streams
+                self.count += 1
+                await progress(self.count, describe(event))
 
 
 def last_reply(view: Any) -> str:
