@@ -30,7 +30,15 @@ from world import (
 from world._pg_schema import VERSION, store_format
 from world._select import redact_url as redact
 from world.local import FORMAT_VERSION
-from world.postgres import BATCH_WAIT, PostgresWorld
+from world.postgres import (
+    BATCH_WAIT,
+    PostgresWorld,
+    _array,
+    _ByteaArray,
+    _configure,
+    _int8_array,
+    _TextArray,
+)
 
 
 @pytest.fixture
@@ -263,6 +271,24 @@ def test_a_step_s_stream_items_are_written_with_its_record(url: str) -> None:
     finally:
         world.close()
         reader.close()
+
+
+def test_a_batch_s_arrays_reach_the_server_as_they_were() -> None:
+    # A batch's arrays are sent in binary form, built here, not by the driver.
+    blobs = [b"", b"\x00\\{}\",", bytes(range(256)) * 300]
+    names = ["events.r1", "h\u00e9llo", ""]
+    numbers = [0, -1, 2**62, 7]
+    with psycopg.connect(require_server(), autocommit=True) as conn:
+        _configure(conn)
+        for values in (blobs, [blobs[1]], []):
+            row = conn.execute("SELECT %b::bytea[]", [_array(_ByteaArray, values)]).fetchone()
+            assert row is not None and row[0] == values
+        row = conn.execute(
+            "SELECT %b::text[], %b::bigint[], %b::bigint[]",
+            [_array(_TextArray, [n.encode() for n in names]), _int8_array(numbers),
+             _int8_array([])],
+        ).fetchone()  # fmt: skip
+        assert row == (names, numbers, [])
 
 
 def test_an_append_without_the_lease_stops_the_owner_s_batch(url: str) -> None:
