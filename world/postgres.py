@@ -31,9 +31,11 @@ An owner is alive while its listener connection holds its advisory lock (free th
 process dies); a frozen one loses its leases when they expire (`?lease=SECONDS`, 10 s by
 default), renewed by the listener thread while it runs.
 
-Wake-ups: deliveries and stream items `pg_notify` in their own transaction; one listener
-connection per world object turns them into wake-ups of the waiting coroutines (after a lost
-connection every waiter is woken to look again).
+Wake-ups: deliveries and stream items `pg_notify` in their own transaction (an owner's batch
+only while another world object tails one of the family's streams: `tails`, a row each
+tailing object registers; its own tails the writer wakes itself); one listener connection
+per world object turns them into wake-ups of the waiting coroutines (after a lost connection
+every waiter is woken to look again; an idle tail also looks every `TAIL_LOOK`).
 
 Connections: a `psycopg_pool` pool of at most `?pool=N` (8 by default), plus the listener's
 one, however many families are driven or parked. The URL's password is never printed.
@@ -104,6 +106,9 @@ RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restart
 # to take it, before the flusher writes it (what a live tail may lag behind, and how long a
 # record may be kept when nothing follows it).
 BATCH_WAIT = 0.01
+# Seconds a live tail waits for a wake-up before it reads again anyway (a notification it
+# cannot get: a batch that began before its registration, of a family created meanwhile).
+TAIL_LOOK = 5.0
 COMPACT_MIN = 16 * 1024  # consumed delivery bytes an inbox keeps before dropping them
 _OWN_PARAMS = ("schema", "lease", "pool")
 
@@ -399,6 +404,10 @@ class PostgresWorld(World):
         # while one came is not kept. Spares a round trip per step (the engine asks each).
         self._inbox_ends: dict[str, int] = {}
         self._inbox_epoch = 0
+        # Live tails of this object, by family (its row in `tails` while one is > 0), and the
+        # lock their registrations take (in order with the counts).
+        self._tails: dict[str, int] = {}
+        self._tails_lock = threading.Lock()
         self._lock = threading.Lock()
         self._away = False  # the database stopped answering (`_gone`), said once
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
@@ -789,7 +798,7 @@ class PostgresWorld(World):
                   "names": _array(_TextArray, [i[0].encode() for i in items]),
                   "idx": _int8_array([i[1] for i in items]),
                   "items": _array(_ByteaArray, [i[2] for i in items]), "lazy": not durable,
-                  "chan": self._channel}  # fmt: skip
+                  "chan": self._channel, "key": self._alive_key}  # fmt: skip
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
             if attempt and self._batch_stored(conn, root, first, frames, items):
@@ -810,6 +819,10 @@ class PostgresWorld(World):
         except BaseException as exc:
             lease.failure = exc
             raise
+        # The batch notified only if another world object tails the family: this one's own
+        # tails are woken here.
+        for name in {item[0] for item in items}:
+            self._signals.fire("s" + name)
 
     def _batch_stored(
         self,
@@ -1348,20 +1361,48 @@ class PostgresWorld(World):
     async def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
         check_name(name, "stream name")
         await asyncio.to_thread(self._listening)
-        if start < 0:
-            start = max(await asyncio.to_thread(self.stream_length, name) + start, 0)
-        key = "s" + name
-        while True:
-            event = self._signals.event(key)
-            try:
-                items = await asyncio.to_thread(self.stream_read, name, start)
-                if not items:
-                    await event.wait()
-            finally:
-                self._signals.drop(key, event)
-            for item in items:
-                yield start, item
-                start += 1
+        root = _stream_root(name)
+        if root is not None:  # before the first read: batches of it notify from here on
+            await asyncio.to_thread(self._tail_on, root)
+        try:
+            if start < 0:
+                start = max(await asyncio.to_thread(self.stream_length, name) + start, 0)
+            key = "s" + name
+            while True:
+                event = self._signals.event(key)
+                try:
+                    items = await asyncio.to_thread(self.stream_read, name, start)
+                    if not items:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(event.wait(), TAIL_LOOK)
+                finally:
+                    self._signals.drop(key, event)
+                for item in items:
+                    yield start, item
+                    start += 1
+        finally:
+            if root is not None:  # (off the loop, without waiting: a generator closing)
+                threading.Thread(target=self._tail_off, args=(root,), daemon=True).start()
+
+    def _tail_on(self, root: str) -> None:
+        """A tail of a stream of `root` begins here: another object's batches of it notify."""
+        with self._tails_lock:
+            if not self._tails.get(root):
+                params = {"root": root, "key": self._alive_key}
+                self._call(lambda conn, _: conn.execute(self._sql["tail_on"], params))
+            self._tails[root] = self._tails.get(root, 0) + 1
+
+    def _tail_off(self, root: str) -> None:
+        with self._tails_lock:
+            left = self._tails.get(root, 0) - 1
+            if left > 0:
+                self._tails[root] = left
+                return
+            self._tails.pop(root, None)
+            if self._pool is not None:  # (a row left by a closed object costs only notifies)
+                params = {"root": root, "key": self._alive_key}
+                with contextlib.suppress(WorldError):
+                    self._call(lambda conn, _: conn.execute(self._sql["tail_off"], params))
 
     def close(self) -> None:
         with contextlib.suppress(WorldError):
@@ -1517,8 +1558,16 @@ _SQL: dict[str, str] = {
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
     "write_batch": """
         SELECT {s}.write_batch(%(root)s, %(epoch)s, %(first)s, %(frames)b, %(names)b,
-            %(idx)b, %(items)b, %(lazy)s, %(chan)s)""",
+            %(idx)b, %(items)b, %(lazy)s, %(chan)s, %(key)s)""",
     "stream_item": "SELECT frame FROM {s}.stream_items WHERE name = %(name)s AND idx = %(idx)s",
+    # The share lock of the family row waits for a batch in flight (which then committed
+    # before the tail's first read) or makes the next one wait and see the row.
+    "tail_on": """
+        WITH t AS (
+            INSERT INTO {s}.tails (root, key) VALUES (%(root)s, %(key)s) ON CONFLICT DO NOTHING
+        )
+        SELECT 1 FROM {s}.families WHERE root = %(root)s FOR SHARE""",
+    "tail_off": "DELETE FROM {s}.tails WHERE root = %(root)s AND key = %(key)s",
     "family_lengths": "SELECT name, length FROM {s}.streams WHERE root = %(root)s",
     "stream_last": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "
     "ORDER BY idx DESC LIMIT 8",
@@ -1571,6 +1620,7 @@ _SQL: dict[str, str] = {
     "remove_lock": "SELECT epoch, inbox_next FROM {s}.families WHERE root = %(root)s FOR UPDATE",
     "remove": """
         WITH h AS (DELETE FROM {s}.hooks WHERE root = %(root)s),
+        t AS (DELETE FROM {s}.tails WHERE root = %(root)s),
         st AS (DELETE FROM {s}.streams WHERE root = %(root)s RETURNING name),
         si AS (DELETE FROM {s}.stream_items WHERE name IN (SELECT name FROM st)),
         i AS (DELETE FROM {s}.inbox WHERE root = %(root)s),

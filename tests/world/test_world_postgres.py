@@ -291,6 +291,68 @@ def test_a_batch_s_arrays_reach_the_server_as_they_were() -> None:
         assert row == (names, numbers, [])
 
 
+def test_a_batch_notifies_only_while_another_world_object_tails_its_family(url: str) -> None:
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    heard = psycopg.connect(require_server(), autocommit=True)
+    heard.execute(f'LISTEN "eve_{_schema(url)}"')
+
+    def notes() -> list[str]:
+        heard.execute("SELECT 1")  # (notifications that came arrive with an answer)
+        return [n.payload for n in heard.notifies(timeout=0.2)]
+
+    rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+    name = f"events.{rid}"
+
+    async def batch(item: str) -> None:
+        owner.stream_append(name, item)  # (kept for the next batch, on a loop)
+        owner.before_effect()
+
+    async def tail(world: PostgresWorld, want: int, got: list[tuple[float, Any]]) -> None:
+        async for _, item in world.stream_tail(name):
+            got.append((time.monotonic(), item))
+            if len(got) == want:
+                return
+
+    def tailing(world: PostgresWorld, want: int) -> tuple[threading.Thread, list[Any]]:
+        got: list[tuple[float, Any]] = []
+        thread = threading.Thread(target=asyncio.run, args=(tail(world, want, got),))
+        thread.start()
+        deadline = time.monotonic() + 5
+        while world._tails.get(rid) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return thread, got
+
+    try:
+        with owner.acquire(rid):
+            notes()
+            asyncio.run(batch("alone"))
+            assert notes() == []  # no one else tails it: nothing sent
+            own, own_got = tailing(owner, 2)  # this object's tail is woken without one
+            own_sent = time.monotonic()
+            asyncio.run(batch("own"))
+            theirs, their_got = tailing(other, 3)
+            rows = _sql(f'SELECT key FROM "{_schema(url)}".tails WHERE root = %s', rid)
+            assert rows == [(other._alive_key,)]
+            sent = time.monotonic()
+            asyncio.run(batch("seen"))
+            own.join(5)
+            theirs.join(5)
+            assert [item for _, item in their_got] == ["alone", "own", "seen"]
+            assert [item for _, item in own_got] == ["alone", "own"]
+            assert their_got[-1][0] - sent < 1.0  # woken, not found by a later look
+            assert own_got[-1][0] - own_sent < 1.0
+            assert f"s{name}" in notes()
+            deadline = time.monotonic() + 5  # the tail ended: its row goes
+            while _sql(f'SELECT 1 FROM "{_schema(url)}".tails') and time.monotonic() < deadline:
+                time.sleep(0.01)
+            asyncio.run(batch("later"))
+            assert notes() == []
+    finally:
+        heard.close()
+        owner.close()
+        other.close()
+
+
 def test_an_append_without_the_lease_stops_the_owner_s_batch(url: str) -> None:
     owner, other = PostgresWorld(url), PostgresWorld(url)
     try:
