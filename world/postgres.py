@@ -314,8 +314,10 @@ class _Listener(threading.Thread):
 class _Flusher(threading.Thread):
     """Writes owners' batches off the event loop, and without it (asking costs the loop no
     future, timer or wake-up): at once when asked (`now`: a step's effect no one observes
-    begins), else once a batch's first entry is `BATCH_WAIT` old. While anything is pending
-    it looks every `BATCH_WAIT / 2`; idle, it sleeps until a first entry wakes it (`soon`)."""
+    begins), else once a batch's first entry is `BATCH_WAIT` old. While a batch is pending it
+    sleeps until the first one is due; while leases are held and nothing is pending it looks
+    every `BATCH_WAIT / 2` (so a first entry wakes no one); with no lease held it sleeps until
+    a first entry wakes it (`soon`)."""
 
     def __init__(self, world: PostgresWorld) -> None:
         super().__init__(name="eve-pg-flusher", daemon=True)
@@ -341,10 +343,13 @@ class _Flusher(threading.Thread):
 
     def run(self) -> None:
         world = self.world
+        wait: float | None = BATCH_WAIT / 2
         while True:
             with self.cond:
-                if not self.urgent and not self.stop:
-                    self.cond.wait(None if self.idle else BATCH_WAIT / 2)
+                if wait is None and not self.idle:  # a first entry came meanwhile
+                    wait = BATCH_WAIT / 2
+                if not self.urgent and not self.stop and (wait is None or wait > 0):
+                    self.cond.wait(wait)
                 if self.stop:
                     return
                 urgent, self.urgent = self.urgent, set()
@@ -355,15 +360,22 @@ class _Flusher(threading.Thread):
                 since = lease.since
                 if lease in urgent or (since is not None and now - since >= BATCH_WAIT):
                     world._flush_quietly(lease)
-            with self.cond:
-                self.idle = True  # unless something is pending: looked at after this is set
-            with world._lock:
-                busy = any(
-                    lease.since is not None and not lease.lost for lease in world._leases.values()
-                )
-            if busy:
-                with self.cond:
-                    self.idle = False
+            wait = self._next_look()
+
+    def _next_look(self) -> float | None:
+        """Seconds until the flusher looks again (None: once woken)."""
+        with self.cond:
+            self.idle = True  # unless a lease is held: looked at after this is set
+        with self.world._lock:
+            held = [lease for lease in self.world._leases.values() if not lease.lost]
+        if not held:
+            return None
+        with self.cond:
+            self.idle = False
+        firsts = [since for lease in held if (since := lease.since) is not None]
+        if not firsts:
+            return BATCH_WAIT / 2
+        return min(firsts) + BATCH_WAIT - time.monotonic()
 
     def halt(self) -> None:
         with self.cond:
