@@ -38,7 +38,14 @@ from eve_cli.harness._input import with_ids
 from eve_cli.harness._outcome import CallResult
 from eve_cli.models import Message, Model, ToolSpec, resolve_model
 from eve_cli.models._tokens import message_tokens
-from world import HookHandle, StepRun, WorkflowContext, World, current_step
+from world import (
+    CorruptJournalError,
+    HookHandle,
+    StepRun,
+    WorkflowContext,
+    World,
+    current_step,
+)
 
 if TYPE_CHECKING:
     from eve_cli._tracing._otel import TurnTrace
@@ -165,6 +172,7 @@ class SessionHost:
         self._indexes: list[int] = []
         self._window_tokens = 0  # the sum of message_tokens over _window
         self._stored: dict[int, Message] = {}  # appended by store_history, not yet adopted
+        self._ahead: dict[int, tuple[Any, bool]] = {}  # read_ahead's items (and resolved?)
         self._window_at: tuple[int, int, int | None] = (-1, -1, None)
         self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
         self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
@@ -324,7 +332,11 @@ class SessionHost:
     def append_history(self, message: Message, key: Key) -> int:
         """Append ``message`` (idempotent by ``key``) and take it into the window."""
         index = self.store_history(message, key)
-        self.adopt_history(index)  # what this call stored is adopted without a read back
+        # What this call stored is adopted without a read back; so is what an earlier run
+        # stored where the item read back would change nothing but the length (no window
+        # read yet, not a reply: the driver's replay of its turn's message).
+        unread = not self._window_current() and message.get("role") != "assistant"
+        self.adopt_history(index, message if unread else None)
         return index
 
     def store_history(self, message: Message, key: Key, events: list[int] | None = None) -> int:
@@ -369,12 +381,8 @@ class SessionHost:
         stored = self._stored.pop(index, None)
         message = message if message is not None else stored
         if message is None:
-            world = self.executor.world
-            read = world.stream_read(history_stream(snap.id), index, index + 1)
-            check_window(snap.id, index, read)
-            items = resolve(world, snap.id, index, read)
-            message = strip_key(items[0]) if items else {}
-        cached = self._window is not None and self._window_at == self._window_key()
+            message = self._read_item(index)
+        cached = self._window_current()
         snap.history_len = max(snap.history_len, index + 1)
         if cached and self._window is not None and message.get("role") != SUMMARY_ROLE:
             kept = strip_key(message)  # a copy already
@@ -388,6 +396,54 @@ class SessionHost:
 
     def _window_key(self) -> tuple[int, int, int | None]:
         return self.snap.history_start, self.snap.history_len, self.snap.summary_at
+
+    async def load_keys(self) -> None:
+        """Read the keys of the session's streams' current generation now, where the world
+        wants reads made (off the event loop on a network world), unless they are known (a
+        session this process drove last: always, but in its first generation here)."""
+        if not (self.events.loaded and self.history.loaded):
+            await self.executor.engine.off_loop(self._load_keys)
+
+    def _load_keys(self) -> None:
+        self.events.load()
+        self.history.load()
+
+    def _window_current(self) -> bool:
+        return self._window is not None and self._window_at == self._window_key()
+
+    def _read_item(self, index: int) -> Message:
+        """History item ``index`` as stored (read ahead, else read now)."""
+        snap, world = self.snap, self.executor.world
+        ahead = self._ahead.pop(index, None)
+        if ahead is None:
+            read = world.stream_read(history_stream(snap.id), index, index + 1)
+        else:
+            read = [ahead[0]]
+        check_window(snap.id, index, read)
+        items = read if ahead is not None and ahead[1] else resolve(world, snap.id, index, read)
+        return strip_key(items[0]) if items else {}
+
+    async def read_ahead(self, first: int) -> None:
+        """Read history items ``first`` on now, where the world wants reads made (off the
+        event loop on a network world): the turn's first message, and on a replay what the
+        turn's earlier run stored, which :meth:`adopt_history` then reads no more."""
+        await self.executor.engine.off_loop(self._fetch_ahead, first)
+
+    def _fetch_ahead(self, first: int) -> None:
+        world, sid = self.executor.world, self.snap.id
+        read = world.stream_read(history_stream(sid), first)
+        try:  # replies whose text is in events, with it
+            items, resolved = resolve(world, sid, first, read), True
+        except CorruptJournalError:  # raised when (and if) the item is adopted, as unread
+            items, resolved = read, False
+        self._ahead = {first + offset: (item, resolved) for offset, item in enumerate(items)}
+
+    async def load_history(self) -> None:
+        # A world whose reads are round trips is read on a thread: the loop goes on driving
+        # the other sessions meanwhile. This host's session waits for it, and the
+        # executor's caches it updates are per session (one driven task at a time).
+        if not self._window_current():
+            await self.executor.engine.off_loop(self._current_window)
 
     def summary_text(self) -> str | None:
         """The current compaction summary (None before the first)."""

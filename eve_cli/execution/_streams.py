@@ -85,6 +85,14 @@ class KeyedStream:
                 self._index(key)
         return self._keys
 
+    @property
+    def loaded(self) -> bool:
+        return self._keys is not None
+
+    def load(self) -> None:
+        """Read this generation's keys now, if they are not known yet."""
+        self._loaded()
+
     def current(self) -> bool:
         """Whether the keys known here are still all of this generation's (nothing was
         appended since by anyone else): then another workflow of the same generation in this

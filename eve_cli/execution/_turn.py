@@ -48,9 +48,11 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     host = SessionHost(executor, ctx, snap, agent, keys, before)
     if not ctx.is_replaying:  # a cancel signalled before this turn began is not for it
         executor.cancels.clear(snap.id)
+    await host.load_keys()
     host.emit("turn.started", {}, keys.start)
     start = data["start"]
     # The driver stored the message in history ("h"), and says its delivery id ("d").
+    await host.read_ahead(start["h"])
     fold_message(host, "", keys.first, "started", None, start["h"], start.get("d"))
     return await _run(host, ctx)
 

@@ -71,6 +71,7 @@ async def compact(
 ) -> bool:
     """Summarise older history under ``keys``; returns True when history was replaced."""
     snap = host.snap
+    await host.load_history()
     current = host.summary_text()
     window = host.read_history()[1 if current else 0 :]
     budget = max(threshold(host) // 2, 1)

@@ -195,6 +195,13 @@ class StepHost(Protocol):
         """Take stored item ``index`` into the window; returns it as stored."""
         ...
 
+    async def load_history(self) -> None:
+        """Read the window now (where the world wants reads made: off the event loop on a
+        network world), unless what is held is current: :meth:`read_history`,
+        :meth:`history_tokens`, :meth:`summary_text` and :meth:`history_index` then read
+        nothing. Asked before them; they still read (on the loop) when it was not."""
+        ...
+
     def read_history(self) -> list[Message]:
         """The model's view: the summary (if any) then the messages since the window start."""
         ...

@@ -54,6 +54,7 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
     keys = host.turn.step(index).call(m)
     system = system_prompt(host)
     specs = tool_specs(host)
+    await host.load_history()  # off the loop where reads wait: the checks below read none
     estimate = needs_compaction(host, system, specs)
     if estimate is not None:
         await compact(host, keys.compaction, index, estimate=estimate)
