@@ -873,7 +873,8 @@ class Runtime:
             start = max(0, await self.call(self.world.stream_length, name) + start)
         reader = self._reader(sid)
         async for index, item in self.world.stream_tail(name, start):
-            while not (events := reader.read(index, [item])):
+            # The texts of the events that refer to history items: read where reads wait.
+            while not (events := await self.call(reader.read, index, [item])):
                 await asyncio.sleep(0.02)  # its text is being stored (see EventReader.read)
             yield events[0]
 

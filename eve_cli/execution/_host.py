@@ -335,8 +335,8 @@ class SessionHost:
         # What this call stored is adopted without a read back; so is what an earlier run
         # stored where the item read back would change nothing but the length (no window
         # read yet, not a reply: the driver's replay of its turn's message).
-        unread = not self._window_current() and message.get("role") != "assistant"
-        self.adopt_history(index, message if unread else None)
+        read = index in self._stored or self._window_current() or message.get("role") == "assistant"
+        self.adopt_history(index, None if read else message)
         return index
 
     def store_history(self, message: Message, key: Key, events: list[int] | None = None) -> int:
@@ -382,7 +382,7 @@ class SessionHost:
         message = message if message is not None else stored
         if message is None:
             message = self._read_item(index)
-        cached = self._window_current()
+        cached = self._window is not None and self._window_at == self._window_key()
         snap.history_len = max(snap.history_len, index + 1)
         if cached and self._window is not None and message.get("role") != SUMMARY_ROLE:
             kept = strip_key(message)  # a copy already
@@ -442,7 +442,12 @@ class SessionHost:
         # A world whose reads are round trips is read on a thread: the loop goes on driving
         # the other sessions meanwhile. This host's session waits for it, and the
         # executor's caches it updates are per session (one driven task at a time).
-        if not self._window_current():
+        snap = self.snap  # _window_current inline: asked at every model call
+        if self._window is None or self._window_at != (
+            snap.history_start,
+            snap.history_len,
+            snap.summary_at,
+        ):
             await self.executor.engine.off_loop(self._current_window)
 
     def summary_text(self) -> str | None:

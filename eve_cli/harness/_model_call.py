@@ -65,7 +65,6 @@ async def call_model(
     deltas = DeltaBuffer(host, keys, index)
 
     async def ask() -> ModelResponse:
-        await host.load_history()  # read already unless a compaction moved the window
         messages, (_, tokens) = host.read_history(), host.history_tokens()
         served, note = await host.turn_tools()  # MCP servers' tools, read live (not replayed)
         fields = {"messages": messages, "messages_tokens": tokens}

@@ -56,8 +56,8 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
     specs = tool_specs(host)
     await host.load_history()  # off the loop where reads wait: the checks below read none
     estimate = needs_compaction(host, system, specs)
-    if estimate is not None:
-        await compact(host, keys.compaction, index, estimate=estimate)
+    if estimate is not None and await compact(host, keys.compaction, index, estimate=estimate):
+        await host.load_history()  # the window moved: read for the model call, off the loop
     if await host.cancel_requested():  # an action boundary: no model call after a cancel
         return StepResult("cancelled")
     answer = await call_model(host, index, m, system, specs)

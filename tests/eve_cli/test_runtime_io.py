@@ -21,13 +21,15 @@ class NetworkWorld(MemoryWorld):
     def __init__(self) -> None:
         super().__init__()
         self.threads: list[str] = []
+        self.recorded: str | None = None  # the one stream whose reads are recorded (None: all)
 
     def heads(self, *, inbox: bool = True, runnable: bool = False) -> Any:
         self.threads.append(threading.current_thread().name)
         return super().heads(inbox=inbox, runnable=runnable)
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
-        self.threads.append(threading.current_thread().name)
+        if self.recorded in (None, name):
+            self.threads.append(threading.current_thread().name)
         return super().stream_read(name, start, end)
 
 
@@ -51,3 +53,29 @@ def test_reads_and_drives_on_a_network_world_run_off_the_loop(make_agent: AgentF
     # Inline on a memory world: nothing to wait for.
     rt = Runtime(agent_dir=agent, world=MemoryWorld())
     assert asyncio.run(rt.call(threading.current_thread)) is threading.current_thread()
+
+
+def test_a_tails_message_texts_on_a_network_world_are_read_off_the_loop(
+    make_agent: AgentFactory,
+) -> None:
+    agent = make_agent(script=[reply("hello there")])
+    world = NetworkWorld()
+
+    async def main() -> list[dict[str, Any]]:
+        rt = Runtime(agent_dir=agent, world=world)
+        sid = await rt.create_session()
+        await rt.deliver(sid, "hi")
+        await rt.drive(sid)
+        world.threads.clear()
+        world.recorded = f"history.{sid}"  # the texts the events refer to
+        seen: list[dict[str, Any]] = []
+        async for event in rt.tail(sid):
+            seen.append(event)
+            if event["type"] == "session.waiting" and len(seen) > 2:
+                return seen
+        return seen
+
+    seen = asyncio.run(main())
+    texts = [e.get("text") for e in seen if e["type"] in ("message.received", "message.completed")]
+    assert texts == ["hi", "hello there"]
+    assert world.threads and "MainThread" not in world.threads
