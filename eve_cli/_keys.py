@@ -17,7 +17,8 @@ compact stored form holds (:attr:`Key.compact`), so a stream packs a key from th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 __all__ = [
     "SESSION_END",
@@ -165,10 +166,10 @@ class ModelCall:
     turn: int
     step: int
     m: int
+    _base: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def _base(self) -> str:
-        return f"t{self.turn}:{self.step}:{self.m}"
+    def __post_init__(self) -> None:  # the text every key of the call starts with, made once
+        object.__setattr__(self, "_base", f"t{self.turn}:{self.step}:{self.m}")
 
     @property
     def completed(self) -> Key:
@@ -231,7 +232,7 @@ class Step:
         return Key(f"t{self.turn}:{self.index}:fail", ())
 
     def call(self, m: int) -> ModelCall:
-        return ModelCall(self.turn, self.index, m)
+        return _call(self.turn, self.index, m)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,10 +241,10 @@ class ToolCall:
 
     turn: int
     call_id: str
+    _base: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def _base(self) -> str:
-        return f"t{self.turn}:{self.call_id}"
+    def __post_init__(self) -> None:  # the text every key of the call starts with, made once
+        object.__setattr__(self, "_base", f"t{self.turn}:{self.call_id}")
 
     @property
     def request(self) -> Request:
@@ -323,18 +324,36 @@ class Turn:
         return Key(f"t{self.n}:w{k}")
 
     def step(self, index: int) -> Step:
-        return Step(self.n, index)
+        return _step(self.n, index)
 
     def tool(self, call_id: str) -> ToolCall:
-        return ToolCall(self.n, call_id)
+        return _tool(self.n, call_id)
 
     def limit(self, step: int) -> Request:
         """The request to go past a limit, asked at step ``step``."""
         return Request(f"t{self.n}:limit:{step}")
 
 
+# Builders are made here only (their text bases computed once), and kept for the numbers
+# asked again: a step asks for its own turn's, step's and calls' keys several times each.
+@lru_cache(maxsize=256)
 def turn(n: int) -> Turn:
     return Turn(n)
+
+
+@lru_cache(maxsize=1024)
+def _step(n: int, index: int) -> Step:
+    return Step(n, index)
+
+
+@lru_cache(maxsize=1024)
+def _call(n: int, index: int, m: int) -> ModelCall:
+    return ModelCall(n, index, m)
+
+
+@lru_cache(maxsize=1024)
+def _tool(n: int, call_id: str) -> ToolCall:
+    return ToolCall(n, call_id)
 
 
 def delta_start(stored: str) -> int | None:

@@ -254,7 +254,8 @@ class WorkflowContext:
         appended (`Order.streams`, from the step's `stream_mark`), which a replay does not
         re-run, are made durable before that step's record. The engine covers all of them
         before a run finishes or continues as new."""
-        await self._settle_hooks()
+        if self._new_hooks or self._closed_hooks:  # (a coroutine less on every record)
+            await self._settle_hooks()
         stored = await self._engine.append(self._family, self._run, rec, label=label, order=order)
         self._advance(stored)
         return stored
@@ -326,7 +327,8 @@ class WorkflowContext:
         begins, so a run after a crash knows the one before was interrupted
         (`current_step().interrupted`). `fn` may journal progress (`StepRun.record`).
         """
-        await self._settle_hooks()  # a hook created before it is claimed before `fn` runs
+        if self._new_hooks or self._closed_hooks:  # claimed before `fn` runs
+            await self._settle_hooks()
         run = StepRun(self, name)
         done = self._replay_step(run)
         if done is not None:

@@ -44,6 +44,10 @@ class CancelSignals:
 
         return finish
 
+    def storing(self, session_id: str) -> bool:
+        """Whether this process is storing a cancel of ``session_id`` (see :meth:`stored`)."""
+        return bool(self._storing.get(_root(session_id)))
+
     async def stored(self, session_id: str, timeout: float = 10.0) -> None:
         """Wait (bounded) until the cancels of ``session_id`` this process is storing are
         stored, so that an action boundary finds them: a Ctrl-C pressed during a tool must

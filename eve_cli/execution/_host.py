@@ -493,15 +493,18 @@ class SessionHost:
         # The hook the turn watches: its session's, or a sub-agent's root session's.
         token = self.snap.token or self.snap.cancel_token
         if token:
-            await self.executor.cancels.stored(self.snap.id)
+            if self.executor.cancels.storing(self.snap.id):
+                await self.executor.cancels.stored(self.snap.id)
             # An empty poll records nothing; one that takes deliveries is journaled, so a
             # replay takes the same ones here. The turn applies them after the step.
             if self._watch is None:
                 self._watch = self.ctx.hook(token)
             polled = await self._watch.poll()
-            self.deferred.extend(with_ids(polled, self._watch.taken_ids))
+            if polled:
+                self.deferred.extend(with_ids(polled, self._watch.taken_ids))
         # A sub-agent that ended cancelled handed its cancel back with its result.
-        self.cancelled = any(p.get("kind") == "cancel" for p in self.deferred)
+        if self.deferred:
+            self.cancelled = any(p.get("kind") == "cancel" for p in self.deferred)
         return self.cancelled
 
     async def sleep_until(self, until: float) -> str | None:
