@@ -477,7 +477,11 @@ def make_dirs(path: Path) -> None:
 
 
 def write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
+    n = os.pwrite(fd, data, offset)
+    if n == len(data):  # nearly always: one call, no view
+        return
+    view = memoryview(data)[n:]
+    offset += n
     while view:
         n = os.pwrite(fd, view, offset)
         view = view[n:]
