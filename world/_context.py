@@ -153,6 +153,9 @@ class WorkflowContext:
         # Hooks closed on a network world, released likewise (before those claims) or when the
         # run parks or ends (`_release_closed`).
         self._closed_hooks: list[str] = []
+        # Tokens `hook` handed out on a network world: each owner is looked up, off the loop,
+        # at the run's next operation (a conflict is raised there).
+        self._unchecked_hooks: list[str] = []
 
     # -- identity and determinism --------------------------------------------------------------
     @property
@@ -254,11 +257,16 @@ class WorkflowContext:
         appended (`Order.streams`, from the step's `stream_mark`), which a replay does not
         re-run, are made durable before that step's record. The engine covers all of them
         before a run finishes or continues as new."""
-        if self._new_hooks or self._closed_hooks:  # (a coroutine less on every record)
+        if self._hooks_due:  # (no coroutine for nothing: this runs at every record)
             await self._settle_hooks()
         stored = await self._engine.append(self._family, self._run, rec, label=label, order=order)
         self._advance(stored)
         return stored
+
+    @property
+    def _hooks_due(self) -> bool:
+        """Whether hook work waits for the next operation (`_settle_hooks`)."""
+        return bool(self._new_hooks or self._closed_hooks or self._unchecked_hooks)
 
     async def _settle_hooks(self) -> None:
         """Claim and record the hooks `create_hook` left to this moment, in order, off the
@@ -268,6 +276,9 @@ class WorkflowContext:
         while self._new_hooks:
             token = self._new_hooks.pop(0)
             await self._engine.io(self._claim_now, token)
+        while self._unchecked_hooks:
+            token = self._unchecked_hooks.pop(0)
+            self._check_owner(token, await self._engine.io(self._engine.world.hook_owner, token))
 
     async def _release_closed(self) -> None:
         while self._closed_hooks:
@@ -327,7 +338,7 @@ class WorkflowContext:
         begins, so a run after a crash knows the one before was interrupted
         (`current_step().interrupted`). `fn` may journal progress (`StepRun.record`).
         """
-        if self._new_hooks or self._closed_hooks:  # claimed before `fn` runs
+        if self._hooks_due:  # claimed before `fn` runs
             await self._settle_hooks()
         run = StepRun(self, name)
         done = self._replay_step(run)
@@ -364,20 +375,7 @@ class WorkflowContext:
                 raise  # the store's failure, not the step's: the drive stops, resumed later
             except Exception as exc:
                 self._busy, run.interrupted = "", False
-                error: RunError = {"type": type(exc).__name__, "message": str(exc)}
-                fatal = isinstance(exc, FatalError)
-                own = _own(world, mark)  # what the step appended
-                if fatal or run.attempt >= max(policy.max_attempts, 1):
-                    end: JournalRecord = {
-                        "t": "step", "name": name, "err": error, "n": run.attempt, "fatal": fatal
-                    }  # fmt: skip
-                    return self._outcome(await self._record(end, order=own))  # type: ignore[no-any-return]
-                attempt: JournalRecord = {
-                    "t": "attempt", "name": name, "n": run.attempt, "err": error
-                }  # fmt: skip
-                await self._record(attempt, order=own)
-                self._busy = name
-                await asyncio.sleep(policy.delay(run.attempt))
+                await self._failed(run, exc, policy, _own(world, mark))  # raises at the last
                 continue
             finally:
                 self._busy = ""
@@ -385,6 +383,23 @@ class WorkflowContext:
             rec = {"t": "step", "name": name, "ok": value, "n": run.attempt}
             stored = await self._record(rec, label=f"step {name!r}", order=_own(world, mark))
             return stored["ok"]  # type: ignore[no-any-return]
+
+    async def _failed(self, run: StepRun, exc: Exception, policy: RetryPolicy, own: Order) -> None:
+        """Journal a failed run of a step (`own`: what it appended): raise its
+        `StepFailedError` when it was fatal or the last attempt, else wait out the delay."""
+        error: RunError = {"type": type(exc).__name__, "message": str(exc)}
+        fatal = isinstance(exc, FatalError)
+        if fatal or run.attempt >= max(policy.max_attempts, 1):
+            end: JournalRecord = {
+                "t": "step", "name": run.name, "err": error, "n": run.attempt, "fatal": fatal
+            }  # fmt: skip
+            self._outcome(await self._record(end, order=own))  # raises: the record has `err`
+        attempt: JournalRecord = {
+            "t": "attempt", "name": run.name, "n": run.attempt, "err": error
+        }  # fmt: skip
+        await self._record(attempt, order=own)
+        self._busy = run.name
+        await asyncio.sleep(policy.delay(run.attempt))
 
     def _replay_step(self, run: StepRun) -> JournalRecord | None:
         """Pass the step's records in the journal: its result record if it finished, else
@@ -445,7 +460,16 @@ class WorkflowContext:
         self._check_alive()
         if token in self._new_hooks:  # this run's, claimed at its next operation
             return HookHandle(self, token)
-        owner = self._engine.world.hook_owner(check_name(token, "hook token"))
+        check_name(token, "hook token")
+        world = self._engine.world
+        if world.io is IO.NETWORK:  # a round trip: made off the loop at the next operation
+            self._unchecked_hooks.append(token)
+        else:
+            self._check_owner(token, world.hook_owner(token))
+        return HookHandle(self, token)
+
+    def _check_owner(self, token: str, owner: str | None) -> None:
+        """Raise unless `owner` (of `token`) is this run or one of its ancestors."""
         if owner is None:
             raise NoActiveRunError(token)
         run_id = self._run.id
@@ -453,10 +477,10 @@ class WorkflowContext:
             raise HookConflictError(
                 f"hook {token!r} belongs to run {owner}, not to {run_id} or its ancestors"
             )
-        return HookHandle(self, token)
 
     async def _receive(self, token: str, until: dt.datetime | None = None) -> Any:
-        await self._settle_hooks()
+        if self._hooks_due:
+            await self._settle_hooks()
         what = f"receive on hook {token!r}"
         deadline = None
         if until is not None:  # the deadline is journaled: a replay waits for the same one
@@ -492,7 +516,8 @@ class WorkflowContext:
         # An empty poll records nothing (it runs at every step boundary of a turn). A poll
         # that took payloads records how many empty polls came before it since the last
         # record, so a replay returns [] to exactly those and the payloads to this one.
-        await self._settle_hooks()
+        if self._hooks_due:
+            await self._settle_hooks()
         rec = self._next_command()
         if rec is not None:
             if rec.get("t") == "recv" and "lost" in rec:
@@ -516,13 +541,14 @@ class WorkflowContext:
         family, world = self._family, self._engine.world
         items = family.take(token, limit)
         if not items and not family.inbox_unchanged(world.known_inbox_end(family.root)):
-            await self._engine.off_loop(family.read_inbox, world)
+            if world.io is IO.NETWORK:
+                await self._engine.io(family.read_inbox, world)
+            else:  # a stat, inline (a turn polls several times a step)
+                family.read_inbox(world)
             items = family.take(token, limit)
         return items
 
-    async def _take(
-        self, token: str, items: list[InboxItem], poll: int | None = None
-    ) -> list[Any]:
+    async def _take(self, token: str, items: list[InboxItem], poll: int | None = None) -> list[Any]:
         """JournalRecord taking `items`; `poll`: by a poll, after that many empty ones."""
         ids = [i.id for i in items]
         values = [i.payload for i in items]
@@ -543,7 +569,8 @@ class WorkflowContext:
 
     async def sleep_until(self, when: dt.datetime) -> None:
         """Wait durably until `when` (naive datetimes are taken as UTC)."""
-        await self._settle_hooks()
+        if self._hooks_due:
+            await self._settle_hooks()
         rec = self._peek({"sleep"}, "sleep")
         if rec is None:
             rec = await self._record({"t": "sleep", "until": _timestamp(when)})
@@ -560,7 +587,8 @@ class WorkflowContext:
     # -- children --------------------------------------------------------------------------------
     async def start_child(self, workflow: str, input: Any = None) -> ChildHandle:
         """Start a child run in this family; it runs once this run waits or finishes."""
-        await self._settle_hooks()
+        if self._hooks_due:
+            await self._settle_hooks()
         actual = f"child run of {workflow!r}"
         rec = self._peek({"child"}, actual)
         self._next_child += 1
@@ -619,7 +647,8 @@ class HookHandle:
         return self._claimed().__await__()
 
     async def _claimed(self) -> HookHandle:
-        await self._ctx._settle_hooks()
+        if self._ctx._hooks_due:
+            await self._ctx._settle_hooks()
         return self
 
     async def receive(

@@ -44,7 +44,7 @@ class CancelSignals:
 
         return finish
 
-    def storing(self, session_id: str) -> bool:
+    def in_flight(self, session_id: str) -> bool:
         """Whether this process is storing a cancel of ``session_id`` (see :meth:`stored`)."""
         return bool(self._storing.get(_root(session_id)))
 

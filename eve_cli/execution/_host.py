@@ -493,7 +493,7 @@ class SessionHost:
         # The hook the turn watches: its session's, or a sub-agent's root session's.
         token = self.snap.token or self.snap.cancel_token
         if token:
-            if self.executor.cancels.storing(self.snap.id):
+            if self.executor.cancels.in_flight(self.snap.id):
                 await self.executor.cancels.stored(self.snap.id)
             # An empty poll records nothing; one that takes deliveries is journaled, so a
             # replay takes the same ones here. The turn applies them after the step.

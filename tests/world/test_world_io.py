@@ -169,3 +169,36 @@ def test_a_network_worlds_hook_is_closed_off_the_loop() -> None:
 
     assert asyncio.run(main()) == ["parked", "done", "released", "hello"]
     assert "MainThread" not in world.threads  # the releases too ran off the loop's thread
+
+
+async def looking(ctx: WorkflowContext, token: str) -> Any:
+    await ctx.create_hook(token)
+    await ctx.step("s", lambda: 1)
+    again = ctx.hook(token)  # its owner looked up off the loop, at the next operation
+    return await again.poll()
+
+
+async def peeking(ctx: WorkflowContext, token: str) -> Any:
+    handle = ctx.hook(token)  # another run's: refused where the handle is first used
+    try:
+        return await handle.poll()
+    except HookConflictError:
+        return "conflict"
+
+
+def test_a_network_worlds_hook_lookup_is_made_off_the_loop() -> None:
+    world = SlowWorld()
+    engine = Engine(world, {"looking": looking, "peeking": peeking, "taken": taken})
+
+    async def main() -> list[Any]:
+        mine = await engine.start("looking", "seen")
+        owner = await engine.start("taken", "owned")
+        other = await engine.start("peeking", "owned")
+        return [
+            (await engine.run(mine)).result,
+            (await engine.run(owner)).status,
+            (await engine.run(other)).result,
+        ]
+
+    assert asyncio.run(main()) == [[], "parked", "conflict"]
+    assert "MainThread" not in world.threads  # hook_owner too ran off the loop's thread
