@@ -17,6 +17,9 @@ wrong (tests/benchmarks/test_parked_clone.py), and the benchmark wakes one of th
   (issue 8: ≤ 1 s for the whole process).
 * ``parked_sessions.wake``: seconds from delivering an approval to one cloned parked session
   to its turn done (a fresh runtime in this process).
+* ``parked_sessions.lineage``: seconds for ``Runtime.lineage`` of a session with one fork
+  among the ``N`` (median of repeated calls in one runtime, as a server answers
+  ``GET /session/{id}``; ``view``: that request's runtime work, the view and the lineage).
 """
 
 from __future__ import annotations
@@ -226,6 +229,30 @@ def _wake(agent: Path, data: Path, sid: str) -> float:
     return asyncio.run(main())
 
 
+def _lineage_time(agent: Path, data: Path, sid: str, rounds: int) -> tuple[float, float]:
+    """Median seconds of ``lineage(sid)`` and of ``session(sid)`` with it, after forking
+    ``sid`` once (a runtime kept open, as a server's)."""
+    from eve_cli.runtime import Runtime
+
+    rt = Runtime(data_dir=data, agent_dir=agent)
+    try:
+        fork = asyncio.run(rt.fork(sid))["sessionId"]
+        alone, both = [], []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            found = rt.lineage(sid)
+            alone.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            rt.session(sid)
+            rt.lineage(sid)
+            both.append(time.perf_counter() - started)
+            if found["forks"] != [fork]:
+                raise RuntimeError(f"lineage lists {found['forks']}, not the fork {fork}")
+    finally:
+        rt.close()
+    return median(alone), median(both)
+
+
 def run(quick: bool) -> Iterator[dict[str, Any]]:
     n = 20 if quick else 10_000
     with scratch("parked") as root:
@@ -241,3 +268,7 @@ def run(quick: bool) -> Iterator[dict[str, Any]]:
                 "parked_sessions.inspect", seconds, "s", sessions=n, cpu=round(cpu, 4)
             )
         yield measurement("parked_sessions.wake", _wake(agent, data, clones[-1]), "s", sessions=n)
+        alone, view = _lineage_time(agent, data, clones[0], 5)
+        yield measurement(
+            "parked_sessions.lineage", alone, "s", sessions=n + 1, view=round(view, 6)
+        )

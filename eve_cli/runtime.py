@@ -574,8 +574,15 @@ class Runtime:
 
     def lineage(self, sid: str) -> Lineage:
         """``{"forkedFrom": {"session", "checkpoint", "at"} | None, "forks": [ids]}``: where
-        ``sid`` was forked from, and the sessions forked from it (reads every head)."""
-        return lineage(self.engine, sid, self._meta(sid))
+        ``sid`` was forked from, and the sessions forked from it (reads its fork list and each
+        fork's meta, not every head)."""
+        return lineage(self.world, sid, self._meta(sid), self._meta_or_none)
+
+    def _meta_or_none(self, sid: str) -> dict[str, Any] | None:
+        try:
+            return self._meta(sid)
+        except (WorldError, RuntimeErrorBase):  # not (or no longer) a session
+            return None
 
     @overload
     async def drive(

@@ -279,7 +279,9 @@ class World(ABC):
         of `streams` (items copied as stored, none shared), and each `token: run_id` of
         `hooks` claimed. Whoever sees the family sees all of it: the streams and hooks are
         durable first, so a crash leaves at most a remnant (`remnants`), never a family
-        missing part of them. `RunExistsError` if the family exists, `HookConflictError` if
+        missing part of them; the stream items this object appended before the call are
+        durable before the family too (a list naming the fork, written first, is never lost
+        while the fork stays). `RunExistsError` if the family exists, `HookConflictError` if
         another run holds a token (nothing is created then but what a remnant holds).
 
         This default goes through the public calls, item by item (`Engine.fork` uses it);

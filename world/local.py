@@ -400,6 +400,7 @@ class LocalWorld(World):
             raise RunExistsError(f"run {root!r} already exists")
         folder = self._dir(root)
         with _guard(folder, "forking a run family"):
+            self._streams.flush()  # what was appended before (a list naming the fork) first
             make_dirs(folder)
             make_dirs(self.path / "streams")
             for name, (source, n) in streams.items():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -111,6 +112,20 @@ def choose(found: list[Checkpoint], ref: str | None, sid: str) -> Checkpoint:
     return named[-1]
 
 
+def forks_stream(sid: str) -> str:
+    """The stream listing the ids of the sessions forked from ``sid`` (``{"session": id}``
+    each). It belongs to no family (`world.stream_family`): a family's streams are appended to
+    by its owner only (a PostgreSQL owner gives out their indexes itself), and the original may
+    be driven by another process; any process appends to this one. So it outlives the
+    original's removal (a few bytes a fork)."""
+    return f"forks:{sid}"
+
+
+def _list_fork(world: World, sid: str, new: str) -> None:
+    world.stream_append(forks_stream(sid), {"session": new})
+    world.before_effect()  # written before the fork exists: whoever sees the fork sees its id
+
+
 def fork_streams(
     world: World, sid: str, point: Checkpoint, events: list[dict[str, Any]]
 ) -> dict[str, int]:
@@ -167,19 +182,28 @@ async def fork_session(
     streams = fork_streams(world, sid, point, events)
     origin = {"session": sid, "checkpoint": point.ref, "at": time.time()}
     new = f"s_{secrets.token_hex(12)}"
+    # Listed first: a crash in between leaves an id naming no session, which `lineage` skips;
+    # listed after, a crash would leave a fork its original never shows.
+    await engine.io(_list_fork, world, sid, new)
     # A sub-agent's snapshot names its parent session (``parent``): the fork's names the fork.
     await engine.fork(sid, new, at=point.at, streams=streams, meta={**meta, "forkedFrom": origin},
                       aliases={sid: new})  # fmt: skip
     return {"sessionId": new, "forkedFrom": sid, "checkpoint": point.ref}
 
 
-def lineage(engine: Engine, sid: str, meta: dict[str, Any]) -> Lineage:
+def lineage(
+    world: World, sid: str, meta: dict[str, Any], meta_of: Callable[[str], dict[str, Any] | None]
+) -> Lineage:
     """``{"forkedFrom": {"session", "checkpoint", "at"} | None, "forks": [ids]}`` of ``sid``
-    (its forks from every family's head: one listing)."""
-    forks = sorted(
-        info.run_id
-        for info in engine.runs()
-        if info.parent is None and (info.meta.get("forkedFrom") or {}).get("session") == sid
-    )
+    (its ``meta``): its forks from its fork list (`forks_stream`), each one kept only if
+    ``meta_of`` (a session's meta; None: no such session) says it exists and was forked from
+    ``sid``."""
+    forks: set[str] = set()
+    for item in world.stream_read(forks_stream(sid)):
+        fork = item.get("session") if isinstance(item, dict) else None  # a LostItem: skipped
+        if isinstance(fork, str) and fork not in forks:
+            found = meta_of(fork)
+            if found is not None and (found.get("forkedFrom") or {}).get("session") == sid:
+                forks.add(fork)
     origin = meta.get("forkedFrom")
-    return {"forkedFrom": origin if isinstance(origin, dict) else None, "forks": forks}
+    return {"forkedFrom": origin if isinstance(origin, dict) else None, "forks": sorted(forks)}

@@ -39,6 +39,7 @@ EXPECTED = {
         "parked_sessions.processes",
         "parked_sessions.list",
         "parked_sessions.wake",
+        "parked_sessions.lineage",
     },
     "cli_startup": {
         "cli_startup.version",

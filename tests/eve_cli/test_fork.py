@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from eve_cli.execution._fork import forks_stream
 from eve_cli.execution._view import SessionView
 from eve_cli.runtime import ForkPointError, Runtime
 from eve_cli.testing import chat
 from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
-from world import World
+from tests.worlds import WorldOpener
+from world import FamilyHead, MemoryWorld, World
 
 
 def _tick_tool(log: Path) -> str:
@@ -159,3 +162,66 @@ def test_a_session_recorded_before_forks_forks_at_its_turn_boundaries_leaving_it
     asyncio.run(go())
     for path, content in files.items():  # nothing of the original was written
         assert path.read_bytes() == content, path
+
+
+def test_a_fork_another_opener_makes_or_removes_shows_in_a_running_runtimes_lineage(
+    open_world: WorldOpener, make_agent: AgentFactory
+) -> None:
+    agent = make_agent(script=[reply("one")] * 4)
+
+    async def go() -> None:
+        here = Runtime(agent_dir=agent, world=open_world())
+        sid = await here.create_session()
+        await chat(here, sid, "hi")
+        assert here.lineage(sid)["forks"] == []
+        there = Runtime(agent_dir=agent, world=open_world())  # as another process would
+        new = (await there.fork(sid))["sessionId"]
+        assert here.lineage(sid)["forks"] == [new]  # nothing of the first answer kept
+        assert here.lineage(new)["forkedFrom"]["session"] == sid  # type: ignore[index]
+        with there.world.acquire(new):  # what `eve gc` does
+            assert there.world.remove_family(new)
+        assert here.lineage(sid)["forks"] == []
+        here.close()
+        there.close()
+
+    asyncio.run(go())
+
+
+class _CountingWorld(MemoryWorld):
+    """Counts the family heads it reads (one a family for `heads`)."""
+
+    head_reads = 0
+
+    def read_head(self, root: str) -> dict[str, Any] | None:
+        self.head_reads += 1
+        return super().read_head(root)
+
+    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
+        found = super().heads(inbox=inbox, runnable=runnable)
+        self.head_reads += len(found)
+        return found
+
+
+def test_a_sessions_lineage_reads_the_heads_of_its_own_forks_not_every_head(
+    make_agent: AgentFactory,
+) -> None:
+    agent = make_agent(script=[reply("one")] * 4)
+    world = _CountingWorld()
+
+    async def go() -> None:
+        rt = Runtime(agent_dir=agent, world=world)
+        sid = await rt.create_session()
+        await chat(rt, sid, "hi")
+        others = [await rt.create_session() for _ in range(30)]
+        forks = sorted([(await rt.fork(sid))["sessionId"] for _ in range(2)])
+        # Ids that are no fork of it: another's session, one a crash left before its fork.
+        world.stream_append(forks_stream(sid), {"session": others[0]})
+        world.stream_append(forks_stream(sid), {"session": "s_never"})
+        fresh = Runtime(agent_dir=agent, world=world)  # no meta kept
+        world.head_reads = 0
+        assert fresh.lineage(sid) == {"forkedFrom": None, "forks": forks}
+        assert world.head_reads == 1 + 2 + 1  # its own, its forks', the other session's
+        rt.close()
+        fresh.close()
+
+    asyncio.run(go())

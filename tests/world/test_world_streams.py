@@ -329,6 +329,24 @@ def test_stream_appends_are_made_durable_before_the_next_journal_record(
     assert files[:2] == ["events.s1.msgpack", "journal.msgpack"]
 
 
+def test_stream_appends_are_made_durable_before_a_fork_family_appears(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = LocalWorld(tmp_path / "data")
+
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        await ctx.sleep(3600)
+
+    engine = Engine(world, {"flow": flow})
+    rid = asyncio.run(engine.start("flow"))
+    asyncio.run(engine.run(rid))  # parked: it can be forked
+    log = io_log(monkeypatch)
+    world.stream_append("forks:" + rid, {"session": "dup"})  # no record makes it durable
+    asyncio.run(engine.fork(rid, "dup"))
+    files = synced(log)
+    assert files.index(f"forks%3A{rid}.msgpack") < files.index("journal.msgpack.tmp")
+
+
 def test_a_steps_record_waits_only_for_the_streams_its_function_appended_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

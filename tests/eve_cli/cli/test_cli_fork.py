@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from eve_cli.execution._fork import forks_stream
 from eve_cli.runtime import Runtime
 from eve_cli.testing import chat
-from tests.eve_cli.rt_support import call, reply, tool_file, write_agent
+from tests.eve_cli.rt_support import DANGER_TOOL, call, reply, tool_file, write_agent
 from world import open_world
 
 GATED = tool_file(
@@ -138,9 +139,40 @@ def test_a_killed_fork_leaves_the_original_whole_and_no_half_session(
         rows = rt.sessions()  # a fork is whole or absent: every listed session reads
         assert all(row["status"] == "waiting" and rt.session(row["id"]) for row in rows)
         assert rt.events(sid) == before
+        # Its id was listed before the fork was made: the original shows the fork if the kill
+        # left it (a committed PostgreSQL creation), nothing if it came before.
+        [listed] = rt.world.stream_read(forks_stream(sid))
+        made = [row["id"] for row in rows if row["id"] != sid]
+        assert made in ([], [listed["session"]])
+        assert rt.lineage(sid)["forks"] == made
         new = (await rt.fork(sid))["sessionId"]
+        assert rt.lineage(sid)["forks"] == sorted([*made, new])
         assert [s["text"] for s in (await chat(rt, new, "more"))["turns"][-1]["steps"]] == ["two"]
         assert [s["text"] for s in (await chat(rt, sid, "more"))["turns"][-1]["steps"]] == ["two"]
         rt.close()
 
     asyncio.run(after())
+
+
+def test_a_fork_eve_fork_makes_and_eve_gc_removes_shows_in_a_running_runtimes_lineage(
+    world_spec: str, tmp_path: Path
+) -> None:
+    script = [reply("one"), reply("", call("danger", x=1)), reply("two")]
+    agent = write_agent(tmp_path / "agent", script=script, tools={"danger": DANGER_TOOL})
+
+    async def go() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world(world_spec))  # as `eve start` serves
+        sid = await rt.create_session()
+        await chat(rt, sid, "hi")
+        assert (await chat(rt, sid, "go"))["status"] == "parked"  # gc keeps it
+        assert rt.lineage(sid)["forks"] == []
+        forked = _eve(tmp_path, "--world", world_spec, "fork", sid, "--at", "1", "--json")
+        assert forked.returncode == 0, forked.stderr
+        new = json.loads(forked.stdout)["sessionId"]
+        assert rt.lineage(sid)["forks"] == [new]
+        gone = _eve(tmp_path, "--world", world_spec, "gc", "--older-than", "0s", "--waiting")
+        assert gone.returncode == 0, gone.stderr
+        assert rt.lineage(sid)["forks"] == [] and rt.session(sid)["status"] == "parked"
+        rt.close()
+
+    asyncio.run(go())
