@@ -257,8 +257,8 @@ class WorkflowContext:
         appended (`Order.streams`, from the step's `stream_mark`), which a replay does not
         re-run, are made durable before that step's record. The engine covers all of them
         before a run finishes or continues as new."""
-        if self._hooks_due:  # (no coroutine for nothing: this runs at every record)
-            await self._settle_hooks()
+        if self._new_hooks or self._closed_hooks or self._unchecked_hooks:  # (`_hooks_due`
+            await self._settle_hooks()  # inline: this runs at every record)
         stored = await self._engine.append(self._family, self._run, rec, label=label, order=order)
         self._advance(stored)
         return stored
@@ -338,8 +338,8 @@ class WorkflowContext:
         begins, so a run after a crash knows the one before was interrupted
         (`current_step().interrupted`). `fn` may journal progress (`StepRun.record`).
         """
-        if self._hooks_due:  # claimed before `fn` runs
-            await self._settle_hooks()
+        if self._new_hooks or self._closed_hooks or self._unchecked_hooks:  # `_hooks_due`
+            await self._settle_hooks()  # claimed before `fn` runs
         run = StepRun(self, name)
         done = self._replay_step(run)
         if done is not None:

@@ -267,7 +267,7 @@ class SessionHost:
         ordered: bool = True,
         tracked: bool = False,
     ) -> Any:
-        if (trace := self.trace()) is not None:
+        if (trace := self._trace if self._traced else self.trace()) is not None:
             fn = trace.action(name, fn)
         return await self.ctx.step(name, fn, ordered=ordered, tracked=tracked)
 
@@ -301,7 +301,9 @@ class SessionHost:
             if at is not None:
                 event["ck"] = [at, self.snap.history_len]
         index = self.events.append(key, pack(event))
-        if self.turn_id is not None and (trace := self.trace()) is not None:
+        if self.turn_id is not None and (
+            (trace := self._trace if self._traced else self.trace()) is not None
+        ):  # (`trace()` inline once decided: asked at every event)
             trace.event(type, key, event, fresh=index is not None)
         if index is None or self._since is None or (REF in data and text is None):
             return
