@@ -202,3 +202,30 @@ def test_a_network_worlds_hook_lookup_is_made_off_the_loop() -> None:
 
     assert asyncio.run(main()) == [[], "parked", "conflict"]
     assert "MainThread" not in world.threads  # hook_owner too ran off the loop's thread
+
+
+def test_a_cancelled_caller_goes_on_only_once_the_call_in_flight_has_ended() -> None:
+    world = SlowWorld()
+    engine = Engine(world, {"steps": steps})
+    ended: list[float] = []
+
+    def slow_call() -> str:
+        time.sleep(0.3)
+        ended.append(time.monotonic())
+        return "stored"
+
+    async def main() -> tuple[float, Any]:
+        task = asyncio.create_task(engine.io(slow_call))
+        await asyncio.sleep(0.05)  # the call is running on the pool's thread
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return time.monotonic(), "cancelled"
+        return time.monotonic(), task.result()
+
+    went_on, outcome = asyncio.run(main())
+    # The lease must not be released under a write in flight: the cancellation goes through
+    # only after the call returned.
+    assert outcome == "cancelled" and ended and went_on >= ended[0]
+    assert asyncio.run(engine.io(lambda: 7)) == 7  # the result, from the pool's thread
