@@ -250,6 +250,30 @@ MIGRATIONS: list[str] = [
     END
     $$;
     """,
+    # 8: what a cache of stream digests may trust (`PostgresWorld.stream_digest`): `made`,
+    # new for each stream row (a stream removed and made again is another), and `rewrites`,
+    # counting the statements that changed or removed stored items of it (a repair's gap
+    # records, anything else that updates or deletes one); appends change neither.
+    """
+    ALTER TABLE {s}.streams ADD COLUMN IF NOT EXISTS made uuid NOT NULL
+            DEFAULT gen_random_uuid(),
+        ADD COLUMN IF NOT EXISTS rewrites bigint NOT NULL DEFAULT 0;
+    CREATE OR REPLACE FUNCTION {s}.stream_rewritten() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE {s}.streams SET rewrites = rewrites + 1
+            WHERE name IN (SELECT DISTINCT name FROM old_items);
+        RETURN NULL;
+    END
+    $$;
+    DROP TRIGGER IF EXISTS stream_items_updated ON {s}.stream_items;
+    CREATE TRIGGER stream_items_updated AFTER UPDATE ON {s}.stream_items
+        REFERENCING OLD TABLE AS old_items
+        FOR EACH STATEMENT EXECUTE FUNCTION {s}.stream_rewritten();
+    DROP TRIGGER IF EXISTS stream_items_deleted ON {s}.stream_items;
+    CREATE TRIGGER stream_items_deleted AFTER DELETE ON {s}.stream_items
+        REFERENCING OLD TABLE AS old_items
+        FOR EACH STATEMENT EXECUTE FUNCTION {s}.stream_rewritten();
+    """,
 ]
 # Python run after a migration, in its transaction: `fill(conn, quoted schema, world)`.
 FILLS: dict[int, Callable[[Any, str, Any], None]] = {}

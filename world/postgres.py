@@ -109,6 +109,7 @@ BATCH_WAIT = 0.01
 # Seconds a live tail waits for a wake-up before it reads again anyway (a notification it
 # cannot get: a batch that began before its registration, of a family created meanwhile).
 TAIL_LOOK = 5.0
+DIGESTS_KEPT = 4096  # streams whose last digest this object keeps (`stream_digest`)
 COMPACT_MIN = 16 * 1024  # consumed delivery bytes an inbox keeps before dropping them
 _OWN_PARAMS = ("schema", "lease", "pool")
 
@@ -420,6 +421,9 @@ class PostgresWorld(World):
         # lock their registrations take (in order with the counts).
         self._tails: dict[str, int] = {}
         self._tails_lock = threading.Lock()
+        # The last digest taken of each stream, with what the stream's row said then (its
+        # `made` and `rewrites`: the prefix it covers is unchanged while they are the same).
+        self._digests: dict[str, tuple[tuple[str, int], int, int]] = {}
         self._lock = threading.Lock()
         self._away = False  # the database stopped answering (`_gone`), said once
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
@@ -1352,22 +1356,39 @@ class PostgresWorld(World):
         return [found.get(name) for name in names]
 
     def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
+        # Only the items after the longest prefix known here are read: the one `after` names,
+        # or this object's last digest of the stream while its row says no stored item was
+        # changed or removed since (an append changes neither `made` nor `rewrites`).
         check_name(name, "stream name")
+        self._settled(name)
+        row = self._one("stream_made", {"name": name})
+        if count > (0 if row is None else int(row[0])):
+            return None
         first, crc = 0, 0
+        token = None if row is None else (str(row[1]), int(row[2]))
+        kept = self._digests.get(name)
+        if kept is not None and kept[0] == token and kept[1] <= count:
+            first, crc = kept[1], kept[2]
         if (
             after is not None
             and isinstance(after[1], tuple)
             and after[1][0] == after[0]
-            and 0 <= after[0] <= count
+            and first < after[0] <= count
         ):
             first, crc = after[0], after[1][1]
-        self._settled(name)
-        row = self._one("stream_length", {"name": name})
-        if count > (0 if row is None else int(row[0])):
-            return None
-        rows = self._all("stream_read", {"name": name, "start": first, "end": count})
-        for _, frame in rows:
-            crc = zlib.crc32(bytes(frame), crc)
+        if first < count:
+            rows = self._all("stream_read", {"name": name, "start": first, "end": count})
+            for _, frame in rows:
+                crc = zlib.crc32(bytes(frame), crc)
+        if token is not None:
+            keep = (token, count, crc)
+            if kept is not None and kept[0] == token and kept[1] > count:
+                keep = kept  # a longer prefix is known
+            with self._lock:
+                self._digests.pop(name, None)  # (the newest last: the oldest goes first)
+                self._digests[name] = keep
+                if len(self._digests) > DIGESTS_KEPT:
+                    del self._digests[next(iter(self._digests))]
         return count, crc
 
     async def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
@@ -1586,6 +1607,7 @@ _SQL: dict[str, str] = {
     "stream_read": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "
     "AND idx >= %(start)s AND (%(end)s::bigint IS NULL OR idx < %(end)s) ORDER BY idx",
     "stream_length": "SELECT length FROM {s}.streams WHERE name = %(name)s",
+    "stream_made": "SELECT length, made, rewrites FROM {s}.streams WHERE name = %(name)s",
     "heads": """
         SELECT f.root, h.head, f.inbox_next FROM {s}.families f
         LEFT JOIN {s}.heads h ON h.root = f.root ORDER BY f.root COLLATE "C"

@@ -353,6 +353,43 @@ def test_a_batch_notifies_only_while_another_world_object_tails_its_family(url: 
         other.close()
 
 
+def test_a_stream_digest_reads_only_what_came_since_the_last_one(url: str) -> None:
+    world, other = PostgresWorld(url), PostgresWorld(url)
+    name, read = "events.r1", []
+    fetch = world._all
+
+    def counted(what: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        rows = fetch(what, params)
+        if what == "stream_read":
+            read.append(len(rows))
+        return rows
+
+    world._all = counted  # type: ignore[method-assign]
+    s = f'"{_schema(url)}"'
+    try:
+        for i in range(300):
+            other.stream_append(name, {"i": i})
+        first = world.stream_digest(name, 300)
+        for i in range(300, 310):
+            other.stream_append(name, {"i": i})
+        read.clear()
+        assert world.stream_digest(name, 300) == first
+        assert other.stream_digest(name, 310) == world.stream_digest(name, 310)
+        assert read == [10]  # (the 300 were known)
+        _sql(f"UPDATE {s}.stream_items SET frame = frame || '\\x00'::bytea "
+             "WHERE name = %s AND idx = 3", name)  # fmt: skip
+        changed = world.stream_digest(name, 300)
+        assert changed != first and changed == other.stream_digest(name, 300)
+        _sql(f"DELETE FROM {s}.stream_items WHERE name = %s", name)
+        _sql(f"DELETE FROM {s}.streams WHERE name = %s", name)
+        for i in range(300):  # removed and made again: another stream
+            other.stream_append(name, {"i": -i})
+        assert world.stream_digest(name, 300) == other.stream_digest(name, 300) != first
+    finally:
+        world.close()
+        other.close()
+
+
 def test_an_append_without_the_lease_stops_the_owner_s_batch(url: str) -> None:
     owner, other = PostgresWorld(url), PostgresWorld(url)
     try:
