@@ -273,6 +273,7 @@ class _Listener(threading.Thread):
                     if self.world._away:
                         self.world._back()
                     self.world._forget_inbox_ends()
+                    self.world._tails_again(conn)
                     self.world._signals.fire(None)  # whatever was missed while away
                     self._serve(conn)
             except psycopg.Error as exc:
@@ -1425,6 +1426,16 @@ class PostgresWorld(World):
                 self._call(lambda conn, _: conn.execute(self._sql["tail_on"], params))
             self._tails[root] = self._tails.get(root, 0) + 1
 
+    def _tails_again(self, conn: psycopg.Connection[Any]) -> None:
+        """The listener is back (its liveness lock too): this object's tails register again
+        (another's registration may have taken their rows for a dead object's meanwhile);
+        every waiter is woken to look again after this."""
+        with self._tails_lock:
+            roots = list(self._tails)
+        if roots:
+            params = {"roots": roots, "key": self._alive_key}
+            conn.execute(self._sql["tails_again"], params)
+
     def _tail_off(self, root: str) -> None:
         with self._tails_lock:
             left = self._tails.get(root, 0) - 1
@@ -1440,6 +1451,12 @@ class PostgresWorld(World):
     def close(self) -> None:
         with contextlib.suppress(WorldError):
             self._flush_all()
+        with self._tails_lock:
+            if self._tails and self._pool is not None:  # its tails end with it
+                self._tails.clear()
+                params = {"key": self._alive_key}
+                with contextlib.suppress(WorldError):
+                    self._call(lambda conn, _: conn.execute(self._sql["tails_off"], params))
         flusher, self._flusher = self._flusher, None
         if flusher is not None:
             flusher.halt()
@@ -1594,12 +1611,20 @@ _SQL: dict[str, str] = {
             %(idx)b, %(items)b, %(lazy)s, %(chan)s, %(key)s)""",
     "stream_item": "SELECT frame FROM {s}.stream_items WHERE name = %(name)s AND idx = %(idx)s",
     # The share lock of the family row waits for a batch in flight (which then committed
-    # before the tail's first read) or makes the next one wait and see the row.
-    "tail_on": """
-        WITH t AS (
-            INSERT INTO {s}.tails (root, key) VALUES (%(root)s, %(key)s) ON CONFLICT DO NOTHING
+    # before the tail's first read) or makes the next one wait and see the row. The rows of
+    # objects no longer alive (their liveness lock is free) go.
+    "tail_on": f"""
+        WITH d AS (
+            DELETE FROM {{s}}.tails f WHERE f.root = %(root)s AND f.key <> %(key)s
+                AND NOT {_ALIVE.replace("f.owner_key", "f.key")}
+        ), t AS (
+            INSERT INTO {{s}}.tails (root, key) VALUES (%(root)s, %(key)s) ON CONFLICT DO NOTHING
         )
-        SELECT 1 FROM {s}.families WHERE root = %(root)s FOR SHARE""",
+        SELECT 1 FROM {{s}}.families WHERE root = %(root)s FOR SHARE""",
+    "tails_off": "DELETE FROM {s}.tails WHERE key = %(key)s",
+    "tails_again": """
+        INSERT INTO {s}.tails (root, key) SELECT r, %(key)s FROM unnest(%(roots)s::text[]) r
+        ON CONFLICT DO NOTHING""",
     "tail_off": "DELETE FROM {s}.tails WHERE root = %(root)s AND key = %(key)s",
     "family_lengths": "SELECT name, length FROM {s}.streams WHERE root = %(root)s",
     "stream_last": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "

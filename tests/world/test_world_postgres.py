@@ -353,6 +353,54 @@ def test_a_batch_notifies_only_while_another_world_object_tails_its_family(url: 
         other.close()
 
 
+def test_the_tails_of_objects_no_longer_alive_are_forgotten(url: str) -> None:
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+    s = f'"{_schema(url)}"'
+    _sql(f"INSERT INTO {s}.tails (root, key) VALUES (%s, 12345)", rid)  # a process that died
+
+    async def first() -> None:
+        async for _ in other.stream_tail(f"events.{rid}"):
+            return
+
+    try:
+        owner.stream_append(f"events.{rid}", "a")
+        asyncio.run(first())
+        keys = _sql(f"SELECT key FROM {s}.tails WHERE root = %s", rid)
+        assert keys in ([(other._alive_key,)], [])  # (the ended tail's row may be gone too)
+        assert (12345,) not in keys
+        deadline = time.monotonic() + 5  # (the ended tail's row goes off the loop)
+        while _sql(f"SELECT 1 FROM {s}.tails") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        other._tail_on(rid)  # a tail still open when its world closes
+        assert _sql(f"SELECT key FROM {s}.tails") == [(other._alive_key,)]
+        other.close()
+        assert _sql(f"SELECT key FROM {s}.tails") == []
+    finally:
+        owner.close()
+        other.close()
+
+
+def test_a_listener_back_registers_its_tails_again(url: str) -> None:
+    world = PostgresWorld(url)
+    s = f'"{_schema(url)}"'
+    rid = asyncio.run(Engine(world, {"steps": _steps}).start("steps", 1))
+    try:
+        world._listening()
+        world._tail_on(rid)  # a tail open here
+        assert _sql(f"SELECT key FROM {s}.tails") == [(world._alive_key,)]
+        _sql(f"DELETE FROM {s}.tails")  # (taken as a dead object's while it was away)
+        listener = world._listener
+        assert listener is not None and listener._conn is not None
+        _sql("SELECT pg_terminate_backend(%s)", listener._conn.info.backend_pid)
+        deadline = time.monotonic() + 10
+        while not _sql(f"SELECT 1 FROM {s}.tails") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _sql(f"SELECT key FROM {s}.tails") == [(world._alive_key,)]
+    finally:
+        world.close()
+
+
 def test_a_stream_digest_reads_only_what_came_since_the_last_one(url: str) -> None:
     world, other = PostgresWorld(url), PostgresWorld(url)
     name, read = "events.r1", []
