@@ -412,7 +412,7 @@ def test_a_stream_digest_reads_only_what_came_since_the_last_one(url: str) -> No
             read.append(len(rows))
         return rows
 
-    world._all = counted  # type: ignore[method-assign]
+    world._all = counted  # type: ignore[method-assign, assignment]
     s = f'"{_schema(url)}"'
     try:
         for i in range(300):
