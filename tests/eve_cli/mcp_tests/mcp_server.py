@@ -78,7 +78,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     elif name == "record":
         if (DIR / "stall").exists():
             (DIR / "stall").unlink()
-            (DIR / "stalled").write_text(str(os.getpid()))
+            # Whole or not at all: the test reads the pid as soon as the name exists.
+            (DIR / "stalled.tmp").write_text(str(os.getpid()))
+            os.replace(DIR / "stalled.tmp", DIR / "stalled")
             await asyncio.sleep(60)
         result = types.CallToolResult(
             content=text(f"recorded {args['text']}"), structured_content={"text": args["text"]}
