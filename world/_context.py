@@ -680,6 +680,8 @@ class HookHandle:
         if self.token in ctx._new_hooks:  # never claimed: nothing to release
             ctx._new_hooks.remove(self.token)
             return
+        if self.token in ctx._unchecked_hooks:  # released now: its lookup would find no owner
+            ctx._unchecked_hooks.remove(self.token)
         if ctx._engine.world.io is IO.NETWORK:
             ctx._closed_hooks.append(self.token)
         else:

@@ -229,3 +229,20 @@ def test_a_cancelled_caller_goes_on_only_once_the_call_in_flight_has_ended() -> 
     # only after the call returned.
     assert outcome == "cancelled" and ended and went_on >= ended[0]
     assert asyncio.run(engine.io(lambda: 7)) == 7  # the result, from the pool's thread
+
+
+async def looked_up_and_closed(ctx: WorkflowContext, token: str) -> Any:
+    await ctx.create_hook(token)
+    ctx.hook(token).close()  # looked up, then released before any operation
+    return await ctx.step("after", lambda: "went on")
+
+
+def test_a_hook_looked_up_then_closed_on_a_network_world_is_not_checked_after() -> None:
+    world = SlowWorld()
+    engine = Engine(world, {"closed": looked_up_and_closed})
+
+    async def main() -> Any:
+        rid = await engine.start("closed", "brief")
+        return (await engine.run(rid)).result
+
+    assert asyncio.run(main()) == "went on"
