@@ -431,7 +431,10 @@ class World(ABC):
     @abstractmethod
     def stream_append(self, name: str, item: Any) -> int:
         """Append an item; its index. It is durable before a record whose `Order.streams`
-        covers it, and readable by others once `before_effect` returns."""
+        covers it, and readable by others once `before_effect` returns. A family's stream
+        (`stream_family`) takes appends only from the world object holding the family's lease
+        while one holds it (a world may refuse another's, and fence the owner's next write);
+        a stream of no family takes appends from anyone."""
 
     @abstractmethod
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:

@@ -114,10 +114,10 @@ def choose(found: list[Checkpoint], ref: str | None, sid: str) -> Checkpoint:
 
 def forks_stream(sid: str) -> str:
     """The stream listing the ids of the sessions forked from ``sid`` (``{"session": id}``
-    each). It belongs to no family (`world.stream_family`): a family's streams are appended to
-    by its owner only (a PostgreSQL owner gives out their indexes itself), and the original may
-    be driven by another process; any process appends to this one. So it outlives the
-    original's removal (a few bytes a fork)."""
+    each). It belongs to no family (`world.stream_family`): a family's streams take appends
+    from the process driving it only (`World.stream_append`), and the original may be driven
+    by another process; any process appends to this one. So it outlives the original's
+    removal (a few bytes a fork)."""
     return f"forks:{sid}"
 
 

@@ -384,7 +384,7 @@ class SessionHost:
         message = message if message is not None else stored
         if message is None:
             message = self._read_item(index)
-        cached = self._window is not None and self._window_at == self._window_key()
+        cached = self._window_current()
         snap.history_len = max(snap.history_len, index + 1)
         if cached and self._window is not None and message.get("role") != SUMMARY_ROLE:
             kept = strip_key(message)  # a copy already
@@ -444,12 +444,7 @@ class SessionHost:
         # A world whose reads are round trips is read on a thread: the loop goes on driving
         # the other sessions meanwhile. This host's session waits for it, and the
         # executor's caches it updates are per session (one driven task at a time).
-        snap = self.snap  # _window_current inline: asked at every model call
-        if self._window is None or self._window_at != (
-            snap.history_start,
-            snap.history_len,
-            snap.summary_at,
-        ):
+        if not self._window_current():
             await self.executor.engine.off_loop(self._current_window)
 
     def summary_text(self) -> str | None:
@@ -474,7 +469,7 @@ class SessionHost:
         return count, tokens
 
     def _current_window(self) -> list[Message]:
-        if self._window is None or self._window_at != self._window_key():
+        if self._window is None or self._window_at != self._window_key():  # (narrows for mypy)
             snap = self.snap
             items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
             state = extend_window(self.executor.world, snap, items, self.executor.window(snap.id))
