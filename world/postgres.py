@@ -14,9 +14,11 @@ the lease. A batch is written in one transaction (`write_batch`: one statement, 
 epoch), synchronously committed if it holds a record that is not lazy (`Order.lazy`: else
 `synchronous_commit = off`, its WAL flushed by the next synchronous commit of any session):
 before an observed effect (`before_effect`), before anything a reader could see (a head, a
-delivery, a hook, another family's batch) or anything that reads it, at once on the flusher
-thread when an effect no one observes begins (`before_effect(observed=False)`: a model call
-runs while it commits), and by `BATCH_WAIT` after its first entry at the latest (live tails).
+delivery, a hook, another family's batch) or anything that reads it, on the flusher thread
+`EFFECT_WAIT` after an effect no one observes began (`before_effect(observed=False)`: a model
+call runs while it commits; one that ends sooner leaves the batch to the next effect, which
+writes it with what the call's end appended, in one commit), and by `BATCH_WAIT` after its
+first entry at the latest (live tails).
 Items appended by a process without the family's lease (a session's first event, at its
 creation) are written at once. Records arrive as bodies and are stored framed
 (`_journal.frame_body`), as the other worlds store them.
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 import struct
 import threading
@@ -106,6 +109,10 @@ RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restart
 # to take it, before the flusher writes it (what a live tail may lag behind, and how long a
 # record may be kept when nothing follows it).
 BATCH_WAIT = 0.01
+# Seconds after an effect no one observes began (a model call) before the flusher writes what
+# was pending: a quick effect's caller takes the batch first, with what the effect's end
+# appended, in one commit instead of two in a row (the next effect waits for both).
+EFFECT_WAIT = 0.002
 # Seconds a live tail waits for a wake-up before it reads again anyway (a notification it
 # cannot get: a batch that began before its registration, of a family created meanwhile).
 TAIL_LOOK = 5.0
@@ -315,25 +322,28 @@ class _Listener(threading.Thread):
 
 class _Flusher(threading.Thread):
     """Writes owners' batches off the event loop, and without it (asking costs the loop no
-    future, timer or wake-up): at once when asked (`now`: a step's effect no one observes
-    begins), else once a batch's first entry is `BATCH_WAIT` old. While a batch is pending it
-    sleeps until the first one is due; while leases are held and nothing is pending it looks
-    every `BATCH_WAIT / 2` (so a first entry wakes no one); with no lease held it sleeps until
-    a first entry wakes it (`soon`)."""
+    future, timer or wake-up): `EFFECT_WAIT` after an effect no one observes began (`early`),
+    else once a batch's first entry is `BATCH_WAIT` old. While a batch is pending it sleeps
+    until the first one is due; while leases are held and nothing is pending it looks every
+    `BATCH_WAIT / 2` (so a first entry wakes no one); with no lease held it sleeps until a
+    first entry wakes it (`soon`)."""
 
     def __init__(self, world: PostgresWorld) -> None:
         super().__init__(name="eve-pg-flusher", daemon=True)
         self.world = world
         self.cond = threading.Condition(threading.Lock())
-        self.urgent: set[_PgLease] = set()
+        self.urgent: dict[_PgLease, float] = {}  # lease: when its batch is to be written
+        self.until = math.inf  # when the flusher looks next (monotonic)
         self.idle = False
         self.stop = False
 
-    def now(self, lease: _PgLease) -> None:
+    def early(self, lease: _PgLease) -> None:
+        due = time.monotonic() + EFFECT_WAIT
         with self.cond:
-            self.urgent.add(lease)
+            self.urgent.setdefault(lease, due)
             self.idle = False
-            self.cond.notify()
+            if due < self.until:  # (else it looks by then anyway)
+                self.cond.notify()
 
     def soon(self) -> None:
         """A batch got its first entry (its `since` is set before this is called)."""
@@ -350,14 +360,22 @@ class _Flusher(threading.Thread):
             with self.cond:
                 if wait is None and not self.idle:  # a first entry came meanwhile
                     wait = BATCH_WAIT / 2
-                if not self.urgent and not self.stop and (wait is None or wait > 0):
+                now = time.monotonic()
+                if self.urgent:
+                    first = min(self.urgent.values()) - now
+                    wait = first if wait is None else min(wait, first)
+                if not self.stop and (wait is None or wait > 0):
+                    self.until = math.inf if wait is None else now + wait
                     self.cond.wait(wait)
+                    self.until = math.inf
                 if self.stop:
                     return
-                urgent, self.urgent = self.urgent, set()
+                now = time.monotonic()
+                urgent = {lease for lease, due in self.urgent.items() if due <= now}
+                for lease in urgent:
+                    del self.urgent[lease]
             with world._lock:
                 leases = list(world._leases.values())
-            now = time.monotonic()
             for lease in leases:
                 since = lease.since
                 if lease in urgent or (since is not None and now - since >= BATCH_WAIT):
@@ -922,15 +940,16 @@ class PostgresWorld(World):
 
     def before_effect(self, *, observed: bool = True) -> None:
         # Records and stream items must be durable and readable before an observed effect;
-        # one that no one observes (a model call) begins while the flusher writes them, and
-        # the family's next write waits for that batch.
+        # one that no one observes (a model call) begins while the flusher writes them (from
+        # `EFFECT_WAIT` on: a quick one's next effect takes them first), and the family's next
+        # write waits for that batch.
         if observed:
             self._flush_all()
             return
         with self._lock:
             leases = [lease for lease in self._leases.values() if lease.records and not lease.lost]
         for lease in leases:
-            self._flusher_now().now(lease)
+            self._flusher_now().early(lease)
 
     def stream_mark(self) -> int:
         return self._appends

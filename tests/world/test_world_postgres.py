@@ -24,7 +24,9 @@ from world import (
     StorageError,
     WorkflowContext,
     WorldError,
+    _codec,
     _migrate,
+    postgres,
     register_migration_step,
 )
 from world._pg_schema import VERSION, store_format
@@ -668,3 +670,57 @@ def test_store_format_2_runs_the_registered_steps_once_over_an_older_schema(url:
 
 def test_the_schema_s_store_format_is_the_data_directory_s() -> None:
     assert store_format(VERSION) == FORMAT_VERSION and store_format(4) == 1
+
+
+def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model call that ends at once: the next effect writes what was pending before it with
+    what its end appended, in one batch (one commit), not two in a row; a call that lasts has
+    its records written by the flusher meanwhile, readable by another worker."""
+    # Waits long enough for a loaded machine to take the batch first (the flusher looks at a
+    # first entry once BATCH_WAIT old: here only the effect's wait decides).
+    monkeypatch.setattr(postgres, "EFFECT_WAIT", 0.5, raising=False)
+    monkeypatch.setattr(postgres, "BATCH_WAIT", 10.0)
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    batches: list[str] = []
+    write = owner._write_batch
+
+    def counted(lease: Any) -> None:
+        write(lease)
+        batches.append(threading.current_thread().name)
+
+    owner._write_batch = counted  # type: ignore[method-assign]
+    try:
+        rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+        mark = [_codec.encode({"t": "mark", "run": rid})]
+        lease = owner.acquire(rid)
+        start = len(owner.load(rid).records)
+
+        async def quick() -> None:
+            owner.append(rid, mark)  # the step before the call
+            owner.before_effect(observed=False)  # the call begins ...
+            await asyncio.sleep(0.05)
+            owner.append(rid, mark)  # ... and ends within EFFECT_WAIT
+            owner.before_effect()  # the next step's effect
+
+        batches.clear()
+        asyncio.run(quick())
+        assert batches == ["MainThread"]
+        assert len(other.load(rid).records) == start + 2
+
+        async def lasting() -> None:
+            owner.append(rid, mark)
+            owner.before_effect(observed=False)
+            deadline = time.monotonic() + 5
+            while not batches and time.monotonic() < deadline:
+                await asyncio.sleep(0.001)
+
+        batches.clear()
+        asyncio.run(lasting())
+        assert batches == ["eve-pg-flusher"]
+        assert len(other.load(rid).records) == start + 3  # written while the call runs
+        lease.release()
+    finally:
+        owner.close()
+        other.close()
