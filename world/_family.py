@@ -47,6 +47,7 @@ START_TYPES = frozenset({"start", "gen"})
 # Keys of a whole record that its stored form leaves implied.
 _IMPLIED = frozenset({"t", "run", "g", "seq", "at", "parent", "created"})
 _UNSET = object()
+_NONE: dict[str, Any] = {}  # (never changed)
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "start": {"nc": 0, "meta": {}},
     "gen": {"nc": 0, "hooks": []},
@@ -168,10 +169,10 @@ class Family:
             out["d"] = round((rec["at"] - gen_at) * 1000)
         if kind == "gen":
             out["g"] = rec["g"]
-        defaults = _DEFAULTS.get(kind, {})
-        out.update(
-            (k, v) for k, v in rec.items() if k not in _IMPLIED and defaults.get(k, _UNSET) != v
-        )  # the fields of its kind, as they are (a record keeps fields it does not know)
+        defaults = _DEFAULTS.get(kind, _NONE)
+        for k, v in rec.items():  # the fields of its kind, as they are (it keeps unknown ones)
+            if k not in _IMPLIED and defaults.get(k, _UNSET) != v:
+                out[k] = v
         if kind in START_TYPES and out.get("inbox", {}).get("x") == []:
             out["inbox"] = out["inbox"]["w"]  # the watermark alone
         if kind == "recv":
@@ -188,7 +189,7 @@ class Family:
                 del out["workflow"]  # the run's `start` (or the head) says it
             if "hooks" in out:
                 out["hooks"] = [pack_token(t) for t in out["hooks"]]
-        return cast(StoredRecord, out)
+        return out  # type: ignore[return-value]  # (a cast without a call: every record)
 
     def _pack_waiting(self, rec: JournalRecord) -> Waiting:
         waiting = rec["waiting"]
@@ -207,8 +208,10 @@ class Family:
         rec: dict[str, Any] = dict(stored)  # its fields change form one by one
         rel, kind = rec.pop("r", None), rec["t"]
         run_id = rec["run"] = self.root if rel is None else f"{self.root}.{rel}"
-        for key, value in _DEFAULTS.get(kind, {}).items():
-            rec.setdefault(key, value)
+        defaults = _DEFAULTS.get(kind)
+        if defaults is not None:
+            for key, value in defaults.items():
+                rec.setdefault(key, value)
         if kind in START_TYPES:
             if "inbox" in rec:
                 rec["inbox"] = _inbox_state(rec["inbox"])
@@ -225,7 +228,7 @@ class Family:
         if run is None:
             return cast(JournalRecord, rec)  # its generation began before the load: not replayed
         rec["g"], rec["at"] = run.g, run.gen_at + rec.pop("d", 0) / 1000
-        whole = cast(JournalRecord, rec)
+        whole: JournalRecord = rec  # type: ignore[assignment]  # (a cast without a call)
         expand = _EXPAND.get(kind)
         if expand is not None:
             expand(self, whole, run)
@@ -342,6 +345,8 @@ class Family:
 
     def take(self, token: str, limit: int | None) -> list[InboxItem]:
         """Unconsumed deliveries for `token`, oldest first (not yet marked consumed)."""
+        if not self.pending:
+            return []  # (nearly always: a turn polls at every action boundary)
         found = [i for i in self.pending if i.token == token and i.id not in self.consumed]
         return found if limit is None else found[:limit]
 

@@ -63,7 +63,8 @@ def header(kind: str = JOURNAL_FORMAT) -> dict[str, Any]:
 def frame(record: dict[str, Any], what: str = "record") -> bytes:
     """Encode one record as a checksummed frame."""
     body = _codec.encode(record, what)
-    return frame_body(body)
+    out: bytes = _FRAMES.packer.pack([FRAME_VERSION, zlib.crc32(body), body])  # frame_body's
+    return out
 
 
 class _FramePackers(threading.local):
@@ -389,9 +390,11 @@ class Writer:
                 os.pwrite(self._fd, data[: len(data) // 2], offset)
                 os.fdatasync(self._fd)
                 _faults.kill_self()
-            write_all(self._fd, data, offset)
-            if sync and defer and fault is None and _writeback() is not None:
-                _writeback()(self._fd, offset, len(data), _SYNC_FILE_RANGE_WRITE)
+            if (n := os.pwrite(self._fd, data, offset)) != len(data):  # (`write_all` inline)
+                write_rest(self._fd, data, offset, n)
+            writeback = _WRITEBACK[0] if _WRITEBACK else _writeback()
+            if sync and defer and fault is None and writeback is not None:
+                writeback(self._fd, offset, len(data), _SYNC_FILE_RANGE_WRITE)
                 # Under the lock: a settle running on another thread (a read draining the
                 # streams) either covers this write or leaves it marked for the next one.
                 with self._settling:
@@ -478,8 +481,13 @@ def make_dirs(path: Path) -> None:
 
 def write_all(fd: int, data: bytes, offset: int) -> None:
     n = os.pwrite(fd, data, offset)
-    if n == len(data):  # nearly always: one call, no view
-        return
+    if n != len(data):  # rarely: nearly always one call, no view
+        write_rest(fd, data, offset, n)
+
+
+def write_rest(fd: int, data: bytes, offset: int, n: int) -> None:
+    """Write what is left of `data` (at `offset`) after a write that took its first `n`
+    bytes (a hot caller makes that first `os.pwrite` itself)."""
     view = memoryview(data)[n:]
     offset += n
     while view:

@@ -68,13 +68,6 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
 # Stores of this process holding a stream's flock for an open batch: one about to wait for a
 # flock writes them all first, so no one waits holding one (two stores on one folder in one
 # thread, or two processes appending to the same two streams, would otherwise deadlock).
@@ -387,10 +380,12 @@ class StreamStore:
 
     # -- writing ---------------------------------------------------------------------------------
     def append(self, name: str, frame: bytes) -> int:
+        # Several a step: the usual path (a batch open on the loop) makes no call of its own.
         with self._lock:
-            self._raise_failure()
-            writer = self._writer(name)
-            loop = _running_loop()
+            if self._failure is not None:
+                self._raise_failure()
+            writer = self._writers.get(name) or self._writer(name)
+            loop = asyncio._get_running_loop()  # None off a loop (no exception raised)
             if not writer.batch:
                 writer = self._begin(name, writer, batch=loop is not None)
                 if loop is None:
@@ -408,7 +403,13 @@ class StreamStore:
             if loop is not None and self._drain_loop is not loop:
                 self._drain_loop = loop
                 loop.call_soon(self.drain)
-            return self._add(writer, frame)
+            index = writer.count  # added to the open batch, written by `drain`
+            writer.batch.append(frame)
+            writer.end += len(frame)
+            writer.count = index + 1
+            self.appends += 1
+            self._touched[writer.data_fd] = self.appends
+            return index
 
     def _begin(self, name: str, writer: _Writer, *, batch: bool) -> _Writer:
         """Take the stream's flock and bring the writer up to date with the files; with
@@ -440,15 +441,6 @@ class StreamStore:
             _OPEN_BATCHES.add(self)
         return writer
 
-    def _add(self, writer: _Writer, frame: bytes) -> int:
-        index = writer.count
-        writer.batch.append(frame)
-        writer.end += len(frame)
-        writer.count += 1
-        self.appends += 1
-        self._touched[writer.data_fd] = self.appends
-        return index
-
     def _lock_file(self, writer: _Writer) -> None:
         try:
             fcntl.flock(writer.data_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -469,15 +461,16 @@ class StreamStore:
             offsets.append(pos)
             pos += len(frame)
         data = b"".join(frames)
-        _journal.write_all(writer.data_fd, data, at)
+        if (n := os.pwrite(writer.data_fd, data, at)) != len(data):  # (`write_all` inline)
+            _journal.write_rest(writer.data_fd, data, at, n)
         if writer.width == 8:
             _journal.write_all(writer.idx_fd, offsets.tobytes(), 8 * index)
         elif offsets[-1] < _stream_index.NARROW_LIMIT:
             entries = array("I", offsets).tobytes()
             if index == 0:
                 _journal.write_all(writer.idx_fd, NARROW + entries, 0)
-            else:
-                _journal.write_all(writer.idx_fd, entries, len(NARROW) + 4 * index)
+            elif (n := os.pwrite(writer.idx_fd, entries, len(NARROW) + 4 * index)) != len(entries):
+                _journal.write_rest(writer.idx_fd, entries, len(NARROW) + 4 * index, n)
         else:  # past 4 GiB: the whole index in the 8-byte form, once
             stored = offsets_of(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
             wide = array("Q", stored[:index]) + offsets

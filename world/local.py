@@ -212,11 +212,6 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
 
-def _on_loop() -> bool:
-    """Whether this thread runs an event loop (a call made inline by a coroutine)."""
-    return asyncio._get_running_loop() is not None
-
-
 class LocalWorld(World):
     """Durable storage in files; the default world."""
 
@@ -547,13 +542,14 @@ class LocalWorld(World):
             writer = self._writers[root] = _journal.Writer(path, end, reserve=True)
         if order.streams is not None:  # items a replay would not re-append: durable first
             self._streams.flush(order.streams)
-        frames = [_journal.frame_body(body) for body in bodies]
+        frames = list(map(_journal.frame_body, bodies))
         # On an event loop's thread the append returns before its fdatasync, which overlaps
         # the caller's code up to the next effect or visible write (`_settle`); on another
         # thread (the engine's, driving several families) it waits, as callers there expect.
         durable = not order.lazy
-        data = b"".join(frames)
-        offset = writer.append(data, sync=durable, defer=durable and _on_loop())
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        on_loop = asyncio._get_running_loop() is not None  # called by a coroutine
+        offset = writer.append(data, sync=durable, defer=durable and on_loop)
         self._wrote(writer.path, writer.ino, offset, data)
         if writer.unsettled is not None:
             with self._unsettled_lock:
@@ -1064,6 +1060,8 @@ class LocalWorld(World):
         loop's next turn instead, a failure then raised by the next append or settle. Called
         before anything a reader could see is written (a stream item, a head, a delivery,
         a hook, a family), so nothing that follows from a record is seen before it."""
+        if not self._unsettled and self._settle_failure is None:
+            return  # nothing deferred (most calls: several a step)
         if soon:
             if self._unsettled:
                 _asyncio_loop().call_soon(self._settle_later)
