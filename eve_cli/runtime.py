@@ -337,13 +337,19 @@ class Runtime:
             return False
         return True
 
-    def _meta(self, sid: str) -> dict[str, Any]:
+    def _kept_meta(self, sid: str) -> dict[str, Any] | None:
+        """The meta kept of session ``sid`` (a copy), not checked against the world; None
+        when none is kept."""
         if not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid):
             raise InvalidSessionIdError(
                 f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ - "
                 "(a sub-agent's session adds .<n> parts)"
             )
         known = self._metas.get(sid)
+        return dict(known) if known is not None else None
+
+    def _meta(self, sid: str) -> dict[str, Any]:
+        known = self._kept_meta(sid)
         if known is not None and self.world.family_exists(sid.split(".", 1)[0]):
             return dict(known)  # asked several times a turn: one stat, not a head read
         try:
@@ -604,15 +610,24 @@ class Runtime:
         Raises:
             world.OwnershipError: another process drives this session.
         """
-        await self.call(self._meta, sid)
+        # A session seen before is not looked up again: the engine's run finds out whether
+        # its family is still there (one round trip, not two), and the meta is the one the
+        # view needs (a session's meta never changes).
+        meta = self._kept_meta(sid)
+        if meta is None:
+            meta = await self.call(self._meta, sid)
         try:
             await self.engine.run(sid, wait=wait)
+        except RunNotFoundError:
+            self._metas.pop(sid, None)  # removed since (`eve gc`)
+            self._views.forget(sid)
+            raise SessionNotFoundError(f"no session {sid!r}") from None
         except BaseException:
             self._views.forget(sid)  # it may have taken events that were not stored
             raise
         if not view:
             return {"id": sid, "status": await self.call(self._status, sid)}
-        return await self.call(self.session, sid)
+        return await self.call(self._session, sid, meta)
 
     async def wait(self, sid: str, timeout: float) -> bool:
         """Wait, holding no lock, until the session has a delivery (from any process) or a due
@@ -743,9 +758,18 @@ class Runtime:
     # -- reading ----------------------------------------------------------------------------
     def session(self, sid: str) -> SessionView:
         """The session's view: status, turns with steps and actions, pending requests."""
-        meta = self._meta(sid)
+        return self._session(sid, self._meta(sid))
+
+    def _session(self, sid: str, meta: dict[str, Any]) -> SessionView:
+        """The view of ``sid``, whose meta is ``meta``."""
+        name = events_stream(sid)
+        reader = EventReader(self.world, sid, lambda: meta)
         # Fed only the events appended since the last read, unless the stored ones changed.
-        view = self._views.view(sid, events_stream(sid), lambda start: self.events(sid, start))
+        view = self._views.view(
+            sid, name, lambda start: reader.read(start, self.world.stream_read(name, start))
+        )
+        if view["events"] == 0:  # a session has session.started: one removed just now raises
+            self._meta(sid)
         view["agent"] = view["agent"] or meta.get("agent")
         view["mode"] = view["mode"] or meta.get("mode")
         view["model"] = meta.get("model") or self.agent.model
@@ -812,12 +836,19 @@ class Runtime:
         bytes_ = row.pop("bytes")
         return {"row": row, "events": count, "bytes": bytes_}
 
+    def _present_meta(self, sid: str) -> dict[str, Any] | None:
+        """The meta of ``sid``, whose family is known to be there (its head is being written,
+        or the heads were just read): the kept one, not looked up again; None: not (or no
+        longer) a session."""
+        try:
+            known = self._kept_meta(sid)
+            return known if known is not None else self._meta(sid)
+        except (WorldError, RuntimeErrorBase):
+            return None
+
     def _add_origin(self, row: SessionRow, sid: str) -> None:
         """A fork's row names where it came from (its meta's ``forkedFrom``)."""
-        try:
-            origin = self._meta(sid).get("forkedFrom")
-        except (WorldError, RuntimeErrorBase):
-            return
+        origin = (self._present_meta(sid) or {}).get("forkedFrom")
         if isinstance(origin, dict):
             row["forkedFrom"] = origin
 
@@ -827,10 +858,7 @@ class Runtime:
         return self.world.stream_versions([events_stream(sid)])[0]
 
     def _agent_name(self, sid: str) -> str | None:
-        try:
-            name = self._meta(sid).get("agent")  # kept: no head read (the head is being written)
-        except (WorldError, RuntimeErrorBase):  # not (or no longer) a session: no name
-            return None
+        name = (self._present_meta(sid) or {}).get("agent")  # no head read: it is being written
         return str(name) if name else None
 
     def history(self, sid: str) -> list[dict[str, Any]]:

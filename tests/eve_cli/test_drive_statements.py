@@ -1,0 +1,96 @@
+"""What a drive asks the world around its steps, on a real PostgresWorld (every statement a
+round trip): a session seen before is not looked up again at each use, and its view after the
+drive reads no more than the events' digests and what was appended since."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from eve_cli.runtime import Runtime, SessionNotFoundError
+from tests.eve_cli.rt_support import AgentFactory, reply
+from tests.pg_support import fresh_schema
+from tests.worlds import WorldOpener
+
+
+class _Statements:
+    """Counts the world's statements by name while ``on``."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+        self.seen: collections.Counter[str] = collections.Counter()
+        self.on = False
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    with fresh_schema() as url:
+        yield url
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, sql: dict[str, Any]) -> _Statements:
+    counted = _Statements({str(text): name for name, text in sql.items()})
+    execute = psycopg.Connection.execute
+
+    def counting(conn: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        if counted.on:
+            counted.seen[counted.names.get(str(query), str(query)[:40])] += 1
+        return execute(conn, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    return counted
+
+
+def test_a_drive_looks_its_session_up_once(
+    make_agent: AgentFactory, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from world import PostgresWorld
+
+    agent = make_agent(script=[reply("one"), reply("two"), reply("three")])
+    world = PostgresWorld(postgres_url)
+    counted = _counting(monkeypatch, world._sql)
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=world)
+        sid = await rt.create_session()
+        for text in ("a", "b", "c"):
+            await rt.deliver(sid, text)
+            counted.on = text != "a"  # the first drive reads what this process has not seen
+            view = await rt.drive(sid)
+            counted.on = False
+            assert view["turns"][-1]["status"] == "completed" and view["agent"] == agent.name
+
+    try:
+        asyncio.run(main())
+    finally:
+        world.close()
+    seen = counted.seen
+    # Two drives: the engine's own look at the family before it takes it, and nothing else
+    # asks whether the family is there (the drive, its head's note and its view did, each).
+    assert seen["family"] == 2, seen
+    # The view after the drive reads the events appended since without asking their number.
+    assert seen["stream_length"] == 0, seen
+
+
+def test_a_drive_of_a_session_removed_since_it_was_seen(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
+    agent = make_agent(script=[reply("one"), reply("two")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        sid = await rt.create_session()
+        await rt.deliver(sid, "a")
+        await rt.drive(sid)
+        assert open_world().remove_family(sid)  # `eve gc` in another process
+        with pytest.raises(SessionNotFoundError):
+            await rt.drive(sid)
+        with pytest.raises(SessionNotFoundError):
+            rt.session(sid)
+
+    asyncio.run(main())
