@@ -295,6 +295,12 @@ class WorkflowContext:
         return self._parked
 
     # -- steps -----------------------------------------------------------------------------------
+    async def _network_effect(self, world: World) -> None:
+        """`before_effect` on a network world: on the loop where the world can, else where
+        `io` says."""
+        if not await world.before_effect_on_loop():
+            await self._engine.io(world.before_effect)
+
     @overload
     async def step(
         self,
@@ -358,7 +364,7 @@ class WorkflowContext:
             self._busy = name  # from here: the step may wait (for its effect's order too)
             try:
                 if ordered and world.io is IO.NETWORK:  # it may wait for a round trip
-                    await self._engine.io(world.before_effect)
+                    await self._network_effect(world)
                 else:
                     world.before_effect(observed=ordered)
             except BaseException:

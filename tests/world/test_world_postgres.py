@@ -724,3 +724,117 @@ def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(
     finally:
         owner.close()
         other.close()
+
+
+def _threads_of(world: PostgresWorld, name: str) -> list[str]:
+    """The names of the threads `world.<name>` is called on, from now on."""
+    seen: list[str] = []
+    method = getattr(world, name)
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        return method(*args, **kwargs)
+
+    setattr(world, name, spied)
+    return seen
+
+
+def test_a_session_driven_alone_makes_its_effects_order_on_the_loop(url: str) -> None:
+    """Each step's effect waits for its batch on the loop (no thread hop a step), and what
+    the steps wrote is all there for another worker, each record once."""
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    hops = _threads_of(owner, "before_effect")
+    try:
+        engine = Engine(owner, {"steps": _steps})
+        rid = asyncio.run(engine.start("steps", 20))
+        assert asyncio.run(engine.run(rid)).result == sum(range(20))
+        assert hops == []  # no step's effect waited on a thread
+        records = other.load(rid).records
+        assert [pos for pos, _ in records] == list(range(1, len(records) + 1))
+        steps = [rec["name"] for _, rec in records if rec.get("t") == "step"]
+        assert steps == [f"s{i}" for i in range(20)]
+    finally:
+        owner.close()
+        other.close()
+
+
+def _pending(world: PostgresWorld, rid: str, n: int) -> list[bytes]:
+    bodies = [_codec.encode({"t": "mark", "run": rid, "n": i}) for i in range(n)]
+    world.append(rid, bodies)
+    return bodies
+
+
+def test_a_connection_broken_under_the_loop_writes_the_batch_once_off_it(url: str) -> None:
+    """The pooled connection's backend ended (a database restarted, a proxy cut it): the batch
+    is written on a thread, once, after looking whether the loop's try committed."""
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    sent = _threads_of(owner, "_send_batch")
+    try:
+        rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+        start = len(owner.load(rid).records)
+        lease = owner.acquire(rid)
+        broken = owner._pool_now().getconn()
+        _sql("SELECT pg_terminate_backend(%s)", broken.info.backend_pid)
+        owner._idle_connection = lambda: broken  # type: ignore[method-assign]
+
+        async def effect() -> bool:
+            _pending(owner, rid, 3)
+            return await owner.before_effect_on_loop()
+
+        assert asyncio.run(effect()) is True
+        assert len(sent) == 1 and sent[0] != "MainThread"
+        assert [rec["n"] for _, rec in other.load(rid).records[start:]] == [0, 1, 2]
+        lease.release()
+    finally:
+        owner.close()
+        other.close()
+
+
+def test_a_cancelled_effect_on_the_loop_waits_for_its_batch(url: str) -> None:
+    """Cancelled while its batch is in flight: the cancellation goes through once the answer
+    came (the batch is written, the family's next write goes on after it)."""
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    try:
+        rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+        start = len(owner.load(rid).records)
+        lease = owner.acquire(rid)
+
+        async def main() -> None:
+            _pending(owner, rid, 2)
+            effect = asyncio.ensure_future(owner.before_effect_on_loop())
+            await asyncio.sleep(0)  # (sent: waiting for the answer)
+            effect.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await effect
+            assert len(other.load(rid).records) == start + 2  # written before it went
+            _pending(owner, rid, 1)
+            assert await owner.before_effect_on_loop() is True
+
+        asyncio.run(main())
+        assert len(other.load(rid).records) == start + 3
+        lease.release()
+    finally:
+        owner.close()
+        other.close()
+
+
+def test_a_fenced_worker_is_refused_on_the_loop_too(url: str) -> None:
+    first, second = PostgresWorld(url), PostgresWorld(url)
+    try:
+        rid = asyncio.run(Engine(first, {"steps": _steps}).start("steps", 1))
+        stale = first.acquire(rid)
+        _halt_listener(first)
+        taken = second.acquire(rid, wait=5)
+
+        async def late() -> None:
+            _pending(first, rid, 1)
+            with pytest.raises(OwnershipError, match="taken over"):
+                await first.before_effect_on_loop()
+
+        asyncio.run(late())
+        assert all(rec.get("t") != "mark" for _, rec in second.load(rid).records)
+        taken.release()
+        stale.release()
+    finally:
+        first.close()
+        second.close()
