@@ -1009,7 +1009,11 @@ class PostgresWorld(World):
             conn = self._idle_connection()
             if conn is None:
                 return False
-            batch = self._take_batch(lease)
+            try:
+                batch = self._take_batch(lease)
+            except BaseException:
+                self._put_back(conn, broken=False)
+                raise
             if batch is None:
                 self._put_back(conn, broken=False)
                 return True
@@ -1030,7 +1034,7 @@ class PostgresWorld(World):
         return conn
 
     def _put_back(self, conn: psycopg.Connection[Any], *, broken: bool) -> None:
-        if broken:
+        if broken or conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.close()  # (the pool opens another in its place)
         with contextlib.suppress(psycopg_pool.PoolClosed):
             self._pool_now().putconn(conn)
@@ -1069,7 +1073,9 @@ class PostgresWorld(World):
             cancelled |= late
             value = answer.get_value(0, 0) if answer is not None and answer.ntuples else None
             code = int(value) if value is not None else None
-        self._put_back(conn, broken=code is None)
+        if code is None:  # (an error answer on a sound connection: its statement is looked at anew)
+            self._prepared.discard(conn)
+        self._put_back(conn, broken=pgconn.status != psycopg.pq.ConnStatus.OK)
         if code == 0:
             self._batch_written(batch)
         elif code is None:  # broken, or an error the thread's try reports as it would
