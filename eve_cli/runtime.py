@@ -160,6 +160,7 @@ class Runtime:
         self._views = self.executor.views
         self._metas: dict[str, dict[str, Any]] = {}  # a session's meta never changes
         self._delivery_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._ends: dict[str, _DriveEnd] = {}  # sessions a drive here is driving now
         self.engine.head_note = self._head_note
         self._agent: AgentDefinition | None = None
         if load_agent:
@@ -616,6 +617,11 @@ class Runtime:
         meta = self._kept_meta(sid)
         if meta is None:
             meta = await self.call(self._meta, sid)
+        # What the drive returns is made where its last head is written, under its lease
+        # (see _head_note): not in a round trip of its own after it.
+        end = _DriveEnd(meta, view) if "." not in sid and sid not in self._ends else None
+        if end is not None:
+            self._ends[sid] = end
         try:
             await self.engine.run(sid, wait=wait)
         except RunNotFoundError:
@@ -625,6 +631,11 @@ class Runtime:
         except BaseException:
             self._views.forget(sid)  # it may have taken events that were not stored
             raise
+        finally:
+            if end is not None:
+                del self._ends[sid]
+        if end is not None and end.result is not None:
+            return end.result
         if not view:
             return {"id": sid, "status": await self.call(self._status, sid)}
         return await self.call(self._session, sid, meta)
@@ -760,14 +771,19 @@ class Runtime:
         """The session's view: status, turns with steps and actions, pending requests."""
         return self._session(sid, self._meta(sid))
 
-    def _session(self, sid: str, meta: dict[str, Any]) -> SessionView:
-        """The view of ``sid``, whose meta is ``meta``."""
+    def _session(self, sid: str, meta: dict[str, Any], length: int | None = None) -> SessionView:
+        """The view of ``sid``, whose meta is ``meta`` (``length``: its events' number, when
+        it is known)."""
         name = events_stream(sid)
         reader = EventReader(self.world, sid, lambda: meta)
+
+        def read(start: int) -> list[dict[str, Any]]:
+            if length is not None and start >= length:
+                return []
+            return reader.read(start, self.world.stream_read(name, start))
+
         # Fed only the events appended since the last read, unless the stored ones changed.
-        view = self._views.view(
-            sid, name, lambda start: reader.read(start, self.world.stream_read(name, start))
-        )
+        view = self._views.view(sid, name, read)
         if view["events"] == 0:  # a session has session.started: one removed just now raises
             self._meta(sid)
         view["agent"] = view["agent"] or meta.get("agent")
@@ -831,10 +847,27 @@ class Runtime:
             self._add_origin(row, root)
         else:
             row = self._row(root)
+        if (end := self._ends.get(root)) is not None:
+            self._end_of_drive(root, end)
         if row is None:
             return None
         bytes_ = row.pop("bytes")
         return {"row": row, "events": count, "bytes": bytes_}
+
+    def _end_of_drive(self, sid: str, end: _DriveEnd) -> None:
+        """What the drive of ``sid`` returns, made while its head is written: the family is
+        held, so the stored events are those the kept fold took (none to read back) and no
+        one else appends more before the head is written. One that cannot be made here is
+        made after the drive (as before: an error is raised there)."""
+        end.result = None
+        try:
+            length = self.world.stream_length(events_stream(sid))
+            if end.view:
+                end.result = self._session(sid, end.meta, length)
+            elif (kept := self._views.fold_at(sid, length)) is not None:
+                end.result = {"id": sid, "status": _live_status(kept.view)}
+        except Exception:
+            end.result = None
 
     def _present_meta(self, sid: str) -> dict[str, Any] | None:
         """The meta of ``sid``, whose family is known to be there (its head is being written,
@@ -916,6 +949,16 @@ class Runtime:
     def close(self) -> None:
         self.executor.close()
         self.world.close()
+
+
+@dataclass
+class _DriveEnd:
+    """What a drive of a session returns (``result``: its view if ``view``, else its status),
+    made by the last head write of the drive (`Runtime._end_of_drive`)."""
+
+    meta: dict[str, Any]
+    view: bool
+    result: SessionView | SessionStatus | None = None
 
 
 def _live_status(view: SessionView) -> str:

@@ -13,17 +13,19 @@ import psycopg
 import pytest
 
 from eve_cli.runtime import Runtime, SessionNotFoundError
-from tests.eve_cli.rt_support import AgentFactory, reply
+from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, reply
 from tests.pg_support import fresh_schema
 from tests.worlds import WorldOpener
 
 
 class _Statements:
-    """Counts the world's statements by name while ``on``."""
+    """Counts the world's statements by name while ``on`` (``streams``: those naming a
+    stream, by statement and stream kind: ``events``, ``history``)."""
 
     def __init__(self, names: dict[str, str]) -> None:
         self.names = names
         self.seen: collections.Counter[str] = collections.Counter()
+        self.streams: collections.Counter[tuple[str, str]] = collections.Counter()
         self.on = False
 
 
@@ -39,7 +41,11 @@ def _counting(monkeypatch: pytest.MonkeyPatch, sql: dict[str, Any]) -> _Statemen
 
     def counting(conn: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
         if counted.on:
-            counted.seen[counted.names.get(str(query), str(query)[:40])] += 1
+            name = counted.names.get(str(query), str(query)[:40])
+            counted.seen[name] += 1
+            params = args[0] if args else None
+            if isinstance(params, dict) and isinstance(params.get("name"), str):
+                counted.streams[name, params["name"].split(".", 1)[0]] += 1
         return execute(conn, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", counting)
@@ -75,6 +81,9 @@ def test_a_drive_looks_its_session_up_once(
     assert seen["family"] == 2, seen
     # The view after the drive reads the events appended since without asking their number.
     assert seen["stream_length"] == 0, seen
+    # Nor does it read them: the drive's last head write made it, under the drive's lease,
+    # from the fold the turn fed; their digest is the one read of them.
+    assert counted.streams["stream_read", "events"] == 2, counted.streams
 
 
 def test_a_drive_of_a_session_removed_since_it_was_seen(
@@ -92,5 +101,48 @@ def test_a_drive_of_a_session_removed_since_it_was_seen(
             await rt.drive(sid)
         with pytest.raises(SessionNotFoundError):
             rt.session(sid)
+
+    asyncio.run(main())
+
+
+def test_what_a_drive_returns_is_its_sessions_state_then(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
+    """A drive's view (made while its last head is written) is the view read afterwards; its
+    status too (``view=False``); a turn another process drives in between is in both."""
+    agent = make_agent(
+        script=[
+            reply("one"),
+            reply("", call("danger", x=1)),
+            reply("two"),
+            reply("three"),
+            reply("four"),
+        ],
+        tools={"danger": DANGER_TOOL},
+    )
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        other = Runtime(agent_dir=agent, world=open_world())
+        sid = await rt.create_session()
+        await rt.deliver(sid, "a")
+        view = await rt.drive(sid)
+        assert view["status"] == "waiting" and view == rt.session(sid)
+        await rt.deliver(sid, "b")
+        assert await rt.drive(sid, view=False) == {"id": sid, "status": "parked"}
+        view = rt.session(sid)
+        [request] = view["pending"]
+        await other.respond(sid, [{"requestId": request["requestId"], "approved": True}])
+        await other.drive(sid)  # another process's turn: this one's kept fold is behind
+        assert [t["status"] for t in rt.session(sid)["turns"]] == ["completed", "completed"]
+        await other.deliver(sid, "c")
+        await other.drive(sid)
+        await rt.deliver(sid, "d")
+        view = await rt.drive(sid)
+        assert [t["input"] for t in view["turns"]] == ["a", "b", "c", "d"]
+        assert view == rt.session(sid) == other.session(sid)
+        assert view["turns"][-1]["steps"][-1]["text"] == "four"
+        other.close()
+        rt.close()
 
     asyncio.run(main())
