@@ -364,10 +364,12 @@ class Runtime:
         self._metas[sid] = dict(info.meta)
         return dict(info.meta)
 
-    async def _send(self, sid: str, payload: dict[str, Any]) -> str | int:
-        """Deliver to the session's hook; returns the delivery id, or why it could not be
-        delivered."""
-        token = (await self.call(self._meta, sid)).get("token")
+    async def _send(
+        self, sid: str, payload: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> str | int:
+        """Deliver to the session's hook (``meta``: the session's, when just read); returns the
+        delivery id, or why it could not be delivered."""
+        token = (meta if meta is not None else await self.call(self._meta, sid)).get("token")
         if not token:
             return "this session takes no deliveries"
         try:
@@ -386,25 +388,26 @@ class Runtime:
         # the first wait, so concurrent deliveries keep the order they were made in (a
         # network world's reads return in any order).
         async with self._delivering(sid):
-            await self.call(self._meta, sid)
-            status = await self.call(self._status, sid)
+            # The session looked up once: its status, the events' length and its hook's token
+            # all come from that one look.
+            meta = await self.call(self._meta, sid)
+            status, since = await self.call(self._status_at, sid, meta)
             if status in _ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-            since = await self.call(self.world.stream_length, events_stream(sid))
-            sent = await self._send(sid, compact_message(message, turn_policy))
+            sent = await self._send(sid, compact_message(message, turn_policy), meta)
         if isinstance(sent, str):
             return DeliveryReceipt(sid, "rejected", sent)
-        return DeliveryReceipt(sid, await self._disposition(sid, sent, turn_policy, since))
+        return DeliveryReceipt(sid, await self._disposition(sid, sent, turn_policy, since, meta))
 
     async def _disposition(
-        self, sid: str, delivery: int, policy: str, since: int
+        self, sid: str, delivery: int, policy: str, since: int, meta: dict[str, Any]
     ) -> _receipts.Disposition:
         """Where the message delivered as ``delivery`` goes (`execution._receipts`), read
         from the session's events after the delivery, from the turn under way at ``since``
         (the events' length just before it) on."""
         deadline = time.monotonic() + _receipts.ENDING_WAIT
         while True:
-            events = await self.call(self._events_around, sid, since)
+            events = await self.call(self._events_around, sid, since, meta)
             taken = _receipts.taken_as(events, delivery)
             if taken is not None:
                 return taken
@@ -417,12 +420,12 @@ class Runtime:
                 return "steered"  # no live drive: the turn's replay polls after this delivery
             await asyncio.sleep(0.01)
 
-    def _events_around(self, sid: str, since: int) -> list[dict[str, Any]]:
+    def _events_around(self, sid: str, since: int, meta: dict[str, Any]) -> list[dict[str, Any]]:
         """The session's events from the last phase boundary before ``since`` on (one read,
         unless the turn under way at ``since`` began more than a few events before it)."""
         name = events_stream(sid)
         end = self.world.stream_length(name)
-        reader = self._reader(sid)
+        reader = self._reader(sid, meta)
         first = max(0, since - 16)
         events = reader.read(first, self.world.stream_read(name, first, end), texts=False)
         chunk = 64
@@ -485,12 +488,17 @@ class Runtime:
         ``session.started``): a turn starts with nothing pending, so nothing older matters,
         and a delivery to an old session costs what it costs to a new one. A sleeping turn
         (the sleep tool) is ``running`` here: a message wakes it and is folded in."""
+        return self._status_at(sid)[0]
+
+    def _status_at(self, sid: str, meta: dict[str, Any] | None = None) -> tuple[str, int]:
+        """The session's status (see :meth:`_status`) and the number of events it is of
+        (``meta``: the session's, when just read)."""
         name = events_stream(sid)
-        end = self.world.stream_length(name)
+        end = length = self.world.stream_length(name)
         kept = self._views.fold_at(sid, end)  # a fold of every stored event, kept: no read
         if kept is not None:
-            return _live_status(kept.view)
-        reader = self._reader(sid)
+            return _live_status(kept.view), length
+        reader = self._reader(sid, meta)
         tail: list[dict[str, Any]] = []
         chunk = 16
         while end > 0:
@@ -498,9 +506,9 @@ class Runtime:
             tail[:0] = reader.read(start, self.world.stream_read(name, start, end), texts=False)
             for i in range(len(tail) - 1, -1, -1):
                 if tail[i].get("type") in _TURN_BOUNDARIES:
-                    return _live_status(fold(sid, tail[i:]))
+                    return _live_status(fold(sid, tail[i:])), length
             end, chunk = start, chunk * 4
-        return _live_status(fold(sid, tail))
+        return _live_status(fold(sid, tail)), length
 
     async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
@@ -928,10 +936,13 @@ class Runtime:
         items = self.world.stream_read(name, first, length if end is None else min(end, length))
         return self._reader(sid).read(first, items, texts=texts)
 
-    def _reader(self, sid: str) -> EventReader:
+    def _reader(self, sid: str, meta: dict[str, Any] | None = None) -> EventReader:
         """The session's event reader (stored events leave out what the run's meta has: the
-        continuation token, the creation time their ``at`` counts from)."""
-        return EventReader(self.world, sid, lambda: self._meta(sid))
+        continuation token, the creation time their ``at`` counts from; ``meta``: the
+        session's, when just read)."""
+        return EventReader(
+            self.world, sid, (lambda: meta) if meta is not None else (lambda: self._meta(sid))
+        )
 
     async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""

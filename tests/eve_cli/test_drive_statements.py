@@ -61,12 +61,18 @@ def test_a_drive_looks_its_session_up_once(
     world = PostgresWorld(postgres_url)
     counted = _counting(monkeypatch, world._sql)
 
+    delivered: collections.Counter[str] = collections.Counter()
+
     async def main() -> None:
         rt = Runtime(agent_dir=agent, world=world)
         sid = await rt.create_session()
         for text in ("a", "b", "c"):
-            await rt.deliver(sid, text)
             counted.on = text != "a"  # the first drive reads what this process has not seen
+            drives, streams = counted.seen, counted.streams
+            counted.seen, counted.streams = delivered, collections.Counter()
+            receipt = await rt.deliver(sid, text)
+            counted.seen, counted.streams = drives, streams
+            assert receipt.disposition == "started"
             view = await rt.drive(sid)
             counted.on = False
             assert view["turns"][-1]["status"] == "completed" and view["agent"] == agent.name
@@ -84,6 +90,9 @@ def test_a_drive_looks_its_session_up_once(
     # Nor does it read them: the drive's last head write made it, under the drive's lease,
     # from the fold the turn fed; their digest is the one read of them.
     assert counted.streams["stream_read", "events"] == 2, counted.streams
+    # A delivery looks the session up once (its status, the events' length before it and its
+    # hook's token from that look), then asks the events' length once more for its receipt.
+    assert delivered["family"] == 2 and delivered["stream_length"] == 4, delivered
 
 
 def test_a_drive_of_a_session_removed_since_it_was_seen(
