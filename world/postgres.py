@@ -987,7 +987,9 @@ class PostgresWorld(World):
         # One family's batch pending and nothing in flight (a session driven alone): sent on
         # an idle pooled connection, the loop waiting for its socket, so a step makes no thread
         # hop (~0.15 ms of a step's CPU). Anything else (several families, a batch in flight,
-        # no idle connection, injected faults, a database away) takes `before_effect`.
+        # no idle connection, injected faults, a database away) takes `before_effect`. (The
+        # exchange holds the lease's `flushing` while the loop waits: `close` comes once the
+        # loop's tasks have ended, as eve's commands do.)
         if _faults.ACTIVE or self._away:
             return False
         with self._lock:
@@ -1034,10 +1036,13 @@ class PostgresWorld(World):
         return conn
 
     def _put_back(self, conn: psycopg.Connection[Any], *, broken: bool) -> None:
-        if broken or conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        pool = self._pool  # (None: the world closed meanwhile; no new pool for this)
+        idle = conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if broken or not idle or pool is None:
             conn.close()  # (the pool opens another in its place)
-        with contextlib.suppress(psycopg_pool.PoolClosed):
-            self._pool_now().putconn(conn)
+        if pool is not None:
+            with contextlib.suppress(psycopg_pool.PoolClosed):
+                pool.putconn(conn)
 
     async def _send_on_loop(
         self, lease: _PgLease, batch: _Batch, conn: psycopg.Connection[Any]
