@@ -17,8 +17,9 @@ compact stored form holds (:attr:`Key.compact`), so a stream packs a key from th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 __all__ = [
     "SESSION_END",
@@ -38,14 +39,43 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Key:
+class _Value:
+    """A value made at every step (a key, the keys of a step or call): its attributes are
+    set once, by ``__init__``, and never changed; equal and hashed by ``_FIELDS``. Not a
+    frozen dataclass: its ``__init__`` sets each field through ``object.__setattr__``, which
+    made a key cost twice as much to build (a step builds about ten)."""
+
+    __slots__ = ()
+    _FIELDS: tuple[str, ...] = ()
+
+    def _parts(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Value)
+        return self._parts() == other._parts()
+
+    def __hash__(self) -> int:
+        return hash(self._parts())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"{type(self).__name__}({shown})"
+
+
+class Key(_Value):
     """One item's key: ``text`` as stored (without the generation prefix) and ``compact``,
     the numbers the stream may store instead, after the generation, when the item's own
     fields imply the rest (None: it stores the text; ``()``: the generation alone)."""
 
-    text: str
-    compact: tuple[int, ...] | None = None
+    __slots__ = ("compact", "text")
+    _FIELDS = ("text", "compact")
+
+    def __init__(self, text: str, compact: tuple[int, ...] | None = None) -> None:
+        self.text = text
+        self.compact = compact
 
     def __str__(self) -> str:
         return self.text
@@ -158,23 +188,27 @@ class Request:
         return Key(f"{self.id}:ireq")
 
 
-@dataclass(frozen=True, slots=True)
-class ModelCall:
+class ModelCall(_Value):
     """The keys of model call ``m`` of step ``step`` of turn ``turn``. The first call of a
     step stores its answer, its events and their deltas compactly."""
 
-    turn: int
-    step: int
-    m: int
-    _base: str = field(init=False, repr=False, compare=False)
+    __slots__ = ("_base", "_completed", "_reply", "m", "step", "turn")
+    _FIELDS = ("turn", "step", "m")
 
-    def __post_init__(self) -> None:  # the text every key of the call starts with, made once
-        object.__setattr__(self, "_base", f"t{self.turn}:{self.step}:{self.m}")
+    def __init__(self, turn: int, step: int, m: int) -> None:
+        self.turn, self.step, self.m = turn, step, m
+        # The text every key of the call starts with, and the keys every call stores (asked
+        # twice: by the code storing the item and by the stream checking its compact form),
+        # made once.
+        self._base = base = f"t{turn}:{step}:{m}"
+        compact = (turn, step) if m == 0 else None
+        self._completed = Key(base, () if compact else None)
+        self._reply = Key(base + ":a", compact)
 
     @property
     def completed(self) -> Key:
         """Its ``message.completed`` event."""
-        return Key(self._base, () if self.m == 0 else None)
+        return self._completed
 
     @property
     def requested(self) -> Key:
@@ -184,7 +218,7 @@ class ModelCall:
     @property
     def reply(self) -> Key:
         """Its answer's history item."""
-        return Key(f"{self._base}:a", (self.turn, self.step) if self.m == 0 else None)
+        return self._reply
 
     @property
     def delta_head(self) -> str:
@@ -212,39 +246,43 @@ class ModelCall:
         return Compaction(self._base)
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(_Value):
     """The keys of step ``index`` of turn ``turn``."""
 
-    turn: int
-    index: int
+    __slots__ = ("_base", "_done", "_start", "index", "turn")
+    _FIELDS = ("turn", "index")
+
+    def __init__(self, turn: int, index: int) -> None:
+        self.turn, self.index = turn, index
+        self._base = base = f"t{turn}:{index}"  # as ModelCall's: the keys every step stores
+        self._start = Key(base + ":start", ())
+        self._done = Key(base + ":done", ())
 
     @property
     def start(self) -> Key:
-        return Key(f"t{self.turn}:{self.index}:start", ())
+        return self._start
 
     @property
     def done(self) -> Key:
-        return Key(f"t{self.turn}:{self.index}:done", ())
+        return self._done
 
     @property
     def failed(self) -> Key:
-        return Key(f"t{self.turn}:{self.index}:fail", ())
+        return Key(f"{self._base}:fail", ())
 
     def call(self, m: int) -> ModelCall:
         return _call(self.turn, self.index, m)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(_Value):
     """The keys of the tool call ``call_id`` (the model's id) of turn ``turn``."""
 
-    turn: int
-    call_id: str
-    _base: str = field(init=False, repr=False, compare=False)
+    __slots__ = ("_base", "call_id", "turn")
+    _FIELDS = ("turn", "call_id")
 
-    def __post_init__(self) -> None:  # the text every key of the call starts with, made once
-        object.__setattr__(self, "_base", f"t{self.turn}:{self.call_id}")
+    def __init__(self, turn: int, call_id: str) -> None:
+        self.turn, self.call_id = turn, call_id
+        self._base = f"t{turn}:{call_id}"  # the text every key of the call starts with
 
     @property
     def request(self) -> Request:
