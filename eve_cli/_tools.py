@@ -53,8 +53,9 @@ class Tool:
     effects: Effects = "idempotent"
     timeout: float | None = None  # seconds a call may take in all (across restarts)
 
-    @property
+    @functools.cached_property
     def spec(self) -> ToolSpec:
+        """What the model is told of it: made once (asked at every model call)."""
         return ToolSpec(self.name, self.description, self.parameters)
 
     def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:

@@ -247,9 +247,10 @@ class SessionHost:
         return self.executor.engine.driving <= 1
 
     def find_tool(self, name: str) -> Tool | None:
-        tool = self.agent.tools.get(name)
-        if tool is None and self.agent.mcp:
-            return self.executor.mcp_tool(self.agent, name)
+        agent = self.agent
+        tool = agent.tools.get(name)
+        if tool is None and agent.mcp:
+            return self.executor.mcp_tool(agent, name)
         return tool
 
     async def turn_tools(self) -> tuple[list[ToolSpec], str]:
@@ -411,7 +412,12 @@ class SessionHost:
         self.history.load()
 
     def _window_current(self) -> bool:
-        return self._window is not None and self._window_at == self._window_key()
+        snap = self.snap  # (`_window_key` inline: asked several times a step)
+        return self._window is not None and self._window_at == (
+            snap.history_start,
+            snap.history_len,
+            snap.summary_at,
+        )
 
     def _read_item(self, index: int) -> Message:
         """History item ``index`` as stored (read ahead, else read now)."""
@@ -469,8 +475,12 @@ class SessionHost:
         return count, tokens
 
     def _current_window(self) -> list[Message]:
-        if self._window is None or self._window_at != self._window_key():  # (narrows for mypy)
-            snap = self.snap
+        snap = self.snap
+        if self._window is None or self._window_at != (  # (`_window_key`; narrows for mypy)
+            snap.history_start,
+            snap.history_len,
+            snap.summary_at,
+        ):
             items = self.executor.history_window(snap.id, snap.history_start, snap.history_len)
             state = extend_window(self.executor.world, snap, items, self.executor.window(snap.id))
             self.executor.keep_window(snap.id, state)

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from eve_cli._keys import Key
+from eve_cli._keys import Key, ModelCall
 from eve_cli.harness._deltas import DeltaBuffer
 from eve_cli.harness._host import Reply, StepHost
 from eve_cli.harness._outcome import ModelAnswer
@@ -18,8 +18,9 @@ T = TypeVar("T")
 
 
 def tool_specs(host: StepHost) -> list[ToolSpec]:
-    specs = [t.spec for t in host.agent.tools.values()]
-    for name, sub in host.agent.subagents.items():
+    agent = host.agent
+    specs = [t.spec for t in agent.tools.values()]
+    for name, sub in agent.subagents.items():
         specs.append(
             ToolSpec(
                 name,
@@ -36,8 +37,8 @@ def tool_specs(host: StepHost) -> list[ToolSpec]:
 
 
 def system_prompt(host: StepHost) -> str:
-    config = host.agent.config
-    text = host.agent.instructions
+    agent = host.agent
+    config, text = agent.config, agent.instructions
     if config.output_schema:
         import json
 
@@ -48,9 +49,10 @@ def system_prompt(host: StepHost) -> str:
 
 
 async def call_model(
-    host: StepHost, index: int, m: int, system: str, specs: list[ToolSpec]
+    host: StepHost, index: int, keys: ModelCall, system: str, specs: list[ToolSpec]
 ) -> ModelAnswer:
-    """Model call ``m`` of step ``index``, a durable action, and its reply stored in history."""
+    """Model call ``keys.m`` of step ``index``, a durable action, and its reply stored in
+    history."""
     snap = host.snap
     n = snap.model_calls
     model = host.model()
@@ -61,7 +63,6 @@ async def call_model(
         call_index=n,
         session_id=host.session_id,
     )
-    keys = host.turn.step(index).call(m)
     deltas = DeltaBuffer(host, keys, index)
 
     async def ask() -> ModelResponse:

@@ -9,6 +9,7 @@ model call (:mod:`._model_call`), its streamed text (:mod:`._deltas`), the tool 
 
 from __future__ import annotations
 
+from eve_cli._keys import ModelCall
 from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
 from eve_cli.harness._limits import check_limits
@@ -39,7 +40,7 @@ async def run_step(host: StepHost, index: int) -> StepResult:
         if (limited := check_limits(host, index)) is not None:
             result = limited
             break
-        result = await model_round(host, index, m, usage)
+        result = await model_round(host, index, keys.call(m), usage)
         if result.outcome != "continue":
             break
     if result.outcome == "failed":
@@ -49,9 +50,10 @@ async def run_step(host: StepHost, index: int) -> StepResult:
     return result
 
 
-async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int]) -> StepResult:
-    """Compaction check, one model call, then its tool calls."""
-    keys = host.turn.step(index).call(m)
+async def model_round(
+    host: StepHost, index: int, keys: ModelCall, usage: dict[str, int]
+) -> StepResult:
+    """Compaction check, one model call (``keys``: its keys), then its tool calls."""
     system = system_prompt(host)
     specs = tool_specs(host)
     await host.load_history()  # off the loop where reads wait: the checks below read none
@@ -60,7 +62,7 @@ async def model_round(host: StepHost, index: int, m: int, usage: dict[str, int])
         await host.load_history()  # the window moved: read for the model call, off the loop
     if await host.cancel_requested():  # an action boundary: no model call after a cancel
         return StepResult("cancelled")
-    answer = await call_model(host, index, m, system, specs)
+    answer = await call_model(host, index, keys, system, specs)
     if answer.error is not None:
         return StepResult("failed", answer.error)
     if answer.cancelled:
