@@ -228,7 +228,8 @@ class WorkflowContext:
 
     def _next_command(self) -> JournalRecord | None:
         """The next recorded command; None past the end of the journal."""
-        self._check_alive()
+        if self._parked is not None or self._busy:  # (`_check_alive`'s test inline)
+            self._check_alive()  # raises
         records = self._run.records
         while self._pos < len(records) and records[self._pos].get("t") not in COMMANDS:
             self._pos += 1
@@ -522,7 +523,7 @@ class WorkflowContext:
         # An empty poll records nothing (it runs at every step boundary of a turn). A poll
         # that took payloads records how many empty polls came before it since the last
         # record, so a replay returns [] to exactly those and the payloads to this one.
-        if self._hooks_due:
+        if self._new_hooks or self._closed_hooks or self._unchecked_hooks:  # (`_hooks_due`)
             await self._settle_hooks()
         rec = self._next_command()
         if rec is not None:
@@ -548,10 +549,11 @@ class WorkflowContext:
         items = family.take(token, limit)
         if not items and not family.inbox_unchanged(world.known_inbox_end(family.root)):
             if world.io is IO.NETWORK:
-                await self._engine.io(family.read_inbox, world)
+                read = await self._engine.io(family.read_inbox, world)
             else:  # a stat, inline (a turn polls several times a step)
-                family.read_inbox(world)
-            items = family.take(token, limit)
+                read = family.read_inbox(world)
+            if read:
+                items = family.take(token, limit)
         return items
 
     async def _take(self, token: str, items: list[InboxItem], poll: int | None = None) -> list[Any]:

@@ -329,15 +329,17 @@ class Family:
         extra = sorted(i for i in self.consumed if i >= watermark)
         return {"w": watermark, "x": extra}
 
-    def read_inbox(self, world: World) -> None:
-        """Pick up deliveries that arrived since the last read."""
+    def read_inbox(self, world: World) -> bool:
+        """Pick up deliveries that arrived since the last read; False when there were none
+        (nothing to take that was not there before)."""
         end = world.inbox_end(self.root)
-        if self.inbox_unchanged(end):
-            return  # unchanged since a read that reached its end (a turn polls every step)
+        if end == self.inbox_mark == self.inbox_next:  # (`inbox_unchanged` inline)
+            return False  # unchanged since a read that reached its end (a turn polls every step)
         self.inbox_mark = end
         items, self.inbox_next = world.read_inbox(self.root, self.inbox_next)
         self.pending.extend(items)
         self.items.update((item.id, item) for item in items)
+        return bool(items)
 
     def inbox_unchanged(self, end: int | None) -> bool:
         """Whether an inbox at mark `end` holds nothing `read_inbox` has not read."""
