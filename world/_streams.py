@@ -427,7 +427,7 @@ class StreamStore:
                 self._sync(name, writer)
                 st = os.fstat(writer.data_fd)
             writer.ino = st.st_ino
-            writer.seen = _identity(st)
+            writer.seen = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)  # `_identity`
         except BaseException as exc:
             fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
             writer.end = -1

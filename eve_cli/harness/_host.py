@@ -20,7 +20,7 @@ from eve_cli.harness._outcome import CallResult
 from eve_cli.models import Message, Model, ToolSpec
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # (as ModelAnswer, not frozen: one a step)
 class Reply:
     """A model call's answer, the one form the harness gives the host to keep."""
 
@@ -30,7 +30,7 @@ class Reply:
     call_errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> error, raw
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # (as Reply)
 class StoredReply:
     """A model call's reply as stored: its history item and its calls' argument errors."""
 

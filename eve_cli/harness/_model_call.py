@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eve_cli._keys import Key, ModelCall
 from eve_cli.harness._deltas import DeltaBuffer
@@ -14,11 +14,28 @@ from eve_cli.harness._outcome import ModelAnswer
 from eve_cli.models import ModelError, ModelRequest, ModelResponse, ToolSpec
 from world import STORAGE_ERRORS
 
+if TYPE_CHECKING:
+    from eve_cli._loader import AgentDefinition
+
 T = TypeVar("T")
 
 
+# The last agent definition whose specs were made, with them: a definition is loaded once a
+# turn and asked at every step (the same list, whose token estimate is then kept too).
+_SPECS: list[tuple[AgentDefinition, list[ToolSpec]]] = []
+
+
 def tool_specs(host: StepHost) -> list[ToolSpec]:
+    """What the model is told of the agent's tools and sub-agents (not to be changed)."""
     agent = host.agent
+    if _SPECS and _SPECS[0][0] is agent:
+        return _SPECS[0][1]
+    specs = _tool_specs(agent)
+    _SPECS[:] = [(agent, specs)]
+    return specs
+
+
+def _tool_specs(agent: AgentDefinition) -> list[ToolSpec]:
     specs = [t.spec for t in agent.tools.values()]
     for name, sub in agent.subagents.items():
         specs.append(
@@ -56,22 +73,20 @@ async def call_model(
     snap = host.snap
     n = snap.model_calls
     model = host.model()
-    request = ModelRequest(
-        system=system,
-        messages=[],
-        tools=specs,
-        call_index=n,
-        session_id=host.session_id,
-    )
     deltas = DeltaBuffer(host, keys, index)
 
     async def ask() -> ModelResponse:
         messages, (_, tokens) = host.read_history(), host.history_tokens()
         served, note = await host.turn_tools()  # MCP servers' tools, read live (not replayed)
-        fields = {"messages": messages, "messages_tokens": tokens}
-        if served or note:
-            fields.update(tools=[*specs, *served], system=system + note)
-        return await model.generate(ModelRequest(**{**request.__dict__, **fields}), deltas.add)
+        request = ModelRequest(
+            system=system + note,
+            messages=messages,
+            tools=[*specs, *served] if served else specs,
+            call_index=n,
+            session_id=host.session_id,
+            messages_tokens=tokens,
+        )
+        return await model.generate(request, deltas.add)
 
     async def generate() -> dict[str, Any]:
         try:

@@ -8,7 +8,7 @@ from typing import Any, Literal, TypedDict
 Outcome = Literal["continue", "done", "park", "failed", "cancelled"]
 
 
-@dataclass
+@dataclass(slots=True)
 class StepResult:
     outcome: Outcome
     error: str | None = None
@@ -34,7 +34,7 @@ class CallResult(TypedDict):
     isError: bool
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made at every step, and a frozen one costs twice as much
 class ModelAnswer:
     """What a step's model call gave the step: the reply as history holds it (``index``),
     or why there is none (``error``; ``cancelled``, with what it had streamed: ``partial``)."""

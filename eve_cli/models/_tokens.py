@@ -85,8 +85,16 @@ def estimate_with(system: str, messages_tokens: int, tools: Iterable[ToolSpec]) 
     """:func:`estimate_request` of a request whose messages estimate ``messages_tokens`` (the
     sum of :func:`message_tokens` over them)."""
     total = estimate_text(system) + _PER_MESSAGE + messages_tokens
-    total += sum(_tool_tokens(tool) for tool in tools)
-    return total
+    tools = tuple(tools)
+    kept, tokens = _LAST_TOOLS[0]
+    if tools != kept:  # (the same specs at every step: compared by identity, in C)
+        tokens = sum(_tool_tokens(tool) for tool in tools)
+        _LAST_TOOLS[0] = (tools, tokens)
+    return total + tokens
+
+
+# The tool specs last estimated, with their sum (a step estimates the same ones twice or more).
+_LAST_TOOLS: list[tuple[tuple[ToolSpec, ...], int]] = [((), 0)]
 
 
 def message_tokens(message: Message) -> int:
