@@ -161,8 +161,8 @@ class Family:
         generation began at `gen_at`."""
         kind = rec["t"]
         out: dict[str, Any] = {"t": kind}
-        if rec["run"] != self.root:
-            out["r"] = self._relative(rec["run"])
+        if (run_id := rec["run"]) != self.root:
+            out["r"] = run_id[len(self.root) + 1 :]  # (`_relative` inline: every record)
         if kind in START_TYPES:
             out["at"] = rec["at"]
         else:

@@ -437,8 +437,9 @@ class StreamStore:
             raise
         if batch:
             writer.batch_at, writer.batch_index = writer.end, writer.count
+            if not self._batched:  # (listed once until `drain`: a step opens two batches)
+                _OPEN_BATCHES.add(self)
             self._batched[name] = writer
-            _OPEN_BATCHES.add(self)
         return writer
 
     def _lock_file(self, writer: _Writer) -> None:
