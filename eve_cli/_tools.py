@@ -106,20 +106,28 @@ class Tool:
         if self.ctx_param is not None:
             kwargs[self.ctx_param] = ctx
         try:
-            if inspect.iscoroutinefunction(self.fn):
+            if self._is_async:
                 value = await self.fn(**kwargs)
             else:
                 # Off the event loop, so streaming, tails and cancel stay live meanwhile.
                 value = await run_sync(self.fn, kwargs, wait)
-                if inspect.isawaitable(value):
+                if type(value) not in _PLAIN and inspect.isawaitable(value):
                     value = await value
         except Exception as exc:
             return ToolResult(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}", True)
         return ToolResult(render_result(value))
 
+    @functools.cached_property
+    def _is_async(self) -> bool:  # asked at every call (inspect's test is five calls)
+        return inspect.iscoroutinefunction(self.fn)
+
     def timed_out(self) -> str:
         """The result of a call that ran past its ``timeout``."""
         return f"Tool {self.name!r} timed out after {self.timeout:g} s (its timeout)"
+
+
+# What a tool function returns that is never awaitable (its exact type): no ABC check.
+_PLAIN = frozenset({str, dict, list, int, float, bool, type(None)})
 
 
 @functools.cache

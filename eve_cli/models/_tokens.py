@@ -15,6 +15,9 @@ from eve_cli.models._base import Message, ModelRequest, ToolCall, ToolSpec, Usag
 __all__ = ["estimate_request", "estimate_text", "estimate_usage"]
 
 _PER_MESSAGE = 4
+# `json.dumps(value, ensure_ascii=False)` without building an encoder at every call (a step
+# estimates its calls' arguments twice).
+_as_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def estimate_text(text: str) -> int:
@@ -29,7 +32,7 @@ def _message_text(message: Message) -> str:
     parts: list[str] = [str(message.get("content") or "")]
     for call in message.get("tool_calls") or ():
         parts.append(str(call.get("name", "")))
-        parts.append(json.dumps(call.get("arguments") or {}, ensure_ascii=False))
+        parts.append(_as_json(call.get("arguments") or {}))
     return " ".join(parts)
 
 
@@ -128,5 +131,5 @@ def estimate_usage(request: ModelRequest, text: str, calls: Iterable[ToolCall]) 
     out = estimate_text(text)
     for call in calls:
         args: Any = call.arguments if call.arguments is not None else call.raw_arguments
-        out += estimate_text(call.name) + estimate_text(json.dumps(args, ensure_ascii=False))
+        out += estimate_text(call.name) + estimate_text(_as_json(args))
     return Usage(input_tokens=estimate_request(request), output_tokens=out, estimated=True)
