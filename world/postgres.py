@@ -259,6 +259,7 @@ class _PgLease(Lease):
         self.last_mark = 0  # the world's stream mark after this family's latest append
         self.flushing = threading.Lock()
         self.since: float | None = None  # when the batch got its first entry (monotonic)
+        self.taken = 0  # batches taken to be written
         self.failure: BaseException | None = None  # a batch that could not be written
         # Owners of hook tokens claimed by or looked up for runs of the family: no one else
         # claims or releases them while the lease is held (a finished run's are released by
@@ -347,7 +348,9 @@ class _Flusher(threading.Thread):
         super().__init__(name="eve-pg-flusher", daemon=True)
         self.world = world
         self.cond = threading.Condition(threading.Lock())
-        self.urgent: dict[_PgLease, float] = {}  # lease: when its batch is to be written
+        # lease: when its batch is to be written, and which batch (`taken`: one written by
+        # someone else meanwhile is not the flusher's to write early)
+        self.urgent: dict[_PgLease, tuple[float, int]] = {}
         self.until = math.inf  # when the flusher looks next (monotonic)
         self.idle = False
         self.stop = False
@@ -355,7 +358,9 @@ class _Flusher(threading.Thread):
     def early(self, lease: _PgLease) -> None:
         due = time.monotonic() + EFFECT_WAIT
         with self.cond:
-            self.urgent.setdefault(lease, due)
+            asked = self.urgent.get(lease)
+            if asked is None or asked[1] != lease.taken:  # (else the same batch, asked before)
+                self.urgent[lease] = (due, lease.taken)
             self.idle = False
             if due < self.until:  # (else it looks by then anyway)
                 self.cond.notify()
@@ -377,7 +382,7 @@ class _Flusher(threading.Thread):
                     wait = BATCH_WAIT / 2
                 now = time.monotonic()
                 if self.urgent:
-                    first = min(self.urgent.values()) - now
+                    first = min(due for due, _ in self.urgent.values()) - now
                     wait = first if wait is None else min(wait, first)
                 if not self.stop and (wait is None or wait > 0):
                     self.until = math.inf if wait is None else now + wait
@@ -386,9 +391,9 @@ class _Flusher(threading.Thread):
                 if self.stop:
                     return
                 now = time.monotonic()
-                urgent = {lease for lease, due in self.urgent.items() if due <= now}
-                for lease in urgent:
-                    del self.urgent[lease]
+                due_now = [lease for lease, (due, _) in self.urgent.items() if due <= now]
+                # (one whose batch was written meanwhile is not written early: a later waits)
+                urgent = {lease for lease in due_now if self.urgent.pop(lease)[1] == lease.taken}
             with world._lock:
                 leases = list(world._leases.values())
             for lease in leases:
@@ -847,6 +852,7 @@ class PostgresWorld(World):
             durable, lease.durable = lease.durable, False
             first = lease.next_pos - len(frames)
             lease.since = None
+            lease.taken += 1
         if lease.failure is not None:
             raise lease.failure
         if not items and not frames:

@@ -838,3 +838,46 @@ def test_a_fenced_worker_is_refused_on_the_loop_too(url: str) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_an_unobserved_effect_waits_from_its_own_start(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two quick model calls in a row: the second's batch is not written at the time the
+    first asked for (that batch went with the first call's next effect)."""
+    monkeypatch.setattr(postgres, "EFFECT_WAIT", 1.0)
+    monkeypatch.setattr(postgres, "BATCH_WAIT", 10.0)
+    owner = PostgresWorld(url)
+    batches: list[str] = []
+    write = owner._write_batch
+
+    def counted(lease: Any) -> None:
+        write(lease)
+        batches.append(threading.current_thread().name)
+
+    owner._write_batch = counted  # type: ignore[method-assign]
+    try:
+        rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+        mark = [_codec.encode({"t": "mark", "run": rid})]
+        lease = owner.acquire(rid)
+
+        async def two_steps() -> None:
+            started = time.monotonic()
+            owner.append(rid, mark)
+            owner.before_effect(observed=False)  # due at 1.0 s
+            await asyncio.sleep(0.05)
+            owner.append(rid, mark)
+            owner.before_effect()  # that batch written here
+            await asyncio.sleep(0.8 - (time.monotonic() - started))
+            owner.append(rid, mark)
+            owner.before_effect(observed=False)  # due at 1.8 s, not at 1.0 s
+            await asyncio.sleep(1.2 - (time.monotonic() - started))
+            owner.append(rid, mark)
+            owner.before_effect()
+
+        batches.clear()
+        asyncio.run(two_steps())
+        assert batches == ["MainThread", "MainThread"]
+        lease.release()
+    finally:
+        owner.close()
