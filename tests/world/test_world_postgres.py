@@ -683,14 +683,7 @@ def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(
     monkeypatch.setattr(postgres, "EFFECT_WAIT", 0.5, raising=False)
     monkeypatch.setattr(postgres, "BATCH_WAIT", 10.0)
     owner, other = PostgresWorld(url), PostgresWorld(url)
-    batches: list[str] = []
-    write = owner._write_batch
-
-    def counted(lease: Any) -> None:
-        write(lease)
-        batches.append(threading.current_thread().name)
-
-    owner._write_batch = counted  # type: ignore[method-assign]
+    batches = _threads_of(owner, "_write_batch", after=True)
     try:
         rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
         mark = [_codec.encode({"t": "mark", "run": rid})]
@@ -726,14 +719,19 @@ def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(
         other.close()
 
 
-def _threads_of(world: PostgresWorld, name: str) -> list[str]:
-    """The names of the threads `world.<name>` is called on, from now on."""
+def _threads_of(world: PostgresWorld, name: str, *, after: bool = False) -> list[str]:
+    """The names of the threads `world.<name>` is called on, from now on (`after`: each
+    once the call returned, so a waiter seeing it knows the call's work is done)."""
     seen: list[str] = []
     method = getattr(world, name)
 
     def spied(*args: Any, **kwargs: Any) -> Any:
-        seen.append(threading.current_thread().name)
-        return method(*args, **kwargs)
+        if not after:
+            seen.append(threading.current_thread().name)
+        result = method(*args, **kwargs)
+        if after:
+            seen.append(threading.current_thread().name)
+        return result
 
     setattr(world, name, spied)
     return seen
@@ -848,14 +846,7 @@ def test_an_unobserved_effect_waits_from_its_own_start(
     monkeypatch.setattr(postgres, "EFFECT_WAIT", 1.0)
     monkeypatch.setattr(postgres, "BATCH_WAIT", 10.0)
     owner = PostgresWorld(url)
-    batches: list[str] = []
-    write = owner._write_batch
-
-    def counted(lease: Any) -> None:
-        write(lease)
-        batches.append(threading.current_thread().name)
-
-    owner._write_batch = counted  # type: ignore[method-assign]
+    batches = _threads_of(owner, "_write_batch", after=True)
     try:
         rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
         mark = [_codec.encode({"t": "mark", "run": rid})]
