@@ -40,10 +40,14 @@ _Job = tuple["concurrent.futures.Future[Any]", Callable[[], Any]]
 
 class ToolThreads:
     """Runs callables on daemon threads that end when idle: one per call in flight, up to
-    ``most`` at once (later calls wait for a thread to finish one, as in a pool)."""
+    ``most`` at once (later calls wait for a thread to finish one, as in a pool); its threads
+    are named ``name``."""
 
-    def __init__(self, idle: float = IDLE_SECONDS, most: int = MAX_THREADS) -> None:
+    def __init__(
+        self, idle: float = IDLE_SECONDS, most: int = MAX_THREADS, name: str = "eve-tool"
+    ) -> None:
         self._idle_seconds = idle
+        self._name = name
         self._most = most
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._idle = 0  # threads waiting for a job and not yet promised one
@@ -62,7 +66,7 @@ class ToolThreads:
                 self._waiting += 1  # the next thread to finish a job takes it
                 return future
             self._threads += 1
-        threading.Thread(target=self._work, name="eve-tool", daemon=True).start()
+        threading.Thread(target=self._work, name=self._name, daemon=True).start()
         return future
 
     def _work(self) -> None:

@@ -243,11 +243,11 @@ def test_tool_threads_end_when_idle_and_every_job_runs() -> None:
 
     from eve_cli._tool_threads import ToolThreads
 
+    # The threads of this pool only: the process's own pool ends its idle threads meanwhile.
     def tool_threads() -> int:
-        return sum(t.name == "eve-tool" for t in threading.enumerate())
+        return sum(t.name == "eve-tool-under-test" for t in threading.enumerate())
 
-    before = tool_threads()
-    pool = ToolThreads(idle=0.2)
+    pool = ToolThreads(idle=0.2, name="eve-tool-under-test")
     futures = [pool.submit(lambda i=i: i * i) for i in range(50)]  # type: ignore[misc]
     assert [f.result(timeout=5) for f in futures] == [i * i for i in range(50)]
     slow = [pool.submit(lambda: time.sleep(0.3)) for _ in range(3)]  # at once: three threads
@@ -257,7 +257,7 @@ def test_tool_threads_end_when_idle_and_every_job_runs() -> None:
     with pytest.raises(ZeroDivisionError):
         failing.result(timeout=5)
     deadline = time.monotonic() + 5
-    while tool_threads() > before and time.monotonic() < deadline:
+    while tool_threads() > 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert tool_threads() == before  # no thread is left waiting (D5)
+    assert tool_threads() == 0  # no thread is left waiting (D5)
     assert pool.submit(lambda: "again").result(timeout=5) == "again"
