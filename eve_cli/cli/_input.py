@@ -92,6 +92,20 @@ class LineEditor:
             enable_history_search=False,
         )
         self._kept = ""  # typed at a prompt that was taken away (a sleep ended): shown again
+        self._answers: PromptSession[str] = PromptSession(history=InMemoryHistory())
+
+    def ask(self, prompt: str) -> str:
+        """An answer to a question the chat asks (approve, a result, try again).
+
+        Ctrl-C is read as a key, as at the message prompt: a SIGINT's effect depends on where
+        in the program it lands, and at a plain ``input()`` one was once lost (the chat then
+        waited for an answer that had been given).
+
+        Raises:
+            KeyboardInterrupt: Ctrl-C.
+            EOFError: Ctrl-D on an empty line.
+        """
+        return self._answers.prompt(prompt)
 
     def read(self, prompt: str = "› ") -> str | None:
         """The next message; None at Ctrl-D on an empty line.

@@ -282,7 +282,9 @@ def _renderer(terminal: bool, json_: bool, one_shot: bool, data_dir: Where) -> R
 
         history = data_dir.path if data_dir.url is None and data_dir.path.is_dir() else None
         editor = LineEditor(history, SLASH_HELP)
-        return RichRenderer(read_line=editor.read, read_line_async=editor.read_async)
+        return RichRenderer(
+            input_fn=editor.ask, read_line=editor.read, read_line_async=editor.read_async
+        )
     return PlainRenderer()
 
 
