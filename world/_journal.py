@@ -86,10 +86,14 @@ _GAP_BODY = b"\xa1t\xa3gap"  # a gap record's body after its map's first byte: k
 def _check_frame(obj: Any, decode: bool = True) -> tuple[dict[str, Any], int] | None:
     """The record of a valid frame and its checksum; None when the frame is damaged.
     `decode=False`: the checksum only, the record read as `{}` (or `{"t": "gap"}`)."""
-    if not (isinstance(obj, list) and len(obj) == 3 and obj[0] == FRAME_VERSION):
+    # `type(...) is int`: msgpack's true reads as a bool, and True == 1 (a damaged version byte
+    # 0x01 -> 0xc3 passed for the frame version).
+    if not (isinstance(obj, list) and len(obj) == 3 and type(obj[0]) is int):
         return None
-    _, crc, body = obj
-    if not isinstance(body, bytes) or not isinstance(crc, int) or zlib.crc32(body) != crc:
+    version, crc, body = obj
+    if version != FRAME_VERSION or type(crc) is not int or not isinstance(body, bytes):
+        return None
+    if zlib.crc32(body) != crc:
         return None
     if not decode:
         return ({"t": "gap"} if body[1:7] == _GAP_BODY else {}), crc

@@ -81,6 +81,21 @@ def test_flipped_byte_in_the_whole_last_record_is_damage_not_a_torn_tail(
     assert "not a write cut short" in str(err.value)
 
 
+@pytest.mark.parametrize("version", [b"\xc3", b"\xc2", b"\x02"])  # true, false, 2
+def test_a_frame_version_byte_turned_into_another_value_is_damage(
+    journal: tuple[Path, list[int]], version: bytes
+) -> None:
+    # msgpack's true decodes to True, and True == 1: it once passed for the frame version.
+    path, offsets = journal
+    data = bytearray(path.read_bytes())
+    assert data[offsets[2] + 1] == 0x01  # fixarray(3), then the version
+    data[offsets[2] + 1 : offsets[2] + 2] = version
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptJournalError) as err:
+        _journal.read_file(str(path))
+    assert err.value.offset == offsets[2]
+
+
 def test_a_write_cut_short_is_a_torn_tail_also_inside_reserved_space(
     journal: tuple[Path, list[int]],
 ) -> None:
