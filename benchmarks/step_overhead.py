@@ -13,8 +13,9 @@ to a fresh file in as many writes as the turn had durable actions, each write fo
   costs beyond its fsyncs, whichever way they are made.
 * ``step_overhead.waiting``: the same steps with a scripted model that waits once a call (a
   timer of 1 µs, as a network model waits for its first bytes), in its own session, turns
-  alternated with the others: nothing then lets the model's record share the fsync of the
-  tool result before it (``fsyncs`` says how many a step made).
+  alternated with the others: the loop turns during the call, and the records before it
+  share the tool's fsync only because the world waits for that effect (``fsyncs`` says how
+  many a step made).
 * ``step_overhead.fsyncs``: fsync/fdatasync calls per step (``baseline``: durable actions per
   step, the floor's count).
 * ``step_overhead.bytes``: bytes written to the data directory per step.

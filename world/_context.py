@@ -338,12 +338,12 @@ class WorkflowContext:
 
         The stream items appended before it are written before `fn` runs, so whoever sees
         its effects can read them, and every record before it is durable; ``ordered=False``
-        (for a function no one observes, such as a request to a model) leaves the items to
-        the loop's next turn or the next ordered step, and may begin `fn` while the records
-        before it are being made durable: they are durable from its first wait on (see
-        `World.settle`). ``tracked``: each run of `fn` is journaled (durably) before it
-        begins, so a run after a crash knows the one before was interrupted
-        (`current_step().interrupted`). `fn` may journal progress (`StepRun.record`).
+        (for a function no one observes, such as a request to a model) leaves the items and
+        the records before it to be written and made durable a moment later or by the next
+        ordered step, whichever comes first (see `World.before_effect`). ``tracked``: each
+        run of `fn` is journaled (durably) before it begins, so a run after a crash knows
+        the one before was interrupted (`current_step().interrupted`). `fn` may journal
+        progress (`StepRun.record`).
         """
         if self._new_hooks or self._closed_hooks or self._unchecked_hooks:  # `_hooks_due`
             await self._settle_hooks()  # claimed before `fn` runs

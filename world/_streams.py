@@ -12,7 +12,10 @@ stream's `flock` and the items up to the loop's next turn are written with one w
 data and one for the index (a step appends several items at once; each on its own cost five
 system calls). The index of an item is fixed when it is appended, as the lock is held until
 the batch is written. Every read, flush and close of the store writes the open batches first;
-a write that fails is raised by the store's next append, read or flush.
+a write that fails is raised by the store's next append, read or flush. The owner may `hold`
+the batches for a moment: writing an item makes the journal records before it durable first,
+and one written as the loop waits for a model's first bytes cost a step a second `fdatasync`;
+held, it goes with the tool's effect, which writes the batches and settles the records in one.
 
 A store keeps the offsets it last read of each stream with the data file's inode and size:
 while one `stat` shows both unchanged, reads use them as they are (a turn reads its streams a
@@ -28,6 +31,7 @@ import fcntl
 import os
 import sys
 import threading
+import time
 import weakref
 import zlib
 from array import array
@@ -194,6 +198,8 @@ class StreamStore:
         self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
         self._batched: dict[str, _Writer] = {}
         self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
+        self._drain_due = 0.0  # `hold`: not before then (time.monotonic)
+        self._drain_timer: asyncio.AbstractEventLoop | None = None  # `_drain_later` due on it
         self._failure: StorageError | None = None
         self._created: set[int] = set()  # data files this store created, entry not yet durable
         self._fd_paths: dict[int, str] = {}  # data fd -> its file (for error messages)
@@ -402,7 +408,7 @@ class StreamStore:
                     return index
             if loop is not None and self._drain_loop is not loop:
                 self._drain_loop = loop
-                loop.call_soon(self.drain)
+                loop.call_soon(self._drain_when_due, loop)
             index = writer.count  # added to the open batch, written by `drain`
             writer.batch.append(frame)
             writer.end += len(frame)
@@ -488,6 +494,26 @@ class StreamStore:
             self.after_write(self._strings(name)[0], writer.ino, at, data)
         touched(writer.watched)  # tails in this process wake at once
         return index
+
+    def hold(self, seconds: float) -> None:
+        """Leave the open batches, and those opened meanwhile, to be written ``seconds`` from
+        now by the loop (unless something writes them first: a read, a flush, an effect)."""
+        self._drain_due = time.monotonic() + seconds
+
+    def _drain_when_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._drain_loop is not loop:
+            return  # written meanwhile
+        left = self._drain_due - time.monotonic()
+        if left > 0.0001:  # held: one timer waits for the time, later calls find it there
+            if self._drain_timer is not loop:
+                self._drain_timer = loop
+                loop.call_later(left, self._drain_later, loop)
+            return
+        self.drain()
+
+    def _drain_later(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._drain_timer = None
+        self._drain_when_due(loop)
 
     def drain(self) -> None:
         """Write every open batch now (then their flocks are released)."""

@@ -336,9 +336,9 @@ class World(ABC):
         """Call before an effect outside the world begins (a step's function): every record
         appended so far is durable before it, and every stream item appended so far can be
         read by anyone who sees the effect. `observed=False`, for an effect no one observes
-        (a request to a model): the world may let the effect begin while it makes them so;
-        they are still durable before anything that follows is stored or seen (a world on
-        an event loop finishes at the loop's next turn, that is, once the caller waits)."""
+        (a request to a model): the world may let the effect begin while it makes them so, and
+        wait a moment (a few ms) for the next effect to make them so with its own; they are
+        still durable before anything that follows is stored or seen."""
 
     async def before_effect_on_loop(self) -> bool:
         """`before_effect()` for a caller on an event loop, made without a thread where the

@@ -208,6 +208,11 @@ class _FileLease(Lease):
             self._lock.release()
 
 
+# Seconds the records and stream items before an effect no one observes (a model's request)
+# wait for the next effect, which makes them durable and readable with its own in one go.
+EFFECT_WAIT = 0.002
+
+
 def _asyncio_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
@@ -240,6 +245,8 @@ class LocalWorld(World):
         self._unsettled: set[str] = set()  # families with a deferred record not yet durable
         self._unsettled_lock = threading.Lock()
         self._settle_failure: StorageError | None = None  # from a settle run by the loop
+        self._settle_due: float | None = None  # when a settle is due (`_settle_by`)
+        self._settle_timer: asyncio.AbstractEventLoop | None = None  # `_settle_when_due` on it
         self._leased: set[str] = set()
         self._inbox_ends: dict[str, int] = {}
         self._inbox_paths: dict[str, str] = {}
@@ -1053,19 +1060,22 @@ class LocalWorld(World):
             self._streams.drain()  # open batches written: a reader can see them
             self._settle()
         else:
+            self._streams.hold(EFFECT_WAIT)
             self._settle(soon=True)
 
     def _settle(self, *, soon: bool = False) -> None:
-        """Wait until every deferred record is durable; `soon` (on an event loop): at the
-        loop's next turn instead, a failure then raised by the next append or settle. Called
+        """Wait until every deferred record is durable; `soon` (on an event loop):
+        `EFFECT_WAIT` later instead (`_settle_by`), a failure then raised by the next append
+        or settle. Called
         before anything a reader could see is written (a stream item, a head, a delivery,
         a hook, a family), so nothing that follows from a record is seen before it."""
         if not self._unsettled and self._settle_failure is None:
             return  # nothing deferred (most calls: several a step)
         if soon:
             if self._unsettled:
-                _asyncio_loop().call_soon(self._settle_later)
+                self._settle_by(_asyncio_loop())
             return
+        self._settle_due = None
         failure, self._settle_failure = self._settle_failure, None
         if failure is not None:
             raise failure
@@ -1082,7 +1092,25 @@ class LocalWorld(World):
                 if writer is None or writer.unsettled is None:
                     self._unsettled.discard(root)
 
-    def _settle_later(self) -> None:
+    def _settle_by(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Settle `EFFECT_WAIT` after the first effect no one observes since the last settle:
+        a quick one (a model's call) is followed by an effect that settles first (a tool's),
+        and the records before both share its `fdatasync`."""
+        if self._settle_due is None:
+            self._settle_due = time.monotonic() + EFFECT_WAIT
+        if self._settle_timer is not loop:
+            self._settle_timer = loop
+            loop.call_later(EFFECT_WAIT, self._settle_when_due, loop)
+
+    def _settle_when_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        due = self._settle_due
+        if due is not None and due - time.monotonic() > 0.0001:
+            loop.call_later(due - time.monotonic(), self._settle_when_due, loop)
+            return
+        if self._settle_timer is loop:
+            self._settle_timer = None
+        if due is None:
+            return  # settled meanwhile
         try:
             self._settle()
         except StorageError as exc:  # raised by the next append or settle, not lost here

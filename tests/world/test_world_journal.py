@@ -10,7 +10,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from tests.world.io_spy import io_log
+from tests.world.io_spy import io_log, synced
 from world import (
     CorruptJournalError,
     Engine,
@@ -20,6 +20,7 @@ from world import (
     _faults,
     _journal,
 )
+from world.local import EFFECT_WAIT
 
 
 def _write(path: Path, records: list[dict[str, object]]) -> list[int]:
@@ -300,7 +301,9 @@ def test_a_deferred_record_is_durable_before_anything_that_follows_it_is_seen(
 
     async def quiet(name: str) -> int:
         seen[name] = list(log)
-        await asyncio.sleep(0)  # its first wait: the records before it are durable by then
+        # The records before it are durable EFFECT_WAIT after it began at the latest (a
+        # quick one's next effect makes them so first, with its own records).
+        await asyncio.sleep(EFFECT_WAIT * 5)
         seen[name + " waited"] = list(log)
         return 2
 
@@ -329,10 +332,43 @@ def test_a_deferred_record_is_durable_before_anything_that_follows_it_is_seen(
     # is the file's last write.)
     item = max(i for i, e in enumerate(log) if e == ("write", "events.s1.msgpack"))
     assert synced_after_last_write(log[:item])
-    # An unordered step may begin first; its first wait finds the records durable.
+    # An unordered step may begin first; the records are durable soon after.
     assert synced_after_last_write(seen["q waited"])
     # One fsync for b's record and a's item's stream is the whole cost of the overlap.
     assert log.count(("sync", "journal.msgpack")) < log.count(("write", "journal.msgpack"))
+
+
+@pytest.mark.parametrize("wait", [0.5, 0.0])
+def test_a_quick_unobserved_step_shares_the_next_steps_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wait: float
+) -> None:
+    # A model that waits a moment for its answer (the loop turns), then a tool: the records
+    # and items before the model's call wait for the tool's effect, one fdatasync for both.
+    # (0.5 s, not 2 ms, so a loaded machine's stall does not split them; 0: they are split.)
+    monkeypatch.setattr("world.local.EFFECT_WAIT", wait)
+    world = LocalWorld(tmp_path / "data")
+    rounds = 10
+
+    async def model() -> int:
+        await asyncio.sleep(0.001)
+        return 1
+
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        for i in range(rounds):
+            world.stream_append("events.s1", {"step": i})
+            await ctx.step(f"model{i}", model, ordered=False)
+            await ctx.step(f"tool{i}", lambda: 2)
+
+    engine = Engine(world, {"flow": flow})
+    rid = asyncio.run(engine.start("flow"))
+    log = io_log(monkeypatch)
+    asyncio.run(engine.run(rid))
+    world.close()
+    syncs = synced(log).count("journal.msgpack")
+    if wait:
+        assert syncs <= rounds + 2  # one a round (and the run's end)
+    else:
+        assert syncs >= 2 * rounds  # the model's wait wrote the items: a second a round
 
 
 def test_a_deferred_record_the_disk_refuses_fails_the_run_and_is_rolled_back(
