@@ -79,6 +79,14 @@ class StoreFormatError(WorldError):
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
+def os_reason(exc: OSError) -> str:
+    """Why the system refused, for a message: its words, or for the process's open-file
+    limit (which is not the disk's fault) what to do about it."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return "too many open files: raise the open-file limit (`ulimit -n`)"
+    return exc.strerror or str(exc)
+
+
 def storage_error(path: object, doing: str, exc: OSError) -> StorageError:
     """The one-line :class:`StorageError` for the disk refusing `doing` on `path` (what,
     where, and that what was stored before is intact: the failed write is not kept)."""
@@ -86,6 +94,11 @@ def storage_error(path: object, doing: str, exc: OSError) -> StorageError:
         return StorageError(
             f"{path}: no space left on the device while {doing}; nothing stored before was "
             "lost (this write was not kept) — free some space, then retry"
+        )
+    if exc.errno in (errno.EMFILE, errno.ENFILE):  # the process's limit, not the disk
+        return StorageError(
+            f"{path}: {doing} failed ({os_reason(exc)}, then retry); nothing stored before "
+            "was lost"
         )
     return StorageError(
         f"{path}: {doing} failed ({exc.strerror or exc}); nothing stored before was lost — "

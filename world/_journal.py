@@ -34,7 +34,13 @@ from typing import Any
 import msgpack
 
 from . import _codec, _faults
-from ._errors import CorruptJournalError, StorageError, StoreFormatError, WorldError
+from ._errors import (
+    CorruptJournalError,
+    StorageError,
+    StoreFormatError,
+    WorldError,
+    os_reason,
+)
 
 FRAME_VERSION = 1
 JOURNAL_FORMAT = "eve-world-journal"
@@ -265,7 +271,7 @@ def _read(path: str, start: int, *, inbox: bool, decode: bool = True) -> ReadRes
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
+        raise StorageError(f"{path}: cannot read: {os_reason(exc)}") from None
     result = parse(data, begin, path, decode=decode)
     if begin == 0 and result.records and decode:
         check_header(path, result.records[0][1])
@@ -342,7 +348,7 @@ class Writer:
             if st.st_size != end:
                 os.ftruncate(self._fd, end)  # drop a torn tail (or reserved space) first
         except OSError as exc:
-            raise StorageError(f"{path}: cannot open for writing: {exc.strerror}") from None
+            raise StorageError(f"{path}: cannot open for writing: {os_reason(exc)}") from None
         self._size = end  # the file's size: what it holds up to here is allocated
         self.unsettled: int | None = None  # where deferred appends not yet durable begin
         self._appends = 0

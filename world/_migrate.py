@@ -166,7 +166,9 @@ def migrate_store(
             return None
         report.from_version = version
         roots = sorted(p.name for p in (path / "runs").iterdir() if p.is_dir())
-        with _family_locks(path, roots, dry_run):
+        with _open_files_for(path, 0 if dry_run else 2 * len(roots)), _family_locks(
+            path, roots, dry_run
+        ):
             staged = []
             for n, root in enumerate(roots, 1):
                 staged.append(MIGRATIONS[version + 1](world, path, root, report))
@@ -219,6 +221,45 @@ def _store_lock(path: Path, dry_run: bool) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+FILES_BESIDE_LOCKS = 256  # files a migration may open besides its locks (and the process's)
+
+
+@contextlib.contextmanager
+def _open_files_for(path: Path, locks: int) -> Iterator[None]:
+    """Room for `locks` more open files while the migration runs: each family's two locks
+    are held until its commit (10,000 sessions: 20,000 files), more than the usual limit
+    of 1,024. The soft limit is raised as far as the hard one allows, and put back after;
+    a hard limit too low is one clear error before anything is changed."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = locks + _open_now() + FILES_BESIDE_LOCKS
+    if locks == 0 or soft == resource.RLIM_INFINITY or soft >= needed:
+        yield
+        return
+    room = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+    if room < needed:
+        raise StoreFormatError(
+            f"{path}: migrating its {locks // 2} sessions to the current format holds "
+            f"{locks} file locks at once, and this process may open only {hard} files; "
+            f"raise the limit to at least {needed} (`ulimit -n {needed}`) and open the "
+            "store again (nothing was changed)"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (room, hard))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, OSError):  # files still open: left raised
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _open_now() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 64  # no /proc: a guess at what a process has open
 
 
 @contextlib.contextmanager

@@ -179,6 +179,7 @@ class StreamStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._folder = os.fspath(path)  # joined with each new name: a str, not a Path
         self._writers: dict[str, _Writer] = {}
         self._unsynced = _Unsynced()
         self.appends = 0  # items appended by this store (see World.stream_mark)
@@ -216,7 +217,7 @@ class StreamStore:
         paths = self._paths.get(name)
         if paths is None:
             stem = check_name(name, "stream name").replace(":", "%3A")
-            base = os.path.join(self.path, stem)
+            base = os.path.join(self._folder, stem)
             if len(self._paths) >= _KNOWN_MAX:
                 self._paths.clear()
             paths = self._paths[name] = (base + ".msgpack", base + ".idx")

@@ -38,6 +38,7 @@ from ._errors import (
     RunNotFoundError,
     StorageError,
     StoreFormatError,
+    os_reason,
     storage_error,
 )
 from ._family import parks_on_timer
@@ -143,12 +144,22 @@ make_dirs = _journal.make_dirs
 class _Listing:
     """A directory's entries grouped by family, listed again only when the directory changed
     (its inode or mtime): `remove_family` and `family_usage` ask once per family, and a
-    listing of every stream for each would be quadratic."""
+    listing of every stream for each would be quadratic. With ``by_name`` (an entry's name
+    holds its family's id, as a stream's does) the first few families asked about after a
+    change are found by their id in the names, not by grouping every entry: a process that
+    wakes one of 10,000 parked sessions asks about one."""
 
-    def __init__(self, folder: Path, group: Callable[[Path, str], str | None]) -> None:
-        self._folder, self._group = folder, group
+    GROUP_AFTER = 8  # families asked about, at one listing, before every entry is grouped
+
+    def __init__(
+        self, folder: Path, group: Callable[[Path, str], str | None], *, by_name: bool = False
+    ) -> None:
+        self._folder, self._group, self._by_name = folder, group, by_name
         self._stamp: tuple[int, int] | None = None
         self._by_root: dict[str, list[str]] = {}
+        self._names_stamp: tuple[int, int] | None = None
+        self._names: list[str] = []
+        self._asked = 0
 
     def stamp(self) -> tuple[int, int] | None:
         try:
@@ -157,18 +168,37 @@ class _Listing:
             return None
         return st.st_ino, st.st_mtime_ns
 
+    def _listed(self, stamp: tuple[int, int]) -> list[str]:
+        if stamp != self._names_stamp:
+            self._names, self._names_stamp, self._asked = os.listdir(self._folder), stamp, 0
+        return self._names
+
     def get(self) -> dict[str, list[str]]:
         stamp = self.stamp()
         if stamp is None:
             return {}
         if stamp != self._stamp:
             by_root: dict[str, list[str]] = {}
-            for name in sorted(os.listdir(self._folder)):
+            for name in sorted(self._listed(stamp)):
                 root = self._group(self._folder, name)
                 if root is not None:
                     by_root.setdefault(root, []).append(name)
             self._stamp, self._by_root = stamp, by_root
         return self._by_root
+
+    def of(self, root: str) -> list[str]:
+        """The entries of family `root` (sorted)."""
+        stamp = self.stamp()
+        if stamp is None:
+            return []
+        if stamp == self._stamp or not self._by_name:
+            return self.get().get(root, [])
+        names = self._listed(stamp)
+        self._asked += 1
+        if self._asked > self.GROUP_AFTER:
+            return self.get().get(root, [])
+        group, folder = self._group, self._folder
+        return sorted(n for n in names if root in n and group(folder, n) == root)
 
     def dropped(self, root: str, before: tuple[int, int] | None) -> None:
         """This process removed `root`'s entries: keep the listing if nothing else changed
@@ -176,6 +206,7 @@ class _Listing:
         if before is not None and before == self._stamp:
             self._by_root.pop(root, None)
             self._stamp = self.stamp()
+        self._names_stamp = None  # listed again when next asked (removals are rare)
 
 
 def _stream_root(folder: Path, name: str) -> str | None:
@@ -258,7 +289,7 @@ class LocalWorld(World):
         self._streams = StreamStore(self.path / "streams")
         self._streams.before_write = self._settle  # readers see no item before its record
         self._streams.after_write = self._wrote
-        self._stream_files = _Listing(self.path / "streams", _stream_root)
+        self._stream_files = _Listing(self.path / "streams", _stream_root, by_name=True)
         self._hook_files = _Listing(self.path / "hooks", _hook_root)
         # What the open migrated (`_migrate`): None unless the store was of an older format.
         self.migration: _migrate.MigrationReport | None = None
@@ -429,7 +460,7 @@ class LocalWorld(World):
         return sorted(n.replace("%3A", ":") for n in names if n)
 
     def family_streams(self, root: str) -> list[str]:
-        files = self._stream_files.get().get(check_run_id(root), [])
+        files = self._stream_files.of(check_run_id(root))
         return sorted({f.rpartition(".")[0].replace("%3A", ":") for f in files})
 
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
@@ -761,7 +792,7 @@ class LocalWorld(World):
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
+            raise StorageError(f"{path}: cannot read: {os_reason(exc)}") from None
         return self._checked_after(path, ino, 0, 0, data, b"")
 
     def _checked_after(
@@ -801,7 +832,7 @@ class LocalWorld(World):
     def _family_streams(self, root: str) -> list[str]:
         """The data files of the family's streams (`stream_family`)."""
         folder = os.path.join(self.path, "streams")
-        names = self._stream_files.get().get(root, [])
+        names = self._stream_files.of(root)
         return [os.path.join(folder, n) for n in names if n.endswith(_STREAM_SUFFIX)]
 
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:

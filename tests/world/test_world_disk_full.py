@@ -4,6 +4,7 @@ the store goes on."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,3 +61,21 @@ def test_a_full_disk_is_one_clear_error_and_loses_nothing(small_disk: Path) -> N
     assert [r.get("i") for _, r in LocalWorld(data).load("r1").records] == [0, 1, 2]
     world.close()
     again.close()
+
+
+def test_too_many_open_files_is_the_process_limit_not_the_disk(tmp_path: Path) -> None:
+    import resource
+
+    world = LocalWorld(tmp_path / "data")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest = os.open(os.devnull, os.O_RDONLY)  # the number the next open would take
+    os.close(lowest)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest, hard))  # so no file opens
+    try:
+        with pytest.raises(StorageError) as err:
+            world.create_family("r_1", [])
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert "too many open files" in str(err.value) and "ulimit -n" in str(err.value)
+    assert "disk" not in str(err.value)
+    world.close()

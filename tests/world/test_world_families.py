@@ -97,6 +97,23 @@ def test_family_streams_and_remnants(world: World) -> None:
     assert world.remnants() == [] and world.stream_names() == ["events.a", "history.a.1", "other"]
 
 
+def test_a_familys_streams_are_its_own_however_often_they_are_asked_for(world: World) -> None:
+    # One root inside another's id and inside a family-less stream's name; asked for more
+    # times than a local world looks names up one by one before it groups them all.
+    for root in ("a", "ab"):
+        _start(world, root)
+    world.stream_append("history.a.1", 1)
+    world.stream_append("forks:a", 1)  # belongs to no family
+    mine = ["events.a", "history.a.1"]
+    for _ in range(12):
+        assert world.family_streams("a") == mine
+        assert world.family_streams("ab") == ["events.ab"]
+    world.stream_append("tools.a", 1)
+    assert world.family_streams("a") == [*mine, "tools.a"]
+    assert world.remove_family("ab")
+    assert world.family_streams("a") == [*mine, "tools.a"] and world.family_streams("ab") == []
+
+
 def test_removing_a_family_takes_its_streams_and_hooks_and_leaves_the_others(
     world: World,
 ) -> None:

@@ -165,6 +165,52 @@ def test_a_store_in_use_is_not_migrated_under_its_user(tmp_path: Path) -> None:
     LocalWorld(data).close()  # once it is free
 
 
+# A migration holds two locks per session until its commit; a child process whose open-file
+# limit leaves room for fewer (3 more files than it has open, below the 4 of the fixture's
+# two sessions) stands for a store of thousands of sessions under the usual limit of 1,024.
+_LOW_LIMIT = """
+import os, resource, sys
+import eve_cli.runtime, world
+limit = len(os.listdir("/proc/self/fd")) + 3
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit if sys.argv[2] == "hard" else hard))
+try:
+    opened = world.LocalWorld(sys.argv[1])
+except world.StoreFormatError as exc:
+    print("refused:", exc)
+else:
+    put_back = resource.getrlimit(resource.RLIMIT_NOFILE)[0] == limit
+    print("migrated:", opened.migration is not None, put_back)
+    opened.close()
+"""
+
+
+def test_a_migration_makes_room_for_its_locks_under_a_low_open_file_limit(
+    tmp_path: Path,
+) -> None:
+    data = _copy(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", _LOW_LIMIT, str(data), "soft"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.stdout.strip() == "migrated: True True", done.stderr  # the limit put back
+    assert json.loads((data / "FORMAT").read_text())["version"] > 1
+
+
+def test_a_hard_open_file_limit_too_low_to_migrate_is_one_clear_error(tmp_path: Path) -> None:
+    data = _copy(tmp_path)
+    before = _files(data)
+    done = subprocess.run(
+        [sys.executable, "-c", _LOW_LIMIT, str(data), "hard"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    out = done.stdout.strip()
+    assert out.startswith("refused:") and "\n" not in out, done.stderr
+    assert "holds 4 file locks at once" in out and "ulimit -n" in out
+    assert "nothing was changed" in out
+    assert _files(data) == before
+
+
 KILLS = [
     ("crash_migrate_staged@1", "old"),
     ("crash_migrate_staged@2", "old"),
