@@ -577,14 +577,26 @@ class StreamStore:
             writer.end, writer.count, writer.width = len(HEADER), 0, 4
             return
         raw = os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0)
-        offsets, end = self._complete(str(data_path), offsets_of(raw), size)
+        stored = offsets_of(raw)
+        count = len(stored)
+        kept = len(plausible(stored, size))  # before `_complete` extends what it returns
+        offsets, end = self._complete(str(data_path), stored, size)
         if end != size:
             os.ftruncate(writer.data_fd, end)  # a torn tail from a crashed writer
             self._known.forget(name)  # it may have known the bytes cut
         # Rebuilt in the form it has (an older index stays 8-byte), unless nothing of it checked
         # out (a zero-filled one reads as the 8-byte form); never half one, half other.
-        kept = plausible(offsets_of(raw), size)
-        fresh = encode_index(offsets, index_form(raw)[1] if kept else 4)
+        base, width = index_form(raw) if kept else (len(NARROW), 4)
+        if (  # the usual case: the index is whole and right as stored (checked above, O(n) in
+            # C); encoding it again to compare cost an old session's first append ~1 ms
+            offsets is stored  # every entry checked out (`plausible` gave the array itself)
+            and 0 < count == len(offsets)  # and the data holds no item past them
+            and len(raw) == base + width * count  # nor the file a partial entry
+            and (width == 8 or offsets[-1] < _stream_index.NARROW_LIMIT)  # the form stays
+        ):
+            writer.end, writer.count, writer.width = end, count, width
+            return
+        fresh = encode_index(offsets, width)
         if offsets and fresh != raw:
             os.ftruncate(writer.idx_fd, 0)
             _journal.write_all(writer.idx_fd, fresh, 0)
