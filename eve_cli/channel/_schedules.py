@@ -22,6 +22,7 @@ from eve_cli._schedules import Schedule
 
 GRACE = 60.0  # seconds a tick may be late and still run as itself (not missed)
 RELOAD = 5.0  # seconds between reads of the schedule files (edits apply within this)
+MAX_REPORTED = 1000  # skipped ticks counted in one report (a long stall of a short period)
 
 
 def grace(schedule: Schedule, tick: float) -> float:
@@ -78,11 +79,34 @@ class Scheduler:
             if due is None or due > now:
                 continue
             tick = schedule.last_at_or_before(now)
-            if tick is not None and (
+            run = tick is not None and (
                 now - tick <= grace(schedule, tick) or schedule.missed == "once"
-            ):
+            )
+            self._report_skipped(schedule, due, tick if run else None, now)
+            if run and tick is not None:
                 await self._start(schedule, tick)
             self._next[name] = schedule.next_after(now)
+
+    def _report_skipped(
+        self, schedule: Schedule, due: float, run: float | None, now: float
+    ) -> None:
+        """Say which ticks from `due` on this server skips (all up to `now` but `run`): it
+        looked too late for them (a stall, a loaded machine), and another worker may have
+        started them. Silence would make a tick that never ran look like a lost one."""
+        skipped: list[float] = []
+        tick: float | None = due
+        while tick is not None and tick <= now and len(skipped) <= MAX_REPORTED:
+            if tick != run:
+                skipped.append(tick)
+            tick = schedule.next_after(tick)
+        if not skipped:
+            return
+        first, last = (_iso(t) for t in (skipped[0], skipped[-1]))
+        which = first if len(skipped) == 1 else f"{first} to {last}"
+        self._log(
+            f"schedule {schedule.name}: skipped {len(skipped)} tick(s), {which}: looked "
+            f"{now - skipped[-1]:.1f}s after the last (missed: {schedule.missed})"
+        )
 
     async def _plan(self, schedule: Schedule, last: float | None) -> None:
         """A schedule seen for the first time (or changed): the tick it may owe, then the next."""
@@ -98,6 +122,9 @@ class Scheduler:
     async def _start(self, schedule: Schedule, tick: float) -> None:
         sid, created = await self._runtime.run_schedule(schedule, tick)
         if created:
-            when = dt.datetime.fromtimestamp(tick, dt.UTC).isoformat(timespec="seconds")
-            self._log(f"schedule {schedule.name}: tick {when} started session {sid}")
+            self._log(f"schedule {schedule.name}: tick {_iso(tick)} started session {sid}")
         self._kick(sid)
+
+
+def _iso(tick: float) -> str:
+    return dt.datetime.fromtimestamp(tick, dt.UTC).isoformat(timespec="seconds")

@@ -81,6 +81,29 @@ def test_a_restart_at_the_tick_runs_it_once_and_late_ticks_are_skipped(
     asyncio.run(main())
 
 
+def test_a_server_that_looks_late_says_which_ticks_it_skipped(
+    tmp_path: Path, world: World
+) -> None:
+    agent = agent_with(tmp_path / "agent", beat="every: 1m")
+    rt = Runtime(agent_dir=agent, world=world)
+    logged: list[str] = []
+    now = [T + 1]
+    runner = Scheduler(rt, lambda sid: None, logged.append, clock=lambda: now[0])
+
+    async def main() -> None:
+        await runner.look()  # the tick at T runs; the next is due at T + 60
+        now[0] = T + 60 + 1
+        await runner.look()  # on time: nothing skipped
+        assert not [line for line in logged if "skipped" in line]
+        now[0] = T + 4 * 60 + 30  # a stall: the ticks at +2 and +3 min are past their grace
+        await runner.look()
+
+    asyncio.run(main())
+    [report] = [line for line in logged if "skipped" in line]
+    assert "skipped 2 tick(s)" in report and "missed: skip" in report, report
+    assert ticks(rt, "beat") == [T, T + 60, T + 4 * 60]  # the latest, within its grace
+
+
 def test_missed_once_catches_up_once_but_a_new_schedule_missed_nothing(
     tmp_path: Path, world: World
 ) -> None:

@@ -349,7 +349,9 @@ def test_changed_tool_definition_applies_at_next_turn(
 def test_delivery_during_a_running_turn(
     make_agent: AgentFactory, policy: str, open_world: WorldOpener
 ) -> None:
-    agent = make_agent(script=[reply("working", delay=0.3), reply("second answer")])
+    # The reply takes a second: the delivery below must come while the turn runs, also when
+    # a loaded machine shows the turn's first event late (0.3 s was not always enough).
+    agent = make_agent(script=[reply("working", delay=1.0), reply("second answer")])
 
     async def main() -> None:
         rt, sid = await start(open_world, agent)
@@ -381,7 +383,7 @@ def test_concurrent_deliveries_are_all_kept(
 ) -> None:
     """D7 under concurrency: several senders at once during a turn; each learns where its
     message went and none is lost."""
-    agent = make_agent(script=[reply("working", delay=0.3)] + [reply(f"r{i}") for i in range(5)])
+    agent = make_agent(script=[reply("working", delay=1.0)] + [reply(f"r{i}") for i in range(5)])
 
     async def main() -> None:
         rt, sid = await start(open_world, agent)

@@ -4,6 +4,7 @@ world; `GET /eve/v1/schedules` lists them and `POST /eve/v1/schedules/{name}` ru
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections import Counter
@@ -89,8 +90,29 @@ def test_two_workers_start_each_tick_once(
         worker.wait()
     ticks = sorted(t for t, _ in made(agent, world_url) if t > began)
     assert len(ticks) == len(set(ticks))  # one session per tick
-    assert ticks == [ticks[0] + i for i in range(len(ticks))]  # and no tick left out
+    # And no tick left out, but one both workers looked at too late (a loaded machine) and
+    # said so: a worker that does not start a tick it saw go by says it skipped it.
+    skipped = {t for worker in workers for t in skipped_ticks(worker.stderr_lines)}
+    left_out = set(range(int(ticks[0]), int(ticks[-1]) + 1)) - set(map(int, ticks))
+    assert left_out <= skipped, (left_out, [w.stderr_lines for w in workers])
     assert settled(agent, world_url, made(agent, world_url))
+
+
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00"  # a tick as the scheduler writes it
+
+
+def skipped_ticks(lines: list[str]) -> set[int]:
+    """The ticks of a one-second schedule the scheduler's lines say it skipped."""
+    import datetime as dt
+
+    out: set[int] = set()
+    for line in lines:
+        found = re.search(rf"skipped \d+ tick\(s\), ({ISO})(?: to ({ISO}))?:", line)
+        if found:
+            first, last = (dt.datetime.fromisoformat(g).timestamp() for g in
+                           (found.group(1), found.group(2) or found.group(1)))  # fmt: skip
+            out |= set(range(int(first), int(last) + 1))
+    return out
 
 
 def test_schedules_are_listed_and_run_now_over_http(
