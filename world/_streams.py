@@ -579,11 +579,13 @@ class StreamStore:
         raw = os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0)
         stored = offsets_of(raw)
         count = len(stored)
-        kept = len(plausible(stored, size))  # before `_complete` extends what it returns
         offsets, end = self._complete(str(data_path), stored, size)
         if end != size:
             os.ftruncate(writer.data_fd, end)  # a torn tail from a crashed writer
             self._known.forget(name)  # it may have known the bytes cut
+        # `_complete` extends `stored` itself only when every entry checked out (`plausible`
+        # gives the array it was given); otherwise it leaves it as read.
+        kept = count > 0 if offsets is stored else bool(plausible(stored, size))
         # Rebuilt in the form it has (an older index stays 8-byte), unless nothing of it checked
         # out (a zero-filled one reads as the 8-byte form); never half one, half other.
         base, width = index_form(raw) if kept else (len(NARROW), 4)

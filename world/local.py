@@ -1097,10 +1097,11 @@ class LocalWorld(World):
     def _settle(self, *, soon: bool = False) -> None:
         """Wait until every deferred record is durable; `soon` (on an event loop):
         `EFFECT_WAIT` later instead (`_settle_by`), a failure then raised by the next append
-        or settle. Called
-        before anything a reader could see is written (a stream item, a head, a delivery,
-        a hook, a family), so nothing that follows from a record is seen before it."""
+        or settle. Called before anything a reader could see is written (a stream item, a
+        head, a delivery, a hook, a family), so nothing that follows from a record is seen
+        before it."""
         if not self._unsettled and self._settle_failure is None:
+            self._settle_due = None  # (a timer finding none settles nothing early later)
             return  # nothing deferred (most calls: several a step)
         if soon:
             if self._unsettled:
