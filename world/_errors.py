@@ -77,12 +77,13 @@ class StoreFormatError(WorldError):
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
+_TOO_MANY_FILES = (errno.EMFILE, errno.ENFILE)  # the process's (or system's) limit, not the disk
 
 
 def os_reason(exc: OSError) -> str:
     """Why the system refused, for a message: its words, or for the process's open-file
     limit (which is not the disk's fault) what to do about it."""
-    if exc.errno in (errno.EMFILE, errno.ENFILE):
+    if exc.errno in _TOO_MANY_FILES:
         return "too many open files: raise the open-file limit (`ulimit -n`)"
     return exc.strerror or str(exc)
 
@@ -95,7 +96,7 @@ def storage_error(path: object, doing: str, exc: OSError) -> StorageError:
             f"{path}: no space left on the device while {doing}; nothing stored before was "
             "lost (this write was not kept) — free some space, then retry"
         )
-    if exc.errno in (errno.EMFILE, errno.ENFILE):  # the process's limit, not the disk
+    if exc.errno in _TOO_MANY_FILES:
         return StorageError(
             f"{path}: {doing} failed ({os_reason(exc)}, then retry); nothing stored before "
             "was lost"

@@ -589,8 +589,8 @@ class StreamStore:
         # Rebuilt in the form it has (an older index stays 8-byte), unless nothing of it checked
         # out (a zero-filled one reads as the 8-byte form); never half one, half other.
         base, width = index_form(raw) if kept else (len(NARROW), 4)
-        if (  # the usual case: the index is whole and right as stored (checked above, O(n) in
-            # C); encoding it again to compare cost an old session's first append ~1 ms
+        if (  # the usual case: the index is whole and right as stored (`_complete` checked
+            # it); encoding it again to compare cost an old session's first append ~1 ms
             offsets is stored  # every entry checked out (`plausible` gave the array itself)
             and 0 < count == len(offsets)  # and the data holds no item past them
             and len(raw) == base + width * count  # nor the file a partial entry

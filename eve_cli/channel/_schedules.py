@@ -95,7 +95,13 @@ class Scheduler:
         started them. Silence would make a tick that never ran look like a lost one."""
         skipped: list[float] = []
         tick: float | None = due
-        while tick is not None and tick <= now and len(skipped) <= MAX_REPORTED:
+        while tick is not None and tick <= now:
+            if len(skipped) == MAX_REPORTED:  # a long stall of a short period: not all counted
+                self._log(
+                    f"schedule {schedule.name}: skipped more than {MAX_REPORTED} ticks from "
+                    f"{_iso(skipped[0])} (missed: {schedule.missed})"
+                )
+                return
             if tick != run:
                 skipped.append(tick)
             tick = schedule.next_after(tick)

@@ -104,6 +104,25 @@ def test_a_server_that_looks_late_says_which_ticks_it_skipped(
     assert ticks(rt, "beat") == [T, T + 60, T + 4 * 60]  # the latest, within its grace
 
 
+def test_a_long_stall_of_a_short_schedule_is_reported_without_counting_every_tick(
+    tmp_path: Path, world: World
+) -> None:
+    agent = agent_with(tmp_path / "agent", beat="every: 1s")
+    logged: list[str] = []
+    now = [T + 0.5]
+    rt = Runtime(agent_dir=agent, world=world)
+    runner = Scheduler(rt, lambda sid: None, logged.append, clock=lambda: now[0])
+
+    async def main() -> None:
+        await runner.look()
+        now[0] = T + 5000.5  # asleep for 5,000 ticks
+        await runner.look()
+
+    asyncio.run(main())
+    [report] = [line for line in logged if "skipped" in line]
+    assert "skipped more than 1000 ticks from" in report, report
+
+
 def test_missed_once_catches_up_once_but_a_new_schedule_missed_nothing(
     tmp_path: Path, world: World
 ) -> None:

@@ -166,12 +166,15 @@ def test_a_store_in_use_is_not_migrated_under_its_user(tmp_path: Path) -> None:
 
 
 # A migration holds two locks per session until its commit; a child process whose open-file
-# limit leaves room for fewer (3 more files than it has open, below the 4 of the fixture's
-# two sessions) stands for a store of thousands of sessions under the usual limit of 1,024.
+# limit leaves room for fewer (3 more descriptor numbers than the lowest free one, below the 4
+# locks of the fixture's two sessions) stands for a store of thousands of sessions under the
+# usual limit of 1,024. (The limit bounds descriptor numbers: the next open takes the lowest.)
 _LOW_LIMIT = """
 import os, resource, sys
 import eve_cli.runtime, world
-limit = len(os.listdir("/proc/self/fd")) + 3
+lowest = os.open(os.devnull, os.O_RDONLY)
+os.close(lowest)
+limit = lowest + 3
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit if sys.argv[2] == "hard" else hard))
 try:
