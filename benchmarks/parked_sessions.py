@@ -113,6 +113,9 @@ def _clone(data_dir: Path, sid: str, token: str, cache: dict[Path, bytes]) -> st
     for old, new in swaps:
         head = head.replace(old, new)
     (new_dir / "head.msgpack").write_bytes(head)
+    if (run_dir / "streams.list").exists():  # the family's record of its streams
+        record = _read(run_dir / "streams.list", cache).replace(sid.encode(), new_sid.encode())
+        (new_dir / "streams.list").write_bytes(record)
     (data_dir / "hooks" / new_token).write_text(new_sid)
     streams = data_dir / "streams"
     for kind in ("events", "history"):

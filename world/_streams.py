@@ -193,6 +193,11 @@ class StreamStore:
         self.before_write: Callable[[], None] | None = None
         # Told of every write of frames: (data file, its inode, offset, bytes).
         self.after_write: Callable[[str, int, int, bytes], None] | None = None
+        # Told a stream's name before this store opens it for appends (its file may be made
+        # then), and called before any stream data is made durable (LocalWorld's records of
+        # each family's streams, `_stream_record`).
+        self.before_open: Callable[[str], None] | None = None
+        self.before_durable: Callable[[], None] | None = None
         self._known = _KnownOffsets()
         self._paths: dict[str, tuple[str, str]] = {}
         self._resolved = str(path.resolve())  # as watchers name the folder
@@ -548,6 +553,8 @@ class StreamStore:
         if writer is None:
             data_path, idx_path = self._strings(name)
             try:
+                if self.before_open is not None:
+                    self.before_open(name)
                 if not self.path.is_dir():
                     _journal.make_dirs(self.path)
                 try:
@@ -614,6 +621,8 @@ class StreamStore:
         if self._batched:
             self.drain()
         self._raise_failure()
+        if self.before_durable is not None:
+            self.before_durable()
         for fd, number in self._unsynced.pending():
             if since is not None and self._touched.get(fd, 0) <= since:
                 continue

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import filelock
 import msgpack
 
-from . import _codec, _journal
+from . import _codec, _journal, _stream_record
 from ._errors import CorruptJournalError, StorageError, WorldError
 from ._family import GAP, load_family
 from ._stream_index import encode_index, index_form, index_offsets
@@ -67,7 +67,8 @@ class Finding:
     """The state of one file (or, after `repair`, what was done to it)."""
 
     path: str  # relative to the data directory
-    kind: str  # format | journal | inbox | stream | index | head | lock | hook | temp
+    kind: str  # format | journal | inbox | stream | index | head | record | lock | hook |
+    #            temp
     state: str  # ok | held | torn | stale | leftover | dangling | lost | corrupt |
     #             unreadable | damaged | busy | repaired | quarantined
     detail: str = ""
@@ -95,15 +96,16 @@ def verify(path: str | os.PathLike[str]) -> list[Finding]:
     root = _data_dir(path)
     findings = [_check_format(root)]
     world = _reader(root)
-    runs = root / "runs"
+    runs, streams = root / "runs", root / "streams"
+    stream_files = _listdir(streams)
+    by_family = _stream_record.listed(stream_files)
     for family in _listdir(runs):
         folder = runs / family
         if not folder.is_dir():
             findings.append(_temp(root, folder))
             continue
-        findings.extend(_check_family(root, folder, world))
-    streams = root / "streams"
-    for name in _listdir(streams):
+        findings.extend(_check_family(root, folder, world, by_family.get(family, set())))
+    for name in stream_files:
         file = streams / name
         if name.endswith(".msgpack"):
             findings.append(_check_log(root, file, "stream"))
@@ -193,11 +195,16 @@ def _check_format(root: Path) -> Finding:
     return Finding("FORMAT", "format", "ok", f"version {found.get('version')}", size=_size(file))
 
 
-def _check_family(root: Path, folder: Path, world: LocalWorld | None) -> list[Finding]:
+def _check_family(
+    root: Path, folder: Path, world: LocalWorld | None, streams: set[str]
+) -> list[Finding]:
+    """`streams`: the names of the family's streams in the streams folder."""
     out: list[Finding] = []
     for name in _listdir(folder):
         file = folder / name
-        if name == "journal.msgpack":
+        if name == _stream_record.RECORD:
+            out.append(_check_record(root, file, streams))
+        elif name == "journal.msgpack":
             out.append(_check_log(root, file, "journal"))
         elif name == "inbox.msgpack":
             out.append(_check_log(root, file, "inbox"))
@@ -341,6 +348,26 @@ def lock_held(file: Path) -> bool:
     return False
 
 
+def _check_record(root: Path, file: Path, streams: set[str]) -> Finding:
+    """A family's record of its streams (`_stream_record`) must name each of them: the damage
+    check before a write (`LocalWorld.check_intact`) reads only the streams it names."""
+    rel = _rel(root, file)
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        return Finding(rel, "record", "unreadable", str(exc))
+    named = set(_stream_record.parse(data, file.parent.name))
+    unnamed = sorted(streams - named)
+    if unnamed:
+        detail = (
+            f"does not name {len(unnamed)} of the family's streams ({unnamed[0]}): a repair "
+            "names them"
+        )
+        return Finding(rel, "record", "stale", detail, size=len(data), records=len(named))
+    detail = f"{len(named)} stream(s)"
+    return Finding(rel, "record", "ok", detail, size=len(data), records=len(named))
+
+
 def _check_lock(root: Path, file: Path) -> Finding:
     rel = _rel(root, file)
     try:
@@ -403,11 +430,14 @@ def _replace(found: Finding, state: str, detail: str) -> Finding:
     return Finding(found.path, found.kind, state, detail, found.offset, found.size, found.records)
 
 
+_LEASED_KINDS = ("journal", "inbox", "head", "record")  # a family's files, not a stream's
+
+
 @contextlib.contextmanager
 def _guard_for(root: Path, found: Finding) -> Iterator[None]:
     """Hold the lock writers of this file hold (the family lease, inbox.lock, a stream flock)."""
     parts = Path(found.path).parts
-    if parts[0] == "runs" and len(parts) >= 2 and found.kind in ("journal", "inbox", "head"):
+    if parts[0] == "runs" and len(parts) >= 2 and found.kind in _LEASED_KINDS:
         name = "inbox.lock" if found.kind == "inbox" else "owner.lock"
         lock = filelock.FileLock(
             str(root / "runs" / parts[1] / name), timeout=0, preserve_lock_file=True
@@ -440,6 +470,8 @@ def _repair_one(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Fi
     if found.kind == "index":
         count = _write_index(file.with_suffix(".msgpack"))
         return _replace(found, "repaired", f"rebuilt from the stream ({count} item(s))")
+    if found.kind == "record":
+        return _rewrite_record(root, found, file)
     if found.kind == "format":
         where = bin_.move(file, "unreadable")
         _write_format(file)
@@ -618,6 +650,19 @@ def _write_format(file: Path) -> None:
     _fsync(tmp)
     os.replace(tmp, file)
     _fsync(file.parent)
+
+
+def _rewrite_record(root: Path, found: Finding, file: Path) -> Finding:
+    """Name every stream of the family (under its lease, as a writer names them): the names
+    it held and those listed now."""
+    family = file.parent.name
+    try:
+        held = set(_stream_record.parse(file.read_bytes(), family))
+    except OSError:
+        held = set()
+    listed = _stream_record.listed(_listdir(root / "streams")).get(family, set())
+    _stream_record.StreamRecords.write(str(file.parent), sorted(held | listed))
+    return _replace(found, "repaired", f"rewritten: names {len(held | listed)} stream(s)")
 
 
 def _rewrite_hook(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:

@@ -43,6 +43,7 @@ from ._errors import (
 )
 from ._family import parks_on_timer
 from ._records import StoredRecord
+from ._stream_record import StreamRecords
 from ._streams import StreamStore
 from ._watch import DirWatcher, touched
 from ._world import (
@@ -289,6 +290,9 @@ class LocalWorld(World):
         self._streams = StreamStore(self.path / "streams")
         self._streams.before_write = self._settle  # readers see no item before its record
         self._streams.after_write = self._wrote
+        self._records = StreamRecords(os.path.join(self.path, "runs"))
+        self._streams.before_open = self._records.note
+        self._streams.before_durable = self._records.sync
         self._stream_files = _Listing(self.path / "streams", _stream_root, by_name=True)
         self._hook_files = _Listing(self.path / "hooks", _hook_root)
         # What the open migrated (`_migrate`): None unless the store was of an older format.
@@ -409,6 +413,7 @@ class LocalWorld(World):
                 raise
             finally:
                 writer.close()
+            StreamRecords.start(str(folder))  # before the journal: it is a family's from birth
             os.replace(tmp, path)
             _fsync_dir(folder)
             _fsync_dir(folder.parent)
@@ -436,6 +441,7 @@ class LocalWorld(World):
             self._streams.flush()  # what was appended before (a list naming the fork) first
             make_dirs(folder)
             make_dirs(self.path / "streams")
+            self._records.write(str(folder), list(streams))  # named before they exist
             for name, (source, n) in streams.items():
                 self._streams.copy(source, name, n, folder)
         for token, run_id in hooks.items():
@@ -509,6 +515,7 @@ class LocalWorld(World):
         writer = self._writers.pop(root, None)
         if writer is not None:
             writer.close()
+        self._records.forget(root)
         try:
             hooks, streams = self._hook_files, self._stream_files
             before = hooks.stamp()
@@ -830,7 +837,11 @@ class LocalWorld(World):
         return out
 
     def _family_streams(self, root: str) -> list[str]:
-        """The data files of the family's streams (`stream_family`)."""
+        """The data files of the family's streams (`stream_family`): those its record names
+        (`_stream_record`), else those listed."""
+        named = self._records.names(root)
+        if named is not None:
+            return [self._streams.paths(name)[0] for name in sorted(named)]
         folder = os.path.join(self.path, "streams")
         names = self._stream_files.of(root)
         return [os.path.join(folder, n) for n in names if n.endswith(_STREAM_SUFFIX)]
@@ -1058,6 +1069,9 @@ class LocalWorld(World):
         except (RunNotFoundError, CorruptJournalError):
             lock.release()
             raise
+        if self._records.names(root) is None:  # an older eve's family: named once, here
+            with contextlib.suppress(OSError):  # (without one its streams are listed)
+                self._records.write(self._files(root)[0], self.family_streams(root))
         self._leased.add(root)
         return _FileLease(self, root, lock)
 

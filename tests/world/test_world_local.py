@@ -64,7 +64,7 @@ def test_file_count_grows_with_runs_not_steps(tmp_path: Path) -> None:
     assert _files(tmp_path / "ten") == _files(tmp_path / "thousand")
     assert _files(tmp_path / "ten") == [
         "FORMAT", "hooks/t-fixed", "runs/fixed/head.msgpack", "runs/fixed/journal.msgpack",
-        "runs/fixed/owner.lock",
+        "runs/fixed/owner.lock", "runs/fixed/streams.list",
     ]  # fmt: skip
     assert json.loads((tmp_path / "ten" / "FORMAT").read_text()) == {
         "format": "eve-world",
