@@ -10,7 +10,8 @@ import pytest
 
 from tests.power_cut import Disk
 from world import LocalWorld, Order, WorldError, encode
-from world._stream_index import encode_index, index_offsets
+from world import _stream_index
+from world._stream_index import HEADER, encode_index, index_offsets
 
 ITEMS = [{"text": f"reply {i}", "n": i} for i in range(40)]
 
@@ -73,6 +74,66 @@ def test_a_damaged_index_is_rewritten_by_the_next_writer(tmp_path: Path, how: st
     if how != "wide-zeros":  # an 8-byte index stays so
         assert idx.read_bytes() == fresh
     assert LocalWorld(data).stream_read("s") == [*ITEMS, {"text": "more"}]
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_damaged_index_read_first_is_still_rewritten_by_that_worlds_append(
+    tmp_path: Path, how: str
+) -> None:
+    """A writer takes a reader's check of the index as its own only when the index was whole
+    and right (`_Known.whole`): one a reader completed from the data is rewritten."""
+    data, idx = _stream(tmp_path)
+    _damage(idx, how)
+    world = LocalWorld(data)
+    assert world.stream_read("s") == ITEMS
+    assert world.stream_append("s", {"text": "more"}) == len(ITEMS)
+    world.close()
+    fresh = LocalWorld(tmp_path / "fresh")
+    for item in [*ITEMS, {"text": "more"}]:
+        fresh.stream_append("s", item)
+    fresh.close()
+    assert index_offsets(idx.read_bytes()) == index_offsets(
+        (tmp_path / "fresh" / "streams" / "s.idx").read_bytes()
+    )
+
+
+def test_a_writer_after_a_reader_of_a_whole_index_does_not_read_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from world import _streams
+
+    data, idx = _stream(tmp_path)
+    world, other = LocalWorld(data), LocalWorld(data)
+    assert world.stream_length("s") == len(ITEMS)
+    read: list[int] = []
+    real = _streams.offsets_of
+    monkeypatch.setattr(_streams, "offsets_of", lambda raw: read.append(len(raw)) or real(raw))
+    assert world.stream_append("s", {"text": "more"}) == len(ITEMS)
+    assert read == []  # the reader's check stood: the files are as it saw them
+    assert other.stream_length("s") == len(ITEMS) + 1
+    other.stream_append("s", {"text": "other"})  # the file moved on: read and checked again
+    read.clear()
+    assert world.stream_append("s", {"text": "last"}) == len(ITEMS) + 2
+    assert read != []
+    world.close()
+    other.close()
+    assert LocalWorld(data).stream_read("s", -3) == [
+        {"text": "more"},
+        {"text": "other"},
+        {"text": "last"},
+    ]
+
+
+@pytest.mark.parametrize("top", [0, 1, 255, 65_536, (1 << 32) - 1])
+def test_a_4_byte_index_widens_to_the_offsets_it_holds(top: int) -> None:
+    from array import array
+
+    offsets = [len(HEADER), 1000, 70_000, top | 77] if top else [len(HEADER)]
+    raw = encode_index(offsets)
+    assert index_offsets(raw) == offsets
+    assert index_offsets(raw + b"\x01\x02") == offsets  # a partial entry is left out
+    assert _stream_index.offsets_of(raw).typecode == "Q"
+    assert list(array("Q", array("I", raw[len(_stream_index.NARROW) :]))) == offsets
 
 
 def test_a_zero_filled_head_is_not_believed(tmp_path: Path) -> None:
