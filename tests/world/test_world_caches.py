@@ -5,12 +5,12 @@ typically keeps an index file's size and not its pages (zeros)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.power_cut import Disk
-from world import LocalWorld, Order, WorldError, encode
-from world import _stream_index
+from world import LocalWorld, Order, WorldError, _stream_index, encode
 from world._stream_index import HEADER, encode_index, index_offsets
 
 ITEMS = [{"text": f"reply {i}", "n": i} for i in range(40)]
@@ -46,6 +46,15 @@ def _damage(idx: Path, how: str) -> None:
 HOW = ["zeros", "zero-tail", "zero-middle", "longer", "stale", "wide-zeros"]
 
 
+def _fresh_index(tmp_path: Path) -> bytes:
+    """The index a new stream of `ITEMS` and one more item gets."""
+    world = LocalWorld(tmp_path / "fresh")
+    for item in [*ITEMS, {"text": "more"}]:
+        world.stream_append("s", item)
+    world.close()
+    return (tmp_path / "fresh" / "streams" / "s.idx").read_bytes()
+
+
 @pytest.mark.parametrize("how", HOW)
 def test_a_damaged_index_is_not_believed_by_a_reader(tmp_path: Path, how: str) -> None:
     data, idx = _stream(tmp_path)
@@ -65,11 +74,7 @@ def test_a_damaged_index_is_rewritten_by_the_next_writer(tmp_path: Path, how: st
     writer = LocalWorld(data)
     assert writer.stream_append("s", {"text": "more"}) == len(ITEMS)
     writer.close()
-    expected = LocalWorld(tmp_path / "fresh")
-    for item in [*ITEMS, {"text": "more"}]:
-        expected.stream_append("s", item)
-    expected.close()
-    fresh = (tmp_path / "fresh" / "streams" / "s.idx").read_bytes()
+    fresh = _fresh_index(tmp_path)
     assert index_offsets(idx.read_bytes()) == index_offsets(fresh)
     if how != "wide-zeros":  # an 8-byte index stays so
         assert idx.read_bytes() == fresh
@@ -88,13 +93,7 @@ def test_a_damaged_index_read_first_is_still_rewritten_by_that_worlds_append(
     assert world.stream_read("s") == ITEMS
     assert world.stream_append("s", {"text": "more"}) == len(ITEMS)
     world.close()
-    fresh = LocalWorld(tmp_path / "fresh")
-    for item in [*ITEMS, {"text": "more"}]:
-        fresh.stream_append("s", item)
-    fresh.close()
-    assert index_offsets(idx.read_bytes()) == index_offsets(
-        (tmp_path / "fresh" / "streams" / "s.idx").read_bytes()
-    )
+    assert index_offsets(idx.read_bytes()) == index_offsets(_fresh_index(tmp_path))
 
 
 def test_a_writer_after_a_reader_of_a_whole_index_does_not_read_it_again(
@@ -102,12 +101,17 @@ def test_a_writer_after_a_reader_of_a_whole_index_does_not_read_it_again(
 ) -> None:
     from world import _streams
 
-    data, idx = _stream(tmp_path)
+    data, _ = _stream(tmp_path)
     world, other = LocalWorld(data), LocalWorld(data)
     assert world.stream_length("s") == len(ITEMS)
     read: list[int] = []
-    real = _streams.offsets_of
-    monkeypatch.setattr(_streams, "offsets_of", lambda raw: read.append(len(raw)) or real(raw))
+    real = _stream_index.offsets_of
+
+    def offsets(raw: bytes) -> Any:
+        read.append(len(raw))
+        return real(raw)
+
+    monkeypatch.setattr(_streams, "offsets_of", offsets)
     assert world.stream_append("s", {"text": "more"}) == len(ITEMS)
     assert read == []  # the reader's check stood: the files are as it saw them
     assert other.stream_length("s") == len(ITEMS) + 1
