@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import hashlib
 import re
 import secrets
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -803,6 +804,10 @@ class Runtime:
     def sessions(self) -> list[dict[str, Any]]:
         """One row per session, most recently active first (reads only each stream's tail);
         each a `SessionRow`, open to what a caller adds (a listing's live status, a title)."""
+        with _collector_paused():
+            return self._sessions()
+
+    def _sessions(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         forks: dict[str, list[str]] = {}
         # One call for every session (no inbox marks: a row needs none), one for their streams.
@@ -982,3 +987,17 @@ def _live_status(view: SessionView) -> str:
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a listing builds its rows: 10,000 sessions'
+    heads and rows (dicts, no cycles) made it run full collections over them again and again
+    (a listing of 10,000: ~0.75 -> ~0.5 s)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

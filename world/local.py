@@ -49,6 +49,7 @@ from ._watch import DirWatcher, touched
 from ._world import (
     IO,
     RECORD,
+    FamilyHead,
     FamilyLog,
     FamilyUsage,
     InboxItem,
@@ -605,8 +606,27 @@ class LocalWorld(World):
             offset += len(frame)
         return positions
 
+    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
+        # What `families` and `read_head` do for each family, with the paths joined as
+        # strings once (three joins a family were ~10% of a listing of 10,000).
+        runs = os.path.join(self.path, "runs")
+        try:
+            names = sorted(os.listdir(runs))
+        except FileNotFoundError:
+            return []
+        out = []
+        for root in names:
+            folder = f"{runs}{os.sep}{root}{os.sep}"
+            if os.path.exists(folder + "journal.msgpack"):
+                head = self._head_at(folder + "head.msgpack")
+                out.append(FamilyHead(root, head, self.inbox_end(root) if inbox else -1))
+        return out
+
     def read_head(self, root: str) -> dict[str, Any] | None:
-        path = os.path.join(self.path, "runs", check_run_id(root), "head.msgpack")
+        return self._head_at(os.path.join(self.path, "runs", check_run_id(root), "head.msgpack"))
+
+    @staticmethod
+    def _head_at(path: str) -> dict[str, Any] | None:
         for _ in range(3):  # a damaged head may be one being written: read it again
             try:
                 with open(path, "rb") as f:

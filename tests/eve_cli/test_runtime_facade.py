@@ -25,6 +25,26 @@ def test_the_default_world_is_local_under_the_data_directory(isolated: Path) -> 
     rt.close()
 
 
+def test_a_listing_builds_its_rows_with_the_collector_paused(
+    make_agent: AgentFactory, open_world: WorldOpener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    rt = Runtime(agent_dir=make_agent(script=[reply("hi")]), world=open_world())
+    sid = asyncio.run(rt.create_session())
+    collecting: list[bool] = []
+    real = rt.world.stream_versions
+
+    def stream_versions(names: Any) -> Any:
+        collecting.append(gc.isenabled())
+        return real(names)
+
+    monkeypatch.setattr(rt.world, "stream_versions", stream_versions)
+    assert [r["id"] for r in rt.sessions()] == [sid]
+    assert collecting == [False] and gc.isenabled()
+    rt.close()
+
+
 def test_sessions_list_status_counts_and_size(
     make_agent: AgentFactory, open_world: WorldOpener
 ) -> None:

@@ -689,3 +689,17 @@ def test_the_timers_notes_start_afresh_past_their_size_and_readers_then_read_eve
     world._note_timer("r9")
     assert world.timers_since(now) == (world.timers_version(), ["r9"])
     assert sorted(os.listdir(tmp_path / "data")).count("timers") == 1
+
+
+def test_heads_are_those_of_the_folders_with_a_journal_in_root_order(tmp_path: Path) -> None:
+    world = LocalWorld(tmp_path / "data")
+    for root in ("b", "a", "c"):
+        world.create_family(root, [])
+        world.write_head(root, {"runs": {root: {"status": "parked"}}})
+    (tmp_path / "data" / "runs" / "remnant").mkdir()  # a folder without a journal: no family
+    (tmp_path / "data" / "runs" / "remnant" / "head.msgpack").write_bytes(b"")
+    heads = world.heads()
+    assert [h.root for h in heads] == ["a", "b", "c"] == world.families()
+    assert [h.head for h in heads] == [world.read_head(r) for r in ("a", "b", "c")]
+    assert [h.inbox_end for h in heads] == [world.inbox_end(r) for r in ("a", "b", "c")]
+    assert [h.inbox_end for h in world.heads(inbox=False)] == [-1, -1, -1]
