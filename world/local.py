@@ -89,6 +89,7 @@ def old_format_error(fmt: Path, version: int) -> StoreFormatError:
 
 
 _STREAM_SUFFIX = ".msgpack"
+_HEAD_READ = 1 << 16  # a head's first read (most are ~1 KB; a longer one is read on)
 # The key of a head under which a LocalWorld notes how far it checked the family's files.
 _INTACT_KEY = "_intact"
 # An inbox is compacted once its consumed deliveries take this much (and more than the rest).
@@ -130,6 +131,22 @@ def _listdir(folder: Path) -> list[str]:
         return sorted(os.listdir(folder))
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def _read_whole(path: str) -> bytes:
+    """A small file's bytes, read without a buffered file object (half the time of
+    `open(...).read()` for a head of ~1 KB: a listing reads 10,000)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, _HEAD_READ)
+        if len(data) < _HEAD_READ:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _delete(path: Path) -> None:
@@ -629,8 +646,7 @@ class LocalWorld(World):
     def _head_at(path: str) -> dict[str, Any] | None:
         for _ in range(3):  # a damaged head may be one being written: read it again
             try:
-                with open(path, "rb") as f:
-                    head = _journal.head_from(f.read())
+                head = _journal.head_from(_read_whole(path))
             except OSError:  # missing or unreadable: rebuilt (head_from says None for damage)
                 return None
             if head is not None:

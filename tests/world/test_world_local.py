@@ -703,3 +703,14 @@ def test_heads_are_those_of_the_folders_with_a_journal_in_root_order(tmp_path: P
     assert [h.head for h in heads] == [world.read_head(r) for r in ("a", "b", "c")]
     assert [h.inbox_end for h in heads] == [world.inbox_end(r) for r in ("a", "b", "c")]
     assert [h.inbox_end for h in world.heads(inbox=False)] == [-1, -1, -1]
+
+
+def test_a_head_longer_than_one_read_is_read_whole(tmp_path: Path) -> None:
+    world = LocalWorld(tmp_path / "data")
+    world.create_family("big", [])
+    runs = {f"big.{i}": {"status": "completed", "result": "x" * 100} for i in range(1000)}
+    world.write_head("big", {"runs": runs})
+    assert (tmp_path / "data" / "runs" / "big" / "head.msgpack").stat().st_size > 1 << 16
+    head = world.read_head("big")
+    assert head is not None and head["runs"] == runs
+    assert [h.head for h in world.heads()] == [head]
