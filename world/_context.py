@@ -147,6 +147,7 @@ class WorkflowContext:
         self._empty_polls = 0  # polls that found nothing since the last record passed
         self._taken: list[int] = []  # the delivery ids the last receive or poll returned
         self._busy = ""  # the step whose function is running (replay order must be fixed)
+        self._ended = False  # the workflow code returned or raised: nothing more is recorded
         # Hooks created on a network world whose claim and record wait for the run's next
         # operation (`_settle_hooks`): made then off the loop, before anything else is stored.
         self._new_hooks: list[str] = []
@@ -258,6 +259,12 @@ class WorkflowContext:
         appended (`Order.streams`, from the step's `stream_mark`), which a replay does not
         re-run, are made durable before that step's record. The engine covers all of them
         before a run finishes or continues as new."""
+        if self._ended:
+            raise WorldError(
+                f"run {self._run.id}: {label or rec['t']!r} ended after the workflow code had "
+                "returned or raised (an operation it left running, as asyncio.gather leaves "
+                "the others when one fails); it was not recorded"
+            )
         if self._new_hooks or self._closed_hooks or self._unchecked_hooks:  # (`_hooks_due`
             await self._settle_hooks()  # inline: this runs at every record)
         stored = await self._engine.append(self._family, self._run, rec, label=label, order=order)

@@ -483,6 +483,7 @@ class Engine:
             except _INFRASTRUCTURE:
                 raise
             except Exception as exc:
+                ctx._ended = True  # (before any wait: an operation still running records no more)
                 if ctx._parked is not None:
                     raise WorldError(f"run {run.id}: workflow code swallowed a park") from exc
                 await ctx._release_closed()
@@ -490,6 +491,7 @@ class Engine:
                     family, run, error={"type": type(exc).__name__, "message": str(exc)}
                 )
                 return
+            ctx._ended = True
             if ctx._parked is not None:
                 raise WorldError(f"run {run.id}: workflow code swallowed a park (BaseException)")
             self._check_consumed(ctx, run)
@@ -548,7 +550,9 @@ class Engine:
         order: Order = RECORD,
     ) -> JournalRecord:
         """Journal one record of `run` (`order`: see `World.append`); return it as a replay
-        will read it."""
+        will read it. A finished run takes none (a replay would take it as running again)."""
+        if run.finished:
+            raise WorldError(f"run {run.id} has finished: no record is added to it")
         body = self._body(family, run, rec, label, key)
         if not self.world.append_waits(family.root, order):
             [pos] = self.world.append(family.root, [body], order)  # nothing to wait for

@@ -529,6 +529,43 @@ def test_concurrent_operations_in_one_run_are_refused_clearly(world: World) -> N
     assert "sequential" in info.error["message"] and "'a'" in info.error["message"]
 
 
+@pytest.mark.parametrize("ending", ["returns", "raises"])
+def test_an_operation_the_workflow_left_running_records_nothing_after_it_ended(
+    world: World, ending: str
+) -> None:
+    """What asyncio.gather leaves when one operation fails, made certain: a step still
+    running when the workflow code ends finds the run ended, records nothing, and the run
+    stays finished (a step record after `done` or `failed` replayed it as running)."""
+    left: list[asyncio.Future[Any]] = []
+
+    async def slow() -> int:
+        await asyncio.sleep(0.02)
+        return 1
+
+    async def flow(ctx: WorkflowContext, _: None) -> Any:
+        left.append(asyncio.ensure_future(ctx.step("a", slow)))
+        await asyncio.sleep(0)  # step a begins its function
+        if ending == "raises":
+            raise RuntimeError("gave up")
+        return "early"
+
+    engine = Engine(world, {"flow": flow})
+
+    async def main() -> Any:
+        rid = await engine.start("flow")
+        info = await engine.run(rid)
+        with pytest.raises(WorldError, match="ended after the workflow code had returned"):
+            await left[0]
+        return rid, info
+
+    rid, info = run(main())
+    status = "failed" if ending == "raises" else "completed"
+    assert info.status == status
+    assert [r["t"] for r in engine.history(rid)][-1] in ("done", "failed")
+    assert "step" not in [r["t"] for r in engine.history(rid)]
+    assert Engine(world, {"flow": flow}).info(rid).status == status
+
+
 def test_a_receive_and_a_child_start_wait_for_the_next_durable_record(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
