@@ -46,10 +46,8 @@ class StreamRecords:
         path = self.path(root)
         try:
             st = os.stat(path)
-        except FileNotFoundError:
+        except OSError:  # none, or unreadable: the caller lists the folder instead
             return None
-        except OSError:
-            return None  # unreadable: the caller lists the folder instead
         stamp = (st.st_ino, st.st_size)
         cached = self._cached.get(root)
         if cached is not None and cached[0] == stamp:
@@ -155,14 +153,16 @@ def parse(data: bytes, root: str) -> list[str]:
     return out
 
 
-def listed(names: list[str]) -> dict[str, set[str]]:
+def stream_of(file: str) -> str | None:
+    """The stream a file of the streams folder holds (data or index); None: none."""
+    stem, dot, ext = file.rpartition(".")
+    return stem.replace("%3A", ":") if dot and ext in ("msgpack", "idx") else None
+
+
+def listed(files: list[str]) -> dict[str, set[str]]:
     """The stream names of each family among file names of the streams folder."""
     out: dict[str, set[str]] = {}
-    for file in names:
-        stem, dot, ext = file.rpartition(".")
-        if dot and ext in ("msgpack", "idx"):
-            name = stem.replace("%3A", ":")
-            root = stream_family(name)
-            if root is not None:
-                out.setdefault(root, set()).add(name)
+    for file in files:
+        if (name := stream_of(file)) is not None and (root := stream_family(name)) is not None:
+            out.setdefault(root, set()).add(name)
     return out

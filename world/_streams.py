@@ -582,7 +582,8 @@ class StreamStore:
     def _sync(self, name: str, writer: _Writer) -> None:
         """Bring the writer up to date with the files (another process may have appended)."""
         data_path, _ = self._files(name)
-        size = os.fstat(writer.data_fd).st_size
+        st = os.fstat(writer.data_fd)
+        size = st.st_size
         if size and not os.pread(writer.data_fd, len(HEADER), 0).strip(b"\0"):
             size = 0  # zeros where the header goes: nothing of it was ever durable (a cut)
         if size == 0:
@@ -593,21 +594,21 @@ class StreamStore:
             writer.end, writer.count, writer.width = len(HEADER), 0, 4
             return
         known = self._known.get(name)
-        if known is not None and known.whole and known.end == size:
-            # A reader of this store checked the files as they are (inode, size, mtime): the
-            # index whole and right, the data ending at its last item. Reading and checking
-            # the index again cost an old session's first append ~1.5 ms.
-            st = os.fstat(writer.data_fd)
-            if (known.ino, known.size) == (st.st_ino, size) and known.mtime in (
-                st.st_mtime_ns,
-                -1,
+        # A reader of this store checked the files as they are (inode, size, mtime): the
+        # index whole and right, the data ending at its last item. Reading and checking the
+        # index again cost an old session's first append ~1.5 ms.
+        if (
+            known is not None
+            and known.whole
+            and (known.ino, known.size, known.end) == (st.st_ino, size, size)
+            and known.mtime in (st.st_mtime_ns, -1)
+        ):
+            base, width = index_form(os.pread(writer.idx_fd, len(NARROW), 0))
+            if os.fstat(writer.idx_fd).st_size == base + width * known.items and (
+                width == 8 or known.offsets[known.items - 1] < _stream_index.NARROW_LIMIT
             ):
-                base, width = index_form(os.pread(writer.idx_fd, len(NARROW), 0))
-                if os.fstat(writer.idx_fd).st_size == base + width * known.items and (
-                    width == 8 or known.offsets[known.items - 1] < _stream_index.NARROW_LIMIT
-                ):
-                    writer.end, writer.count, writer.width = size, known.items, width
-                    return
+                writer.end, writer.count, writer.width = size, known.items, width
+                return
         raw = os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0)
         stored = offsets_of(raw)
         count = len(stored)

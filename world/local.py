@@ -43,7 +43,7 @@ from ._errors import (
 )
 from ._family import parks_on_timer
 from ._records import StoredRecord
-from ._stream_record import StreamRecords
+from ._stream_record import StreamRecords, stream_of
 from ._streams import StreamStore
 from ._watch import DirWatcher, touched
 from ._world import (
@@ -229,10 +229,8 @@ class _Listing:
 
 
 def _stream_root(folder: Path, name: str) -> str | None:
-    stem, dot, ext = name.rpartition(".")
-    if not dot or ext not in ("msgpack", "idx"):
-        return None
-    return stream_family(stem.replace("%3A", ":"))
+    stream = stream_of(name)
+    return stream_family(stream) if stream is not None else None
 
 
 def _hook_root(folder: Path, name: str) -> str | None:
