@@ -19,6 +19,9 @@ import pytest
 from benchmarks import BENCHMARKS
 from tests.pg_support import require_server
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 EXPECTED = {
     "step_overhead": {
         "step_overhead.step",

@@ -36,6 +36,9 @@ from tests.chaos.chaos_support import (
 )
 from tests.pg_support import fresh_schema, require_server
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 WORKERS = 2
 
 
@@ -72,7 +75,6 @@ class LocalSessions:
         return sid
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", ["local", "postgres"])
 def test_chaos(

@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 WORKERS = 2
 HERE = Path(__file__).absolute().parent
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_thousand_kills(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     seed = int(os.environ.get("CHAOS_SEED") or random.SystemRandom().randrange(1 << 30))

@@ -22,6 +22,9 @@ from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import DRIVER, AgentFactory, brief, call, reply, side_effect_tool
 from tests.pg_support import stored_blobs
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 SCRIPT = [
     reply("", call("record", text="a")),
     reply("thinking about b", call("record", text="b"), delay=0.4),

@@ -26,6 +26,9 @@ import pytest
 from tests.eve_cli.power_support import Ack, check_store
 from tests.eve_cli.rt_support import AgentFactory, call, reply, side_effect_tool
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 DRIVER = r"""
 import asyncio, json, sys
 from eve_cli.runtime import Runtime

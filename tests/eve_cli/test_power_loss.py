@@ -19,6 +19,9 @@ from tests.eve_cli.power_support import Ack, check_store, turns_of
 from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, reply, side_effect_tool
 from tests.power_cut import Disk
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 MIXES = 2  # seeded mixed states per moment, besides "all synced" and "all as now"
 
 

@@ -8,10 +8,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from eve_cli.runtime import Runtime
 from tests.eve_cli.effects_support import effect_tools
 from tests.eve_cli.rt_support import AgentFactory, call, reply
 from tests.eve_cli.test_durability import Proc
+
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
 
 
 def start(tmp_path: Path, make_agent: AgentFactory, data: str, name: str, **args: str) -> tuple[

@@ -22,6 +22,9 @@ import pytest
 
 from world import _journal
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 JOB = str(Path(__file__).with_name("crash_job.py"))
 STEPS = 12
 
@@ -75,7 +78,6 @@ def _expected_effects() -> Counter[int]:
     return Counter([*range(STEPS), 1000 + STEPS // 2])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "faults",
     [
@@ -117,7 +119,6 @@ def test_kill_at_a_fault_point_then_resume(
     _journal_ok(data)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_kill_at_a_random_moment_then_resume(
     tmp_path: Path, reference: dict[str, Any], seed: int

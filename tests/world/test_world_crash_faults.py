@@ -20,6 +20,9 @@ import pytest
 
 from world import _verify
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 STEPS = 4
 SCRIPT = textwrap.dedent(
     """

@@ -25,6 +25,9 @@ from tests.eve_cli.channel.channel_support import (
 from tests.eve_cli.channel.test_channel_workers import API, COUNTING_TOOLS, JSON
 from tests.pg_support import throwaway_cluster, with_params
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 DOWN = 1.5  # seconds the database stays stopped
 
 

@@ -27,6 +27,9 @@ from tests.eve_cli.channel.channel_support import (
 )
 from tests.pg_support import fresh_schema, require_server
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 API = "/eve/v1"
 JSON = {"content-type": "application/json"}
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.eve_cli.channel.browser_support import Tab, expect
 from tests.eve_cli.channel.channel_support import (
@@ -24,6 +25,9 @@ from tests.eve_cli.channel.channel_support import (
     write_agent,
     write_script,
 )
+
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
 
 API = "/eve/v1"
 

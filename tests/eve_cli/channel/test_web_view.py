@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.eve_cli.channel.browser_support import PHONE, Tab, expect
 from tests.eve_cli.channel.channel_support import (
@@ -26,6 +27,9 @@ from tests.eve_cli.channel.channel_support import (
     write_agent,
     write_script,
 )
+
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
 
 API = "/eve/v1"
 JSON = {"content-type": "application/json"}

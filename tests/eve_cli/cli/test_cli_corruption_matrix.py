@@ -33,6 +33,9 @@ import pytest
 
 from world import _journal
 
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 MESSAGES = ("hello", "what time is it?", "add 2 and 3")
 FLIP = 16
 

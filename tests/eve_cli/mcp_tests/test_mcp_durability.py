@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from eve_cli.runtime import Runtime
 from tests.eve_cli.mcp_tests.mcp_support import (
     alive,
@@ -21,6 +23,9 @@ from tests.eve_cli.mcp_tests.mcp_support import (
     stdio_entry,
 )
 from tests.eve_cli.rt_support import DRIVER, AgentFactory, call, reply
+
+# Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
+pytestmark = pytest.mark.slow
 
 SCRIPT = [
     reply("", call("mcp__srv__add", a=2, b=3), call("mcp__srv__record", text="x")),
