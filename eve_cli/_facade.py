@@ -1,4 +1,4 @@
-"""The runtime facade (ARCHITECTURE §3): the one description of what a caller of sessions uses.
+"""The runtime facade (docs/RUNTIME.md): the one description of what a caller of sessions uses.
 
 Two implementations: :class:`eve_cli.runtime.Runtime` in-process, and
 :class:`eve_cli.channel.RemoteRuntime` over the HTTP channel. Every caller (the channel, the

@@ -1,4 +1,4 @@
-"""The runtime facade: what the CLI and the HTTP channel call (docs/ARCHITECTURE.md §3).
+"""The runtime facade: what the CLI and the HTTP channel call (docs/RUNTIME.md).
 
 ``Runtime`` opens a world (``LocalWorld`` under the data directory by default), loads the agent
 folder and offers sessions: create, deliver, respond, cancel / clear / compact / reset, drive,

@@ -15,7 +15,7 @@ from eve_cli.channel._web import WEB_PATHS
 # reveal nothing (the page asks for the token before it reads anything).
 _OPEN_PATHS = frozenset({"/eve/v1/health", *WEB_PATHS})
 
-# Session ids (ARCHITECTURE §3): letters, digits, '-' and '_'; never a path.
+# Session ids (docs/RUNTIME.md): letters, digits, '-' and '_'; never a path.
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # A sub-agent's session: its parent's id and `.<n>` parts (as the runtime has them).
 _CHILD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9}){1,16}")

@@ -69,7 +69,7 @@ _ACCEPTED = RemoteReceipt("accepted")
 
 
 class RemoteRuntime:
-    """The facade's session methods over HTTP (see ARCHITECTURE §3 and §5)."""
+    """The facade's session methods over HTTP (see docs/RUNTIME.md and docs/SERVING.md)."""
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")

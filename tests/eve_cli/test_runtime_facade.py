@@ -1,4 +1,4 @@
-"""The facade's contract (ARCHITECTURE §3): on every world, and on the default LocalWorld."""
+"""The facade's contract (docs/RUNTIME.md): on every world, and on the default LocalWorld."""
 
 from __future__ import annotations
 
