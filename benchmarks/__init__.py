@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "fork_cost": "benchmarks.fork_cost",
     "dbos": "benchmarks.dbos_bench",
     "timer_wake": "benchmarks.timer_wake",
+    "evals": "benchmarks.evals_bench",
 }
 
 

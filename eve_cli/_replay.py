@@ -65,10 +65,12 @@ class Divergence:
 
 @dataclasses.dataclass
 class ReplayReport:
-    """What a replay found: its divergences, and the turns as the replay made them."""
+    """What a replay found: its divergences, the turns as the replay made them, and the
+    replay session's events."""
 
     divergences: list[Divergence]
     turns: list[Turn]
+    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -199,10 +201,12 @@ async def play(
             sid = await rt.create_session()
             for turn in tape["turns"]:
                 await _replay_turn(rt, sid, turn, recorded)
-            _, turns = recording(rt.events(sid))
+            events = rt.events(sid)
+            _, turns = recording(events)
         finally:
             rt.close()
-    return ReplayReport(compare(tape["turns"], turns, live=live_model is not None), turns)
+    found = compare(tape["turns"], turns, live=live_model is not None)
+    return ReplayReport(found, turns, events)
 
 
 async def _replay_turn(rt: Any, sid: str, turn: Turn, recorded: Recorded) -> None:

@@ -17,6 +17,23 @@ from eve_cli.testing import replay_cassette
 def test_hello_still_behaves_as_recorded() -> None:
     assert replay_cassette("tests/hello.json", agent="agent") == []
 ```
+
+The agent folder's eval cases (``evals/*.yaml``, ``eve eval``) from pytest, and the same
+expectations on any run (``pytest_plugins = ["eve_cli.testing"]`` in ``conftest.py`` gives the
+``eval_case`` fixture):
+
+```python
+from eve_cli.testing import expect, run_eval_case
+
+def test_counts_words() -> None:
+    run = run_eval_case("counts-words", agent="agent")
+    assert run.passed, run.failures
+    assert expect(run, contains="4", tools_not_called=["save_note"]) == []
+
+def test_with_the_fixture(eval_case) -> None:
+    run = eval_case("counts-words")  # ./agent, or override the eval_agent fixture
+    assert run.view["status"] == "waiting"
+```
 """
 
 from __future__ import annotations
@@ -27,12 +44,18 @@ from pathlib import Path
 from typing import Any
 
 from eve_cli._replay import Divergence
+from eve_cli.evals import CaseRun
 from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
 from world import MemoryWorld
 
-__all__ = ["Divergence", "call", "chat", "memory_runtime", "replay_cassette", "reply",
-           "write_script"]  # fmt: skip
+try:  # the `eval_case` fixture, for a suite that names this module in `pytest_plugins`
+    import pytest
+except ImportError:  # pragma: no cover - pytest is not needed for the rest
+    pytest = None  # type: ignore[assignment]
+
+__all__ = ["CaseRun", "Divergence", "call", "chat", "eval_case", "expect", "memory_runtime",
+           "replay_cassette", "reply", "run_eval_case", "write_script"]  # fmt: skip
 
 
 def memory_runtime(agent_dir: Path | str | None = None, *, model: str | None = None) -> Runtime:
@@ -79,3 +102,62 @@ def replay_cassette(
 
     report = asyncio.run(play(load(path), agent, live_tools=live_tools))
     return report.divergences
+
+
+def run_eval_case(
+    name: str,
+    agent: Path | str | None = None,
+    *,
+    model: str | None = None,
+    judge_model: str | None = None,
+) -> CaseRun:
+    """Run the eval case ``name`` of the agent folder ``agent`` (default ``./agent``) as a
+    session on an in-memory world, as `eve eval` would: its stubs, answers and expectations
+    (``model``: instead of the case's; ``judge_model``: for a judge naming none). The run has
+    ``passed``, ``failures``, ``reply``, ``tool_calls``, ``events`` and ``view``.
+
+    Raises:
+        eve_cli.evals.CaseErrors: a mistake in a case file; ValueError: no such case.
+    """
+    import asyncio
+
+    from eve_cli.evals import EvalOptions, load_cases, run_case
+    from eve_cli.evals._runner import serve_stubs
+
+    rt = memory_runtime(agent)
+    try:
+        cases = [c for c in load_cases(rt.agent.directory, rt.agent) if c.name == name]
+        if not cases:
+            raise ValueError(f"no eval case {name!r} in {rt.agent.directory / 'evals'}")
+        book = serve_stubs(rt, cases)
+        options = EvalOptions(model=model, judge_model=judge_model)
+        return asyncio.run(run_case(rt, cases[0], options=options, book=book))
+    finally:
+        rt.close()
+
+
+def expect(run: CaseRun, **expectations: Any) -> list[str]:
+    """The expectations a run misses, one line each; the keywords are those of a case's
+    ``expect:`` (``contains=``, ``tools_called=``, ``max_steps=``, ``check=`` a function, ...;
+    the judge is left to `run_eval_case`)."""
+    from eve_cli.evals._expect import check_run
+    from eve_cli.evals._parse import expectations_of
+
+    return check_run(expectations_of(expectations), run)
+
+
+if pytest is not None:
+
+    @pytest.fixture
+    def eval_agent() -> Path | None:
+        """The agent folder `eval_case` runs cases of (None: ``./agent``); override it."""
+        return None
+
+    @pytest.fixture
+    def eval_case(eval_agent: Path | None) -> Any:
+        """A function running an eval case by name (see `run_eval_case`)."""
+
+        def run(name: str, *, model: str | None = None) -> CaseRun:
+            return run_eval_case(name, eval_agent, model=model)
+
+        return run

@@ -28,6 +28,7 @@ _SCRUBBED = (
     "OPENAI_BASE_URL",
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_BASE_URL",
+    "EVE_JUDGE_MODEL",
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

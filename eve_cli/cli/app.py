@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "replay": "replay",
     "export": "export",
     "schedules": "schedules",
+    "eval": "eval",
 }
 
 

@@ -72,11 +72,38 @@ def save_note(text: str, ctx: ToolContext) -> str:
     return f"saved {path}"
 '''
 
+_EVAL_YAML = """\
+# Eval cases: `eve eval` runs each case as a session and checks what the agent did.
+# The format is in the README ("Evals"); `eve eval --help` lists the options.
+cases:
+  - name: counts-words
+    messages: ["count the words in the quick brown fox"]
+    expect:
+      tools_called:
+        - name: count_words
+          arguments: {text: "the quick brown fox"}
+      contains: "4"
+      max_steps: 3
+
+  - name: saves-a-note
+    messages: ["remember to buy milk"]
+    answers:
+      - approve: true          # the approval save_note asks for
+    stubs:                     # the tool is not run: no file is written
+      - tool: save_note
+        arguments: {text: ".*milk.*"}
+        result: "saved notes/note-1.md"
+    expect:
+      tools_called: [save_note]
+      not_contains: "error"
+"""
+
 FILES: dict[str, str] = {
     "agent.py": _AGENT_PY,
     "instructions.md": _INSTRUCTIONS_MD,
     "tools/words.py": _WORDS_PY,
     "tools/notes.py": _NOTES_PY,
+    "evals/example.yaml": _EVAL_YAML,
 }
 
 
@@ -106,11 +133,13 @@ def init(
         Path, typer.Argument(metavar="[DIR]", help="Folder to create (default ./agent).")
     ] = Path("agent"),
 ) -> None:
-    """Scaffold an agent folder: agent.py, instructions.md and two example tools."""
+    """Scaffold an agent folder: agent.py, instructions.md, two example tools and two eval
+    cases."""
     written = scaffold(directory)
     for path in written:
         typer.echo(f"created {path}")
     typer.echo(f"\nnext: eve chat --agent {directory}")
+    typer.echo(f"      eve eval --agent {directory}   (runs evals/example.yaml)")
 
 
 def register(app: typer.Typer) -> None:

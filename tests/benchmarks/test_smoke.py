@@ -60,6 +60,7 @@ EXPECTED = {
         "workers.takeover_stop",
     },
     "timer_wake": {"timer_wake.scan", "timer_wake.idle_cpu", "timer_wake.late"},
+    "evals": {"evals.overhead"},
     "server_throughput": {
         "server_throughput.steps_per_s.1",
         "server_throughput.latency_p50.1",

@@ -31,7 +31,8 @@ def test_testing_helpers_are_pinned_and_work(tmp_path: object) -> None:
     from eve_cli import testing
 
     assert sorted(testing.__all__) == [
-        "Divergence", "call", "chat", "memory_runtime", "replay_cassette", "reply", "write_script",
+        "CaseRun", "Divergence", "call", "chat", "eval_case", "expect", "memory_runtime",
+        "replay_cassette", "reply", "run_eval_case", "write_script",
     ]  # fmt: skip
     model = testing.write_script(Path(str(tmp_path)) / "s.json", [testing.reply("hello")])
     rt = testing.memory_runtime(model=model)
@@ -42,3 +43,15 @@ def test_testing_helpers_are_pinned_and_work(tmp_path: object) -> None:
         assert view["turns"][0]["steps"][0]["text"] == "hello"
 
     asyncio.run(main())
+
+
+def test_evals_names_are_pinned() -> None:
+    from eve_cli import evals
+
+    assert sorted(evals.__all__) == [
+        "Answer", "Case", "CaseErrors", "CaseFileError", "CaseRun", "EvalOptions", "Expect",
+        "Judge", "Stub", "ToolCallExpected", "ToolCallMade", "case", "load_cases", "run_case",
+        "select",
+    ]  # fmt: skip
+    for name in evals.__all__:
+        assert hasattr(evals, name), name

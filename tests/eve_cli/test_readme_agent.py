@@ -17,7 +17,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def readme_files() -> dict[str, str]:
     """The section's code blocks that start with a `# agent/...` path line, by path."""
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Writing an agent") : text.index("## Performance")]
+    section = text[text.index("## Writing an agent") : text.index("## Evals")]
     files = {}
     for block in re.findall(r"```python\n(.*?)```", section, re.DOTALL):
         first, _, body = block.partition("\n")

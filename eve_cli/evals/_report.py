@@ -1,0 +1,143 @@
+"""An eval run's report: the JSON report (what ``--baseline`` reads back), and JUnit XML."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from eve_cli.evals._case import Case
+
+REPORT_VERSION = 1
+
+
+def _mean(values: Sequence[float | int | None]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return round(statistics.fmean(known), 6) if known else None
+
+
+def case_summary(
+    case: Case, results: Sequence[Mapping[str, Any]], default_threshold: float = 1.0
+) -> dict[str, Any]:
+    """A case's line of the report: its pass rate over its repetitions and their means."""
+    passed = sum(1 for r in results if r.get("passed"))
+    rate = passed / len(results) if results else 0.0
+    threshold = default_threshold if case.threshold is None else case.threshold
+    return {
+        "name": case.name,
+        "file": str(case.file),
+        "line": case.line,
+        "tags": list(case.tags),
+        "threshold": threshold,
+        "runs": len(results),
+        "passed": passed,
+        "passRate": round(rate, 4),
+        "ok": bool(results) and rate >= threshold - 1e-9,
+        "steps": _mean([r.get("steps") for r in results]),
+        "tokens": _mean([r.get("tokens") for r in results]),
+        "cost": _mean([r.get("cost") for r in results]),
+        "seconds": _mean([r.get("seconds") for r in results]),
+        "results": [dict(r) for r in sorted(results, key=lambda r: int(r.get("repeat", 0)))],
+    }
+
+
+def build_report(
+    cases: Sequence[Case],
+    results: Mapping[tuple[str, int], Mapping[str, Any]],
+    info: Mapping[str, Any],
+    default_threshold: float = 1.0,
+) -> dict[str, Any]:
+    """The whole report; ``info``: the run's id, agent, world, model, repeat, ..."""
+    rows = []
+    for case in cases:
+        mine = [r for (name, _), r in results.items() if name == case.name]
+        rows.append(case_summary(case, mine, default_threshold))
+    runs = [r for row in rows for r in row["results"]]
+    summary = {
+        "cases": len(rows),
+        "ok": sum(1 for r in rows if r["ok"]),
+        "belowThreshold": [r["name"] for r in rows if not r["ok"]],
+        "runs": len(runs),
+        "passed": sum(1 for r in runs if r.get("passed")),
+        "passRate": round(sum(1 for r in runs if r.get("passed")) / len(runs), 4) if runs else 0.0,
+        "tokens": _mean([r.get("tokens") for r in runs]),
+        "cost": _mean([r.get("cost") for r in runs]),
+        "seconds": _mean([r.get("seconds") for r in runs]),
+    }
+    return {
+        "version": REPORT_VERSION,
+        **info,
+        "finishedAt": time.time(),
+        "cases": rows,
+        "summary": summary,
+    }
+
+
+def junit_xml(report: Mapping[str, Any]) -> bytes:
+    """The report as JUnit XML: one testsuite, one testcase per case (a case below its
+    threshold is a failure; each failing repetition is listed in it)."""
+    rows = report.get("cases") or []
+    failed = [r for r in rows if not r.get("ok")]
+    seconds = sum(float(r.get("seconds") or 0) * int(r.get("runs") or 0) for r in rows)
+    attrs = {
+        "name": "eve eval",
+        "tests": str(len(rows)),
+        "failures": str(len(failed)),
+        "errors": "0",
+        "skipped": "0",
+        "time": f"{seconds:.3f}",
+    }
+    root = ET.Element("testsuites", attrs)
+    suite = ET.SubElement(root, "testsuite", {**attrs, "timestamp": _timestamp(report)})
+    for row in rows:
+        suite.append(_testcase(row))
+    ET.indent(root)
+    body: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=False)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
+
+
+def _timestamp(report: Mapping[str, Any]) -> str:
+    at = float(report.get("finishedAt") or time.time())
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
+
+
+def _testcase(row: Mapping[str, Any]) -> ET.Element:
+    from pathlib import Path
+
+    runs = int(row.get("runs") or 0)
+    element = ET.Element(
+        "testcase",
+        {
+            "classname": f"evals.{Path(str(row.get('file'))).stem}",
+            "name": str(row["name"]),
+            "file": str(row.get("file")),
+            "line": str(row.get("line")),
+            "time": f"{float(row.get('seconds') or 0) * runs:.3f}",
+        },
+    )
+    sessions = [str(r.get("session")) for r in row.get("results") or []]
+    if not row.get("ok"):
+        message = (
+            f"pass rate {row.get('passed')}/{runs} below the threshold "
+            f"{float(row.get('threshold') or 0):g}"
+        )
+        failure = ET.SubElement(element, "failure", {"message": message, "type": "EvalFailure"})
+        failure.text = "\n".join(_failure_lines(row))
+    out = ET.SubElement(element, "system-out")
+    out.text = "sessions: " + " ".join(sessions)
+    return element
+
+
+def _failure_lines(row: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for result in row.get("results") or []:
+        if result.get("passed"):
+            continue
+        lines.append(f"run {int(result.get('repeat') or 0) + 1} (session {result.get('session')}):")
+        lines += [f"  {f}" for f in result.get("failures") or []]
+        lines += [
+            f"  [{d.get('kind')}] {d.get('message')}" for d in result.get("divergences") or []
+        ]
+    return lines
