@@ -31,7 +31,7 @@ def case_summary(
         "line": case.line,
         "tags": list(case.tags),
         "threshold": threshold,
-        "runs": len(results),
+        "repetitions": len(results),
         "passed": passed,
         "passRate": round(rate, 4),
         "ok": bool(results) and rate >= threshold - 1e-9,
@@ -59,7 +59,7 @@ def build_report(
         "cases": len(rows),
         "ok": sum(1 for r in rows if r["ok"]),
         "belowThreshold": [r["name"] for r in rows if not r["ok"]],
-        "runs": len(runs),
+        "repetitions": len(runs),
         "passed": sum(1 for r in runs if r.get("passed")),
         "passRate": round(sum(1 for r in runs if r.get("passed")) / len(runs), 4) if runs else 0.0,
         "tokens": _mean([r.get("tokens") for r in runs]),
@@ -80,7 +80,7 @@ def junit_xml(report: Mapping[str, Any]) -> bytes:
     threshold is a failure; each failing repetition is listed in it)."""
     rows = report.get("cases") or []
     failed = [r for r in rows if not r.get("ok")]
-    seconds = sum(float(r.get("seconds") or 0) * int(r.get("runs") or 0) for r in rows)
+    seconds = sum(float(r.get("seconds") or 0) * int(r.get("repetitions") or 0) for r in rows)
     attrs = {
         "name": "eve eval",
         "tests": str(len(rows)),
@@ -106,7 +106,7 @@ def _timestamp(report: Mapping[str, Any]) -> str:
 def _testcase(row: Mapping[str, Any]) -> ET.Element:
     from pathlib import Path
 
-    runs = int(row.get("runs") or 0)
+    runs = int(row.get("repetitions") or 0)
     element = ET.Element(
         "testcase",
         {

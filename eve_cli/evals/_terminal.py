@@ -75,7 +75,7 @@ def summary_table(report: Mapping[str, Any], out: TextIO) -> None:
         style = "" if row.get("ok") else "red"
         table.add_row(
             row["name"],
-            f"{row['passed']}/{row['runs']}",
+            f"{row['passed']}/{row['repetitions']}",
             f"{row['passRate']:.0%}",
             f"{float(row['threshold']):.0%}",
             _num(row.get("steps"), 1),
@@ -88,7 +88,7 @@ def summary_table(report: Mapping[str, Any], out: TextIO) -> None:
     s = report.get("summary") or {}
     out.write(
         f"{s.get('ok')}/{s.get('cases')} cases at their threshold; {s.get('passed')}/"
-        f"{s.get('runs')} runs passed ({float(s.get('passRate') or 0):.0%})\n"
+        f"{s.get('repetitions')} runs passed ({float(s.get('passRate') or 0):.0%})\n"
     )
 
 
@@ -99,7 +99,7 @@ def failures(report: Mapping[str, Any], where: str, out: TextIO) -> None:
             continue
         out.write(
             f"\nFAILED {row['name']} ({row['file']}:{row['line']}): {row['passed']}/"
-            f"{row['runs']} passed, {float(row['threshold']):.0%} needed\n"
+            f"{row['repetitions']} passed, {float(row['threshold']):.0%} needed\n"
         )
         for result in row.get("results") or []:
             if result.get("passed"):
@@ -113,6 +113,7 @@ def failures(report: Mapping[str, Any], where: str, out: TextIO) -> None:
             out.write(
                 f"    open:   eve inspect {sid} --world {where}\n"
                 f"            eve log {sid} --world {where}\n"
+                f"            eve start --world {where}, then http://127.0.0.1:8000/#/s/{sid}\n"
                 f"    export: eve export {sid} --world {where} -o {row['name']}.json\n"
             )
 

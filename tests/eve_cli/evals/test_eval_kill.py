@@ -71,8 +71,8 @@ def test_a_run_killed_midway_is_finished_by_the_next_and_counts_each_case_once(
     assert f"resuming run {kept[0]['run']} ({len(kept)}/{CASES} runs already done)" in err
     report = report_of(isolated / "r.json")
     assert report["resumed"] is True and report["run"] == kept[0]["run"]
-    assert [c["runs"] for c in report["cases"]] == [1] * CASES
-    assert report["summary"] == {**report["summary"], "runs": CASES, "passed": CASES}
+    assert [c["repetitions"] for c in report["cases"]] == [1] * CASES
+    assert report["summary"] == {**report["summary"], "repetitions": CASES, "passed": CASES}
     # The results kept from the killed run are the report's (not run again) ...
     for entry in kept:
         (again,) = next(c for c in report["cases"] if c["name"] == entry["case"])["results"]

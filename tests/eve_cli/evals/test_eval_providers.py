@@ -55,7 +55,7 @@ def test_a_flaky_case_has_a_pass_rate_held_against_its_threshold(
     strict = runner.invoke(app, ["eval", "--repeat", "4", "--json", "r.json"])
     assert strict.exit_code == 1, strict.output
     flaky = row(report_of(isolated / "r.json"), "flaky")
-    assert (flaky["runs"], flaky["passed"], flaky["passRate"]) == (4, 2, 0.5)
+    assert (flaky["repetitions"], flaky["passed"], flaky["passRate"]) == (4, 2, 0.5)
     assert [r["passed"] for r in flaky["results"]] == [True, False, True, False]
     assert flaky["tokens"] == 44  # the provider's usage, not an estimate
     assert "flaky │  2/4 │  50% │ 100%" in strict.stdout

@@ -51,6 +51,7 @@ def test_a_failing_case_exits_1_and_the_reports_say_why(isolated: Path) -> None:
     sid = run["session"]
     assert f"eve inspect {sid} --world .eve-evals/world" in result.stdout
     assert f"eve export {sid} --world .eve-evals/world -o bad.json" in result.stdout
+    assert f"http://127.0.0.1:8000/#/s/{sid}" in result.stdout
     # The failing run is a session that opens like any other.
     log = eve("log", sid, "--world", ".eve-evals/world")
     assert log.exit_code == 0 and "The answer is 42" in log.stdout and "echo" in log.stdout
@@ -292,7 +293,7 @@ def test_parallel_runs_and_repeats_make_one_session_each(isolated: Path) -> None
     report = report_of(isolated / "r.json")
     sessions = [r["session"] for c in report["cases"] for r in c["results"]]
     assert len(sessions) == len(set(sessions)) == 12
-    assert all(c["runs"] == 2 and c["passRate"] == 1.0 for c in report["cases"])
+    assert all(c["repetitions"] == 2 and c["passRate"] == 1.0 for c in report["cases"])
     assert result.stderr.count("✓") == 12
 
 
