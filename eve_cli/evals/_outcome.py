@@ -10,7 +10,6 @@ from typing import Any
 
 # Fields of a step's usage that count as tokens (cache and reasoning ones are parts of these).
 _TOKEN_FIELDS = ("inputTokens", "outputTokens")
-_COST_FIELDS = ("cost", "costUsd", "costUSD")
 _FAILED = ("turn.failed", "step.failed", "session.failed")
 
 
@@ -32,7 +31,7 @@ class CaseRun:
     session_id: str
     events: list[dict[str, Any]]
     reply: str = ""
-    result: Any = None  # the structured result (a ``result`` event), when the agent has one
+    result: Any = None  # the structured result (a ``result`` event's value), when there is one
     has_result: bool = False
     tool_calls: list[ToolCallMade] = field(default_factory=list)
     steps: int = 0
@@ -87,7 +86,7 @@ def _take(run: CaseRun, calls: dict[str, ToolCallMade], event: dict[str, Any]) -
         )
     elif kind in ("step.completed", "step.failed"):
         run.steps += 1
-        _usage(run, event.get("usage"))
+        _usage(run, event)
     elif kind == "result":
         run.result, run.has_result = _result_of(event), True
     if kind in _FAILED:
@@ -96,18 +95,17 @@ def _take(run: CaseRun, calls: dict[str, ToolCallMade], event: dict[str, Any]) -
             run.errors.append(text)
 
 
-def _usage(run: CaseRun, usage: Any) -> None:
-    if not isinstance(usage, Mapping):
-        return
-    run.tokens += sum(int(usage.get(k) or 0) for k in _TOKEN_FIELDS)
-    for key in _COST_FIELDS:
-        if isinstance(usage.get(key), (int, float)):
-            run.cost = (run.cost or 0.0) + float(usage[key])
-            break
+def _usage(run: CaseRun, step: Mapping[str, Any]) -> None:
+    usage = step.get("usage")
+    if isinstance(usage, Mapping):
+        run.tokens += sum(int(usage.get(k) or 0) for k in _TOKEN_FIELDS)
+    cost = step.get("cost")  # US dollars, from the model's price table, when it has one
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        run.cost = (run.cost or 0.0) + float(cost)
 
 
 def _result_of(event: Mapping[str, Any]) -> Any:
-    for key in ("result", "value", "data", "output"):
+    for key in ("value", "result"):
         if key in event:
             return event[key]
     return None

@@ -319,3 +319,14 @@ def test_usage_mistakes_are_one_line_and_exit_2(isolated: Path) -> None:
         result = eve("eval", *args)
         assert result.exit_code in (1, 2), (args, result.output)
         assert said in result.stderr and result.stderr.count("\n") == 1, (args, result.stderr)
+
+
+def test_model_option_runs_every_case_on_that_model(isolated: Path) -> None:
+    agent = eval_agent(isolated, {"two.yaml": TWO}, {"echo": ECHO_THEN_ANSWER})
+    other = agent / "other.json"
+    other.write_text(json.dumps([reply("The answer is 43")]))
+    result = eve("eval", "-m", f"scripted:{other}", "--json", "r.json")
+    report = report_of(isolated / "r.json")
+    assert report["model"] == f"scripted:{other}"
+    assert (row(report, "good")["ok"], row(report, "bad")["ok"]) == (False, True)
+    assert result.exit_code == 1
