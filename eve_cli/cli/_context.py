@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from eve_cli.cli._errors import CliError
+from eve_cli.cli._errors import EXIT_USAGE, CliError
 
 # Where a database world's commands would keep local files (its Where.path stands in).
 DEFAULT_DATA_DIR = ".workflow-data"
@@ -90,7 +90,12 @@ def choose_world(
     spec: str | Path | None = world or data
     if spec is None:
         spec = _STATE.world or _STATE.data or os.environ.get("EVE_WORLD") or None
-    if isinstance(spec, str) and is_database_url(spec):
+    try:
+        database = isinstance(spec, str) and is_database_url(spec)
+    except ValueError as exc:  # a typo'd URL must not become a store of its own
+        raise CliError(str(exc), EXIT_USAGE) from None
+    if database:
+        assert isinstance(spec, str)
         return Where(path=Path(DEFAULT_DATA_DIR), url=spec)
     path = Path(spec) if spec is not None else None
     return Where(ensure_data_dir(path) if create else data_path(path))

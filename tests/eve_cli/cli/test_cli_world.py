@@ -157,3 +157,35 @@ def test_doctor_finds_and_repairs_damage_in_the_database(eve: Eve, url: str) -> 
     assert more.exit_code == 0 and "It is" in more.stdout, more.output
     again = eve("doctor", "--world", url, "--repair", "--json")
     assert json.loads(again.stdout)["repairs"] == []
+
+
+@pytest.mark.parametrize(
+    ("how", "value", "said"),
+    [
+        ("option", "postgressql://eve:hunter2@127.0.0.1/eve", "scheme 'postgressql'"),
+        ("env", "postgresql//eve:hunter2@127.0.0.1/eve", "malformed world URL"),
+        ("option", "mysql://eve:hunter2@127.0.0.1/eve", "unknown world URL scheme 'mysql'"),
+        ("env", "postgresql:/127.0.0.1/eve", "malformed world URL"),
+        ("option", "./stores/postgresql://eve@h/db", "unknown world URL scheme './stores/"),
+    ],
+)
+def test_a_mistyped_world_url_is_refused_and_makes_no_store_of_its_own(
+    eve_proc: EveProc,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    value: str,
+    said: str,
+) -> None:
+    """A typo'd URL must not become a data directory named after it: each host of a fleet
+    given it would run alone, its sessions invisible to the others."""
+    if how == "env":
+        monkeypatch.setenv("EVE_WORLD", value)
+    before = sorted(p.name for p in isolated.iterdir())
+    for args in (["inspect"], ["chat", "-p", "hi"], ["start", "--port", "0"]):
+        result = eve_proc(*args, *(["--world", value] if how == "option" else []))
+        assert result.returncode == 2, result
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0] and "Traceback" not in result.stderr
+        assert "hunter2" not in result.stderr + result.stdout
+    assert sorted(p.name for p in isolated.iterdir()) == before
