@@ -1,10 +1,11 @@
 """The OpenTelemetry side of :mod:`eve_cli._tracing` (imported only when a turn traces).
 
 One :class:`Exporter` per process: a private ``TracerProvider`` (eve does not take over the
-global one of a program embedding it) with the OTLP/HTTP exporter behind a batch processor,
-both configured by the standard ``OTEL_*`` variables. One :class:`TurnTrace` per run of a turn
-in a process: it sees the turn's events as the host writes them (replayed ones too, which is
-how a resumed run learns where the turn stood) and wraps its durable actions.
+global one of a program embedding it) with the exporters ``OTEL_TRACES_EXPORTER`` names behind
+batch processors (:mod:`._export`), configured by the standard ``OTEL_*`` variables. One
+:class:`TurnTrace` per run of a turn in a process: it sees the turn's events as the host writes
+them (replayed ones too, which is how a resumed run learns where the turn stood) and wraps its
+durable actions.
 """
 
 from __future__ import annotations
@@ -22,10 +23,8 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import (
     NonRecordingSpan,
@@ -39,6 +38,7 @@ from opentelemetry.trace import (
 
 from eve_cli._keys import Key
 from eve_cli._tracing import _TRUE, CONTENT_ENV, TurnInfo, span_id, trace_id
+from eve_cli._tracing._export import Delivery
 from eve_cli._version import __version__
 from eve_cli.models import Model, ModelRequest, ModelResponse
 from eve_cli.models._base import DeltaCallback
@@ -63,7 +63,7 @@ class _Ids(IdGenerator):
 
 
 class Exporter:
-    """The process's tracer provider and OTLP/HTTP exporter."""
+    """The process's tracer provider and its exporters."""
 
     def __init__(self) -> None:
         # A service name of the environment's wins; eve's is only the default.
@@ -72,7 +72,7 @@ class Exporter:
         )
         resource = Resource.create({} if named else {"service.name": "eve"})
         self.provider = TracerProvider(resource=resource, id_generator=_Ids())
-        self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        self.delivery = Delivery(self.provider)  # OTEL_TRACES_EXPORTER's choice
         self.tracer = self.provider.get_tracer("eve_cli", __version__)
         self.content = os.environ.get(CONTENT_ENV, "").strip().lower() in _TRUE
 
@@ -80,7 +80,7 @@ class Exporter:
         return TurnTrace(self, info)
 
     def close(self) -> None:
-        self.provider.shutdown()  # exports what the batch still holds
+        self.delivery.close()  # exports what the batches hold, bounded
 
 
 _SHARED: Exporter | None = None
