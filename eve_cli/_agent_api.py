@@ -310,7 +310,7 @@ def define_agent(
         mcp_servers: MCP servers by name, each as in ``mcp.json`` (``command``/``args``/
             ``env``/``cwd`` or ``url``/``headers``, ``allow``, ``deny``, ``timeout``), whose
             ``approval`` may also be a policy object or callable, or a dict of them by tool.
-        tracing: OpenTelemetry spans of this agent's turns (``pip install 'eve-cli[otel]'``;
+        tracing: OpenTelemetry spans of this agent's turns (``pip install 'eve-durable[otel]'``;
             ``EVE_OTEL=1`` turns them on for every agent), exported over OTLP/HTTP as the
             ``OTEL_EXPORTER_OTLP_*`` variables say.
         sleep: give the agent the built-in ``sleep`` tool (a durable timer, woken early by

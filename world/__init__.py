@@ -132,7 +132,7 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     if name == "PostgresWorld":  # imported on first use: psycopg costs startup time
-        from .postgres import PostgresWorld
+        from ._select import postgres_world
 
-        return PostgresWorld
+        return postgres_world()
     raise AttributeError(f"module 'world' has no attribute {name!r}")

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from ._errors import WorldError
 from ._world import World
+
+if TYPE_CHECKING:
+    from .postgres import PostgresWorld
 
 _SCHEMES = ("postgresql", "postgres")
 # A scheme and a colon with one slash (`postgresql:/host`), or a PostgreSQL-looking name
@@ -38,13 +43,29 @@ def is_database_url(spec: str) -> bool:
     return False
 
 
+def postgres_world() -> type[PostgresWorld]:
+    """`PostgresWorld`, imported on first use (psycopg costs start-up time and is an extra).
+
+    Raises:
+        WorldError: psycopg is not installed; the message says how to install it.
+    """
+    try:
+        from .postgres import PostgresWorld
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("psycopg"):
+            raise
+        raise WorldError(
+            f"a PostgreSQL world needs {exc.name}, which is not installed: "
+            "pip install 'eve-durable[postgres]'"
+        ) from None
+    return PostgresWorld
+
+
 def open_world(spec: str | os.PathLike[str], *, create: bool = True) -> World:
     """The world `spec` names: `postgresql://…` → `PostgresWorld`, else a `LocalWorld` on that
     directory. `create=False` opens for reading: a missing world reads as empty."""
     if isinstance(spec, str) and is_database_url(spec):
-        from .postgres import PostgresWorld  # psycopg is imported only when one is used
-
-        return PostgresWorld(spec, create=create)
+        return postgres_world()(spec, create=create)
     from .local import LocalWorld
 
     return LocalWorld(spec, create=create)

@@ -88,7 +88,7 @@ def begin(info: Callable[[], TurnInfo], agent_wants: bool) -> TurnTrace | None:
 
         print(
             f"eve: tracing is on but OpenTelemetry cannot be imported ({exc}); "
-            "install it with: pip install 'eve-cli[otel]'",
+            "install it with: pip install 'eve-durable[otel]'",
             file=sys.stderr,
         )
         return None
