@@ -96,47 +96,67 @@ async def _judge(
     return verdict.as_dict(), [f"judge ({model}): {score} < {judge.min_score:g}: {verdict.reason}"]
 
 
+@dataclass
+class _Place:
+    """How far a case's session is: messages delivered and answers given. Counted from its
+    events once for a session this process did not start (a resumed run), then kept."""
+
+    received: int = 0
+    resolved: int = 0
+    known: bool = False
+
+    async def learn(self, rt: Runtime, sid: str) -> None:
+        if self.known:
+            return
+        events = await rt.call(lambda: rt.events(sid, texts=False))
+        self.received = sum(1 for e in events if e.get("type") == "message.received")
+        self.resolved = sum(1 for e in events if e.get("type") == "input.resolved")
+        self.known = True
+
+
 async def converse(rt: Runtime, sid: str, case: Case) -> tuple[str | None, Mapping[str, Any]]:
     """Drive the session through the case's messages and answers, from wherever its events
     say it is; (why it stopped early or None, its last view)."""
     view: Mapping[str, Any] = {}
+    place = _Place()
     if not await rt.call(rt.ever_delivered, sid):  # new: its first message, then one drive
-        receipt = await rt.deliver(sid, case.messages[0])
-        if receipt.disposition == "rejected":
-            return f"message 1 was rejected: {receipt.reason}", view
+        place.known = True
+        problem = await _deliver(rt, sid, case, place)
+        if problem:
+            return problem, view
     for _ in range(_MAX_ROUNDS):
         view = await rt.drive(sid)
         status = str(view.get("status"))
         if status in _ENDED:
             return None, view
-        events = await rt.call(lambda: rt.events(sid, texts=False))
+        await place.learn(rt, sid)
         if status == "parked" and view.get("pending"):
-            problem = await _respond(rt, sid, case, list(view["pending"]), events)
-            if problem:
-                return problem, view
-            continue
-        if status != "waiting":
-            return f"the session stopped {status} ({view.get('parkedOn')})", view
-        received = sum(1 for e in events if e.get("type") == "message.received")
-        if received >= len(case.messages):
+            problem = await _respond(rt, sid, case, list(view["pending"]), place)
+        elif status != "waiting":
+            problem = f"the session stopped {status} ({view.get('parkedOn')})"
+        elif place.received >= len(case.messages):
             return None, view
-        receipt = await rt.deliver(sid, case.messages[received])
-        if receipt.disposition == "rejected":
-            return f"message {received + 1} was rejected: {receipt.reason}", view
+        else:
+            problem = await _deliver(rt, sid, case, place)
+        if problem:
+            return problem, view
     return f"the case did not settle in {_MAX_ROUNDS} rounds", view
 
 
+async def _deliver(rt: Runtime, sid: str, case: Case, place: _Place) -> str | None:
+    receipt = await rt.deliver(sid, case.messages[place.received])
+    place.received += 1
+    if receipt.disposition == "rejected":
+        return f"message {place.received} was rejected: {receipt.reason}"
+    return None
+
+
 async def _respond(
-    rt: Runtime,
-    sid: str,
-    case: Case,
-    pending: list[dict[str, Any]],
-    events: Sequence[Mapping[str, Any]],
+    rt: Runtime, sid: str, case: Case, pending: list[dict[str, Any]], place: _Place
 ) -> str | None:
-    used = sum(1 for e in events if e.get("type") == "input.resolved")
     responses = []
     for i, request in enumerate(pending):
-        index = used + i
+        index = place.resolved + i
         given = case.answers[index] if index < len(case.answers) else None
         response = _response(request, given)
         if isinstance(response, str):
@@ -145,6 +165,7 @@ async def _respond(
     receipt = await rt.respond(sid, responses)
     if receipt.disposition == "rejected":
         return f"the answers were rejected: {receipt.reason}"
+    place.resolved += len(responses)
     return None
 
 
