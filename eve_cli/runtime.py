@@ -35,6 +35,7 @@ from eve_cli._loader import (
 )
 from eve_cli._schedules import Schedule, load_schedules
 from eve_cli._session import Snapshot, events_stream, history_stream, session_base
+from eve_cli._text import bad_text
 from eve_cli.execution import SESSION_WORKFLOW, Executor, _receipts
 from eve_cli.execution._driver import started_event
 from eve_cli.execution._fork import ForkPointError, Lineage, fork_session, lineage
@@ -228,6 +229,8 @@ class Runtime:
         """The session's id, and whether this call created it."""
         if model is not None and (problem := check_model_string(model)):
             raise ValueError(problem)
+        if (problem := bad_text(task, "the task") or bad_text(extra, "meta")) is not None:
+            raise ValueError(problem)  # refused before anything is stored
         mode = mode or self.agent.config.mode
         if mode not in ("conversation", "task"):
             raise ValueError(f"mode must be conversation or task, not {mode!r}")
@@ -384,6 +387,8 @@ class Runtime:
         """Deliver a user message; the receipt says whether it starts, steers or queues."""
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
+        if (problem := bad_text(message, "the message")) is not None:
+            return DeliveryReceipt(sid, "rejected", problem)  # nothing stored
         # One delivery to a session at a time in this process: what is ahead of a message in
         # the inbox decides its receipt, so two must not both find nothing ahead. Taken before
         # the first wait, so concurrent deliveries keep the order they were made in (a
@@ -516,7 +521,9 @@ class Runtime:
         ``answer``; an interrupted call's outcome: ``outcome`` rerun|failed|result, with
         ``result``). An answer to a request that is not pending in this session, or of the
         wrong shape, is rejected before anything is written."""
-        problem = await self.call(self._check_responses, sid, responses)
+        problem = bad_text(responses, "responses") or await self.call(
+            self._check_responses, sid, responses
+        )
         if problem:
             return DeliveryReceipt(sid, "rejected", problem)
         sent = await self._send(sid, {"kind": "responses", "responses": list(responses)})

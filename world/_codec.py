@@ -150,6 +150,14 @@ def find_unserializable(value: Any, path: str) -> tuple[str, str]:
         if not _INT_MIN <= value <= _INT_MAX:
             return path, "integer out of the 64-bit range"
         return path, ""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form
+            char = ord(value[exc.start])
+            where = f"a lone surrogate U+{char:04X} at character {exc.start}"
+            return path, f"text that is not valid Unicode ({where})"
+        return path, ""
     if isinstance(value, _LEAVES):
         return path, ""
     if isinstance(value, Mapping):

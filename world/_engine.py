@@ -300,8 +300,9 @@ class Engine:
             at = await self.io(self.world.deliver, root_of(owner), token, payload)
         except SerializationError as exc:
             path, reason = _codec.find_unserializable(payload, "payload")
+            # The token is the run's secret: the message names the run instead.
             raise SerializationError(
-                f"hook {token!r}: cannot serialize {path}: {reason}", path
+                f"a delivery to {root_of(owner)}: cannot serialize {path}: {reason}", path
             ) from exc
         return Delivery(owner, at)
 

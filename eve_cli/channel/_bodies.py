@@ -13,6 +13,7 @@ from typing import Any
 from starlette.requests import Request
 
 from eve_cli._facade import TurnPolicy
+from eve_cli._text import bad_text
 from eve_cli.channel._errors import ChannelError
 
 
@@ -38,6 +39,8 @@ async def read_json(
         raise ChannelError(400, "malformed JSON body: nested too deeply") from None
     if not isinstance(body, dict):
         raise ChannelError(400, "the JSON body must be an object")
+    if (problem := bad_text(body)) is not None:  # a "\\ud800" escape: no UTF-8 form to store
+        raise ChannelError(400, f"the body's field {problem}")
     return body
 
 

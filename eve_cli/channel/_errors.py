@@ -28,6 +28,7 @@ from world import (
     NoActiveRunError,
     OwnershipError,
     RunNotFoundError,
+    SerializationError,
     StorageError,
 )
 
@@ -88,6 +89,8 @@ FACADE_ERRORS: dict[type[BaseException], tuple[int, str, str]] = {
     OwnershipError: (409, "conflict", "{error}"),
     HookConflictError: (409, "conflict", "{error}"),
     NoActiveRunError: (409, "conflict", "session {sid} has ended; it takes no deliveries"),
+    # A value the request carried has no stored form (a body's text is checked on arrival).
+    SerializationError: (400, "bad_request", "{error}"),
     StorageError: (
         507,
         "insufficient_storage",

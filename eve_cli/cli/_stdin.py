@@ -1,7 +1,8 @@
 """`eve chat` without a terminal: each non-empty line of stdin is a message.
 
 Bytes that are not UTF-8 do not stop the conversation: they are replaced (U+FFFD) and said
-once on stderr. Lines still unread when the chat has to stop (a turn waits for an answer
+once on stderr; so are those of a message given as an argument (:func:`argument_text`).
+Lines still unread when the chat has to stop (a turn waits for an answer
 nobody present can give) are counted, so that none is dropped without a word.
 """
 
@@ -13,6 +14,8 @@ import os
 import sys
 from collections.abc import Iterator
 from typing import BinaryIO, TextIO
+
+from eve_cli._text import bad_text, repair_str
 
 
 class PipedLines:
@@ -53,6 +56,23 @@ class PipedLines:
             data = b""
         text = data.decode("utf-8", "replace")
         return [line for line in text.splitlines() if line.strip()]
+
+
+def argument_text(value: str | None, err: TextIO | None = None) -> str | None:
+    """A message given as an argument, its bytes that are not UTF-8 (which Python passes as
+    lone surrogates) replaced by U+FFFD, with one warning on stderr."""
+    if value is None or bad_text(value) is None:
+        return value
+    try:
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte became (not from the command line)
+        fixed = repair_str(value)
+    else:
+        fixed = raw.decode("utf-8", "replace")
+    (err or sys.stderr).write(
+        "eve: warning: the message is not UTF-8; bytes that are not were replaced by U+FFFD\n"
+    )
+    return fixed
 
 
 def _binary_stdin() -> BinaryIO:

@@ -23,7 +23,7 @@ from eve_cli.cli._events import one_line
 from eve_cli.cli._render import Banner, JsonRenderer, PlainRenderer, Renderer, is_rich
 from eve_cli.cli._runtime import open_remote, open_runtime
 from eve_cli.cli._sessions import is_empty, with_live_status
-from eve_cli.cli._stdin import PipedLines
+from eve_cli.cli._stdin import PipedLines, argument_text
 
 
 class ApproveMode(StrEnum):
@@ -126,6 +126,7 @@ def chat(
 ) -> None:
     """Chat with an agent; the session is durable and resumable (eve chat -s ID)."""
     _check_usage(sum((continue_, session is not None, pick)), prompt, print_, url, model, agent)
+    prompt, print_ = argument_text(prompt), argument_text(print_)
     at_terminal = sys.stdin.isatty() and sys.stdout.isatty()
     if prompt is not None and (not at_terminal or json_):
         print_, prompt = prompt, None  # without a terminal a message works as -p does

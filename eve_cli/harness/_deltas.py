@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from eve_cli._keys import Key, ModelCall
+from eve_cli._text import repair_str
 from eve_cli.harness._host import StepHost
 
 DELTA_MAX = 2000  # characters of one message.appended event at most
@@ -33,6 +34,7 @@ class DeltaBuffer:
         self.indexes: list[int] = []  # where (event indexes)
 
     async def add(self, text: str) -> None:
+        text = repair_str(text)  # same length: offsets hold (the reply's repair warns)
         self.held.append(text)
         self.size += len(text)
         if self.size >= DELTA_MAX:

@@ -19,6 +19,7 @@ from typing import Any
 
 from eve_cli._agent_api import ToolContext, bind_state, unbind_state
 from eve_cli._session import PendingRequest, Resolution
+from eve_cli._text import repaired
 from eve_cli._tool_threads import QUICK_WAIT
 from eve_cli._tools import Tool
 from eve_cli.harness._host import StepHost
@@ -82,7 +83,7 @@ def tool_function(
         finally:
             unbind_state(token)
             ctx.recorder = None
-        return {
+        outcome: ToolOutcome = {
             "content": result.content,
             "isError": result.is_error,
             "state": values if values != before else None,
@@ -91,6 +92,7 @@ def tool_function(
             "durationMs": round((time.monotonic() - began) * 1000),
             **({"extra": result.extra} if result.extra else {}),
         }
+        return repaired(outcome, f"tool {tool.name!r}")  # type: ignore[no-any-return]
 
     return execute
 

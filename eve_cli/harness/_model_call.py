@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eve_cli._keys import Key, ModelCall
+from eve_cli._text import repair, warn
 from eve_cli.harness._deltas import DeltaBuffer
 from eve_cli.harness._host import Reply, StepHost
 from eve_cli.harness._outcome import ModelAnswer
@@ -102,6 +104,7 @@ async def call_model(
             return {"error": f"model {model.name}: {type(exc).__name__}: {exc}"}
         if response is None:  # cancelled: the stream is closed, the turn ends
             return {"cancelled": True, "partial": "".join(deltas.sent)}
+        response = valid_text(response, model.name)
         bad = {c.id: {"error": c.argument_error, "raw": c.raw_arguments}
                for c in response.tool_calls
                if c.argument_error is not None or c.raw_arguments is not None}  # fmt: skip
@@ -120,6 +123,25 @@ async def call_model(
     result: dict[str, Any] = await host.action(f"model:{n}", generate, ordered=False)
     snap.model_calls += 1
     return _answer(host, result, keys.reply, deltas, n)
+
+
+def valid_text(response: ModelResponse, model: str) -> ModelResponse:
+    """``response`` with text that is not valid Unicode repaired (U+FFFD, one warning): a
+    JSON ``"\\ud800"`` from a provider must not fail the step that stores it."""
+    text, changed = repair(response.text)
+    calls = []
+    for call in response.tool_calls:
+        fields = (call.id, call.name, call.arguments, call.raw_arguments, call.argument_error)
+        fixed, n = repair(fields)
+        changed += n
+        calls.append(replace(call, **dict(zip(_CALL_FIELDS, fixed, strict=True))) if n else call)
+    if not changed:
+        return response
+    warn(f"model {model}")
+    return replace(response, text=text, tool_calls=calls)
+
+
+_CALL_FIELDS = ("id", "name", "arguments", "raw_arguments", "argument_error")
 
 
 def _answer(

@@ -104,3 +104,26 @@ def test_url_hints_name_the_server_and_a_server_that_goes_away_is_one_line(
             server.kill()
         server.wait(timeout=10)
         server.stdout.close()
+
+
+def test_a_message_argument_that_is_not_utf8_is_repaired_with_a_warning(
+    eve_proc: EveProc,
+) -> None:
+    # Python passes the byte 0xff of argv as a lone surrogate: stored as is, it failed the
+    # delivery, printed the hook's token and left an empty session.
+    for args in ([b"-p", b"count the words in x \xff y"], [b"count the words in x \xff y"]):
+        done = subprocess.run(
+            [sys.executable.encode(), b"-m", b"eve_cli", b"chat", *args],
+            capture_output=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        err = done.stderr.decode()
+        assert done.returncode == 0, err
+        [line] = err.splitlines()
+        assert line == (
+            "eve: warning: the message is not UTF-8; bytes that are not were replaced by U+FFFD"
+        )
+        assert done.stdout.decode() == "That text has 3 words.\n"
+    listed = eve_proc("inspect", "--json")
+    sessions = json.loads(listed.stdout)
+    assert len(sessions) == 2 and all(s["turns"] == 1 for s in sessions), sessions
+    assert "x \ufffd y" in eve_proc("log", sessions[0]["id"]).stdout
