@@ -19,13 +19,13 @@ from eve_cli._agent_api import ApprovalPolicy, always, as_policy, never, once
 
 CONFIG_FILE = "mcp.json"
 DEFAULT_TIMEOUT = 60.0  # seconds a call may take before it is a tool error
-START_TIMEOUT = 30.0  # seconds a server has to start and list its tools
+START_TIMEOUT = 10.0  # seconds a server has to start (initialize), and to list its tools
 _NAME = re.compile(r"[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _POLICIES = {"never": never, "always": always, "once": once}
 _KNOWN = {
     "type", "command", "args", "env", "cwd", "url", "headers",
-    "allow", "deny", "approval", "timeout", "disabled",
+    "allow", "deny", "approval", "timeout", "startTimeout", "disabled",
 }  # fmt: skip
 
 
@@ -44,7 +44,8 @@ class ServerSpec:
     ``command``/``args``/``env``/``cwd`` for a stdio server, ``url``/``headers`` for Streamable
     HTTP. ``allow`` (None: every tool) and ``deny`` filter its tools by their MCP names;
     ``approval`` is the server's policy, ``tool_approval`` per tool (MCP name); ``timeout``
-    the seconds a call may take, ``tool_timeout`` per tool.
+    the seconds a call may take, ``tool_timeout`` per tool; ``start_timeout`` the seconds the
+    server has to answer ``initialize`` and to list its tools.
     """
 
     name: str
@@ -62,6 +63,7 @@ class ServerSpec:
     tool_approval: tuple[tuple[str, ApprovalPolicy], ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     tool_timeout: tuple[tuple[str, float], ...] = ()
+    start_timeout: float = START_TIMEOUT
 
     @property
     def kind(self) -> str:
@@ -180,6 +182,7 @@ def parse_server(name: Any, body: Any, directory: Path, source: str) -> ServerSp
     if kind not in (None, "stdio", "http", "streamable-http", "streamableHttp"):
         raise McpConfigError(f"{where}: type {kind!r}: eve speaks stdio and http")
     timeout, per_tool_timeout = _timeouts(body.get("timeout", DEFAULT_TIMEOUT), where)
+    start_timeout, _ = _timeouts(body.get("startTimeout", START_TIMEOUT), where, "startTimeout")
     approval, per_tool = _approvals(body.get("approval"), where)
     allow = body.get("allow")
     return ServerSpec(
@@ -198,15 +201,18 @@ def parse_server(name: Any, body: Any, directory: Path, source: str) -> ServerSp
         tool_approval=per_tool,
         timeout=timeout,
         tool_timeout=per_tool_timeout,
+        start_timeout=start_timeout,
     )
 
 
-def _timeouts(value: Any, where: str) -> tuple[float, tuple[tuple[str, float], ...]]:
+def _timeouts(
+    value: Any, where: str, key: str = "timeout"
+) -> tuple[float, tuple[tuple[str, float], ...]]:
     """``timeout``: seconds for every tool, or ``{"<tool>" | "*": seconds}``."""
-    given = dict(value) if isinstance(value, Mapping) else {"*": value}
+    given = dict(value) if isinstance(value, Mapping) and key == "timeout" else {"*": value}
     for seconds in given.values():
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
-            raise McpConfigError(f"{where}: timeout must be a positive number of seconds")
+            raise McpConfigError(f"{where}: {key} must be a positive number of seconds")
     default = float(given.pop("*", DEFAULT_TIMEOUT))
     return default, tuple(sorted((str(k), float(v)) for k, v in given.items()))
 

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 from eve_cli._agent_api import ToolContext
 from eve_cli._tools import ToolResult
 from eve_cli._version import __version__
-from eve_cli.mcp._config import START_TIMEOUT, Launch
+from eve_cli.mcp._config import Launch
 from eve_cli.mcp._names import exposed_name
 from eve_cli.mcp._results import to_result
 from eve_cli.mcp._schemas import argument_problem, schema_problem
@@ -58,11 +58,13 @@ class Connection:
         self.client: Client | None = None
         self.tools: dict[str, ListedTool] = {}
         self.broken: str | None = None
+        self.calls = 0  # calls under way (counted by the pool)
+        self.retired = False  # a call timed out: no new call is made on it
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def alive(self) -> bool:
-        if self.client is None or self.broken is not None or self._task is None:
+        if self.client is None or self.broken is not None or self._task is None or self.retired:
             return False
         if self._task.done() or self.loop is not asyncio.get_running_loop():
             return False
@@ -73,12 +75,23 @@ class Connection:
 
     async def open(self) -> None:
         ready: asyncio.Future[None] = self.loop.create_future()
-        self._task = self.loop.create_task(self._run(ready), name=f"eve-mcp-{self.spec.name}")
+        name = f"eve-mcp-{self.spec.name}"
+        task = self._task = self.loop.create_task(self._run(ready), name=name)
+        seconds = self.spec.start_timeout
         try:
-            await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT)
+            await asyncio.wait_for(asyncio.shield(ready), seconds)
         except TimeoutError:
-            await self.close()
-            what = self.describe(f"did not start within {START_TIMEOUT:g} s")
+            # Never initialized: nothing to close politely. The start is given up (no one
+            # will read ``ready``), the client's task is cancelled, the server killed.
+            what = self.describe(
+                f"did not start within {seconds:g} s (it never answered initialize; a slow "
+                'server can be given more with "startTimeout" in mcp.json)'
+            )
+            ready.cancel()
+            task.cancel()
+            self.kill()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(task, 5)
             raise ServerUnavailable(what) from None
 
     async def _run(self, ready: asyncio.Future[None]) -> None:

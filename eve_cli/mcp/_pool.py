@@ -20,7 +20,7 @@ from mcp_types import CONNECTION_CLOSED
 from eve_cli._agent_api import ToolContext
 from eve_cli._env import load_env
 from eve_cli._tools import ToolResult
-from eve_cli.mcp._config import START_TIMEOUT, MissingVariableError, ServerSpec, expand
+from eve_cli.mcp._config import MissingVariableError, ServerSpec, expand
 from eve_cli.mcp._connection import Connection, ListedTool, ServerUnavailable
 
 __all__ = ["ListedTool", "McpPool", "ServerUnavailable"]
@@ -103,13 +103,15 @@ class McpPool:
         conn: Connection | None = None
         try:
             conn = await self.connect(spec)
-            for problem in await asyncio.wait_for(conn.list_tools(), START_TIMEOUT):
+            for problem in await asyncio.wait_for(conn.list_tools(), spec.start_timeout):
                 self.report(problem)
         except ServerUnavailable as exc:
             return self.report(str(exc))
         except TimeoutError:
             assert conn is not None
-            return self.report(conn.describe(f"did not list its tools within {START_TIMEOUT:g} s"))
+            self._retire(conn)
+            seconds = spec.start_timeout
+            return self.report(conn.describe(f"did not list its tools within {seconds:g} s"))
         except Exception as exc:
             if conn is None:
                 raise
@@ -133,29 +135,59 @@ class McpPool:
         tool: ListedTool | None = None
         try:
             conn = await self.connect(spec)
-            tool = conn.tools.get(exposed)
-            if tool is None:  # not listed by this process yet, or added since
-                for problem in await asyncio.wait_for(conn.list_tools(), START_TIMEOUT):
-                    self.report(problem)
-                tool = conn.tools.get(exposed)
+            tool = await self._tool(conn, exposed)
             if tool is None or not spec.allows(tool.name):
                 return ToolResult(f"MCP server {spec.name!r} has no usable tool {exposed!r}", True)
-            return await conn.call(tool, arguments, ctx)
+            return await self._call(conn, tool, arguments, ctx)
         except ServerUnavailable as exc:
             return ToolResult(str(exc), True)
         except TimeoutError:
-            seconds = spec.timeout_for(tool.name) if tool is not None else spec.timeout
+            seconds = spec.timeout_for(tool.name) if tool is not None else spec.start_timeout
             what = f"did not answer a call of {exposed!r} within {seconds:g} s"
-            return ToolResult(conn.describe(what) if conn else what, True)
+            if conn is None:
+                return ToolResult(what, True)
+            self._retire(conn)  # it may hang for good: the next call gets a fresh server
+            return ToolResult(conn.describe(what), True)
         except MCPError as exc:
             assert conn is not None
-            if exc.code != CONNECTION_CLOSED:
+            if not closed(conn, exc):  # the server's own error, from a live connection
                 return ToolResult(conn.describe(f"refused {exposed!r}", exc), True)
             return await self._broken(conn, f"failed during a call of {exposed!r}", exc)
         except Exception as exc:
             if conn is None:
                 raise
             return await self._broken(conn, f"failed during a call of {exposed!r}", exc)
+
+    async def _tool(self, conn: Connection, exposed: str) -> ListedTool | None:
+        tool = conn.tools.get(exposed)
+        if tool is None:  # not listed by this process yet, or added since
+            for problem in await asyncio.wait_for(conn.list_tools(), conn.spec.start_timeout):
+                self.report(problem)
+            tool = conn.tools.get(exposed)
+        return tool
+
+    @staticmethod
+    async def _call(
+        conn: Connection, tool: ListedTool, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        """One call on ``conn``, counted: a retired connection stops after its last call."""
+        conn.calls += 1
+        try:
+            return await conn.call(tool, arguments, ctx)
+        finally:
+            conn.calls -= 1
+            if conn.retired and conn.calls == 0:
+                conn.kill()
+
+    def _retire(self, conn: Connection) -> None:
+        """Take ``conn`` out of use (a call on it timed out): new calls start the server
+        again; calls under way on it (other sessions') finish, then it stops."""
+        key = conn.spec.launch_key()
+        if self._connections.get(key) is conn:
+            del self._connections[key]
+        conn.retired = True
+        if conn.calls == 0:
+            conn.kill()
 
     async def _broken(self, conn: Connection, what: str, exc: Exception) -> ToolResult:
         """The connection broke under a call (the server died or spoke badly): the next call
@@ -173,3 +205,13 @@ class McpPool:
         conns, self._connections = list(self._connections.values()), {}
         for conn in conns:
             conn.kill()
+
+
+def closed(conn: Connection, exc: MCPError) -> bool:
+    """Whether ``exc`` says the connection ended: the SDK's own outcome for it. A live server
+    may answer with the same code (-32000 opens JSON-RPC's server-error range): that is its
+    error, unless the connection is in fact gone."""
+    said_closed = (
+        exc.code == CONNECTION_CLOSED and exc.message == "Connection closed" and exc.data is None
+    )
+    return said_closed or not conn.alive()

@@ -149,7 +149,7 @@ def _error(message: str) -> types.CallToolResult:
 
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve ``server`` on this process's stdin and stdout until the client closes them."""
-    from mcp.server.stdio import stdio_server
+    from eve_cli.mcp._serve_stdio import open_stdio
 
-    async with stdio_server() as (read, write):
+    async with open_stdio() as (read, write):
         await server.run(read, write, server.create_initialization_options())

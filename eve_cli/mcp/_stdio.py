@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ import mcp_types
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
+from eve_cli._text import repair, warn
 from eve_cli.mcp._config import Launch
 
 TAIL_BYTES = 4096
@@ -142,15 +144,23 @@ class StdioTransport:
             if not line.strip():
                 continue
             try:
-                message = mcp_types.jsonrpc_message_adapter.validate_json(line)
-            except ValueError as exc:
-                item: SessionMessage | Exception = exc  # the session reports it
+                message = mcp_types.jsonrpc_message_adapter.validate_python(self._parse(line))
+            except (ValueError, RecursionError) as exc:
+                item: SessionMessage | Exception = ValueError(str(exc))  # the session reports it
             else:
                 item = SessionMessage(message)
             try:
                 await to_session.send(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
+
+    def _parse(self, line: bytes) -> Any:
+        """A line's JSON, its text repaired where it is not valid Unicode (a JSON
+        ``"\\ud800"``, which the SDK's parser refuses: the call waited for its timeout)."""
+        value, changed = repair(json.loads(line))
+        if changed:
+            warn(f"MCP server {self.launch.spec.name!r}")
+        return value
 
     async def _write_stdin(self, from_session: Any, to_session: Any) -> None:
         assert self.process is not None and self.process.stdin is not None
