@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from eve_cli.cli._context import Where, WorldOption, choose_world
+from eve_cli.cli._context import Where, choose_world
 from eve_cli.cli._errors import EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
@@ -29,22 +29,34 @@ def eval_(
         list[str] | None, typer.Argument(metavar="[CASE...]", help="Cases to run (names or globs).")
     ] = None,
     tag: Annotated[
-        list[str] | None, typer.Option("--tag", "-t", help="Cases with this tag.")
+        list[str] | None, typer.Option("--tag", "-t", metavar="TAG", help="Cases with this tag.")
     ] = None,
     agent: Annotated[
         Path | None, typer.Option("--agent", metavar="DIR", help="Agent folder (default ./agent).")
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Sessions run at once.")] = 1,
-    repeat: Annotated[int, typer.Option("--repeat", "-n", help="Runs of each case.")] = 1,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", metavar="N", help="Sessions run at once.")
+    ] = 1,
+    repeat: Annotated[
+        int, typer.Option("--repeat", "-n", metavar="N", help="Runs of each case.")
+    ] = 1,
     model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model for every case's sessions.")
+        str | None,
+        typer.Option("--model", "-m", metavar="MODEL", help="Model for every case's sessions."),
     ] = None,
     judge_model: Annotated[
         str | None,
-        typer.Option("--judge-model", help="Judge for cases naming none (or EVE_JUDGE_MODEL)."),
+        typer.Option(
+            "--judge-model",
+            metavar="MODEL",
+            help="Judge for cases naming none (or EVE_JUDGE_MODEL).",
+        ),
     ] = None,
     threshold: Annotated[
-        float, typer.Option("--threshold", help="Pass rate a case needs unless it sets one.")
+        float,
+        typer.Option(
+            "--threshold", metavar="RATE", help="Pass rate a case needs unless it sets one."
+        ),
     ] = 1.0,
     json_out: Annotated[
         Path | None, typer.Option("--json", metavar="FILE", help="Write the JSON report.")
@@ -60,7 +72,14 @@ def eval_(
         bool, typer.Option("--replay", help="Replay the last run's sessions against this code.")
     ] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the cases and exit.")] = False,
-    world: WorldOption = None,
+    world: Annotated[
+        str | None,
+        typer.Option(
+            "--world",
+            metavar="URL|DIR",
+            help="Keep the sessions in this world (default: a throwaway .eve-evals/world).",
+        ),
+    ] = None,
 ) -> None:
     """Run the eval cases of the agent folder (evals/*.yaml, evals/*.py) as sessions."""
     _check_numbers(jobs, repeat, threshold)
@@ -160,7 +179,12 @@ def _cases(agent: AgentDefinition, names: list[str], tags: list[str]) -> list[Ca
 
 
 def _where(world: str | None, eval_dir: EvalDir) -> tuple[Where, bool]:
-    """The world the sessions go to, and whether it is the throwaway one."""
+    """The world the sessions go to (this command's --world, else eve's global --world or
+    --data), and whether it is the throwaway one."""
+    from eve_cli.cli._context import state
+
+    given = state().world or (str(state().data) if state().data else None)
+    world = world or given
     if world:
         return choose_world(None, world, create=True), False
     return Where(eval_dir.world), True

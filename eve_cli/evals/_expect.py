@@ -43,7 +43,9 @@ def _reply(expect: Expect, run: CaseRun) -> list[str]:
 
 def _schemas(expect: Expect, run: CaseRun) -> list[str]:
     out = []
-    if expect.json_schema is not None:
+    if expect.json_schema is not None and run.has_result:  # the agent's structured answer
+        out += _schema_problems("result", expect.json_schema, run.result)
+    elif expect.json_schema is not None:
         try:
             value = json.loads(run.reply)
         except ValueError:

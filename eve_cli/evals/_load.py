@@ -250,8 +250,14 @@ def _duplicates(cases: list[Case]) -> list[CaseFileError]:
 def _unknown_tool(c: Case, agent: AgentDefinition) -> CaseFileError | None:
     from eve_cli.mcp._names import server_of
 
-    tools = set(agent.tools) | set(agent.subagents)
-    servers = {spec.name for spec in agent.mcp}
+    tools: set[str] = set()
+    servers: set[str] = set()
+    folders = [agent]
+    while folders:  # a sub-agent's tools can be stubbed too
+        one = folders.pop()
+        tools |= set(one.tools) | set(one.subagents)
+        servers |= {spec.name for spec in one.mcp}
+        folders += one.subagents.values()
     for name, line in c.tool_refs:
         if name not in tools | BUILT_IN_TOOLS and server_of(name) not in servers:
             listed = ", ".join(sorted(tools)) or "none"

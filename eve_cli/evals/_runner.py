@@ -71,10 +71,16 @@ async def run_case(
 
 
 def serve_stubs(rt: Runtime, cases: Sequence[Case]) -> StubBook:
-    """Serve ``rt``'s agent with its tools wrapped to answer the cases' stubs."""
+    """Serve ``rt``'s agent and its sub-agents (each a folder of its own) with their tools
+    wrapped to answer the cases' stubs."""
     book = StubBook()
     if any(c.stubs for c in cases):
         rt.executor.pin(rt.agent_dir, stubbed(rt.agent, book))
+        subagents = list(rt.agent.subagents.values())
+        while subagents:
+            sub = subagents.pop()
+            rt.executor.pin(sub.directory, stubbed(sub, book))
+            subagents += sub.subagents.values()
     return book
 
 

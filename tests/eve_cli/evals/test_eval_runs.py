@@ -330,3 +330,36 @@ def test_model_option_runs_every_case_on_that_model(isolated: Path) -> None:
     assert report["model"] == f"scripted:{other}"
     assert (row(report, "good")["ok"], row(report, "bad")["ok"]) == (False, True)
     assert result.exit_code == 1
+
+
+def test_a_world_given_to_eve_keeps_the_sessions(isolated: Path) -> None:
+    eval_agent(isolated, {"two.yaml": TWO}, {"echo": ECHO_THEN_ANSWER})
+    assert eve("--data", "kept", "eval", "good", "--json", "r.json").exit_code == 0
+    (run,) = row(report_of(isolated / "r.json"), "good")["results"]
+    assert report_of(isolated / "r.json")["world"] == "kept"
+    shown = eve("log", run["session"], "--data", "kept")
+    assert shown.exit_code == 0 and "The answer is 42" in shown.stdout
+    assert not (isolated / ".eve-evals" / "world").exists()
+
+
+def test_a_sub_agents_tool_can_be_stubbed(isolated: Path) -> None:
+    from tests.eve_cli.evals.eval_support import TOOLS
+    from tests.eve_cli.rt_support import write_agent
+
+    written = {"name": "write_file", "arguments": {"name": "sub.txt", "text": "x"}}
+    agent = write_agent(
+        isolated / "agent",
+        script=[reply("", call("helper", task="write it")), reply("all done")],
+        subagents={
+            "helper": {"script": [reply("", written), reply("wrote")], "tools": {"t": TOOLS}}
+        },
+    )
+    (agent / "evals").mkdir()
+    (agent / "evals" / "sub.yaml").write_text(
+        "cases:\n  - name: sub\n    messages: [go]\n"
+        "    stubs: [{tool: write_file, result: pretend}]\n"
+        "    expect: {contains: all done, tools_called: [helper]}\n"
+    )
+    result = eve("eval", "--json", "r.json")
+    assert result.exit_code == 0, result.output
+    assert not (isolated / "sub.txt").exists()

@@ -56,9 +56,15 @@ def test_cost_and_structured_result_expectations() -> None:
         "result does not fit the schema at n: 3 is not of type 'string'",
         "cost 0.75, at most 0.5 expected",
     ]
+    assert expect(run, json_schema=wrong) == [  # the structured result, when there is one
+        "result does not fit the schema at n: 3 is not of type 'string'"
+    ]
     no_result = read_run("s_2", [e for e in _events() if e["type"] != "result"])
     assert expect(no_result, result_schema=schema) == [
         "no structured result (the agent emitted no result event)"
+    ]
+    assert expect(no_result, json_schema=wrong) == [  # else the reply, read as JSON
+        "reply does not fit the schema at n: 3 is not of type 'string'"
     ]
 
 
