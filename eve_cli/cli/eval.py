@@ -5,7 +5,6 @@ mistake in a case file (one ``file:line: what`` line each)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -287,30 +286,21 @@ def _replay(
 def _output(
     report: dict[str, Any], json_out: Path | None, junit: Path | None, base: dict[str, Any] | None
 ) -> None:
-    from eve_cli.evals._report import junit_xml
-    from eve_cli.evals._terminal import comparison, failures, summary_table
+    from eve_cli.evals._report import json_bytes, junit_xml
+    from eve_cli.evals._terminal import show
 
     if base is not None:
         from eve_cli.evals._compare import compare
 
         report["baseline"] = compare(report, base)
-    summary_table(report, sys.stdout)
-    failures(report, str(report.get("world")), sys.stdout)
-    if base is not None:
-        comparison(report["baseline"], sys.stdout)
-    for path, data in ((json_out, None), (junit, junit_xml(report))):
+    show(report, sys.stdout)
+    for path, make in ((json_out, json_bytes), (junit, junit_xml)):
         if path is None:
             continue
-        text = (
-            data
-            if data is not None
-            else (json.dumps(report, indent=1, default=str) + "\n").encode()
-        )
         try:
-            path.write_bytes(text)
+            path.write_bytes(make(report))
         except OSError as exc:
             raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
-    sys.stdout.flush()
 
 
 def register(app: typer.Typer) -> None:

@@ -75,6 +75,13 @@ def build_report(
     }
 
 
+def json_bytes(report: Mapping[str, Any]) -> bytes:
+    """The JSON report as written by ``--json`` (what ``--baseline`` reads back)."""
+    import json
+
+    return (json.dumps(report, indent=1, default=str, ensure_ascii=False) + "\n").encode()
+
+
 def junit_xml(report: Mapping[str, Any]) -> bytes:
     """The report as JUnit XML: one testsuite, one testcase per case (a case below its
     threshold is a failure; each failing repetition is listed in it)."""

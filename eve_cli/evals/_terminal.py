@@ -64,6 +64,15 @@ def _num(value: Any, digits: int = 0) -> str:
     return f"{float(value):.{digits}f}"
 
 
+def show(report: Mapping[str, Any], out: TextIO) -> None:
+    """The summary table, the failing cases and the comparison with a baseline, if any."""
+    summary_table(report, out)
+    failures(report, str(report.get("world")), out)
+    if report.get("baseline"):
+        comparison(report["baseline"], out)
+    out.flush()
+
+
 def summary_table(report: Mapping[str, Any], out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
