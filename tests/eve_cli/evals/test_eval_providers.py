@@ -126,3 +126,47 @@ def test_the_judge_model_comes_from_the_option_or_the_environment(
     assert runner.invoke(app, ["eval"]).exit_code == 0
     models = [seen.body.get("model") for seen in server.requests]
     assert models == ["agent", "from-option", "agent", "from-env"]
+
+
+def anthropic_tool(name: str, arguments: dict[str, Any]) -> Reply:
+    def an(kind: str, **data: Any) -> bytes:
+        return sse({"type": kind, **data}, event=kind)
+
+    block = {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}
+    return Reply(chunks=[
+        an("message_start", message={"usage": {"input_tokens": 30, "output_tokens": 1}}),
+        an("content_block_start", index=0, content_block=block),
+        an("content_block_delta", index=0,
+           delta={"type": "input_json_delta", "partial_json": json.dumps(arguments)}),
+        an("content_block_stop", index=0),
+        an("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 9}),
+        an("message_stop"),
+    ])  # fmt: skip
+
+
+STUBBED = """
+    cases:
+      - name: writes
+        messages: ["write the report"]
+        stubs:
+          - tool: write_file
+            arguments: {name: "report\\\\.txt"}
+            result: "wrote report.txt (stub)"
+        expect:
+          tools_called: [{name: write_file, arguments: {name: report.txt, text: "Q.*"}}]
+          contains: "Written"
+"""
+
+
+def test_a_live_models_tool_call_meets_the_stub(isolated: Path, server: ScriptServer) -> None:
+    eval_agent(isolated, {"s.yaml": STUBBED}, model="anthropic:claude-test")
+    server.add(
+        anthropic_tool("write_file", {"name": "report.txt", "text": "Q3 numbers"}),
+        anthropic_text("Written."),
+    )
+    result = CliRunner().invoke(app, ["eval", "--json", "r.json"])
+    assert result.exit_code == 0, result.output
+    assert not (isolated / "report.txt").exists()
+    # The model saw the stub's result as the tool's.
+    second = json.dumps(server.requests[1].body)
+    assert "wrote report.txt (stub)" in second
