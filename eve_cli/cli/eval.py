@@ -94,15 +94,18 @@ def eval_(
         for c in cases:
             typer.echo(f"{c.name}\t{c.where}\t{','.join(c.tags)}")
         return
-    from eve_cli.evals._state import EvalDir
+    from eve_cli.evals._state import EvalBusy, EvalDir
 
     eval_dir = EvalDir(EVAL_DIR)
-    if replay:
-        report = _replay(eval_dir, definition, cases, world, threshold)
-    else:
-        report = _run(
-            eval_dir, definition, cases, options, world, threshold, names or [], tag or []
-        )
+    try:
+        with eval_dir.held():
+            if replay:
+                report = _replay(eval_dir, definition, cases, world, threshold)
+            else:
+                report = _run(eval_dir, definition, cases, options, world, threshold,
+                              names or [], tag or [])  # fmt: skip
+    except EvalBusy as exc:
+        raise CliError(str(exc)) from None
     _output(report, json_out, junit, base)
     if any(not row["ok"] for row in report["cases"]):
         raise typer.Exit(EXIT_BELOW)

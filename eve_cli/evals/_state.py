@@ -18,7 +18,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,10 @@ from typing import Any
 from eve_cli.evals._case import Case
 
 DEFAULT_DIR = ".eve-evals"
+
+
+class EvalBusy(RuntimeError):
+    """Another `eve eval` runs in this eval directory (one line)."""
 
 
 @dataclass
@@ -58,6 +62,24 @@ class EvalDir:
         self.results = folder / "results.jsonl"
         self.last = folder / "last.json"
         self.world = folder / "world"
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the directory for one `eve eval` (an OS lock: a killed holder frees it)."""
+        import filelock
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(str(self.folder / "lock"), timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise EvalBusy(
+                f"another eve eval is running in {self.folder}; wait for it to end"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def begin(self, key: str, *, throwaway_world: bool) -> RunRecord:
         """Resume the unfinished run of the same ``key``, or start a new one (emptying the

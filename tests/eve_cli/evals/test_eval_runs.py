@@ -363,3 +363,17 @@ def test_a_sub_agents_tool_can_be_stubbed(isolated: Path) -> None:
     result = eve("eval", "--json", "r.json")
     assert result.exit_code == 0, result.output
     assert not (isolated / "sub.txt").exists()
+
+
+def test_a_second_eval_in_the_same_directory_is_refused(isolated: Path) -> None:
+    import filelock
+
+    eval_agent(isolated, {"two.yaml": TWO}, {"echo": ECHO_THEN_ANSWER})
+    (isolated / ".eve-evals").mkdir()
+    with filelock.FileLock(str(isolated / ".eve-evals" / "lock")):
+        busy = eve("eval", "good")
+    assert busy.exit_code == 1
+    assert (
+        busy.stderr == "eve: error: another eve eval is running in .eve-evals; wait for it to end\n"
+    )
+    assert eve("eval", "good").exit_code == 0  # the lock is the holder's alone
