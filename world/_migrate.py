@@ -151,7 +151,7 @@ def migrate_store(
     """Bring the store at `path` (FORMAT says `found`) to the current format; under its locks.
     `before` runs before the commit (makes what the steps appended durable). Returns what was
     done; None when another process migrated it meanwhile (or finishes doing so here)."""
-    from .local import FORMAT_VERSION
+    from ._format import FORMAT_VERSION
 
     report = MigrationReport(str(path), found, FORMAT_VERSION, dry_run)
     with _store_lock(path, dry_run):
@@ -199,9 +199,12 @@ def finish_interrupted(path: Path) -> None:
 
 
 def format_version(path: Path) -> int | None:
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        version = json.loads((path / "FORMAT").read_text()).get("version")
-        return version if isinstance(version, int) else None
+    """The format of the store at `path`, as its FORMAT says; None when FORMAT is missing or
+    damaged (`_format.read_format`: a version its files contradict is not one to migrate)."""
+    from ._format import read_format
+
+    with contextlib.suppress(OSError):
+        return read_format(path).version
     return None
 
 
@@ -320,7 +323,7 @@ def _commit(staging: Path, roots: list[str]) -> None:
 def _roll_forward(path: Path) -> int:
     """Move every staged file over the one it replaces, then write FORMAT, then remove the
     staging folder; each part may be cut and done again. Returns the number of families."""
-    from .local import FORMAT
+    from ._format import FORMAT
 
     staging = path / STAGING
     roots = json.loads((staging / COMMITTED).read_text())["families"]

@@ -44,6 +44,7 @@ import msgpack
 from . import _codec, _journal, _stream_record
 from ._errors import CorruptJournalError, StorageError, WorldError
 from ._family import GAP, load_family
+from ._format import FORMAT, FORMAT_VERSION, read_format, written_by_format_2
 from ._stream_index import encode_index, index_form, index_offsets
 from ._world import stream_family
 
@@ -153,15 +154,12 @@ def _data_dir(path: str | os.PathLike[str]) -> Path:
 def _refuse_old_format(root: Path) -> None:
     """A store of an older format is neither checked nor repaired: its files are in forms this
     version does not read, and a repair would take them for damage."""
-    from .local import FORMAT, FORMAT_VERSION, old_format_error
+    from .local import old_format_error
 
-    found: object = None
-    with contextlib.suppress(OSError, ValueError):
-        found = json.loads((root / "FORMAT").read_text())
-    if isinstance(found, dict) and found.get("format") == FORMAT["format"]:
-        version = found.get("version")
-        if isinstance(version, int) and version < FORMAT_VERSION:
-            raise old_format_error(root / "FORMAT", version)
+    reading = read_format(root)
+    if reading.state == "older":
+        assert reading.version is not None
+        raise old_format_error(root / "FORMAT", reading.version)
 
 
 def _listdir(folder: Path) -> list[str]:
@@ -183,16 +181,18 @@ def _size(file: Path) -> int:
 
 
 def _check_format(root: Path) -> Finding:
-    file = root / "FORMAT"
-    try:
-        found = json.loads(file.read_text())
-    except FileNotFoundError:
-        return Finding("FORMAT", "format", "stale", "missing; rewritten on the next open")
-    except (OSError, ValueError) as exc:
-        return Finding("FORMAT", "format", "unreadable", str(exc), size=_size(file))
-    if not isinstance(found, dict) or found.get("format") != "eve-world":
-        return Finding("FORMAT", "format", "unreadable", "not an eve-world FORMAT file")
-    return Finding("FORMAT", "format", "ok", f"version {found.get('version')}", size=_size(file))
+    reading = read_format(root)
+    size = _size(root / "FORMAT")
+    if reading.state == "ok":
+        return Finding("FORMAT", "format", "ok", reading.detail, size=size)
+    if reading.state == "missing":
+        return Finding("FORMAT", "format", "stale", reading.detail)
+    if reading.state in ("damaged", "newer"):
+        rewrite = f"repair rewrites it as version {FORMAT_VERSION} (the old one in quarantine/)"
+        if reading.state == "newer" and not written_by_format_2(root):
+            rewrite = "not repaired: nothing here says which format its files are in"
+        return Finding("FORMAT", "format", "unreadable", f"{reading.detail}; {rewrite}", size=size)
+    return Finding("FORMAT", "format", "unreadable", reading.detail, size=size)
 
 
 def _check_family(
@@ -473,6 +473,8 @@ def _repair_one(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Fi
     if found.kind == "record":
         return _rewrite_record(root, found, file)
     if found.kind == "format":
+        if read_format(root).state == "newer" and not written_by_format_2(root):
+            return _replace(found, found.state, found.detail)  # a newer eve's, maybe: kept
         where = bin_.move(file, "unreadable")
         _write_format(file)
         return _replace(found, "repaired", f"rewritten; the damaged one moved to {where}")
@@ -643,8 +645,6 @@ def _padded(record: dict[str, Any], size: int) -> bytes | None:
 
 
 def _write_format(file: Path) -> None:
-    from .local import FORMAT
-
     tmp = file.with_name(f"FORMAT.tmp{os.getpid()}")
     tmp.write_text(json.dumps(FORMAT) + "\n")
     _fsync(tmp)

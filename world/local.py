@@ -42,6 +42,7 @@ from ._errors import (
     storage_error,
 )
 from ._family import parks_on_timer
+from ._format import FORMAT, FORMAT_VERSION, read_format
 from ._records import StoredRecord
 from ._stream_record import StreamRecords, stream_of
 from ._streams import StreamStore
@@ -68,10 +69,6 @@ from ._world import (
 if TYPE_CHECKING:
     from ._verify import Finding
 
-# Version 2: the format frozen for 0.1 (every file kind in one form, see `_journal`); a store
-# of version 1 holds pre-release forms, which this version does not read.
-FORMAT_VERSION = 2
-FORMAT = {"format": "eve-world", "version": FORMAT_VERSION}
 
 
 def old_format_error(fmt: Path, version: int) -> StoreFormatError:
@@ -320,23 +317,23 @@ class LocalWorld(World):
         fmt = self.path / "FORMAT"
         with _guard(self.path, "opening the data directory"):
             if fmt.exists() and not self._unwritten_format(fmt):
-                try:
-                    found = json.loads(fmt.read_text())
-                    ok = found.get("format") == FORMAT["format"]
-                except (ValueError, AttributeError):
-                    ok, found = False, {}
-                if not ok:  # damage when the rest is a data directory: a repair rewrites it
-                    raise CorruptJournalError(
-                        str(fmt),
-                        0,
-                        "bad FORMAT",
-                        what="not an eve data directory (bad FORMAT file)",
+                reading = read_format(self.path)
+                if reading.state in ("damaged", "foreign"):  # a repair rewrites it
+                    what = (
+                        f"the store's FORMAT file is {reading.detail}"
+                        if reading.state == "damaged"
+                        else "not an eve data directory (bad FORMAT file)"
                     )
-                version = found.get("version", 0)
-                if not isinstance(version, int) or version > FORMAT_VERSION:
-                    raise StoreFormatError(f"{fmt}: written by a newer eve (version {version!r})")
-                if version < FORMAT_VERSION:
-                    self.migration = self._migrate_from(version)
+                    raise CorruptJournalError(str(fmt), 0, "bad FORMAT", what=what)
+                if reading.state == "newer":
+                    raise StoreFormatError(
+                        f"{fmt}: written by a newer eve (version {reading.version}; this one "
+                        f"reads {FORMAT_VERSION}): open it with that eve; if none wrote it, "
+                        "the file is damaged: `eve doctor --repair` rewrites it"
+                    )
+                if reading.state == "older":
+                    assert reading.version is not None
+                    self.migration = self._migrate_from(reading.version)
                 elif os.path.exists(os.path.join(self.path, _migrate.STAGING)):
                     _migrate.finish_interrupted(self.path)  # cut after its FORMAT was written
                 return

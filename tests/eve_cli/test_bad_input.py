@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -253,6 +254,8 @@ def test_a_store_of_the_pre_release_format_is_migrated_in_one_line(
     data, sid, _ = stored
     fmt = data / "FORMAT"
     fmt.write_text('{"format": "eve-world", "version": 1}\n')  # as every store before 0.1
+    for record in data.glob("runs/*/streams.list"):  # which format 1 did not write
+        record.unlink()
     before = _snapshot(data)
     result = runner.invoke(app, ["doctor"])  # a dry run
     assert result.exit_code == 1, result.output
@@ -293,3 +296,41 @@ def test_answers_that_are_not_pending_are_rejected_and_change_nothing(
     again = asyncio.run(rt.respond(sid, [{"requestId": rid, "approved": True}]))
     assert again.disposition == "rejected" and "not pending" in str(again.reason)
     rt.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"format": "eve-world", "version": 1}\n',  # format 1 under files only format 2 writes
+        '{"format": "eve-world", "version": 0}\n',  # one byte: 2 -> 0
+        '{"format": "eve-world", "version": 7}\n',  # one byte: 2 -> 7 (a newer eve's?)
+        '{"format": "eve-world", "versiom": 2}\n',  # one byte of the key
+        '{"format": "eve-world", "version": "2"}\n',
+        '{"format": "eve-world", "version": 2]\n',
+    ],
+)
+def test_a_damaged_format_is_named_by_doctor_and_repaired(
+    stored: tuple[Path, str, dict[str, str]], text: str
+) -> None:
+    data, sid, before = stored
+    fmt = data / "FORMAT"
+    fmt.write_text(text)
+    refused = runner.invoke(app, ["inspect", sid])
+    assert refused.exit_code != 0
+    line = _one_line(refused.stderr, str(fmt), "eve doctor --repair")
+    assert "migrat" not in line, line  # not taken for a store of another format
+    checked = runner.invoke(app, ["doctor", "--json"])
+    assert checked.exit_code == 1, checked.output
+    [finding] = [f for f in json.loads(checked.stdout)["findings"] if f["path"] == "FORMAT"]
+    assert finding["state"] == "unreadable"
+    assert finding["detail"].endswith("rewrites it as version 2 (the old one in quarantine/)")
+    repaired = runner.invoke(app, ["doctor", "--repair"])
+    assert repaired.exit_code == 0, repaired.output
+    assert json.loads(fmt.read_text()) == {"format": "eve-world", "version": 2}
+    assert [p.read_text() for p in data.glob("quarantine/*/FORMAT")] == [text]
+    shown = runner.invoke(app, ["inspect", sid])
+    assert shown.exit_code == 0 and shown.stderr == "", shown.output
+    after = _snapshot(data)
+    assert {k: after.get(k) for k in before if k != "FORMAT"} == {
+        k: v for k, v in before.items() if k != "FORMAT"
+    }

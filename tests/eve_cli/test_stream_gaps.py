@@ -123,3 +123,58 @@ def test_a_lost_history_item_stops_the_session_only_if_its_context_needs_it(
         assert damage is not None and str(damage) == line  # what `eve inspect` says
     finally:
         rt.close()
+
+
+def test_a_fork_before_a_repaired_gap_goes_on_and_one_after_it_is_one_line(
+    make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    """The journal record of step 1.1 (the model call after a tool) repaired to a gap: the
+    session's checkpoints before it still fork, and the fork runs step 1.1 again live; a fork
+    after the gap is refused in one line naming it."""
+    from eve_cli.testing import call, chat
+    from tests.eve_cli.rt_support import tool_file
+
+    echo = tool_file(
+        '''
+        @tool
+        def echo(text: str) -> str:
+            """Echo."""
+            return text
+        '''
+    )
+    script = [reply("", call("echo", text="x")), reply("one"), reply("two")]
+    agent = make_agent(script=script, tools={"echo": echo})
+    data = tmp_path / "data"
+    sid = _session(data, agent, ["first", "second"])
+    journal = data / "runs" / sid / "journal.msgpack"
+    read = _journal.read_file(str(journal)).records
+    [step] = [i for i, (_, rec) in enumerate(read) if rec.get("name") == "model:1"]
+    raw = bytearray(journal.read_bytes())
+    start, end = read[step][0], read[step + 1][0]
+    for k in range(start + 6, min(end - 2, start + 14)):
+        raw[k] ^= 0x5A
+    journal.write_bytes(bytes(raw))
+    world = LocalWorld(data)
+    try:
+        assert any(f.state == "repaired" for f in world.repair())
+    finally:
+        world.close()
+
+    async def go() -> None:
+        rt = Runtime(data_dir=data, agent_dir=agent)
+        try:
+            fork = await rt.fork(sid, "1.0")
+            assert fork["checkpoint"] == "1.0"
+            view = await chat(rt, fork["sessionId"], "more")
+            assert view["status"] == "waiting", view
+            # Step 1.1 ran again, live (the model's call 1 again), the message steering it.
+            [turn] = view["turns"]
+            assert turn["status"] == "completed"
+            assert [s["text"] for s in turn["steps"]] == ["", "one"]
+            with pytest.raises(Exception, match="offset") as refused:
+                await rt.fork(sid, "1.1")
+            assert "\n" not in str(refused.value)
+        finally:
+            rt.close()
+
+    asyncio.run(go())

@@ -277,13 +277,22 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "nowhere").exists()
 
 
+def _as_format_1(data: Path) -> Path:
+    """The store at ``data`` as the last pre-release code left it: the current forms under
+    FORMAT 1, without the record of each family's streams (format 2 added it). Its FORMAT."""
+    fmt = data / "FORMAT"
+    fmt.write_text('{"format": "eve-world", "version": 1}\n')
+    for record in data.glob("runs/*/streams.list"):
+        record.unlink()
+    return fmt
+
+
 def test_a_store_of_format_1_is_migrated_once_at_open(tmp_path: Path) -> None:
     """A store of the last pre-release code held the current forms under FORMAT 1: opening
     it rewrites FORMAT alone (its journal is stored again byte for byte), once."""
     engine, rid = _run_steps(tmp_path / "data", 2)
     engine.world.close()
-    fmt = tmp_path / "data" / "FORMAT"
-    fmt.write_text('{"format": "eve-world", "version": 1}\n')
+    fmt = _as_format_1(tmp_path / "data")
     journal = tmp_path / "data" / "runs" / rid / "journal.msgpack"
     kept = journal.read_bytes()
     world = LocalWorld(tmp_path / "data", create=False)
@@ -299,8 +308,7 @@ def test_verify_and_repair_do_not_check_a_store_of_format_1(tmp_path: Path) -> N
 
     engine, _ = _run_steps(tmp_path / "data", 2)
     engine.world.close()
-    fmt = tmp_path / "data" / "FORMAT"
-    fmt.write_text('{"format": "eve-world", "version": 1}\n')
+    fmt = _as_format_1(tmp_path / "data")
     before = {str(p): p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
     attempts: list[Callable[[], object]] = [
         lambda: verify(tmp_path / "data"),
@@ -364,7 +372,7 @@ def _pre_release(data: Path, root: str) -> None:
             journal += _journal.frame(done)
     (folder / "journal.msgpack").write_bytes(bytes(journal))
     (folder / "head.msgpack").unlink()
-    (data / "FORMAT").write_text('{"format": "eve-world", "version": 1}\n')
+    _as_format_1(data)
 
 
 def test_the_first_pre_release_forms_are_migrated_and_the_run_goes_on(tmp_path: Path) -> None:

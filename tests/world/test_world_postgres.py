@@ -29,9 +29,9 @@ from world import (
     postgres,
     register_migration_step,
 )
+from world._format import FORMAT_VERSION
 from world._pg_schema import VERSION, store_format
 from world._select import redact_url as redact
-from world.local import FORMAT_VERSION
 from world.postgres import (
     BATCH_WAIT,
     PostgresWorld,

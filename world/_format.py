@@ -1,0 +1,84 @@
+"""What a data directory's FORMAT file says, and whether the files under it agree: one reading
+for `LocalWorld`'s open and for `verify`/`repair`, so the open's error and `eve doctor` give
+the same verdict and the same advice.
+
+FORMAT is ``{"format": "eve-world", "version": 2}``. A version the files contradict is damage,
+not a store of another format: every family's record of its streams (``streams.list``) is
+written only by format 2, so a FORMAT saying 1 over such files is not migrated (the migration
+would read format-2 files as format 1) but rewritten by a repair; a version no eve ever wrote
+(not a positive integer, the key misspelled) is damage too. A version above this eve's is a
+newer eve's store, unless the files are all in this format's forms and hold its records:
+then it is a damaged byte, and the repair says what it does before it does it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Version 2: the format frozen for 0.1 (every file kind in one form, see `_journal`); a store
+# of version 1 holds pre-release forms, which this version does not read.
+FORMAT_VERSION = 2
+FORMAT = {"format": "eve-world", "version": FORMAT_VERSION}
+# Written only by format 2 (a family's record of its streams, `_stream_record.RECORD`).
+_FORMAT_2_FILE = "streams.list"
+
+
+@dataclass(frozen=True)
+class FormatReading:
+    """``state``: ok | older (to migrate) | newer | damaged | missing | foreign (not an eve
+    FORMAT, in a folder that is no store either); ``version`` as written (an int) or None;
+    ``detail``: one line saying what was found (and, when damaged, why)."""
+
+    state: str
+    version: int | None
+    detail: str
+
+
+def read_format(path: Path) -> FormatReading:
+    """The verdict on ``path``'s FORMAT (``path``: a data directory)."""
+    file = path / "FORMAT"
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        return FormatReading("missing", None, "missing; rewritten on the next open")
+    is_store = (path / "runs").is_dir()
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return _damaged("not JSON") if is_store else FormatReading("foreign", None, "not JSON")
+    if not isinstance(found, dict) or found.get("format") != FORMAT["format"]:
+        if is_store:
+            return _damaged("not an eve-world FORMAT file")
+        return FormatReading("foreign", None, "not an eve-world FORMAT file")
+    version = found.get("version")
+    if "version" not in found:
+        return _damaged("it has no version")
+    if type(version) is not int or version < 1:
+        return _damaged(f"version {version!r} is none an eve ever wrote")
+    if version == FORMAT_VERSION:
+        return FormatReading("ok", version, f"version {version}")
+    if version < FORMAT_VERSION:
+        if written_by_format_2(path):
+            return _damaged(f"it says version {version}, but its files are format {FORMAT_VERSION}")
+        return FormatReading("older", version, f"version {version}: migrated on the next open")
+    return FormatReading(
+        "newer", version, f"version {version}: written by a newer eve (this one reads "
+        f"{FORMAT_VERSION}); if no newer eve wrote it, FORMAT is damaged"
+    )  # fmt: skip
+
+
+def _damaged(why: str) -> FormatReading:
+    return FormatReading("damaged", None, f"damaged: {why}")
+
+
+def written_by_format_2(path: Path) -> bool:
+    """Whether any family of the store at ``path`` has a file only format 2 writes."""
+    runs = path / "runs"
+    try:
+        roots = os.listdir(runs)
+    except OSError:
+        return False
+    return any(os.path.exists(runs / root / _FORMAT_2_FILE) for root in roots)
