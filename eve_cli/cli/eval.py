@@ -222,6 +222,11 @@ def _run(
             f"eve eval: resuming run {record.run_id} ({len(record.done)}/{total} "
             "runs already done)\n"
         )
+    else:
+        sys.stderr.write(
+            f"eve eval: run {record.run_id}: {len(cases)} case(s) x {options.repeat}, "
+            f"{options.jobs} at a time, sessions in {where}\n"
+        )
     progress = Progress(total, len(record.done))
     try:
         with open_runtime(where, agent.directory, None) as (rt, loop):
