@@ -59,6 +59,7 @@ def build_report(
         "cases": len(rows),
         "ok": sum(1 for r in rows if r["ok"]),
         "belowThreshold": [r["name"] for r in rows if not r["ok"]],
+        "flaky": [r["name"] for r in rows if 0 < r["passed"] < r["repetitions"]],
         "repetitions": len(runs),
         "passed": sum(1 for r in runs if r.get("passed")),
         "passRate": round(sum(1 for r in runs if r.get("passed")) / len(runs), 4) if runs else 0.0,

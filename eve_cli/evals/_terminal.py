@@ -99,6 +99,8 @@ def summary_table(report: Mapping[str, Any], out: TextIO) -> None:
         f"{s.get('ok')}/{s.get('cases')} cases at their threshold; {s.get('passed')}/"
         f"{s.get('repetitions')} runs passed ({float(s.get('passRate') or 0):.0%})\n"
     )
+    if s.get("flaky"):
+        out.write(f"flaky (passed some runs, not all): {', '.join(s['flaky'])}\n")
 
 
 def failures(report: Mapping[str, Any], where: str, out: TextIO) -> None:

@@ -59,6 +59,8 @@ def test_a_flaky_case_has_a_pass_rate_held_against_its_threshold(
     assert [r["passed"] for r in flaky["results"]] == [True, False, True, False]
     assert flaky["tokens"] == 44  # the provider's usage, not an estimate
     assert "flaky │  2/4 │  50% │ 100%" in strict.stdout
+    assert "flaky (passed some runs, not all): flaky" in strict.stdout
+    assert report_of(isolated / "r.json")["summary"]["flaky"] == ["flaky"]
     server.add(*(openai_text(t) for t in ("yes", "no", "yes", "no")))
     lenient = runner.invoke(app, ["eval", "--repeat", "4", "--threshold", "0.5"])
     assert lenient.exit_code == 0, lenient.output
