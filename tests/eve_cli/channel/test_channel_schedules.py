@@ -9,6 +9,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,45 @@ def test_schedules_are_listed_and_run_now_over_http(
     assert unknown.status_code == 404
     again = httpx.get(f"{server.url}{API}/schedules", timeout=WAIT).json()["schedules"][0]
     assert again["sessions"] == 1 and again["lastSession"] == sid
+
+
+def ticked(agent: Path, world: str, seen: int) -> bool:
+    """More tick sessions than ``seen`` exist: a tick went by."""
+    return len(made(agent, world)) > seen
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_workers_killed_in_turn_start_each_tick_once(
+    tmp_path: Path, eve_process: Callable[..., EveProcess]
+) -> None:
+    """Two workers on one PostgreSQL world, one of them SIGKILLed every few ticks (at a
+    tick, mid-drive) and started again: every tick's session is made once, every one made
+    runs to its end (a killed worker's is taken over), and a tick left out was said skipped."""
+    with fresh_schema(lease="1.5") as url:
+        agent = ticking(tmp_path)
+        workers = [start(eve_process, agent, url) for _ in range(2)]
+        began = time.time()
+        lines: list[str] = []
+        for round_ in range(8):
+            victim = workers[round_ % 2]
+            assert eventually(partial(ticked, agent, url, len(made(agent, url))))
+            victim.signal(signal.SIGKILL)
+            victim.wait()
+            lines += victim.stderr_lines
+            workers[round_ % 2] = start(eve_process, agent, url)
+        assert eventually(lambda: len([t for t, _ in made(agent, url) if t > began]) >= 12)
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+            worker.wait()
+            lines += worker.stderr_lines
+        runs = [(t, sid) for t, sid in made(agent, url) if t > began]
+        counts = Counter(tick for tick, _ in runs)
+        assert max(counts.values()) == 1, counts  # never two sessions for one tick
+        left_out = set(range(int(min(counts)), int(max(counts)) + 1)) - set(map(int, counts))
+        assert left_out <= skipped_ticks(lines), (sorted(left_out), lines[-20:])
+        # The sessions a killed worker made or drove are finished by the workers after it.
+        restart = start(eve_process, agent, url)
+        assert eventually(lambda: settled(agent, url, runs), timeout=60), runs
+        restart.signal(signal.SIGTERM)
+        restart.wait()
