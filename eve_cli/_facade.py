@@ -127,6 +127,10 @@ class ServingFacade(Facade, Protocol):
         """Whether the session ever received a delivery."""
         ...
 
+    def agent_error(self) -> str | None:
+        """Why the agent folder does not load as it is now (None: it loads)."""
+        ...
+
     def timers(self, sid: str | None = None) -> dict[str, float]:
         """When each session parked on a timer is due (every session's, or ``sid``'s)."""
         ...

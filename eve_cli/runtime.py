@@ -199,7 +199,10 @@ class Runtime:
         return self._agent
 
     def agent_error(self) -> str | None:
-        """Why the agent folder failed to load last time (the last good one is serving)."""
+        """Why the agent folder does not load as it is now (None: it loads); meanwhile the last
+        good definition serves. Looks at the files' signatures, loading only if they changed."""
+        with contextlib.suppress(AgentLoadError):
+            self.executor.agent_for(self._stored_dir(self.agent_dir))
         return self.executor.load_errors.get(str(self.agent_dir))
 
     # -- sessions -------------------------------------------------------------------------

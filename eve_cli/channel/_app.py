@@ -36,6 +36,7 @@ from eve_cli.channel._errors import (
     on_http_exception,
 )
 from eve_cli.channel._guard import Peers, RequestGuard
+from eve_cli.channel._metrics import CONTENT_TYPE, ServerMetrics
 from eve_cli.channel._reload import DevState
 from eve_cli.channel._schedules import Scheduler
 from eve_cli.channel._streams import StreamHub, stream_response
@@ -76,7 +77,8 @@ class Channel:
     def __init__(self, runtime: ServingFacade, settings: ChannelSettings | None = None) -> None:
         self.runtime = runtime
         self.settings = settings or ChannelSettings()
-        self.supervisor = Supervisor(runtime, self.settings.log)
+        self.metrics = ServerMetrics(runtime.sessions, runtime.resumable)
+        self.supervisor = Supervisor(runtime, self.settings.log, self.metrics)
         self.hub = StreamHub(self.settings.heartbeat, self.settings.log)
         self._create_lock = asyncio.Lock()
         self.peers = Peers(self.settings.allowed_hosts, self.settings.allowed_origins)
@@ -131,6 +133,8 @@ class Channel:
         timers = Timers(self.runtime, self.supervisor.kick, self.settings.log)
         self.supervisor.on_driven = timers.driven
         scheduler = Scheduler(self.runtime, self.supervisor.kick, self.settings.log)
+        scheduler.metrics = self.metrics
+        unwatch = self.metrics.watch()
         background = [
             loop.create_task(timers.run(), name="server-timers"),
             loop.create_task(scheduler.run(), name="server-schedules"),
@@ -140,6 +144,7 @@ class Channel:
         try:
             yield
         finally:
+            unwatch()
             for task in background:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -152,6 +157,8 @@ class Channel:
         s = PREFIX + "/session/{sid}"
         return [
             Route(PREFIX + "/health", self.health, methods=["GET"]),
+            Route(PREFIX + "/ready", self.ready, methods=["GET"]),
+            Route("/metrics", self.scrape, methods=["GET"]),
             Route(PREFIX + "/info", self.info, methods=["GET"]),
             Route(PREFIX + "/session", self.create, methods=["POST"]),
             Route(PREFIX + "/sessions", self.list_sessions, methods=["GET"]),
@@ -171,6 +178,28 @@ class Channel:
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
+
+    async def ready(self, request: Request) -> Response:
+        """200 when this worker can serve: its store answers (opened and migrated before the
+        server started) and its agent loaded; else 503 naming which. Open like `/health` (a
+        load balancer's probe has no token), so it names the part, not the error."""
+        problems: list[str] = []
+        try:  # the cheapest read every store answers: one lookup
+            await self._call_sync(lambda: self.runtime.operation_session("eve-ready-probe"))
+        except Exception as exc:  # logged (the flood guard bounds a probe's every second)
+            problems.append("store unreachable")
+            self.settings.log(f"not ready: the store: {type(exc).__name__}: {exc}")
+        if self.runtime.agent_error() is not None:
+            problems.append("agent failed to load")
+        body: dict[str, Any] = {"ready": not problems}
+        if problems:
+            body["problems"] = problems
+        return JSONResponse(body, 503 if problems else 200)
+
+    async def scrape(self, request: Request) -> Response:
+        """The worker's metrics in the Prometheus text format (same auth as the API)."""
+        text = await self._call_sync(self.metrics.render)
+        return Response(text, media_type=CONTENT_TYPE)
 
     async def info(self, request: Request) -> Response:
         body = {
@@ -301,6 +330,7 @@ class Channel:
     async def _deliver(self, sid: str, message: str, policy: TurnPolicy) -> dict[str, Any]:
         receipt = await self._call(self.runtime.deliver(sid, message, turn_policy=policy), sid)
         out = receipt_body(receipt)
+        self.metrics.deliveries.labels(out["disposition"]).inc()
         if out["disposition"] != "rejected":
             self.supervisor.kick(sid)
         return out

@@ -13,7 +13,7 @@ from eve_cli.channel._web import WEB_PATHS
 
 # Paths anyone may call without a token: a liveness probe and the browser view's own files
 # reveal nothing (the page asks for the token before it reads anything).
-_OPEN_PATHS = frozenset({"/eve/v1/health", *WEB_PATHS})
+_OPEN_PATHS = frozenset({"/eve/v1/health", "/eve/v1/ready", *WEB_PATHS})
 
 # Session ids (docs/RUNTIME.md): letters, digits, '-' and '_'; never a path.
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")

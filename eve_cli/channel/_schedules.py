@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from eve_cli._facade import ServingFacade
 from eve_cli._schedules import Schedule
+from eve_cli.channel._metrics import ServerMetrics
 
 GRACE = 60.0  # seconds a tick may be late and still run as itself (not missed)
 RELOAD = 5.0  # seconds between reads of the schedule files (edits apply within this)
@@ -45,6 +46,7 @@ class Scheduler:
         self._known: dict[str, Schedule] = {}
         self._next: dict[str, float | None] = {}
         self._reported: set[str] = set()
+        self.metrics: ServerMetrics | None = None  # counts ticks run and skipped when set
 
     async def run(self) -> None:
         while True:
@@ -107,6 +109,8 @@ class Scheduler:
             tick = schedule.next_after(tick)
         if not skipped:
             return
+        if self.metrics is not None:
+            self.metrics.schedule_ticks.labels("skipped").inc(len(skipped))
         first, last = (_iso(t) for t in (skipped[0], skipped[-1]))
         which = first if len(skipped) == 1 else f"{first} to {last}"
         self._log(
@@ -127,6 +131,8 @@ class Scheduler:
 
     async def _start(self, schedule: Schedule, tick: float) -> None:
         sid, created = await self._runtime.run_schedule(schedule, tick)
+        if created and self.metrics is not None:
+            self.metrics.schedule_ticks.labels("run").inc()
         if created:
             self._log(f"schedule {schedule.name}: tick {_iso(tick)} started session {sid}")
         self._kick(sid)

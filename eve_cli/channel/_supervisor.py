@@ -13,15 +13,22 @@ import asyncio
 from collections.abc import Callable
 
 from eve_cli._facade import ServingFacade
+from eve_cli.channel._metrics import ServerMetrics
 from world import OwnershipError
 
 
 class Supervisor:
     """Owns the background drive tasks of one server."""
 
-    def __init__(self, runtime: ServingFacade, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        runtime: ServingFacade,
+        log: Callable[[str], None],
+        metrics: ServerMetrics | None = None,
+    ) -> None:
         self._runtime = runtime
         self._log = log
+        self._metrics = metrics or ServerMetrics(list, list)  # counted, if nobody reads them
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
         # Drives started by `sweep` that nothing else asked for: another worker driving the
@@ -114,6 +121,7 @@ class Supervisor:
                 except asyncio.CancelledError:
                     raise
                 except OwnershipError as exc:
+                    self._metrics.lease_losses.inc()
                     if session_id not in self._swept:  # another worker drives it: the
                         # delivery waits in its inbox
                         self._log(f"session {session_id}: {exc}")
@@ -123,6 +131,7 @@ class Supervisor:
                 else:
                     if session_id in self._swept:
                         self._log(f"took over session {session_id} (no live worker drove it)")
+                        self._metrics.takeovers.inc()
                         self._swept.discard(session_id)
         finally:
             self._tasks.pop(session_id, None)

@@ -220,7 +220,11 @@ class Executor:
     def reload(self, agent_dir: str | None) -> AgentDefinition:
         """Load the folder now; a broken folder raises and the held definition stays."""
         directory = Path(agent_dir) if agent_dir else self.default_agent_dir
-        agent = load_agent(directory)
+        try:
+            agent = load_agent(directory)
+        except AgentLoadError as exc:
+            self.load_errors[str(directory)] = str(exc)
+            raise
         self._agents[str(directory)] = (_signature(directory), agent)
         self.load_errors.pop(str(directory), None)
         return agent

@@ -19,6 +19,7 @@ from eve_cli._keys import Key, ModelCall, Turn
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli._tools import Tool
+from eve_cli.execution import _observe
 from eve_cli.execution._event_form import pack, unpack
 from eve_cli.execution._keys import EventKeys, HistoryKeys
 from eve_cli.execution._lost import check_window
@@ -302,10 +303,7 @@ class SessionHost:
             if at is not None:
                 event["ck"] = [at, self.snap.history_len]
         index = self.events.append(key, pack(event))
-        if self.turn_id is not None and (
-            (trace := self._trace if self._traced else self.trace()) is not None
-        ):  # (`trace()` inline once decided: asked at every event)
-            trace.event(type, key, event, fresh=index is not None)
+        self._tell(type, key, event, index)
         if index is None or self._since is None or (REF in data and text is None):
             return
         # The session's kept view takes the event as written: a view after the turn reads
@@ -315,6 +313,16 @@ class SessionHost:
             if REF in data:
                 event["text"] = text
             fold.take(event, round(self._since * 1000))
+
+    def _tell(self, type: EventType, key: Key, event: dict[str, Any], index: int | None) -> None:
+        """Hand an event to the turn's trace and, stored just now (``index``), to watchers."""
+        if index is not None and _observe.WATCHERS:  # stored now, not found from before
+            for watch in _observe.WATCHERS:
+                watch(self.snap.id, type, event)
+        if self.turn_id is not None and (
+            (trace := self._trace if self._traced else self.trace()) is not None
+        ):  # (`trace()` inline once decided: asked at every event)
+            trace.event(type, key, event, fresh=index is not None)
 
     def emitted_deltas(self, call: ModelCall) -> list[tuple[int, int, Key]]:
         stored = (call.delta_of(text) for text in self.events.keys_starting(call.delta_head))
