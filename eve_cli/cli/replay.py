@@ -58,26 +58,60 @@ def replay(
         raise CliError("give a SESSION id (or a cassette file) or --all (see: eve inspect)", 2)
     if agent is not None and not agent.is_dir():
         raise CliError(f"agent folder {agent} does not exist", 2)
-    import asyncio
-
     tools = [t.strip() for t in (live_tools or "").split(",") if t.strip()]
-    tapes = _tapes(session, all_, data, world)
     reports: list[dict[str, Any]] = []
-    for sid, tape, folder in tapes:
-        chosen = agent or folder
-        model = (tape.get("model") or None) if live_model else None
-        if live_model and model is None:
-            raise CliError(f"{sid}: the recording names no model to ask (use -m in chat)", 2)
+    for sid, tape, folder in _tapes(session, all_, data, world, agent):
         try:
-            found = asyncio.run(_play(tape, chosen, tools, model))
-        except ValueError as exc:
-            raise CliError(str(exc), 2) from None
-        except user_errors() as exc:
-            raise CliError(f"{sid}: {user_message(exc)}") from None
-        reports.append(_entry(sid, tape, found))
+            reports.append(_replay_one(sid, tape, folder, tools, live_model))
+        except CliError as exc:
+            if not all_:
+                raise
+            reports.append({"session": sid, "turns": 0, "divergences": [], "error": exc.message})
     _print(reports, json_)
     if any(r["divergences"] for r in reports):
         raise typer.Exit(EXIT_DIVERGED)
+    if any("error" in r for r in reports):  # every session reported first (--all)
+        raise typer.Exit(1)
+
+
+def _replay_one(
+    sid: str, tape: Cassette, folder: Path | None, tools: list[str], live_model: bool
+) -> dict[str, Any]:
+    """One session's report; a CliError when it cannot be replayed."""
+    import asyncio
+
+    model = (tape.get("model") or None) if live_model else None
+    if live_model and model is None:
+        raise CliError(f"{sid}: the recording names no model to ask (use -m in chat)", 2)
+    try:
+        found = asyncio.run(_play(tape, folder, tools, model))
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    except user_errors() as exc:
+        raise CliError(f"{sid}: {user_message(exc)}") from None
+    return _entry(sid, tape, found)
+
+
+def _cassette_agent(name: str, tape: Cassette) -> Path | None:
+    """The folder to replay a cassette against without --agent: `./agent` (or the built-in
+    agent) if it is the agent the cassette was recorded with; said on stderr either way."""
+    from eve_cli._loader import DEFAULT_AGENT_DIR, AgentLoadError, load_agent, resolve_agent_dir
+
+    directory = resolve_agent_dir(None)
+    where = "the built-in agent" if directory == DEFAULT_AGENT_DIR else str(directory)
+    try:
+        serving = load_agent(directory).name
+    except AgentLoadError as exc:
+        raise CliError(str(exc)) from None
+    recorded = tape.get("agent")
+    if recorded and recorded != serving:
+        raise CliError(
+            f"{name} was recorded with agent {recorded!r}, but {where} is agent {serving!r}; "
+            f"name the agent's folder: eve replay {name} --agent DIR",
+            2,
+        )
+    typer.echo(f"replaying {name} against agent {serving!r} ({where})", err=True)
+    return None if directory == DEFAULT_AGENT_DIR else directory
 
 
 async def _play(
@@ -89,20 +123,25 @@ async def _play(
 
 
 def _tapes(
-    session: str | None, all_: bool, data: Path | None, world: str | None
+    session: str | None, all_: bool, data: Path | None, world: str | None, agent: Path | None
 ) -> list[tuple[str, Cassette, Path | None]]:
-    """(name, cassette, the agent folder it ran) of each session to replay."""
+    """(name, cassette, the agent folder to replay it on) of each session to replay."""
     from eve_cli._cassette import CassetteError, load
 
     if session and ("/" in session or session.endswith(".json") or os.path.isfile(session)):
         try:
-            return [(session, load(session), None)]
+            tape = load(session)
         except CassetteError as exc:
             raise CliError(str(exc)) from None
+        # Without --agent: the agent the cassette names, or refused (never another agent).
+        return [(session, tape, agent or _cassette_agent(session, tape))]
     where = choose_world(data, world)
     with open_reader(where) as reader:
         ids = [session] if session else _recorded_sessions(reader)
-        return [_from_store(reader, sid) for sid in ids]
+        return [
+            (sid, tape, agent or folder)
+            for sid, tape, folder in (_from_store(reader, sid) for sid in ids)
+        ]
 
 
 def _recorded_sessions(reader: Runtime) -> list[str]:
@@ -138,6 +177,9 @@ def _print(reports: list[dict[str, Any]], json_: bool) -> None:
         typer.echo(json.dumps({"diverged": diverged, "sessions": reports}))
         return
     for report in reports:
+        if "error" in report:
+            typer.echo(f"{report['session']}: not replayed: {report['error']}")
+            continue
         if not report["divergences"]:
             typer.echo(f"{report['session']}: no divergence ({report['turns']} turn(s) replayed)")
             continue
