@@ -126,6 +126,18 @@ class Channel:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with self.running():
+            yield
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The channel's background work while it serves: in-flight sessions resumed, timers,
+        schedules, the sweep for sessions to take over; on exit, drives get their grace.
+
+        Its own app runs this as its lifespan. An application that mounts ``channel.app``
+        inside its own ASGI app (whose lifespan a mount does not pass on) enters it from its
+        own lifespan instead: ``async with channel.running(): yield``.
+        """
         resumed = self.supervisor.resume_in_flight()
         if resumed:
             self.settings.log(f"resuming {len(resumed)} in-flight session(s): {', '.join(resumed)}")
