@@ -72,7 +72,8 @@ def test_eve_mounted_in_a_fastapi_application(tmp_path: Path) -> None:
 
 def test_a_plain_asyncio_worker_goes_on_in_its_session(tmp_path: Path) -> None:
     shutil.copy(EXAMPLES / "worker.py", tmp_path)
-    env = {k: v for k, v in os.environ.items() if k not in ("EVE_AGENT", "EVE_WORLD", "EVE_DATA_DIR")}
+    chosen = ("EVE_AGENT", "EVE_WORLD", "EVE_DATA_DIR")  # the worker's defaults, in its folder
+    env = {k: v for k, v in os.environ.items() if k not in chosen}
 
     def run(*args: str) -> str:
         done = subprocess.run(
