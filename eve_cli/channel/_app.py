@@ -36,6 +36,7 @@ from eve_cli.channel._errors import (
     on_http_exception,
 )
 from eve_cli.channel._guard import Peers, RequestGuard
+from eve_cli.channel._housekeeping import RetentionJob, keep_retention
 from eve_cli.channel._metrics import CONTENT_TYPE, ServerMetrics
 from eve_cli.channel._reload import DevState
 from eve_cli.channel._schedules import Scheduler
@@ -69,6 +70,10 @@ class ChannelSettings:
     # Seconds between looks for sessions with work and no live worker (0: only at start): on
     # a world other machines' workers share, a dead worker's sessions are taken over so.
     sweep: float = 0.0
+    # Removes sessions idle past the server's retention age (None: keep everything); run at
+    # start and every `retention_every` seconds (see `_housekeeping`).
+    retention: RetentionJob | None = None
+    retention_every: float = 3600.0
 
 
 class Channel:
@@ -153,6 +158,10 @@ class Channel:
         ]
         if self.settings.sweep > 0:
             background.append(loop.create_task(self.supervisor.sweep(self.settings.sweep)))
+        if self.settings.retention is not None:
+            every, log = self.settings.retention_every, self.settings.log
+            kept = keep_retention(self.settings.retention, every, log)
+            background.append(loop.create_task(kept, name="server-retention"))
         try:
             yield
         finally:

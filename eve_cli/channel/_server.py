@@ -24,6 +24,7 @@ from eve_cli.channel._conn import (
     guarded_protocol,
     loop_error_logger,
 )
+from eve_cli.channel._housekeeping import RetentionJob
 
 # Seconds an idle connection is kept. Longer than clients keep theirs (httpx and Node: 4-5 s),
 # so the client closes first: a server closing at the same moment races the client's next
@@ -49,6 +50,8 @@ class ServeOptions:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     sweep: float = 0.0  # see ChannelSettings.sweep
+    retention: RetentionJob | None = None  # see ChannelSettings.retention
+    retention_every: float = 3600.0
 
 
 def log_line(message: str) -> None:
@@ -185,4 +188,6 @@ def settings_for(options: ServeOptions) -> ChannelSettings:
         allowed_hosts=(*options.allowed_hosts, options.host),
         allowed_origins=options.allowed_origins,
         sweep=options.sweep,
+        retention=options.retention,
+        retention_every=options.retention_every,
     )

@@ -53,6 +53,17 @@ AllowOriginOption = Annotated[
         show_default=False,
     ),
 ]
+RetentionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--retention",
+        metavar="AGE|off",
+        help="Remove the data of sessions idle longer than AGE (ended, or waiting for their "
+        "next message; never one waiting for an answer or with a turn under way), checked at "
+        "start and then hourly (default: EVE_RETENTION, else 30d).",
+        show_default=False,
+    ),
+]
 GraceOption = Annotated[
     float,
     typer.Option("--grace", help="Seconds running turns get to finish on shutdown."),
@@ -85,13 +96,17 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
         world: WorldOption = None,
         allow_host: AllowHostOption = None,
         allow_origin: AllowOriginOption = None,
+        retention: RetentionOption = None,
     ) -> int:
         peers = (
             _names(allow_host, "EVE_ALLOWED_HOSTS"),
             _names(allow_origin, "EVE_ALLOWED_ORIGINS"),
         )
         where = choose_world(data, world, create=True)
-        return run(host, port, token, agent, model, grace, where, reload=reload, peers=peers)
+        return run(
+            host, port, token, agent, model, grace, where,
+            reload=reload, peers=peers, retention=retention,
+        )  # fmt: skip
 
     command.__doc__ = doc
     return command
@@ -111,14 +126,17 @@ def run(
     *,
     reload: bool,
     peers: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+    retention: str | None = None,
 ) -> int:
     """Serve until SIGTERM (exit 0) or SIGINT (exit 130); ``peers``: the allowed host names
-    and browser origins besides the server's own."""
+    and browser origins besides the server's own; ``retention``: an age or "off" (None:
+    EVE_RETENTION, else 30 days)."""
     from eve_cli.channel import BindRefusedError, Channel, ChannelServer, bind_socket, check_bind
     from eve_cli.channel._server import ServeOptions, log_line, settings_for
     from eve_cli.cli._runtime import runtime_at
 
     token = token or os.environ.get("EVE_AUTH_TOKEN") or None
+    keeper = _Retention.chosen(retention, data_dir)
     try:
         check_bind(host, token)
     except BindRefusedError as exc:
@@ -140,6 +158,8 @@ def run(
         allowed_origins=peers[1],
         # Workers on other machines share the world: a dead one's sessions are looked for.
         sweep=SWEEP if runtime.world.shared else 0.0,
+        retention=keeper,
+        retention_every=keeper.every if keeper is not None else 0.0,
     )
     settings = settings_for(options)
     runtime.world.notice = settings.log  # a database away and back: one line each
@@ -161,8 +181,51 @@ def run(
         sig = asyncio.run(server.serve(background))
     finally:
         runtime.close()
+        if keeper is not None:
+            keeper.close()
     log_line("stopped")
     return EXIT_INTERRUPTED if sig == signal.SIGINT else 0
+
+
+class _Retention:
+    """The server's retention job: sessions idle past ``age`` removed by the code `eve gc`
+    runs, through a reader of its own (a lease it takes is then not the serving runtime's)."""
+
+    def __init__(self, age: float, said: str, where: Where) -> None:
+        self.age, self.said, self.where = age, said, where
+        self.every = min(3600.0, max(1.0, age / 4))  # a short age (tests) is kept promptly
+        self._reader: Any = None
+
+    @classmethod
+    def chosen(cls, given: str | None, where: Where) -> _Retention | None:
+        from eve_cli._retention import parse_duration
+
+        value = (given or os.environ.get("EVE_RETENTION") or "30d").strip()
+        if value.lower() == "off":
+            return None
+        try:
+            return cls(parse_duration(value), value, where)
+        except ValueError as exc:
+            raise CliError(f"--retention / EVE_RETENTION: {exc}, or off", 2) from None
+
+    def __call__(self) -> str | None:
+        import time
+
+        from eve_cli._retention import RETAINED_UNLESS_IDLE, collect, open_reader, removed
+        from eve_cli.cli._tables import human_bytes
+
+        if self._reader is None:
+            self._reader = open_reader(self.where.url or self.where.path)
+        allowed = set(RETAINED_UNLESS_IDLE)
+        done = removed(collect(self._reader, time.time() - self.age, allowed, dry_run=False))
+        if not done:
+            return None
+        freed = human_bytes(sum(e.bytes for e in done))
+        return f"retention: removed {len(done)} session(s) idle over {self.said} ({freed})"
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
 
 
 def _names(given: list[str] | None, variable: str) -> tuple[str, ...]:

@@ -16,8 +16,8 @@ import filelock
 import pytest
 from typer.testing import CliRunner
 
+from eve_cli._retention import FINISHED, _remove, collect, open_reader, parse_duration
 from eve_cli.cli.app import app
-from eve_cli.cli.gc import FINISHED, _remove, collect, parse_duration
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import DANGER_TOOL as DANGER
 from tests.eve_cli.rt_support import call, reply, tool_file, write_agent
@@ -214,7 +214,12 @@ def test_a_session_that_changed_after_the_listing_is_kept(
     data, sid = isolated / "data", sessions["waiting"]
     _age(data, 3600)
     cutoff, allowed = time.time() - 60, {*FINISHED, "waiting"}
-    [entry] = [e for e in collect(data, cutoff, allowed, dry_run=True) if e.id == sid]
+    reader = open_reader(data)
+    try:
+        listed = collect(reader, cutoff, allowed, dry_run=True)
+    finally:
+        reader.close()
+    [entry] = [e for e in listed if e.id == sid]
     assert entry.action == "would remove"
     rt = Runtime(data)
     asyncio.run(rt.deliver(sid, "still here"))
@@ -300,3 +305,48 @@ def test_soak_size_and_file_count_stay_bounded(isolated: Path) -> None:
     counts = {count for count, _ in peaks}
     sizes = [size for _, size in peaks]
     assert len(counts) == 1 and max(sizes) - min(sizes) < 0.05 * max(sizes), peaks
+
+
+def test_eve_start_keeps_what_its_retention_keeps_and_removes_the_rest(
+    isolated: Path, sessions: dict[str, str]
+) -> None:
+    """A real `eve start` removes, at start-up, the sessions idle past its retention (ended
+    ones, and those waiting for their next message) and keeps one waiting for an answer; a
+    fresh session and a server with retention off keep everything."""
+    data = isolated / "data"
+    _age(data, 3 * 3600)
+    fresh = _make(data, isolated / "done", "conversation", "new")
+
+    def serve(*args: str, wait_for: str | None, env: dict[str, str] | None = None) -> str:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "eve_cli", "start", "--port", "0", "--data", str(data),
+             "--agent", str(isolated / "done"), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            assert "serving" in proc.stdout.readline()
+            if wait_for is None:  # time for a retention run that must not happen
+                time.sleep(1.5)
+                return ""
+            for line in proc.stderr:
+                if wait_for in line:
+                    return line
+            raise AssertionError("the server ended without saying so")
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=60)
+
+    serve("--retention", "off", wait_for=None, env={**os.environ, "EVE_RETENTION": "2h"})
+    assert len(LocalWorld(data).families()) == 5
+    said = serve("--retention", "2h", wait_for="retention:")
+    assert "removed 3 session(s) idle over 2h" in said
+    left = set(LocalWorld(data).families())
+    assert left == {sessions["parked"], fresh}
+    assert not (data / "runs" / sessions["completed"]).exists()
+    bad = subprocess.run(
+        [sys.executable, "-m", "eve_cli", "start", "--port", "0", "--data", str(data)],
+        env={**os.environ, "EVE_RETENTION": "forever"}, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "EVE_RETENTION" in bad.stderr
