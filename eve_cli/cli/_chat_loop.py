@@ -65,6 +65,7 @@ class ChatLoop:
         self.failed = False  # a step, turn or the session failed while we watched
         self._undriven: str | None = None  # a message delivered, its turn not yet driven
         self._interrupt: Callable[[], None] = lambda: None  # a Ctrl-C during the drive
+        self._broken: str | None = None  # the agent folder's load error last reported
 
     # -- public steps ---------------------------------------------------------------------
     def settle(self) -> SessionView:
@@ -84,6 +85,7 @@ class ChatLoop:
     def send(self, message: str) -> SessionView:
         """Deliver one user message and settle the turn it starts."""
         self.check_not_in_use()  # before delivering: "try again" must not mean "send twice"
+        self._report_broken_edit()
         receipt = self.call(lambda: self.backend.deliver(self.sid, message))
         if getattr(receipt, "disposition", None) == "rejected":
             reason = getattr(receipt, "reason", None) or "rejected"
@@ -93,6 +95,16 @@ class ChatLoop:
             return self.settle()
         finally:
             self._undriven = None
+
+    def _report_broken_edit(self) -> None:
+        """Say once, before the turn, that the agent folder no longer loads (the last good
+        definition keeps serving: without this line an edit would silently not apply)."""
+        check = getattr(self.backend, "agent_error", None)  # local runtimes only
+        error = check() if callable(check) else None
+        if error is not None and error != self._broken:
+            self.renderer.notice(f"the agent folder does not load; its last good version "
+                                 f"serves this turn: {error}")  # fmt: skip
+        self._broken = error
 
     def check_not_in_use(self) -> None:
         """A clear error when another live process drives the session (local sessions; a
