@@ -274,6 +274,55 @@ MIGRATIONS: list[str] = [
         REFERENCING OLD TABLE AS old_items
         FOR EACH STATEMENT EXECUTE FUNCTION {s}.stream_rewritten();
     """,
+    # 9: every batch commits synchronously (`p_lazy` is no longer read): a crash of the
+    # server must not lose a batch whose owner went on giving out the positions after it.
+    # And a stream's items of a batch go at the stream's stored length: a batch after a lost
+    # one is refused (3) instead of leaving a hole.
+    """
+    CREATE OR REPLACE FUNCTION {s}.write_batch(
+        p_root text, p_epoch bigint, p_first bigint, p_frames bytea[],
+        p_names text[], p_idx bigint[], p_items bytea[], p_lazy boolean, p_chan text,
+        p_key bigint
+    ) RETURNS integer LANGUAGE plpgsql AS $$
+    DECLARE
+        n_rec integer := coalesce(array_length(p_frames, 1), 0);
+        n_items integer := coalesce(array_length(p_names, 1), 0);
+    BEGIN
+        IF n_items > 0 AND EXISTS (
+            SELECT 1 FROM (SELECT u.n, min(u.i) AS first FROM unnest(p_names, p_idx) AS u(n, i)
+                GROUP BY u.n) b
+            LEFT JOIN {s}.streams st ON st.name = b.n
+            WHERE coalesce(st.length, 0) <> b.first
+        ) THEN
+            RETURN 3;
+        END IF;
+        UPDATE {s}.families SET next_pos = next_pos + n_rec
+            WHERE root = p_root AND epoch = p_epoch AND (n_rec = 0 OR next_pos = p_first);
+        IF NOT FOUND THEN
+            PERFORM 1 FROM {s}.families WHERE root = p_root AND epoch = p_epoch;
+            RETURN CASE WHEN FOUND THEN 2 ELSE 1 END;
+        END IF;
+        IF n_rec > 0 THEN
+            INSERT INTO {s}.records (root, pos, frame)
+                SELECT p_root, p_first + u.i - 1, u.frame
+                FROM unnest(p_frames) WITH ORDINALITY AS u(frame, i);
+        END IF;
+        IF n_items > 0 THEN
+            INSERT INTO {s}.streams AS s (name, length, root)
+                SELECT u.n, max(u.i) + 1, p_root FROM unnest(p_names, p_idx) AS u(n, i)
+                GROUP BY u.n
+                ON CONFLICT (name) DO UPDATE SET length = greatest(s.length, excluded.length);
+            INSERT INTO {s}.stream_items (name, idx, frame)
+                SELECT * FROM unnest(p_names, p_idx, p_items);
+            IF EXISTS (SELECT 1 FROM {s}.tails WHERE root = p_root AND key <> p_key) THEN
+                PERFORM pg_notify(p_chan, string_agg(DISTINCT 's' || n, ' '))
+                    FROM unnest(p_names) AS n;
+            END IF;
+        END IF;
+        RETURN 0;
+    END
+    $$;
+    """,
 ]
 # Python run after a migration, in its transaction: `fill(conn, quoted schema, world)`.
 FILLS: dict[int, Callable[[Any, str, Any], None]] = {}

@@ -11,8 +11,7 @@ holds the lease the owner knows its family's journal end and stream lengths, so 
 gives out its position or index at once, without a round trip (and, asked `append_waits`,
 says it blocks on nothing: a caller on an event loop makes it inline), and keeps the bytes in
 the lease. A batch is written in one transaction (`write_batch`: one statement, fenced by the
-epoch), synchronously committed if it holds a record that is not lazy (`Order.lazy`: else
-`synchronous_commit = off`, its WAL flushed by the next synchronous commit of any session):
+epoch, committed synchronously: a server crash loses no batch the owner went on after):
 before an observed effect (`before_effect`), before anything a reader could see (a head, a
 delivery, a hook, another family's batch) or anything that reads it, on the flusher thread
 `EFFECT_WAIT` after an effect no one observes began (`before_effect(observed=False)`: a model
@@ -20,7 +19,14 @@ call runs while it commits; one that ends sooner leaves the batch to the next ef
 writes it with what the call's end appended, in one commit), and by `BATCH_WAIT` after its
 first entry at the latest (live tails).
 Items appended by a process without the family's lease (a session's first event, at its
-creation) are written at once. Records arrive as bodies and are stored framed
+creation) are written at once.
+A batch is written only where the owner believes the family ends: its first record at the
+journal's end, each stream's first item at the stream's stored length (else it is refused,
+and the family's drive stops: a resume reloads it), so nothing is ever appended after a hole.
+After a connection broke, and when a new connection finds another server (its start time or
+system identifier changed: it restarted, or a standby took over), every owner reads its
+journal end and stream lengths again before its next batch, and stops (its family reloaded)
+if the database kept less than it had written. Records arrive as bodies and are stored framed
 (`_journal.frame_body`), as the other worlds store them.
 
 Leases: the family row holds an epoch, the owner, and the lease's expiry. `acquire` takes a
@@ -50,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import secrets
 import struct
@@ -226,6 +233,28 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
         conn.adapters.register_dumper(kind, dumper)
 
 
+def _server_of(conn: psycopg.Connection[Any]) -> str:
+    """Which server run `conn` talks to: its start time and system identifier (both change
+    when it restarts, or another server takes its place)."""
+    row = conn.execute(
+        "SELECT pg_postmaster_start_time()::text || ' ' || system_identifier::text "
+        "FROM pg_control_system()"
+    ).fetchone()
+    return str(row[0]) if row else ""
+
+
+class _OneLine(logging.Filter):
+    """The pool's log records in one line each (a driver error is several: server, hint)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        lines = record.getMessage().strip().splitlines()
+        record.msg, record.args = (lines[0] if lines else ""), None
+        return True
+
+
+logging.getLogger("psycopg.pool").addFilter(_OneLine())
+
+
 def _reason(exc: BaseException) -> str:
     """The first line of a driver error, which names no password."""
     text = str(exc).strip().splitlines()
@@ -239,7 +268,6 @@ class _Batch:
     first: int  # the position of its first record
     frames: list[bytes]
     items: list[tuple[str, int, bytes]]  # (stream, index, frame)
-    durable: bool  # one record is not lazy: committed synchronously
 
 
 class _PgLease(Lease):
@@ -253,9 +281,8 @@ class _PgLease(Lease):
         self.lengths: dict[str, int] = {}
         self.pending: list[tuple[str, int, bytes]] = []
         # The owner's records not written yet (their positions given out: they end at
-        # `next_pos`), and whether one of them is not lazy (their batch commits synchronously).
+        # `next_pos`).
         self.records: list[bytes] = []
-        self.durable = False
         self.last_mark = 0  # the world's stream mark after this family's latest append
         self.flushing = threading.Lock()
         self.since: float | None = None  # when the batch got its first entry (monotonic)
@@ -265,6 +292,9 @@ class _PgLease(Lease):
         # claims or releases them while the lease is held (a finished run's are released by
         # its own drive), so a turn's lookups need no round trip on the loop.
         self.hooks: dict[str, str] = {}
+        # A connection broke or the server changed since the positions were last known to be
+        # the database's: they are read again before the next batch (`_recheck`).
+        self.recheck = False
 
     def release(self) -> None:
         self.world._release(self)
@@ -289,6 +319,7 @@ class _Listener(threading.Thread):
                     self.world._target.conninfo, autocommit=True, connect_timeout=5
                 ) as conn:
                     self._conn = conn
+                    self.world._seen_server(_server_of(conn))
                     conn.execute(f'LISTEN "{self.world._channel}"')
                     conn.execute("SELECT pg_advisory_lock(%s)", [self.world._alive_key])
                     self.failure, pause = "", 0.05
@@ -468,6 +499,7 @@ class PostgresWorld(World):
         self._digests: dict[str, tuple[tuple[str, int], int, int]] = {}
         self._lock = threading.Lock()
         self._away = False  # the database stopped answering (`_gone`), said once
+        self._server = ""  # the server run last seen (`_server_of`)
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._listener: _Listener | None = None
         self._flusher: _Flusher | None = None
@@ -477,6 +509,7 @@ class PostgresWorld(World):
                 self._exists = _pg_schema.migrate(
                     c, self._target.schema, create=create, world=self
                 )
+                self._server = _server_of(c)
         except psycopg.Error as exc:
             raise StorageError(self._unreachable(exc)) from None
 
@@ -506,7 +539,7 @@ class PostgresWorld(World):
                         min_size=1,
                         max_size=self._target.pool,
                         kwargs={"autocommit": True},
-                        configure=_configure,
+                        configure=self._configure,
                         open=False,
                         name="eve",
                         timeout=RETRY_FOR,
@@ -514,6 +547,28 @@ class PostgresWorld(World):
                     self._pool.open(wait=False)
                 pool = self._pool
         return pool
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        _configure(conn)
+        self._seen_server(_server_of(conn))
+
+    def _seen_server(self, server: str) -> None:
+        """A new connection talks to `server`: if that is another server run than before,
+        every owner reads its positions again before it writes."""
+        with self._lock:
+            before, self._server = self._server, server
+        if before and before != server:
+            self._recheck_all()
+            if self.notice is not None:
+                self.notice(
+                    f"PostgreSQL at {self._target.where} restarted: each session this worker "
+                    "drives reads its journal and streams again before it writes"
+                )
+
+    def _recheck_all(self) -> None:
+        with self._lock:
+            for lease in self._leases.values():
+                lease.recheck = True
 
     def _call(self, fn: Callable[[psycopg.Connection[Any], int], T]) -> T:
         """Run `fn(conn, attempt)` on a pooled connection, again on a fresh one while the
@@ -529,6 +584,7 @@ class PostgresWorld(World):
                     self._back()
                 return result
             except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+                self._recheck_all()  # (a write in flight may or may not have committed)
                 if attempt:  # not only a connection the pool kept from before a restart
                     self._gone(exc)
                 if time.monotonic() + pause >= deadline:
@@ -798,7 +854,7 @@ class PostgresWorld(World):
         # The records are given their positions now and written with the family's next batch:
         # before the next effect (`before_effect`), before anything a reader could see, and
         # by `BATCH_WAIT` at the latest (the flusher): one transaction for a step's records and
-        # the items around them, committed synchronously if one record is not lazy.
+        # the items around them, committed synchronously (a lazy record too: see the module).
         frames = [_journal.frame_body(body) for body in bodies]
         lease = self._held(root)
         if order.streams is not None:
@@ -808,7 +864,6 @@ class PostgresWorld(World):
             first = lease.next_pos
             lease.records += frames
             lease.next_pos += len(frames)
-            lease.durable = lease.durable or not order.lazy
             first_entry = lease.since is None
             if first_entry:
                 lease.since = time.monotonic()
@@ -849,7 +904,6 @@ class PostgresWorld(World):
         with self._lock:
             items, lease.pending = lease.pending, []
             frames, lease.records = lease.records, []
-            durable, lease.durable = lease.durable, False
             first = lease.next_pos - len(frames)
             lease.since = None
             lease.taken += 1
@@ -857,7 +911,7 @@ class PostgresWorld(World):
             raise lease.failure
         if not items and not frames:
             return None
-        return _Batch(first, frames, items, durable)
+        return _Batch(first, frames, items)
 
     def _send_batch(self, lease: _PgLease, batch: _Batch, retried: bool = False) -> None:
         """Write a taken batch (`retried`: a try of it may have committed: look first)."""
@@ -867,12 +921,14 @@ class PostgresWorld(World):
                   "names": _array(_TextArray, [i[0].encode() for i in items]),
                   "idx": _int8_array([i[1] for i in items]),
                   "items": _array(_ByteaArray, [i[2] for i in items]),
-                  "lazy": not batch.durable, "chan": self._channel,
+                  "lazy": False, "chan": self._channel,
                   "key": self._alive_key}  # fmt: skip
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
             if (attempt or retried) and self._batch_stored(conn, root, first, frames, items):
                 return  # the first try committed; its answer was lost
+            if lease.recheck:
+                self._recheck(conn, lease, batch)
             try:
                 row = conn.execute(self._sql["write_batch"], params).fetchone()
             except psycopg.errors.UniqueViolation:  # an index it gave out was taken
@@ -882,7 +938,7 @@ class PostgresWorld(World):
                 ) from None
             code = int(row[0]) if row is not None else -1
             if code != 0:
-                self._refused(conn, lease, "write to its journal and streams", first)
+                self._refused(conn, lease, "write to its journal and streams", first, code)
 
         try:
             self._call(go)
@@ -890,6 +946,35 @@ class PostgresWorld(World):
             lease.failure = exc
             raise
         self._batch_written(batch)
+
+    def _recheck(self, conn: psycopg.Connection[Any], lease: _PgLease, batch: _Batch) -> None:
+        """Before `batch` is written after a broken connection or a server change: the
+        family's journal end and stream lengths in the database must be where this owner
+        wrote them up to, else it stops (nothing more is written; a resume reloads the
+        family from what the database kept)."""
+        row = self._still_held(conn, lease)
+        stored = {
+            str(name): int(length)
+            for name, length in conn.execute(self._sql["family_lengths"], {"root": lease.root})
+        }
+        with self._lock:  # what it gave out, less what is not written yet
+            expected = dict(lease.lengths)
+            for name, _, _ in [*batch.items, *lease.pending]:
+                expected[name] -= 1
+        wrong = [
+            f"stream {name} has {stored.get(name, 0)} items, this owner wrote {count}"
+            for name, count in sorted(expected.items())
+            if stored.get(name, 0) != count
+        ]
+        if int(row[1]) != batch.first:
+            wrong.insert(0, f"its journal ends at {row[1]}, this owner wrote up to {batch.first}")
+        if wrong:
+            raise StorageError(
+                f"run family {lease.root}: {self.where} kept less than this worker wrote ("
+                f"{'; '.join(wrong[:3])}): it restarted from an older state; resume the session "
+                "to reload it from what the database kept"
+            )
+        lease.recheck = False
 
     def _batch_written(self, batch: _Batch) -> None:
         # The batch notified only if another world object tails the family: this one's own
@@ -1009,7 +1094,7 @@ class PostgresWorld(World):
         if not busy:
             return True
         lease = busy[0]
-        if len(busy) > 1 or lease.failure is not None:
+        if len(busy) > 1 or lease.failure is not None or lease.recheck:
             return False
         if not lease.flushing.acquire(blocking=False):
             return False
@@ -1062,7 +1147,7 @@ class PostgresWorld(World):
                   _array(_TextArray, [i[0].encode() for i in batch.items]),
                   _int8_array([i[1] for i in batch.items]),
                   _array(_ByteaArray, [i[2] for i in batch.items]),
-                  b"f" if batch.durable else b"t", self._channel.encode(),
+                  b"f", self._channel.encode(),
                   b"%d" % self._alive_key]  # fmt: skip
         pgconn, cancelled, code = conn.pgconn, False, None
         ready = conn in self._prepared
@@ -1090,15 +1175,17 @@ class PostgresWorld(World):
         if code == 0:
             self._batch_written(batch)
         elif code is None:  # broken, or an error the thread's try reports as it would
+            if pgconn.status != psycopg.pq.ConnStatus.OK:
+                self._recheck_all()
             await _in_thread(self._send_batch, lease, batch, True)
         else:
-            await _in_thread(self._refuse_batch, lease, batch)
+            await _in_thread(self._refuse_batch, lease, batch, code)
         if cancelled:
             raise asyncio.CancelledError
 
-    def _refuse_batch(self, lease: _PgLease, batch: _Batch) -> None:
+    def _refuse_batch(self, lease: _PgLease, batch: _Batch, code: int) -> None:
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
-            self._refused(conn, lease, "write to its journal and streams", batch.first)
+            self._refused(conn, lease, "write to its journal and streams", batch.first, code)
 
         try:
             self._call(go)
@@ -1140,21 +1227,33 @@ class PostgresWorld(World):
         ).fetchall()
         return [bytes(r[1]) for r in rows] == frames
 
-    def _refused(
-        self,
-        conn: psycopg.Connection[Any],
-        lease: _PgLease,
-        doing: str,
-        expected: int | None = None,
-    ) -> None:
-        """Raise why a fenced write of `lease`'s owner changed nothing (`expected`: where it
-        put its first record)."""
+    def _still_held(self, conn: psycopg.Connection[Any], lease: _PgLease) -> tuple[Any, ...]:
+        """The family's `(epoch, journal end)`, if `lease` still holds it (else it is lost)."""
         row = conn.execute(self._sql["lease_state"], {"root": lease.root}).fetchone()
         if row is None:
             raise RunNotFoundError(f"no run family {lease.root!r} in {self.where}")
         if row[0] != lease.epoch:
             self._lose(lease)
             raise OwnershipError(self._lost_message(lease.root))
+        return tuple(row)
+
+    def _refused(
+        self,
+        conn: psycopg.Connection[Any],
+        lease: _PgLease,
+        doing: str,
+        expected: int | None = None,
+        code: int = 2,
+    ) -> None:
+        """Raise why a fenced write of `lease`'s owner changed nothing (`expected`: where it
+        put its first record; `code`: `write_batch`'s answer)."""
+        row = self._still_held(conn, lease)
+        if code == 3:
+            raise StorageError(
+                f"run family {lease.root}: could not {doing} in {self.where} (a stream of it "
+                "does not end where this owner wrote up to: a process without its lease "
+                "appended to it, or the database lost writes); resume the session to reload it"
+            )
         raise StorageError(
             f"run family {lease.root}: could not {doing} in {self.where} (its journal ends at "
             f"{row[1]}, this owner expected {lease.next_pos if expected is None else expected})"
@@ -1839,16 +1938,14 @@ _SQL: dict[str, str] = {
         FROM unnest(%(roots)s::text[], %(epochs)s::bigint[]) AS u(root, epoch)
         WHERE f.root = u.root AND f.epoch = u.epoch
         RETURNING f.root""",
-    # Stream items commit without waiting for their WAL: the next synchronous commit (the
-    # journal append after them) flushes it, so they are durable before that record.
     "stream_append": """
-        WITH c AS (SELECT set_config('synchronous_commit', 'off', true)), s AS (
+        WITH s AS (
             INSERT INTO {s}.streams (name, length, root) VALUES (%(name)s, 1, %(root)s)
             ON CONFLICT (name) DO UPDATE SET length = {s}.streams.length + 1
             RETURNING length - 1 AS idx
         ), i AS (
             INSERT INTO {s}.stream_items (name, idx, frame)
-            SELECT %(name)s, s.idx, %(frame)s FROM s, c RETURNING idx
+            SELECT %(name)s, s.idx, %(frame)s FROM s RETURNING idx
         )
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
     "write_batch": """
