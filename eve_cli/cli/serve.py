@@ -66,7 +66,13 @@ RetentionOption = Annotated[
 ]
 GraceOption = Annotated[
     float,
-    typer.Option("--grace", help="Seconds running turns get to finish on shutdown."),
+    typer.Option(
+        "--drain-timeout",
+        "--grace",
+        metavar="SECONDS",
+        help="On SIGTERM: seconds a step in flight gets to finish before it is stopped (its "
+        "session is released at once: another worker, or the next start, resumes it).",
+    ),
 ]
 
 

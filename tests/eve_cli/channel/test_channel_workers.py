@@ -164,3 +164,43 @@ def test_a_delivery_to_another_worker_reaches_the_driving_one(
     received = [e.get("text") for e in events if e["type"] == "message.received"]
     assert received == ["go", "also this"]  # once each: not lost, not driven twice
     assert read_events(first.url, sid, lambda e: e["index"] >= len(events) - 1) == events
+
+
+def test_a_drained_worker_hands_its_session_over_at_once(
+    eve_process: Callable[..., EveProcess], tmp_path: Path, world_url: str
+) -> None:
+    """SIGTERM: the worker stops accepting, gives the step in flight `--drain-timeout`, exits
+    releasing its lease, and a survivor takes the session over without waiting for the lease
+    to lapse; the finished tool call is not repeated, and a message sent during the drain is
+    answered."""
+    agent = _agent(tmp_path, pause=8.0)  # the drain stops the first worker inside this call
+    first = eve_process(
+        "start", "--port", "0", "--agent", str(agent), "--world", world_url,
+        "--drain-timeout", "0.5",
+    )  # fmt: skip
+    sid = httpx.post(
+        f"{first.url}{API}/session", json={"message": "go"}, headers=JSON, timeout=WAIT
+    ).json()["sessionId"]
+    read_events(
+        first.url, sid, lambda e: e["type"] == "message.appended" and e.get("stepIndex", 0) >= 1
+    )
+    second = _worker(eve_process, agent, world_url)
+    owner = _owner(world_url, sid)
+    assert owner is not None
+    first.signal(signal.SIGTERM)
+    receipt = httpx.post(
+        f"{second.url}{API}/session/{sid}", json={"message": "meanwhile"}, headers=JSON,
+        timeout=WAIT,
+    )  # fmt: skip
+    assert receipt.status_code == 202, receipt.text
+    assert first.wait() == 0
+    drained = time.monotonic()
+    while (now := _owner(world_url, sid)) in (owner, None) and time.monotonic() - drained < WAIT:
+        time.sleep(0.01)
+    took = time.monotonic() - drained
+    assert now not in (owner, None) and took < 1.0, f"taken over {took:.2f}s after the drain"
+    events = read_events(second.url, sid, settled())
+    texts = [e.get("text") for e in events if e["type"] == "message.completed"]
+    assert "the final answer after the pause" in texts
+    assert "meanwhile" in [e.get("text") for e in events if e["type"] == "message.received"]
+    assert (agent / "runs.txt").read_text().splitlines() == ["once"]  # the tool ran once
