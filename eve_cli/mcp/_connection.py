@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -221,10 +222,25 @@ async def _http(launch: Launch) -> AsyncIterator[TransportStreams]:
 def _reason(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, MCPError):
-        return exc.error.message
+    if isinstance(exc, MCPError):  # may be several lines (a parser's report): the first two
+        return _one_line("\n".join(exc.error.message.splitlines()[:2]))
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _OneLine(logging.Filter):
+    """The SDK logs an answer it cannot parse with a traceback: one line instead (the call
+    gets the error, said once in its result)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            why = str(record.exc_info[1]).splitlines()
+            record.msg = f"{record.getMessage()}: {why[0] if why else type(record.exc_info[1])}"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
+logging.getLogger("mcp.client.streamable_http").addFilter(_OneLine())
 
 
 def _one_line(text: str) -> str:

@@ -11,6 +11,9 @@ makes it never answer ``initialize``. Its tools, each as the name says:
     exit        the process exits in the middle of the call
     surrogate   a text result holding a lone surrogate (``"\\ud800"`` in its JSON)
     slow        answers ``<pid> slow`` after ``seconds`` (from a thread: the server reads on)
+
+``python hostile_server.py DIR --http PORT`` serves ``echo`` and ``surrogate`` over Streamable
+HTTP instead (JSON answers, on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -91,4 +94,36 @@ def main() -> None:
             send({"id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
 
 
-main()
+def serve_http(port: int) -> None:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def mcp(request: Request) -> Response:
+        body = await request.json()
+        rid, method = body.get("id"), body.get("method")
+        if rid is None:
+            return Response(status_code=202)
+        result: dict[str, Any] = {}
+        if method == "initialize":
+            result = {"protocolVersion": body["params"]["protocolVersion"],
+                      "capabilities": {"tools": {}}, "serverInfo": {"name": "h", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": [{"name": n, "inputSchema": {"type": "object"}}
+                                for n in ("echo", "surrogate")]}  # fmt: skip
+        elif method == "tools/call":
+            said = "a\ud800b" if body["params"]["name"] == "surrogate" else f"{os.getpid()} x"
+            result = {"content": [{"type": "text", "text": said}]}
+        answer = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+        return Response(answer, media_type="application/json")
+
+    app = Starlette(routes=[Route("/mcp", mcp, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+if "--http" in sys.argv:
+    serve_http(int(sys.argv[sys.argv.index("--http") + 1]))
+else:
+    main()

@@ -19,7 +19,7 @@ import pytest
 
 from eve_cli.runtime import Runtime
 from eve_cli.testing import chat
-from tests.eve_cli.mcp_tests.mcp_support import alive, eventually
+from tests.eve_cli.mcp_tests.mcp_support import alive, eventually, free_port
 from tests.eve_cli.rt_support import AgentFactory, call, reply
 from world import MemoryWorld
 
@@ -201,3 +201,45 @@ def test_eve_mcp_answers_every_request_it_cannot_serve(
     assert len(answers[5]["result"]["tools"]) == 5
     assert "Traceback" not in done.stderr, done.stderr
     assert not list((tmp_path / "data").glob("runs/*")), "a session was created"
+
+
+def test_an_http_server_s_unparsable_answer_is_one_line(
+    tmp_path: Path, make_agent: AgentFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Over Streamable HTTP the SDK refuses a lone surrogate escape itself: the call's result
+    is that refusal in one line (no traceback logged), and the next call is served."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(SERVER), str(tmp_path), "--http", str(port)])
+    try:
+        assert eventually(lambda: _listening(port)), "the HTTP test server did not start"
+        script = [reply("", call("mcp__h__surrogate")), reply("a"), reply("", call("mcp__h__echo")),
+                  reply("b")]  # fmt: skip
+        folder = make_agent(script=script)
+        entry = {"url": f"http://127.0.0.1:{port}/mcp"}
+        (folder / "mcp.json").write_text(json.dumps({"mcpServers": {"h": entry}}))
+        rt = Runtime(agent_dir=folder, world=MemoryWorld())
+
+        async def main() -> str:
+            sid = await rt.create_session()
+            for _ in range(2):
+                assert (await chat(rt, sid, "go"))["status"] == "waiting"
+            return sid
+
+        with caplog.at_level(logging.WARNING):
+            sid = asyncio.run(main())
+        rt.close()
+    finally:
+        server.kill()
+        server.wait()
+    (refused, is_error), (echoed, ok) = _results(rt, sid)
+    assert is_error and "\n" not in refused and "Invalid JSON" in refused, refused
+    assert refused.startswith("MCP server 'h' refused 'mcp__h__surrogate': Failed to parse")
+    assert echoed == f"{server.pid} x" and not ok
+    assert not [r for r in caplog.records if r.exc_info], caplog.records
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
