@@ -27,6 +27,7 @@ reported as busy.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import json
@@ -344,7 +345,22 @@ def lock_held(file: Path) -> bool:
         lock.acquire()
     except filelock.Timeout:
         return True
+    except OSError as exc:  # a read-only file system: a lock is still tested read-only
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        return _held_read_only(file)
     lock.release()
+    return False
+
+
+def _held_read_only(file: Path) -> bool:
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
     return False
 
 
