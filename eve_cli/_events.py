@@ -35,6 +35,9 @@ EventType = Literal[
     "context.cleared",
     "task.started",
     "task.settled",
+    "reasoning.appended",
+    "reasoning.completed",
+    "result",
 ]
 
 
@@ -79,9 +82,19 @@ class Event(TypedDict, total=False):
     output: Any
     progress: list[str]
     durationMs: int
-    # -- step.completed / *.failed
+    # -- step.completed / *.failed: ``usage`` holds ``inputTokens``, ``outputTokens`` and,
+    # when not zero, ``cacheReadTokens``, ``cacheWriteTokens``, ``reasoningTokens`` (parts of
+    # the input and output counts); ``cost`` is in US dollars, from the model's price table
     usage: dict[str, int] | None
+    cost: float
     error: Any
+    # -- reasoning.appended (``delta``) / reasoning.completed (``text``): what a model showed
+    # of its reasoning; ``redacted``: some of it came encrypted and is kept, not shown
+    redacted: bool
+    # -- result: the turn's structured answer (``output_schema``), parsed
+    value: Any
+    # -- actions.requested / action.result of a tool the provider ran itself (web search, ...)
+    providerExecuted: bool
     # -- input.requested / input.resolved
     requestId: str
     kind: str

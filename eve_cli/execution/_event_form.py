@@ -20,7 +20,8 @@ TYPES = (
     "turn.cancelled", "message.received", "message.appended", "message.completed",
     "step.started", "step.completed", "step.failed", "actions.requested", "action.result",
     "input.requested", "input.resolved", "compaction.requested", "compaction.completed",
-    "context.cleared", "task.started", "task.settled",
+    "context.cleared", "task.started", "task.settled", "reasoning.appended",
+    "reasoning.completed", "result",
 )  # fmt: skip
 TYPE_CODES = {name: code for code, name in enumerate(TYPES)}  # a type's stored number
 FIELDS = {
