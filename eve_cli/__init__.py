@@ -32,12 +32,15 @@ if TYPE_CHECKING:
         tool,
     )
     from eve_cli._schedules import define_schedule
+    from eve_cli.models import ModelReference, ModelSettings
 
 __all__ = [
     "AgentConfig",
     "ApprovalPolicy",
     "Compaction",
     "Limits",
+    "ModelReference",
+    "ModelSettings",
     "State",
     "ToolContext",
     "__version__",
@@ -57,6 +60,8 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name == "define_schedule":  # schedules/<name>.py, beside the agent API
         from eve_cli import _schedules as module
+    elif name in ("ModelReference", "ModelSettings"):
+        from eve_cli import models as module  # type: ignore[no-redef]
     else:
         from eve_cli import _agent_api as module  # type: ignore[no-redef]
 

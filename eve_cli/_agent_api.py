@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, overload
 
+from eve_cli.models import ModelReference, ModelSettings
+from eve_cli.models._settings import as_settings
+
 T = TypeVar("T")
 
 Decision = Literal["approved", "denied", "user-approval"]
@@ -264,6 +267,8 @@ class AgentConfig:
 
     model: str | None = None
     instructions: str | None = None
+    settings: ModelSettings = field(default_factory=ModelSettings)  # the agent's own
+    model_settings: ModelSettings = field(default_factory=ModelSettings)  # its model's
     compaction: Compaction = field(default_factory=Compaction)
     limits: Limits = field(default_factory=Limits)
     mode: Mode = "conversation"
@@ -281,8 +286,9 @@ class AgentConfig:
 
 def define_agent(
     *,
-    model: str | None = None,
+    model: str | ModelReference | None = None,
     instructions: str | None = None,
+    settings: ModelSettings | dict[str, Any] | None = None,
     compaction: Compaction | dict[str, Any] | None = None,
     limits: Limits | dict[str, Any] | None = None,
     mode: Mode = "conversation",
@@ -298,7 +304,10 @@ def define_agent(
     """Describe an agent (in ``agent/agent.py``: ``agent = define_agent(...)``).
 
     Args:
-        model: model string (``demo``, ``scripted:PATH``, ``openai:M``, ``anthropic:M``).
+        model: model string (``demo``, ``scripted:PATH``, ``openai:M``, ``anthropic:M``), or
+            ``ModelReference(string, **settings)`` whose settings win over ``settings``.
+        settings: ``ModelSettings(temperature=..., reasoning="high", ...)`` or a dict of its
+            fields, for whichever model runs the agent.
         instructions: system prompt; ``instructions.md`` next to agent.py is the alternative.
         compaction: ``Compaction(threshold_percent=0.9)`` or a dict of its fields.
         limits: ``Limits(tokens_per_session=..., session_timeout=seconds)`` or a dict.
@@ -321,9 +330,12 @@ def define_agent(
     if model_calls_per_step < 1:
         raise ValueError("model_calls_per_step must be at least 1")
     caller = sys._getframe(1)
+    reference = model if isinstance(model, ModelReference) else ModelReference(model or "")
     return AgentConfig(
-        model=model,
+        model=reference.id or None,
         instructions=instructions,
+        settings=as_settings(settings),
+        model_settings=reference.settings,
         compaction=compaction
         if isinstance(compaction, Compaction)
         else Compaction(**(compaction or {})),

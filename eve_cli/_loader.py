@@ -28,6 +28,7 @@ from eve_cli._tools import (
 )
 from eve_cli.mcp._config import McpConfigError, ServerSpec, load_servers
 from eve_cli.mcp._names import PREFIX as MCP_PREFIX
+from eve_cli.models import ModelSettings, settings_problem
 
 DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
 DEFAULT_MODEL = "demo"
@@ -53,6 +54,14 @@ class AgentDefinition:
     @property
     def model(self) -> str:
         return self.config.model or DEFAULT_MODEL
+
+    def settings_for(self, model: str) -> ModelSettings:
+        """The settings of this agent's model calls on ``model``: the agent's, and its model
+        reference's when ``model`` is that reference's."""
+        config = self.config
+        if config.model is None or model != config.model:
+            return config.settings
+        return config.settings.merged(config.model_settings)
 
     @property
     def description(self) -> str:
@@ -108,7 +117,8 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
     where = f"{config.source_file or agent_py}:{config.source_line or 1}"
     if config.model is not None:
         problem = check_model_string(config.model)
-        if problem:
+        merged = config.settings.merged(config.model_settings)
+        if problem or (problem := settings_problem(config.model, merged)):
             raise AgentLoadError(f"{where}: {problem}")
     instructions = config.instructions
     md = directory / "instructions.md"

@@ -213,10 +213,12 @@ class SessionHost:
     def model(self) -> Model:
         if self._model is None:
             base = self.agent.directory
+            model = self.model_string()
             self._model = resolve_model(
-                self.model_string(),
+                model,
                 context_window=self.agent.config.context_window,
                 base_dir=base if base.is_dir() else None,
+                settings=self.agent.settings_for(model),
             )
             if (trace := self.trace()) is not None:
                 self._model = trace.model(self._model)

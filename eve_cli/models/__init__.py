@@ -21,19 +21,23 @@ from eve_cli.models._base import (
     UnknownModelError,
     Usage,
 )
+from eve_cli.models._settings import ModelReference, ModelSettings, settings_problem
 
 __all__ = [
     "DeltaCallback",
     "Message",
     "Model",
     "ModelError",
+    "ModelReference",
     "ModelRequest",
     "ModelResponse",
+    "ModelSettings",
     "ToolCall",
     "ToolSpec",
     "UnknownModelError",
     "Usage",
     "resolve_model",
+    "settings_problem",
 ]
 
 KNOWN_PREFIXES = ("demo", "scripted:PATH", "openai:MODEL", "anthropic:MODEL")
@@ -45,6 +49,7 @@ def resolve_model(
     context_window: int | None = None,
     env: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
+    settings: ModelSettings | None = None,
 ) -> Model:
     """Build the provider for ``model``.
 
@@ -54,10 +59,14 @@ def resolve_model(
         env: where API keys and base URLs come from (defaults to the process environment plus
             ``.env`` / ``.env.local``); keys are held in memory only.
         base_dir: directory a relative ``scripted:PATH`` is resolved against.
+        settings: temperature, reasoning, ... (the offline models ignore them).
 
     Raises:
-        UnknownModelError: the string names no provider; the message lists the valid forms.
+        UnknownModelError: the string names no provider (the message lists the valid forms),
+            or its provider takes none of a given setting.
     """
+    if settings is not None and (problem := settings_problem(model, settings)):
+        raise UnknownModelError(problem)
     kind, _, rest = model.partition(":")
     if kind == "demo" and not rest:
         from eve_cli.models.demo import DemoModel
@@ -73,9 +82,9 @@ def resolve_model(
     if kind == "openai" and rest:
         from eve_cli.models.openai import OpenAIModel
 
-        return OpenAIModel(rest, context_window=context_window, env=env)
+        return OpenAIModel(rest, context_window=context_window, env=env, settings=settings)
     if kind == "anthropic" and rest:
         from eve_cli.models.anthropic import AnthropicModel
 
-        return AnthropicModel(rest, context_window=context_window, env=env)
+        return AnthropicModel(rest, context_window=context_window, env=env, settings=settings)
     raise UnknownModelError(f"unknown model {model!r}: use one of {', '.join(KNOWN_PREFIXES)}")

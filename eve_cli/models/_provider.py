@@ -25,6 +25,7 @@ from eve_cli.models._http import (
     stream_sse,
     with_retries,
 )
+from eve_cli.models._settings import ModelSettings
 from eve_cli.models._sse import SSEEvent
 from eve_cli.models._windows import context_window_for
 
@@ -47,20 +48,22 @@ class HTTPModel(Model):
         context_window: int | None = None,
         env: Mapping[str, str] | None = None,
         retry: RetryPolicy | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
-        settings = load_env() if env is None else env
+        self.settings = settings or ModelSettings()
+        env = load_env() if env is None else env
         self.model = model
         self.name = f"{self.provider}:{model}"
         self.context_window = context_window_for(self.provider, model, context_window)
-        base = (settings.get(self.base_var) or self.default_base_url).strip()
+        base = (env.get(self.base_var) or self.default_base_url).strip()
         # A query (`?api-key=...`, Azure-style) is kept apart: paths are added before it.
         self.base_url, self._query = _split_query(base)
         # The key lives only here, in memory; every message we build is scrubbed of it, and
         # of any credential the base URL carries (user info, query values).
-        self._api_key = (settings.get(self.key_var) or "").strip() or None
+        self._api_key = (env.get(self.key_var) or "").strip() or None
         self._url_secrets = _url_secrets(base)
-        self.retry = retry if retry is not None else RetryPolicy.from_env(settings)
-        self._configure(settings)
+        self.retry = retry if retry is not None else RetryPolicy.from_env(env)
+        self._configure(env)
 
     def _configure(self, settings: Mapping[str, str]) -> None:
         """Read provider-specific settings (subclasses override)."""

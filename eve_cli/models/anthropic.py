@@ -57,17 +57,35 @@ class AnthropicModel(HTTPModel):
             system, messages = to_messages(request.system, request.messages)
         except ValueError as exc:
             raise self._fail(str(exc)) from None
-        body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": request.max_tokens or max_output_tokens_for(self.model),
-            "messages": messages,
-            "stream": True,
-        }
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if system:
             body["system"] = system
         if request.tools:
             body["tools"] = to_tools(request.tools)
+        body.update(self._settings_body(request))
         return self._url("/v1/messages"), body
+
+    def _settings_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The model settings under the Messages API's names (``max_tokens`` is required;
+        thinking, asked for by ``reasoning``, needs it above its budget)."""
+        given = self.settings
+        out: dict[str, Any] = {}
+        budget = given.thinking_budget() if request.purpose == "turn" else None
+        max_tokens = request.max_tokens or given.max_tokens or max_output_tokens_for(self.model)
+        if budget is not None:
+            out["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            if max_tokens <= budget:
+                max_tokens += budget
+        out["max_tokens"] = max_tokens
+        if budget is None:
+            for name in ("temperature", "top_p"):
+                if (value := getattr(given, name)) is not None:
+                    out[name] = value
+        if given.stop:
+            out["stop_sequences"] = list(given.stop)
+        if given.parallel_tool_calls is False and request.tools:
+            out["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+        return out
 
     async def _read(
         self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay

@@ -61,11 +61,27 @@ class OpenAIModel(HTTPModel):
             body["stream_options"] = {"include_usage": True}
         if request.tools:
             body["tools"] = to_tools(request.tools)
-        if request.max_tokens is not None:
-            # The public API wants the newer name; compatible servers know the older one.
-            key = "max_completion_tokens" if self._is_public_endpoint else "max_tokens"
-            body[key] = request.max_tokens
+        body.update(self._settings_body(request))
         return self._url("/chat/completions"), body
+
+    def _settings_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The model settings under Chat Completions' names."""
+        given = self.settings
+        out: dict[str, Any] = {}
+        max_tokens = request.max_tokens or given.max_tokens
+        if max_tokens is not None:
+            # The public API wants the newer name; compatible servers know the older one.
+            out["max_completion_tokens" if self._is_public_endpoint else "max_tokens"] = max_tokens
+        for name in ("temperature", "top_p", "seed"):
+            if (value := getattr(given, name)) is not None:
+                out[name] = value
+        if given.stop:
+            out["stop"] = list(given.stop)
+        if given.parallel_tool_calls is not None and request.tools:
+            out["parallel_tool_calls"] = given.parallel_tool_calls
+        if (effort := given.effort()) is not None:
+            out["reasoning_effort"] = effort
+        return out
 
     async def _read(
         self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay

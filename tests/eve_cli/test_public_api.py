@@ -9,6 +9,8 @@ def test_all_is_pinned() -> None:
         "ApprovalPolicy",
         "Compaction",
         "Limits",
+        "ModelReference",
+        "ModelSettings",
         "State",
         "ToolContext",
         "__version__",
