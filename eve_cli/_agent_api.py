@@ -255,10 +255,26 @@ class Compaction:
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-session limits; exceeding one asks to go on (conversation) or fails (task)."""
+    """Budgets; reaching one asks to go on (conversation: "continue (+N) or stop", answered
+    like an approval, each yes granting the same amount again) or fails the turn (task).
+
+    ``cost_*`` are US dollars, from the model's price table (``prices.json`` may add to it);
+    ``*_per_turn`` count from the start of each turn."""
 
     tokens_per_session: int | None = None
     session_timeout: float | None = None
+    cost_per_session: float | None = None
+    tokens_per_turn: int | None = None
+    cost_per_turn: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tokens_per_session", "session_timeout", "cost_per_session",
+                     "tokens_per_turn", "cost_per_turn"):  # fmt: skip
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            ):
+                raise ValueError(f"limits: {name} must be a number above 0, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -310,7 +326,8 @@ def define_agent(
             fields, for whichever model runs the agent.
         instructions: system prompt; ``instructions.md`` next to agent.py is the alternative.
         compaction: ``Compaction(threshold_percent=0.9)`` or a dict of its fields.
-        limits: ``Limits(tokens_per_session=..., session_timeout=seconds)`` or a dict.
+        limits: ``Limits(tokens_per_session=..., session_timeout=seconds,
+            cost_per_session=dollars, tokens_per_turn=..., cost_per_turn=dollars)`` or a dict.
         mode: ``conversation`` (may wait for input) or ``task`` (must finish without it).
         output_schema: JSON schema the final answer should follow (passed to the model).
         model_calls_per_step: model calls per durable step (default 1).

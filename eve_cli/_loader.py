@@ -28,7 +28,8 @@ from eve_cli._tools import (
 )
 from eve_cli.mcp._config import McpConfigError, ServerSpec, load_servers
 from eve_cli.mcp._names import PREFIX as MCP_PREFIX
-from eve_cli.models import ModelSettings, settings_problem
+from eve_cli.models import ModelSettings, Price, settings_problem
+from eve_cli.models._prices import PriceTableError, load_prices
 
 DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
 DEFAULT_MODEL = "demo"
@@ -50,6 +51,7 @@ class AgentDefinition:
     tools: dict[str, Tool]
     subagents: dict[str, AgentDefinition] = field(default_factory=dict)
     mcp: tuple[ServerSpec, ...] = ()  # its MCP servers (mcp.json, define_agent(mcp_servers=))
+    prices: dict[str, Price] = field(default_factory=dict)  # prices.json: model -> price
 
     @property
     def model(self) -> str:
@@ -115,11 +117,7 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
             found = candidates[0]
         config = found
     where = f"{config.source_file or agent_py}:{config.source_line or 1}"
-    if config.model is not None:
-        problem = check_model_string(config.model)
-        merged = config.settings.merged(config.model_settings)
-        if problem or (problem := settings_problem(config.model, merged)):
-            raise AgentLoadError(f"{where}: {problem}")
+    prices = _model_parts(config, directory, where)
     instructions = config.instructions
     md = directory / "instructions.md"
     if instructions is None and md.is_file():
@@ -161,7 +159,21 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
         tools=tools,
         subagents=subagents,
         mcp=servers,
+        prices=prices,
     )
+
+
+def _model_parts(config: AgentConfig, directory: Path, where: str) -> dict[str, Price]:
+    """Check the model string and settings; the folder's ``prices.json`` entries."""
+    if config.model is not None:
+        problem = check_model_string(config.model)
+        merged = config.settings.merged(config.model_settings)
+        if problem or (problem := settings_problem(config.model, merged)):
+            raise AgentLoadError(f"{where}: {problem}")
+    try:
+        return load_prices(directory / "prices.json")
+    except PriceTableError as exc:
+        raise AgentLoadError(str(exc)) from None
 
 
 def _load_tools(tools_dir: Path) -> dict[str, Tool]:

@@ -44,7 +44,8 @@ class PendingRequest(TypedDict, total=False):
     arguments: Any
     question: str
     options: list[str] | None
-    limit: str  # token | time
+    limit: str  # token | time | cost | turn_token | turn_cost
+    grant: float  # what continuing adds (tokens, seconds or dollars)
     message: str
     step: int
     attempt: int  # outcome: the run of the call that was interrupted (1: the first)
@@ -68,6 +69,10 @@ class Snapshot:
     tokens: int = 0
     token_allowance: int = 0
     time_allowance: float = 0.0
+    cost: float = 0.0  # US dollars of the model calls so far (known prices only)
+    cost_allowance: float = 0.0
+    turn_tokens: int = 0  # ``tokens`` when this turn began (or was let go past its budget)
+    turn_cost: float = 0.0  # ``cost`` likewise
     history_start: int = 0
     history_len: int = 0
     summary_at: int | None = None  # history index of the current summary item
@@ -145,6 +150,7 @@ CODES = {
     "id": "id", "token": "k", "agent_dir": "a", "model": "m", "mode": "o", "created_at": "c",
     "gen": "g", "turns": "t", "steps": "s", "model_calls": "n", "tokens": "x",
     "token_allowance": "xa", "time_allowance": "ta", "history_start": "hs",
+    "cost": "co", "cost_allowance": "ca", "turn_tokens": "xt", "turn_cost": "ct",
     "history_len": "hl", "summary_at": "sa", "compactions": "cp",
     "state": "st", "approved_tools": "ap", "pending": "p", "queued": "q", "task": "tk",
     "parent": "pa", "cancel_token": "ck", "ended": "e",

@@ -182,7 +182,7 @@ def write_plain(found: Sequence[Entry], out: TextIO) -> None:
             out.write(f"{entry.get('text')}\n")
 
 
-def dumps(found: Sequence[Entry], session_id: str) -> str:
-    """The transcript as one JSON document."""
-    document = {"sessionId": session_id, "entries": list(found)}
+def dumps(found: Sequence[Entry], session_id: str, extra: Mapping[str, Any] | None = None) -> str:
+    """The transcript as one JSON document (``extra``: more top-level fields, e.g. usage)."""
+    document = {"sessionId": session_id, "entries": list(found), **(extra or {})}
     return json.dumps(document, default=str, ensure_ascii=False, indent=2)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from eve_cli._usage import format_usage, usage_totals
 from eve_cli.cli import _tree
 from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
 from eve_cli.cli._errors import CliError, user_message
@@ -194,6 +195,11 @@ def session_object(view: Mapping[str, Any], events: Sequence[Mapping[str, Any]])
     obj["steps"] = sum(len(t["steps"]) for t in tree["turns"])
     obj["waits"] = view.get("pending") or tree["waits"]
     obj["events"] = len(events)
+    totals, by_turn = usage_totals(events)
+    obj["usage"] = totals
+    for turn in obj["turns"]:
+        if (found := by_turn.get(str(turn.get("id")))) is not None:
+            turn["usage"] = found
     return obj
 
 
@@ -215,6 +221,8 @@ def _emit_session(
         f"  agent {obj.get('agent', '?')}  model {obj.get('model', '?')}",
     )
     root = Tree(head)
+    if obj["usage"]["steps"]:
+        root.add(Text(f"usage {format_usage(obj['usage'])}", style="dim"))
     origin = obj.get("forkedFrom")
     if isinstance(origin, Mapping):
         root.add(Text(f"fork of {origin.get('session')} at checkpoint {origin.get('checkpoint')}"))
@@ -238,6 +246,8 @@ def _turn_branch(root: Tree, turn: Mapping[str, Any]) -> None:
     label = Text.assemble((f"turn {turn['number']}", "bold"), f" {turn['id']}  ", status_text(turn))
     if turn.get("message"):
         label.append(f"  “{one_line(turn['message'], 60)}”", style="italic")
+    if turn.get("usage"):
+        label.append(f"  {format_usage(turn['usage'])}", style="dim")
     branch = root.add(label)
     for step in turn["steps"]:
         branch.add(_step_label(turn, step)).children.extend(

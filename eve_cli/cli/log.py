@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from eve_cli._usage import format_usage, usage_totals
 from eve_cli.cli._context import DataOption, WorldOption, choose_world
 from eve_cli.cli._errors import CliError
 from eve_cli.cli._runtime import open_reader
@@ -43,12 +44,14 @@ def log(
                 raise CliError(f"no session in {where}; start one with: eve chat")
             session = str(rows[0]["id"])  # most recently active first
         reader.session(session)  # an unknown id is one clear line
-        found = entries(reader.events(session))
+        events = reader.events(session)
+        found = entries(events)
+        totals, by_turn = usage_totals(events)
     left_out = 0
     if last is not None:
         found, left_out = last_exchanges(found, max(last, 0))
     if json_:
-        typer.echo(dumps(found, session))
+        typer.echo(dumps(found, session, {"usage": {**totals, "turns": by_turn}}))
     elif sys.stdout.isatty():
         from eve_cli.cli._render_rich import RichTranscript
 
@@ -58,6 +61,8 @@ def log(
         if left_out:
             sys.stdout.write(f"({left_out} earlier exchanges not shown)\n")
         write_plain(found, sys.stdout)
+    if not json_ and totals["steps"]:
+        sys.stdout.write(f"\nusage: {format_usage(totals)}\n")
 
 
 def complete_session(incomplete: str) -> list[str]:

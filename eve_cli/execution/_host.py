@@ -37,7 +37,7 @@ from eve_cli.harness._compaction import summary_message
 from eve_cli.harness._host import Reply, StoredReply, StreamedText
 from eve_cli.harness._input import with_ids
 from eve_cli.harness._outcome import CallResult
-from eve_cli.models import Message, Model, ToolSpec, resolve_model
+from eve_cli.models import Message, Model, Price, ToolSpec, price_for, resolve_model
 from eve_cli.models._tokens import message_tokens
 from world import (
     CorruptJournalError,
@@ -223,6 +223,9 @@ class SessionHost:
             if (trace := self.trace()) is not None:
                 self._model = trace.model(self._model)
         return self._model
+
+    def price(self) -> Price | None:
+        return price_for(self.model_string(), self.agent.prices)
 
     def trace(self) -> TurnTrace | None:
         """This turn's trace when tracing is on (decided at the turn's first event)."""

@@ -38,6 +38,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     snap = turn_input(ctx, data["snap"])
     before = snap.copy()
     snap.turns += 1
+    snap.turn_tokens, snap.turn_cost = snap.tokens, snap.cost  # the turn's budgets start here
     keys = turn(snap.turns)
     try:
         agent = executor.agent_for(snap.agent_dir)

@@ -17,7 +17,7 @@ from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
 from eve_cli._tools import Tool
 from eve_cli.harness._outcome import CallResult
-from eve_cli.models import Message, Model, ToolSpec
+from eve_cli.models import Message, Model, Price, ToolSpec
 
 
 @dataclass(slots=True)  # (as ModelAnswer, not frozen: one a step)
@@ -26,7 +26,7 @@ class Reply:
 
     text: str
     tool_calls: list[dict[str, Any]]  # {"id", "name", "arguments"} each
-    usage: dict[str, int]  # {"input", "output"}: tokens
+    usage: dict[str, int]  # {"input", "output"[, "cacheRead", "cacheWrite", "reasoning"]}
     call_errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> error, raw
 
 
@@ -99,6 +99,11 @@ class StepHost(Protocol):
 
     def model(self) -> Model:
         """The model of this turn (built from the current definition and the -m override)."""
+        ...
+
+    def price(self) -> Price | None:
+        """The price of this turn's model (the agent's ``prices.json``, then the shipped
+        table); None when unknown."""
         ...
 
     def find_tool(self, name: str) -> Tool | None:

@@ -113,7 +113,7 @@ async def call_model(
             tool_calls=[
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
             ],
-            usage={"input": response.usage.input_tokens, "output": response.usage.output_tokens},
+            usage=response.usage.as_record(),
             call_errors=bad,
         )
         return host.keep_reply(reply, deltas)  # journaled with the step (its one fsync)

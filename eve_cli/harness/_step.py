@@ -9,6 +9,8 @@ model call (:mod:`._model_call`), its streamed text (:mod:`._deltas`), the tool 
 
 from __future__ import annotations
 
+from typing import Any
+
 from eve_cli._keys import ModelCall
 from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
@@ -22,7 +24,16 @@ from eve_cli.harness._tool_calls import (
     record_result,
 )
 
-__all__ = ["StepResult", "run_step"]
+__all__ = ["StepResult", "count_usage", "run_step"]
+
+# A call's recorded usage -> the step event's names (the parts only when not zero).
+_USAGE_NAMES = (
+    ("input", "inputTokens"),
+    ("output", "outputTokens"),
+    ("cacheRead", "cacheReadTokens"),
+    ("cacheWrite", "cacheWriteTokens"),
+    ("reasoning", "reasoningTokens"),
+)
 
 
 async def run_step(host: StepHost, index: int) -> StepResult:
@@ -31,6 +42,7 @@ async def run_step(host: StepHost, index: int) -> StepResult:
     keys = host.turn.step(index)
     host.emit("step.started", {}, keys.start, index)
     usage = {"inputTokens": 0, "outputTokens": 0}
+    cost: list[float] = []  # the step's calls' costs, when their model has a price
     settled = await admit_resolved(host, index)
     if settled is not None:
         host.emit("step.failed", {"error": settled}, keys.failed, index)
@@ -40,18 +52,36 @@ async def run_step(host: StepHost, index: int) -> StepResult:
         if (limited := check_limits(host, index)) is not None:
             result = limited
             break
-        result = await model_round(host, index, keys.call(m), usage)
+        result = await model_round(host, index, keys.call(m), usage, cost)
         if result.outcome != "continue":
             break
     if result.outcome == "failed":
         host.emit("step.failed", {"error": result.error}, keys.failed, index)
     else:
-        host.emit("step.completed", {"usage": usage}, keys.done, index)
+        done: dict[str, Any] = {"usage": usage}
+        if cost:
+            done["cost"] = round(sum(cost), 9)
+        host.emit("step.completed", done, keys.done, index)
     return result
 
 
+def count_usage(
+    host: StepHost, call: dict[str, int], usage: dict[str, int], cost: list[float]
+) -> None:
+    """Add one model call's recorded usage to its step's and the session's totals, and its
+    cost when the model has a price."""
+    for recorded, name in _USAGE_NAMES:
+        if amount := call.get(recorded, 0):
+            usage[name] = usage.get(name, 0) + amount
+    host.snap.tokens += call.get("input", 0) + call.get("output", 0)
+    if (price := host.price()) is not None:
+        spent = price.cost(call)
+        cost.append(spent)
+        host.snap.cost += spent
+
+
 async def model_round(
-    host: StepHost, index: int, keys: ModelCall, usage: dict[str, int]
+    host: StepHost, index: int, keys: ModelCall, usage: dict[str, int], cost: list[float]
 ) -> StepResult:
     """Compaction check, one model call (``keys``: its keys), then its tool calls."""
     system = system_prompt(host)
@@ -70,9 +100,7 @@ async def model_round(
             data = {"role": "assistant", "text": answer.partial, "cancelled": True}
             host.emit("message.completed", data, keys.completed, index)
         return StepResult("cancelled")
-    usage["inputTokens"] += answer.usage["input"]
-    usage["outputTokens"] += answer.usage["output"]
-    host.snap.tokens += answer.usage["input"] + answer.usage["output"]
+    count_usage(host, answer.usage, usage, cost)
     calls = answer.tool_calls
     # The reply is an item of the history stream (stored by the call's step); the event refers
     # to it (``_h``) and readers see its text. An empty text is stored as it is: a reader then

@@ -20,6 +20,7 @@ from eve_cli.harness._effects import (
     tool_function,
 )
 from eve_cli.harness._host import StepHost
+from eve_cli.harness._limits import grant_more
 from eve_cli.harness._outcome import ToolOutcome
 from eve_cli.harness._sleep import sleep_call
 
@@ -191,11 +192,7 @@ async def admit_resolved(host: StepHost, index: int) -> str | None:
         if request["kind"] == "limit":
             if not resolution.get("approved"):
                 return f"stopped at the {request['limit']} limit: continuing was not approved"
-            # Going on grants a fresh budget of the same size, counted from now.
-            if request["limit"] == "token":
-                snap.token_allowance = snap.tokens
-            else:
-                snap.time_allowance = host.now() - snap.created_at
+            grant_more(host, request["limit"])
             continue
         call = {"id": request["callId"], "name": request["tool"], "arguments": request["arguments"]}
         if request["kind"] == "question":

@@ -21,6 +21,7 @@ from eve_cli.models._base import (
     UnknownModelError,
     Usage,
 )
+from eve_cli.models._prices import Price, price_for
 from eve_cli.models._settings import ModelReference, ModelSettings, settings_problem
 
 __all__ = [
@@ -32,10 +33,12 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "Price",
     "ToolCall",
     "ToolSpec",
     "UnknownModelError",
     "Usage",
+    "price_for",
     "resolve_model",
     "settings_problem",
 ]

@@ -152,6 +152,8 @@ class EventReader:
     blocks: dict[int, _Block] = field(default_factory=dict)
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read: int = 0
+    cache_write: int = 0
     stop_reason: str | None = None
     stopped: bool = False
 
@@ -217,8 +219,9 @@ class EventReader:
 
     def _usage(self, usage: dict[str, Any]) -> None:
         if "input_tokens" in usage:
-            cached = ("cache_creation_input_tokens", "cache_read_input_tokens")
-            self.input_tokens = sum(_int(usage.get(k)) for k in ("input_tokens", *cached))
+            self.cache_write = _int(usage.get("cache_creation_input_tokens"))
+            self.cache_read = _int(usage.get("cache_read_input_tokens"))
+            self.input_tokens = _int(usage.get("input_tokens")) + self.cache_write + self.cache_read
         if "output_tokens" in usage:
             self.output_tokens = _int(usage.get("output_tokens"))
 
@@ -246,7 +249,12 @@ class EventReader:
         """Reported usage, or None when the stream carried none."""
         if self.input_tokens is None and self.output_tokens is None:
             return None
-        return Usage(input_tokens=self.input_tokens or 0, output_tokens=self.output_tokens or 0)
+        return Usage(
+            input_tokens=self.input_tokens or 0,
+            output_tokens=self.output_tokens or 0,
+            cache_read_tokens=self.cache_read,
+            cache_write_tokens=self.cache_write,
+        )
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -70,11 +70,31 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token usage of one call; ``estimated`` when the provider reported none."""
+    """Token usage of one call; ``estimated`` when the provider reported none.
+
+    ``input_tokens`` counts every input token, those read from and written to the provider's
+    prompt cache included (``cache_read_tokens``, ``cache_write_tokens`` are parts of it);
+    ``reasoning_tokens`` are part of ``output_tokens``.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     estimated: bool = False
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def as_record(self) -> dict[str, int]:
+        """The journaled form: ``input`` and ``output``, then the parts that are not zero."""
+        record = {"input": self.input_tokens, "output": self.output_tokens}
+        for key, value in (
+            ("cacheRead", self.cache_read_tokens),
+            ("cacheWrite", self.cache_write_tokens),
+            ("reasoning", self.reasoning_tokens),
+        ):
+            if value:
+                record[key] = value
+        return record
 
 
 @dataclass(frozen=True)

@@ -196,8 +196,16 @@ class ChunkReader:
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    def number(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) else 0
+    def number(key: str, inside: dict[str, Any] = raw) -> int:
+        value = inside.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
-    return Usage(input_tokens=number("prompt_tokens"), output_tokens=number("completion_tokens"))
+    prompt, completion = raw.get("prompt_tokens_details"), raw.get("completion_tokens_details")
+    return Usage(
+        input_tokens=number("prompt_tokens"),
+        output_tokens=number("completion_tokens"),
+        cache_read_tokens=number("cached_tokens", prompt if isinstance(prompt, dict) else {}),
+        reasoning_tokens=number(
+            "reasoning_tokens", completion if isinstance(completion, dict) else {}
+        ),
+    )

@@ -4,7 +4,9 @@ The file is a list of entries ``{"text": str, "tool_calls": [{"name": str, "argu
 (or ``{"responses": [...]}``). The session's N-th real model call (``request.call_index``,
 counted from its durable history) answers entry N, so a re-run gets the same answer. Summaries
 are produced deterministically and consume no entry. Test-only extras per entry: ``"delay"``
-(seconds to wait after the first delta), ``"error"`` (the call fails with that message); at
+(seconds to wait after the first delta), ``"error"`` (the call fails with that message),
+``"usage"`` (what the call reports instead of an estimate: ``input``, ``output``,
+``cache_read``, ``cache_write``, ``reasoning`` tokens); at
 the top level of the object form, ``"summary_error"`` makes every summary fail.
 """
 
@@ -24,6 +26,7 @@ from eve_cli.models._base import (
     ModelRequest,
     ModelResponse,
     ToolCall,
+    Usage,
 )
 from eve_cli.models._offline import offline_summary, stream_words
 from eve_cli.models._tokens import estimate_usage
@@ -99,7 +102,23 @@ class ScriptedModel(Model):
             if delay:
                 await asyncio.sleep(delay)
             await stream_words(text, on_delta)
-        return ModelResponse(text, calls, estimate_usage(request, text, calls), "end_turn")
+        usage = _usage(entry.get("usage")) or estimate_usage(request, text, calls)
+        return ModelResponse(text, calls, usage, "end_turn")
+
+
+def _usage(raw: Any) -> Usage | None:
+    """An entry's ``usage`` (``input``, ``output``, ``cache_read``, ``cache_write``,
+    ``reasoning``: what a provider would report), or None for an estimate."""
+    if not isinstance(raw, dict):
+        return None
+    number = {k: v for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return Usage(
+        input_tokens=number.get("input", 0),
+        output_tokens=number.get("output", 0),
+        cache_read_tokens=number.get("cache_read", 0),
+        cache_write_tokens=number.get("cache_write", 0),
+        reasoning_tokens=number.get("reasoning", 0),
+    )
 
 
 def _tool_call(raw: dict[str, Any], n: int, i: int) -> ToolCall:

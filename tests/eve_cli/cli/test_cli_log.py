@@ -123,3 +123,23 @@ def test_continue_passes_over_a_chat_left_without_a_message(eve_proc: EveProc) -
     said = [e["text"] for e in json.loads(eve_proc("log", sid, "--json").stdout)["entries"]
             if e["role"] == "user"]  # fmt: skip
     assert said == ["count the words in a b c", "what time is it?"]
+
+
+def test_usage_and_cost_totals_in_log_and_inspect(
+    eve_proc: EveProc, make_agent: Callable[..., Path]
+) -> None:
+    usage = {"input": 2_000_000, "output": 500_000, "cache_read": 1_000_000}
+    agent = make_agent([{"text": "one", "usage": usage}, {"text": "two", "usage": usage}])
+    (agent / "prices.json").write_text('{"scripted": {"input": 1, "output": 2, "cache_read": 0.1}}')
+    chat = eve_proc("chat", "--agent", str(agent), "--json", input="a\nb\n")
+    sid = json.loads(chat.stdout.splitlines()[0])["sessionId"]
+    # Each call: 1M plain input at $1, 1M cached at $0.1, 0.5M output at $2 = $2.10.
+    shown = eve_proc("log", sid)
+    assert "usage: 4,000,000 in (2,000,000 cache read) / 1,000,000 out · $4.2000" in shown.stdout
+    document = json.loads(eve_proc("log", sid, "--json").stdout)
+    assert document["usage"]["cost"] == 4.2 and document["usage"]["turns"]["t2"]["cost"] == 2.1
+    inspected = json.loads(eve_proc("inspect", sid, "--json").stdout)
+    assert inspected["usage"]["usage"]["cacheReadTokens"] == 2_000_000
+    assert [t["usage"]["cost"] for t in inspected["turns"]] == [2.1, 2.1]
+    tree = eve_proc("inspect", sid).stdout
+    assert "usage 4,000,000 in (2,000,000 cache read) / 1,000,000 out · $4.2000" in tree
