@@ -221,6 +221,11 @@ class ModelCall(_Value):
         return self._reply
 
     @property
+    def reasoning(self) -> Key:
+        """Its ``reasoning.completed`` event."""
+        return Key(f"{self._base}:r")
+
+    @property
     def delta_head(self) -> str:
         """What the text of every delta key of this call starts with."""
         return f"{self._base}:d@"

@@ -33,7 +33,13 @@ from eve_cli.models._prices import PriceTableError, load_prices
 
 DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
 DEFAULT_MODEL = "demo"
-_MODEL_FORMS = ("demo", "scripted:PATH", "openai:MODEL", "anthropic:MODEL")
+_MODEL_FORMS = (
+    "demo",
+    "scripted:PATH",
+    "openai:MODEL",
+    "openai-responses:MODEL",
+    "anthropic:MODEL",
+)
 
 
 class AgentLoadError(Exception):
@@ -76,7 +82,9 @@ class AgentDefinition:
 def check_model_string(model: str) -> str | None:
     """Why ``model`` is not a valid model string, or None when it is."""
     kind, sep, rest = model.partition(":")
-    if (kind == "demo" and not sep) or (kind in ("scripted", "openai", "anthropic") and rest):
+    if (kind == "demo" and not sep) or (
+        kind in ("scripted", "openai", "openai-responses", "anthropic") and rest
+    ):
         return None
     return f"unknown model {model!r}: use one of {', '.join(_MODEL_FORMS)}"
 

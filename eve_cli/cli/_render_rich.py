@@ -227,6 +227,16 @@ class RichRenderer:
         self._text += str(field(event, "delta") or field(event, "text") or "")
         self._show(Markdown(self._text))
 
+    def _on_reasoning(self, event: Event) -> None:
+        """What the model showed of its reasoning, dimmed, before its answer."""
+        text = str(field(event, "text") or "").strip()
+        if field(event, "redacted") and not text:
+            text = "(reasoning kept encrypted)"
+        if text:
+            self._stop()
+            self.console.print(Text(text, style="dim italic"))
+            self._thinking()
+
     def _on_message_completed(self, event: Event) -> None:
         text = str(field(event, "text") or self._text)
         self._text = ""
@@ -323,6 +333,7 @@ _HANDLERS: dict[str, Callable[[RichRenderer, Event], None]] = {
     "turn.started": RichRenderer._on_step_started,
     "message.appended": RichRenderer._on_delta,
     "message.completed": RichRenderer._on_message_completed,
+    "reasoning.completed": RichRenderer._on_reasoning,
     "actions.requested": RichRenderer._on_actions_requested,
     "action.result": RichRenderer._on_action_result,
     "input.requested": RichRenderer._on_input_requested,

@@ -55,6 +55,8 @@ def journaled(reply: Reply, streamed: StreamedText) -> dict[str, Any]:
     out: dict[str, Any] = {"text": reply.text, "tool_calls": reply.tool_calls, "usage": reply.usage}
     if reply.call_errors:
         out["calls"] = reply.call_errors
+    if reply.reasoning is not None:
+        out["reasoning"] = reply.reasoning
     if reply.text and streamed.holds(reply.text):
         out["ds"] = len(out.pop("text"))
     return out
@@ -62,11 +64,14 @@ def journaled(reply: Reply, streamed: StreamedText) -> dict[str, Any]:
 
 def reply_message(kept: dict[str, Any], text: str | None = None) -> Message:
     """The history item (form 1) of a journaled reply ``kept``; ``text`` when it has none."""
-    return {
+    message: Message = {
         "role": "assistant",
         "content": kept["text"] if text is None else text,
         "tool_calls": [{k: c[k] for k in ("id", "name", "arguments")} for c in kept["tool_calls"]],
     }
+    if "reasoning" in kept:
+        message["reasoning"] = kept["reasoning"]
+    return message
 
 
 def reply_text(kept: dict[str, Any], streamed: StreamedText) -> tuple[str, list[int]] | None:

@@ -28,6 +28,7 @@ class Reply:
     tool_calls: list[dict[str, Any]]  # {"id", "name", "arguments"} each
     usage: dict[str, int]  # {"input", "output"[, "cacheRead", "cacheWrite", "reasoning"]}
     call_errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> error, raw
+    reasoning: dict[str, Any] | None = None  # kept byte-exact in the history item
 
 
 @dataclass(slots=True)  # (as Reply)

@@ -115,6 +115,7 @@ async def call_model(
             ],
             usage=response.usage.as_record(),
             call_errors=bad,
+            reasoning=response.reasoning,
         )
         return host.keep_reply(reply, deltas)  # journaled with the step (its one fsync)
 
@@ -160,7 +161,12 @@ def _answer(
     message = host.adopt_history(stored.index)
     calls = [{**c, **stored.call_errors.get(c.get("id"), {})}
              for c in message.get("tool_calls") or []]  # fmt: skip
-    return ModelAnswer(stored.index, message.get("content") or "", calls, result["usage"])
+    answer = ModelAnswer(stored.index, message.get("content") or "", calls, result["usage"])
+    reasoning = message.get("reasoning")
+    if isinstance(reasoning, dict):
+        answer.reasoning = str(reasoning.get("text") or "")
+        answer.redacted = bool(reasoning.get("redacted"))
+    return answer
 
 
 async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:

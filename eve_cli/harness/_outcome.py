@@ -47,3 +47,5 @@ class ModelAnswer:
     error: str | None = None
     cancelled: bool = False
     partial: str = ""
+    reasoning: str = ""  # what may be shown of the model's reasoning
+    redacted: bool = False  # some of it came encrypted

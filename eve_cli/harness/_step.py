@@ -16,7 +16,7 @@ from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
 from eve_cli.harness._limits import check_limits
 from eve_cli.harness._model_call import call_model, system_prompt, tool_specs
-from eve_cli.harness._outcome import StepResult
+from eve_cli.harness._outcome import ModelAnswer, StepResult
 from eve_cli.harness._tool_calls import (
     CANCELLED_CALL,
     admit_resolved,
@@ -80,6 +80,15 @@ def count_usage(
         host.snap.cost += spent
 
 
+def show_reasoning(host: StepHost, answer: ModelAnswer, keys: ModelCall, index: int) -> None:
+    """The ``reasoning.completed`` event of an answer that showed some of its reasoning."""
+    if answer.reasoning or answer.redacted:
+        shown: dict[str, Any] = {"text": answer.reasoning}
+        if answer.redacted:
+            shown["redacted"] = True
+        host.emit("reasoning.completed", shown, keys.reasoning, index)
+
+
 async def model_round(
     host: StepHost, index: int, keys: ModelCall, usage: dict[str, int], cost: list[float]
 ) -> StepResult:
@@ -101,6 +110,7 @@ async def model_round(
             host.emit("message.completed", data, keys.completed, index)
         return StepResult("cancelled")
     count_usage(host, answer.usage, usage, cost)
+    show_reasoning(host, answer, keys, index)
     calls = answer.tool_calls
     # The reply is an item of the history stream (stored by the call's step); the event refers
     # to it (``_h``) and readers see its text. An empty text is stored as it is: a reader then

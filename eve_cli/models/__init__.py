@@ -1,7 +1,8 @@
 """Model providers, one module per provider, resolved from a model string.
 
 ``demo`` (offline, deterministic), ``scripted:PATH`` (a JSON script, for tests),
-``openai:MODEL`` (Chat Completions), ``anthropic:MODEL`` (Messages API).
+``openai:MODEL`` (Chat Completions), ``openai-responses:MODEL`` (Responses API, stateless),
+``anthropic:MODEL`` (Messages API).
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ __all__ = [
     "settings_problem",
 ]
 
-KNOWN_PREFIXES = ("demo", "scripted:PATH", "openai:MODEL", "anthropic:MODEL")
+KNOWN_PREFIXES = (
+    "demo",
+    "scripted:PATH",
+    "openai:MODEL",
+    "openai-responses:MODEL",
+    "anthropic:MODEL",
+)
 
 
 def resolve_model(
@@ -86,6 +93,10 @@ def resolve_model(
         from eve_cli.models.openai import OpenAIModel
 
         return OpenAIModel(rest, context_window=context_window, env=env, settings=settings)
+    if kind == "openai-responses" and rest:
+        from eve_cli.models.openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(rest, context_window=context_window, env=env, settings=settings)
     if kind == "anthropic" and rest:
         from eve_cli.models.anthropic import AnthropicModel
 

@@ -45,7 +45,10 @@ def to_messages(system: str, messages: list[Message]) -> tuple[str, list[dict[st
         elif role == "user":
             _add(turns, "user", [_text_block(content)] if content.strip() else [])
         elif role == "assistant":
-            _add(turns, "assistant", _assistant_blocks(content, message.get("tool_calls") or []))
+            blocks = _thinking(message) + _assistant_blocks(
+                content, message.get("tool_calls") or []
+            )
+            _add(turns, "assistant", blocks)
         elif role == "tool":
             _add(turns, "user", [_tool_result(message, content)])
         else:
@@ -105,6 +108,14 @@ def _assistant_blocks(text: str, calls: list[Message]) -> list[dict[str, Any]]:
     return blocks
 
 
+def _thinking(message: Message) -> list[dict[str, Any]]:
+    """The thinking blocks an Anthropic answer kept, exactly as they came (signatures too)."""
+    reasoning = message.get("reasoning")
+    if not isinstance(reasoning, dict) or reasoning.get("format") != "anthropic":
+        return []
+    return [dict(b) for b in reasoning.get("blocks") or () if isinstance(b, dict)]
+
+
 def _add(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
     if not blocks:
         return
@@ -129,7 +140,9 @@ def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 @dataclass
 class _Block:
     kind: str
-    text: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)  # text, or thinking
+    signature: list[str] = field(default_factory=list)
+    data: str = ""  # redacted_thinking
     id: str = ""
     name: str = ""
     input: dict[str, Any] = field(default_factory=dict)
@@ -201,6 +214,11 @@ class EventReader:
         new = _Block(kind=str(block.get("type") or ""))
         if new.kind == "text" and block.get("text"):
             new.text.append(str(block["text"]))
+        elif new.kind == "thinking":
+            new.text.append(str(block.get("thinking") or ""))
+            new.signature.append(str(block.get("signature") or ""))
+        elif new.kind == "redacted_thinking":
+            new.data = str(block.get("data") or "")
         elif new.kind == "tool_use":
             new.id = str(block.get("id") or "")
             new.name = str(block.get("name") or "")
@@ -215,6 +233,10 @@ class EventReader:
             return text
         if delta.get("type") == "input_json_delta":
             block.json.append(str(delta.get("partial_json") or ""))
+        elif delta.get("type") == "thinking_delta":
+            block.text.append(str(delta.get("thinking") or ""))
+        elif delta.get("type") == "signature_delta":
+            block.signature.append(str(delta.get("signature") or ""))
         return ""
 
     def _usage(self, usage: dict[str, Any]) -> None:
@@ -232,6 +254,31 @@ class EventReader:
             for i in sorted(self.blocks)
             if self.blocks[i].kind == "text"
         )
+
+    def reasoning(self) -> dict[str, Any] | None:
+        """The thinking and redacted-thinking blocks, in order and exactly as they came, to be
+        sent back (None: the answer had none)."""
+        blocks: list[dict[str, Any]] = []
+        shown: list[str] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block.kind == "thinking":
+                thinking = "".join(block.text)
+                shown.append(thinking)
+                blocks.append(
+                    {
+                        "type": "thinking",
+                        "thinking": thinking,
+                        "signature": "".join(block.signature),
+                    }
+                )
+            elif block.kind == "redacted_thinking":
+                blocks.append({"type": "redacted_thinking", "data": block.data})
+        if not blocks:
+            return None
+        redacted = any(b["type"] == "redacted_thinking" for b in blocks)
+        return {"format": "anthropic", "blocks": blocks, "text": "\n\n".join(shown),
+                "redacted": redacted}  # fmt: skip
 
     def tool_calls(self) -> list[ToolCall]:
         """The ``tool_use`` blocks, in order; broken input becomes an argument error."""

@@ -3,11 +3,19 @@
 History crossing this boundary is provider-neutral and plain data (it is persisted in journals):
 
 * ``{"role": "user", "content": str}``
-* ``{"role": "assistant", "content": str, "tool_calls": [ToolCallDict, ...]}``
+* ``{"role": "assistant", "content": str, "tool_calls": [ToolCallDict, ...][, "reasoning":
+  Reasoning]}``
 * ``{"role": "tool", "tool_call_id": str, "name": str, "content": str, "is_error": bool}``
 
 where ``ToolCallDict`` is ``{"id": str, "name": str, "arguments": dict}``. The system prompt
 travels separately in :class:`ModelRequest`. Providers translate to and from their wire format.
+
+``Reasoning`` is what a model kept of its reasoning, byte-exact, for the provider that made it:
+``{"format": "anthropic", "blocks": [thinking / redacted_thinking blocks], "text": str}``,
+``{"format": "openai-responses", "items": [the answer's output items], "text": str}`` or
+``{"format": "text", "text": str}`` (``reasoning_content`` of compatible servers, shown and
+kept, not sent back). ``text`` is what may be shown of it. A provider sends back only its own
+format; another provider ignores it.
 """
 
 from __future__ import annotations
@@ -105,6 +113,7 @@ class ModelResponse:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
+    reasoning: dict[str, Any] | None = None  # see the module docstring
 
 
 class ModelError(Exception):

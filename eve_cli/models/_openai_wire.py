@@ -160,6 +160,7 @@ class ChunkReader:
     """Folds ``chat.completion.chunk`` objects into text, tool calls, usage and finish reason."""
 
     text: list[str] = field(default_factory=list)
+    thought: list[str] = field(default_factory=list)  # reasoning_content (vLLM, DeepSeek, ...)
     calls: ToolCallAssembler = field(default_factory=ToolCallAssembler)
     usage: Usage | None = None
     finish_reason: str | None = None
@@ -186,6 +187,11 @@ class ChunkReader:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 delta_text += content
+            for key in ("reasoning_content", "reasoning"):  # servers use either name
+                thought = delta.get(key)
+                if isinstance(thought, str) and thought:
+                    self.thought.append(thought)
+                    break
             for position, fragment in enumerate(delta.get("tool_calls") or ()):
                 if whole and isinstance(fragment, dict):
                     fragment = {"index": position, **fragment}
@@ -193,6 +199,10 @@ class ChunkReader:
         if delta_text:
             self.text.append(delta_text)
         return delta_text
+
+    def reasoning(self) -> dict[str, Any] | None:
+        """What the server showed of the model's reasoning, kept (never sent back)."""
+        return {"format": "text", "text": "".join(self.thought)} if self.thought else None
 
 
 def _usage(raw: dict[str, Any]) -> Usage:

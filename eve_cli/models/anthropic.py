@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from eve_cli.models._anthropic_wire import (
@@ -23,7 +24,7 @@ from eve_cli.models._base import ModelRequest, ModelResponse
 from eve_cli.models._http import DeltaRelay, one_line
 from eve_cli.models._provider import HTTPModel
 from eve_cli.models._sse import SSEEvent
-from eve_cli.models._tokens import estimate_usage
+from eve_cli.models._tokens import estimate_text, estimate_usage
 from eve_cli.models._windows import max_output_tokens_for
 
 __all__ = ["DEFAULT_API_VERSION", "AnthropicModel"]
@@ -116,6 +117,14 @@ class AnthropicModel(HTTPModel):
         calls = reader.tool_calls()
         text = reader.text()
         usage = reader.usage() or estimate_usage(request, text, calls)
+        reasoning = reader.reasoning()
+        if reasoning is not None and reasoning["text"]:
+            # Thinking is billed as output; the API does not count it apart: estimated.
+            usage = replace(usage, reasoning_tokens=estimate_text(reasoning["text"]))
         return ModelResponse(
-            text=text, tool_calls=calls, usage=usage, stop_reason=reader.stop_reason
+            text=text,
+            tool_calls=calls,
+            usage=usage,
+            stop_reason=reader.stop_reason,
+            reasoning=reasoning,
         )

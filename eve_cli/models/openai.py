@@ -110,7 +110,11 @@ class OpenAIModel(HTTPModel):
         text = "".join(reader.text)
         usage = reader.usage or estimate_usage(request, text, calls)
         return ModelResponse(
-            text=text, tool_calls=calls, usage=usage, stop_reason=reader.finish_reason
+            text=text,
+            tool_calls=calls,
+            usage=usage,
+            stop_reason=reader.finish_reason,
+            reasoning=reader.reasoning(),
         )
 
     def _decode(self, data: str) -> dict[str, Any]:

@@ -146,6 +146,20 @@ def test_rich_renders_markdown_reply_and_compact_tool_call() -> None:
     assert '✓ clock(zone="UTC") → 12:00  0.01s' in text
 
 
+def test_rich_shows_reasoning_dimmed_before_the_answer() -> None:
+    console, buf = rich_console()
+    r = RichRenderer(console)
+    r.event(ev(0, "step.started"))
+    r.event(ev(1, "reasoning.completed", text="The user greets me."))
+    r.event(ev(2, "message.completed", role="assistant", text="Hello!"))
+    r.event(ev(3, "reasoning.completed", text="", redacted=True))
+    r.close()
+    text = visible(buf)
+    assert text.index("The user greets me.") < text.index("Hello!")
+    assert "(reasoning kept encrypted)" in text
+    assert "\x1b[2;3m" in buf.getvalue()  # dim italic
+
+
 def test_rich_tool_error_and_rejection_are_marked() -> None:
     console, _ = rich_console()
     r = RichRenderer(console)

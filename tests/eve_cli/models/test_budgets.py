@@ -70,10 +70,16 @@ def test_cost_totals_are_recorded_usage_times_the_table(
         price = Price(1, 2, cache_read=0.1)
         for event in done:
             usage = event["usage"]
-            assert usage == {"inputTokens": 200_000, "outputTokens": 50_000,
-                             "cacheReadTokens": 100_000}  # fmt: skip
-            recorded = {"input": usage["inputTokens"], "output": usage["outputTokens"],
-                        "cacheRead": usage["cacheReadTokens"]}  # fmt: skip
+            assert usage == {
+                "inputTokens": 200_000,
+                "outputTokens": 50_000,
+                "cacheReadTokens": 100_000,
+            }
+            recorded = {
+                "input": usage["inputTokens"],
+                "output": usage["outputTokens"],
+                "cacheRead": usage["cacheReadTokens"],
+            }
             assert event["cost"] == pytest.approx(price.cost(recorded))
         session, turns = usage_totals(rt.events(sid))
         assert session["cost"] == pytest.approx(4 * CALL_COST)

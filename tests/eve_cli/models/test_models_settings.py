@@ -47,14 +47,23 @@ def sent(server: ScriptServer, model: str, settings: ModelSettings, reply: Reply
 
 def test_chat_completions_names(server: ScriptServer) -> None:
     settings = ModelSettings(
-        temperature=0.3, top_p=0.9, max_tokens=50, stop=["END"], seed=7,
-        parallel_tool_calls=False, reasoning="high",
-    )  # fmt: skip
+        temperature=0.3,
+        top_p=0.9,
+        max_tokens=50,
+        stop=["END"],
+        seed=7,
+        parallel_tool_calls=False,
+        reasoning="high",
+    )
     body = sent(server, "openai:qwen3", settings, openai_reply())
     assert {k: body[k] for k in settings.given() if k in body} == {
-        "temperature": 0.3, "top_p": 0.9, "seed": 7, "stop": ["END"],
-        "parallel_tool_calls": False, "max_tokens": 50,
-    }  # fmt: skip
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "seed": 7,
+        "stop": ["END"],
+        "parallel_tool_calls": False,
+        "max_tokens": 50,
+    }
     assert body["reasoning_effort"] == "high"
 
 
@@ -65,13 +74,18 @@ def test_messages_api_names_and_thinking(server: ScriptServer) -> None:
     assert body["max_tokens"] > 4000
     assert body["stop_sequences"] == ["END"]
     assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
-    plain = sent(server, "anthropic:claude-3-haiku", ModelSettings(temperature=0.2, top_p=0.5),
-                 anthropic_reply())  # fmt: skip
+    plain = sent(
+        server,
+        "anthropic:claude-3-haiku",
+        ModelSettings(temperature=0.2, top_p=0.5),
+        anthropic_reply(),
+    )
     assert (plain["temperature"], plain["top_p"], plain["max_tokens"]) == (0.2, 0.5, 4096)
     assert "thinking" not in plain and "tool_choice" not in plain
     # An effort stands for a budget; the model's output cap is raised above it.
-    high = sent(server, "anthropic:claude-3-haiku", ModelSettings(reasoning="high"),
-                anthropic_reply())  # fmt: skip
+    high = sent(
+        server, "anthropic:claude-3-haiku", ModelSettings(reasoning="high"), anthropic_reply()
+    )
     assert high["max_tokens"] > high["thinking"]["budget_tokens"] == 24_576
 
 
@@ -105,6 +119,8 @@ def test_the_model_reference_wins_for_its_model_only() -> None:
 
     agent = AgentDefinition("a", __import__("pathlib").Path("."), config, "", {})
     assert agent.settings_for("openai:gpt-4o").given() == {
-        "temperature": 0.1, "top_p": 0.5, "seed": 2,
-    }  # fmt: skip
+        "temperature": 0.1,
+        "top_p": 0.5,
+        "seed": 2,
+    }
     assert agent.settings_for("anthropic:claude-x").given() == {"temperature": 0.9, "top_p": 0.5}

@@ -1,0 +1,172 @@
+"""The Responses API wire format, stateless (``store: false``): history → ``input`` items,
+stream events → answer.
+
+Nothing is kept on the provider's side, so a reasoning model's reasoning travels in eve's
+history: an answer's output items (reasoning items with their ids and ``encrypted_content``,
+its message, its function calls) are kept whole in the history item's ``reasoning``
+(``format: openai-responses``) and sent back as they came, in order.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
+from eve_cli.models._calls import history_arguments, make_tool_call
+
+__all__ = ["FORMAT", "ResponseReader", "to_input", "to_tools"]
+
+FORMAT = "openai-responses"
+
+
+def to_input(messages: list[Message]) -> list[dict[str, Any]]:
+    """The ``input`` items of the history."""
+    items: list[dict[str, Any]] = []
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        content = str(message.get("content") or "")
+        if role in ("user", "system"):
+            items.append({"role": role, "content": content})
+        elif role == "assistant":
+            items.extend(_assistant(message, content))
+        elif role == "tool":
+            output = content
+            if message.get("is_error") and not content.lower().startswith("error"):
+                output = f"Error: {content}"
+            call_id = str(message.get("tool_call_id", ""))
+            items.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        else:
+            raise ValueError(f"history message {position} has unknown role {role!r}")
+    return items
+
+
+def _assistant(message: Message, content: str) -> list[dict[str, Any]]:
+    reasoning = message.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning.get("format") == FORMAT:
+        kept = [dict(i) for i in reasoning.get("items") or () if isinstance(i, dict)]
+        if kept:
+            return kept  # the answer's own items, reasoning first, exactly as they came
+    items: list[dict[str, Any]] = []
+    if content:
+        items.append({"role": "assistant", "content": content})
+    for call in message.get("tool_calls") or ():
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": str(call.get("id", "")),
+                "name": str(call.get("name", "")),
+                "arguments": json.dumps(history_arguments(call), ensure_ascii=False),
+            }
+        )
+    return items
+
+
+def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """``tools`` entries of the request body (function tools are flat here)."""
+    return [
+        {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters or {"type": "object", "properties": {}},
+        }
+        for tool in tools
+    ]
+
+
+@dataclass
+class ResponseReader:
+    """Folds Responses stream events into an answer."""
+
+    items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> done item
+    text: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+    status: str | None = None
+    error: str | None = None
+    done: bool = False
+
+    def feed(self, data: dict[str, Any]) -> str:
+        """Take one event; returns its text delta (possibly empty)."""
+        kind = data.get("type")
+        if kind == "response.output_text.delta":
+            delta = str(data.get("delta") or "")
+            self.text.append(delta)
+            return delta
+        if kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+            self.items[_int(data.get("output_index"), len(self.items))] = data["item"]
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            response = data.get("response")
+            self._finish(response if isinstance(response, dict) else {})
+        elif kind == "error":
+            self.error = str(data.get("message") or data.get("code") or "error")
+            self.done = True
+        return ""
+
+    def _finish(self, response: dict[str, Any]) -> None:
+        self.done = True
+        self.status = str(response.get("status") or "") or None
+        output = response.get("output")
+        if isinstance(output, list) and output:
+            self.items = {i: item for i, item in enumerate(output) if isinstance(item, dict)}
+        error = response.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            self.error = str(error["message"])
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            self.usage = _usage(usage)
+
+    def output(self) -> list[dict[str, Any]]:
+        return [self.items[i] for i in sorted(self.items)]
+
+    def answer_text(self) -> str:
+        parts = [
+            str(part.get("text") or "")
+            for item in self.output()
+            if item.get("type") == "message"
+            for part in item.get("content") or ()
+            if isinstance(part, dict) and part.get("type") == "output_text"
+        ]
+        return "".join(parts) if parts else "".join(self.text)
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [
+            make_tool_call(str(item.get("call_id") or item.get("id") or f"call_{n}"),
+                           str(item.get("name") or ""), str(item.get("arguments") or ""))
+            for n, item in enumerate(self.output())
+            if item.get("type") == "function_call"
+        ]  # fmt: skip
+
+    def reasoning(self) -> dict[str, Any] | None:
+        """All output items, to be sent back as they came, when the answer reasoned."""
+        output = self.output()
+        thoughts = [i for i in output if i.get("type") == "reasoning"]
+        if not thoughts:
+            return None
+        summary = [
+            str(part.get("text") or "")
+            for item in thoughts
+            for part in item.get("summary") or ()
+            if isinstance(part, dict)
+        ]
+        redacted = any(item.get("encrypted_content") for item in thoughts)
+        return {"format": FORMAT, "items": output, "text": "\n\n".join(summary),
+                "redacted": redacted}  # fmt: skip
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    def number(key: str, inside: Any = raw) -> int:
+        value = inside.get(key) if isinstance(inside, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return Usage(
+        input_tokens=number("input_tokens"),
+        output_tokens=number("output_tokens"),
+        cache_read_tokens=number("cached_tokens", raw.get("input_tokens_details")),
+        reasoning_tokens=number("reasoning_tokens", raw.get("output_tokens_details")),
+    )
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
