@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "dbos": "benchmarks.dbos_bench",
     "timer_wake": "benchmarks.timer_wake",
     "evals": "benchmarks.evals_bench",
+    "cache": "benchmarks.cache_bench",
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
 from eve_cli.models._calls import history_arguments, make_tool_call
 
-__all__ = ["ERROR_STATUS", "EventReader", "to_messages", "to_tools"]
+__all__ = ["ERROR_STATUS", "EventReader", "mark_cache", "to_messages", "to_tools"]
 
 #: HTTP status each error type stands for, when it arrives inside a stream.
 ERROR_STATUS = {
@@ -123,6 +123,30 @@ def _add(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -
         turns[-1]["content"].extend(blocks)
     else:
         turns.append({"role": role, "content": list(blocks)})
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+_UNMARKABLE = ("thinking", "redacted_thinking")
+
+
+def mark_cache(body: dict[str, Any]) -> None:
+    """Prompt-cache breakpoints (at most 4): the tools, the system prompt, and the history up
+    to its last user turn and up to the user turn before it. A request's last mark is where
+    the next request of the session finds its cache (its second-to-last mark is there), so
+    each call reads what the one before wrote; after a compaction the marks move with the
+    history, never adding up."""
+    tools = body.get("tools")
+    if tools:
+        tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
+    system = body.get("system")
+    if system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
+    users = [m for m in body.get("messages") or () if m["role"] == "user"]
+    for turn in users[-2:]:
+        blocks = [b for b in turn["content"] if b.get("type") not in _UNMARKABLE]
+        if blocks:
+            at = turn["content"].index(blocks[-1])
+            turn["content"][at] = {**blocks[-1], "cache_control": _EPHEMERAL}
 
 
 def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:

@@ -41,6 +41,8 @@ class ModelSettings:
         seed: for providers that sample reproducibly.
         parallel_tool_calls: whether one answer may call several tools.
         reasoning: an effort (``"low"``, ``"medium"``, ``"high"``) or a thinking-token budget.
+        prompt_cache: False turns off Anthropic's cache breakpoints (on by default; OpenAI
+            caches on its own).
     """
 
     temperature: float | None = None
@@ -50,6 +52,7 @@ class ModelSettings:
     seed: int | None = None
     parallel_tool_calls: bool | None = None
     reasoning: Effort | int | None = None
+    prompt_cache: bool | None = None
 
     def __post_init__(self) -> None:
         _check_number("temperature", self.temperature, 0, 2)
@@ -64,8 +67,9 @@ class ModelSettings:
         seed = self.seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be a whole number, not {self.seed!r}")
-        if self.parallel_tool_calls is not None and not isinstance(self.parallel_tool_calls, bool):
-            raise ValueError("parallel_tool_calls must be True or False")
+        for name in ("parallel_tool_calls", "prompt_cache"):
+            if getattr(self, name) not in (None, True, False):
+                raise ValueError(f"{name} must be True or False")
         _check_reasoning(self.reasoning)
 
     def given(self) -> dict[str, Any]:
@@ -148,13 +152,39 @@ class ModelReference:
 #: a budget (``budget``). The offline models take every setting and ignore it.
 SUPPORTED: dict[str, frozenset[str]] = {
     "openai": frozenset(
-        {"temperature", "top_p", "max_tokens", "stop", "seed", "parallel_tool_calls", "effort"}
+        {
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "stop",
+            "seed",
+            "parallel_tool_calls",
+            "effort",
+            "prompt_cache",
+        }
     ),
     "openai-responses": frozenset(
-        {"temperature", "top_p", "max_tokens", "parallel_tool_calls", "effort", "budget"}
+        {
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "parallel_tool_calls",
+            "effort",
+            "budget",
+            "prompt_cache",
+        }
     ),
     "anthropic": frozenset(
-        {"temperature", "top_p", "max_tokens", "stop", "parallel_tool_calls", "effort", "budget"}
+        {
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "stop",
+            "parallel_tool_calls",
+            "effort",
+            "budget",
+            "prompt_cache",
+        }
     ),
 }
 

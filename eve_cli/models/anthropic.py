@@ -17,6 +17,7 @@ from eve_cli.models._anthropic_wire import (
     ERROR_STATUS,
     EventReader,
     StreamError,
+    mark_cache,
     to_messages,
     to_tools,
 )
@@ -64,6 +65,8 @@ class AnthropicModel(HTTPModel):
         if request.tools:
             body["tools"] = to_tools(request.tools)
         body.update(self._settings_body(request))
+        if self.settings.prompt_cache is not False:
+            mark_cache(body)
         return self._url("/v1/messages"), body
 
     def _settings_body(self, request: ModelRequest) -> dict[str, Any]:

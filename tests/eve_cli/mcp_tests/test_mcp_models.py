@@ -103,8 +103,8 @@ def test_the_model_sees_mcp_tools_their_outage_and_their_images(
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         "required": ["a", "b"],
     }
-    assert "MCP servers are unavailable now" in first["system"]
-    assert "MCP server 'bad' failed to start" in first["system"]
+    assert "MCP servers are unavailable now" in first["system"][0]["text"]
+    assert "MCP server 'bad' failed to start" in first["system"][0]["text"]
     [result] = [
         block
         for message in second["messages"]

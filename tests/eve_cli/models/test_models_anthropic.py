@@ -102,17 +102,18 @@ def test_text_and_tool_use_stream_and_the_request_alternates_roles(
     assert seen.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in seen.headers
     body = seen.body
+    cache = {"cache_control": {"type": "ephemeral"}}  # prompt-cache breakpoints
     assert (body["model"], body["system"], body["stream"]) == (
         "claude-3-5-sonnet-latest",
-        "be brief",
+        [{"type": "text", "text": "be brief", **cache}],
         True,
     )
     assert body["max_tokens"] == 8192
     assert body["tools"] == [
-        {"name": "read", "description": "Read a file", "input_schema": TOOLS[0].parameters}
+        {"name": "read", "description": "Read a file", "input_schema": TOOLS[0].parameters, **cache}
     ]
     assert body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "read a and b"}]},
+        {"role": "user", "content": [{"type": "text", "text": "read a and b", **cache}]},
         {
             "role": "assistant",
             "content": [
@@ -132,7 +133,7 @@ def test_text_and_tool_use_stream_and_the_request_alternates_roles(
                     "content": "missing",
                 },
                 {"type": "text", "text": "and now?"},
-                {"type": "text", "text": "quickly"},
+                {"type": "text", "text": "quickly", **cache},
             ],
         },
     ]

@@ -186,7 +186,7 @@ def test_a_session_streams_deltas_and_round_trips_tool_calls(
             "content": "echo: hi",
         }
     else:
-        assert "Be a test." in second["system"]
+        assert "Be a test." in second["system"][0]["text"]
         assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
         assert second["messages"][1]["content"] == [
             {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"text": "hi"}}
@@ -197,6 +197,7 @@ def test_a_session_streams_deltas_and_round_trips_tool_calls(
                 "tool_use_id": "toolu_1",
                 "is_error": False,
                 "content": "echo: hi",
+                "cache_control": {"type": "ephemeral"},
             }
         ]
 

@@ -124,3 +124,22 @@ def test_the_model_reference_wins_for_its_model_only() -> None:
         "seed": 2,
     }
     assert agent.settings_for("anthropic:claude-x").given() == {"temperature": 0.9, "top_p": 0.5}
+
+
+def test_cached_and_reasoning_tokens_are_read_from_chat_usage(server: ScriptServer) -> None:
+    usage = {
+        "prompt_tokens": 900,
+        "completion_tokens": 70,
+        "prompt_tokens_details": {"cached_tokens": 768},
+        "completion_tokens_details": {"reasoning_tokens": 50},
+    }
+    chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+    server.add(Reply(chunks=[sse(chunk), sse({"choices": [], "usage": usage}), sse("[DONE]")]))
+    model = resolve_model("openai:gpt-4o", env={"OPENAI_BASE_URL": server.url})
+    response, _ = generate(model, REQUEST)
+    assert response.usage.as_record() == {
+        "input": 900,
+        "output": 70,
+        "cacheRead": 768,
+        "reasoning": 50,
+    }
