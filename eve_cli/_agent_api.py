@@ -289,6 +289,7 @@ class AgentConfig:
     limits: Limits = field(default_factory=Limits)
     mode: Mode = "conversation"
     output_schema: dict[str, Any] | None = None
+    output_type: Any = None  # the pydantic model output_schema came from, which validates
     model_calls_per_step: int = 1
     context_window: int | None = None
     name: str | None = None
@@ -308,7 +309,7 @@ def define_agent(
     compaction: Compaction | dict[str, Any] | None = None,
     limits: Limits | dict[str, Any] | None = None,
     mode: Mode = "conversation",
-    output_schema: dict[str, Any] | None = None,
+    output_schema: dict[str, Any] | type | None = None,
     model_calls_per_step: int = 1,
     context_window: int | None = None,
     name: str | None = None,
@@ -329,7 +330,9 @@ def define_agent(
         limits: ``Limits(tokens_per_session=..., session_timeout=seconds,
             cost_per_session=dollars, tokens_per_turn=..., cost_per_turn=dollars)`` or a dict.
         mode: ``conversation`` (may wait for input) or ``task`` (must finish without it).
-        output_schema: JSON schema the final answer should follow (passed to the model).
+        output_schema: a JSON schema (or a pydantic model class) the final answer follows: sent
+            as the provider's structured output, validated (one repair turn, then the turn
+            fails), the parsed value given as a ``result`` event.
         model_calls_per_step: model calls per durable step (default 1).
         context_window: overrides the model's known context window.
         name / description: how a sub-agent is presented to its parent as a tool.
@@ -346,6 +349,13 @@ def define_agent(
         raise ValueError(f"mode must be 'conversation' or 'task', not {mode!r}")
     if model_calls_per_step < 1:
         raise ValueError("model_calls_per_step must be at least 1")
+    output_type, schema = None, output_schema
+    if isinstance(output_schema, type):
+        if not hasattr(output_schema, "model_json_schema"):
+            raise TypeError("output_schema takes a JSON schema dict or a pydantic model class")
+        output_type, schema = output_schema, output_schema.model_json_schema()
+    if schema is not None and not isinstance(schema, dict):
+        raise TypeError("output_schema takes a JSON schema dict or a pydantic model class")
     caller = sys._getframe(1)
     reference = model if isinstance(model, ModelReference) else ModelReference(model or "")
     return AgentConfig(
@@ -358,7 +368,8 @@ def define_agent(
         else Compaction(**(compaction or {})),
         limits=limits if isinstance(limits, Limits) else Limits(**(limits or {})),
         mode=mode,
-        output_schema=output_schema,
+        output_schema=schema,
+        output_type=output_type,
         model_calls_per_step=model_calls_per_step,
         context_window=context_window,
         name=name,

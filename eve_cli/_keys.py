@@ -226,6 +226,16 @@ class ModelCall(_Value):
         return Key(f"{self._base}:r")
 
     @property
+    def result(self) -> Key:
+        """Its ``result`` event (a structured answer)."""
+        return Key(f"{self._base}:res")
+
+    @property
+    def repair(self) -> Key:
+        """The history item asking to repair its answer (it did not match the schema)."""
+        return Key(f"{self._base}:fix")
+
+    @property
     def delta_head(self) -> str:
         """What the text of every delta key of this call starts with."""
         return f"{self._base}:d@"

@@ -73,6 +73,7 @@ class Snapshot:
     cost_allowance: float = 0.0
     turn_tokens: int = 0  # ``tokens`` when this turn began (or was let go past its budget)
     turn_cost: float = 0.0  # ``cost`` likewise
+    repairs: int = 0  # this turn's answers sent back for not matching the output schema
     history_start: int = 0
     history_len: int = 0
     summary_at: int | None = None  # history index of the current summary item
@@ -151,6 +152,7 @@ CODES = {
     "gen": "g", "turns": "t", "steps": "s", "model_calls": "n", "tokens": "x",
     "token_allowance": "xa", "time_allowance": "ta", "history_start": "hs",
     "cost": "co", "cost_allowance": "ca", "turn_tokens": "xt", "turn_cost": "ct",
+    "repairs": "rp",
     "history_len": "hl", "summary_at": "sa", "compactions": "cp",
     "state": "st", "approved_tools": "ap", "pending": "p", "queued": "q", "task": "tk",
     "parent": "pa", "cancel_token": "ck", "ended": "e",

@@ -21,7 +21,7 @@ from eve_cli.cli._events import (
     one_line,
 )
 
-Role = Literal["user", "assistant", "tool", "wait", "answer", "status"]
+Role = Literal["user", "assistant", "tool", "wait", "answer", "status", "result"]
 RESULT_LIMIT = 2000  # characters of a tool result in a transcript line
 
 
@@ -37,6 +37,7 @@ class Entry(TypedDict, total=False):
     failed: bool
     status: str
     durationMs: int
+    value: Any  # result: the turn's structured answer, parsed
 
 
 def entries(events: Iterable[Event]) -> list[Entry]:
@@ -96,6 +97,12 @@ def _result(event: Event, calls: Calls) -> Entry | None:
     return entry
 
 
+def _result_value(event: Event, calls: Calls) -> Entry | None:
+    value = field(event, "value")
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return {"role": "result", "value": value, "text": f"result: {text}"}
+
+
 def _waiting(event: Event, calls: Calls) -> Entry | None:
     return {"role": "wait", "text": describe_request(event_request(event))}
 
@@ -118,6 +125,7 @@ _ENTRIES: dict[str, Callable[[Event, Calls], Entry | None]] = {
     "actions.requested": _requested,
     "action.result": _result,
     "input.requested": _waiting,
+    "result": _result_value,
     "input.resolved": lambda event, calls: _resolved(event),
     "turn.cancelled": _status("turn cancelled"),
     "turn.failed": _failed,

@@ -39,6 +39,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     before = snap.copy()
     snap.turns += 1
     snap.turn_tokens, snap.turn_cost = snap.tokens, snap.cost  # the turn's budgets start here
+    snap.repairs = 0
     keys = turn(snap.turns)
     try:
         agent = executor.agent_for(snap.agent_dir)

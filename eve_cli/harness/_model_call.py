@@ -87,6 +87,7 @@ async def call_model(
             call_index=n,
             session_id=host.session_id,
             messages_tokens=tokens,
+            output_schema=host.agent.config.output_schema,
         )
         return await model.generate(request, deltas.add)
 

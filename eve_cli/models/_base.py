@@ -58,6 +58,7 @@ class ModelRequest:
     max_tokens: int | None = None
     session_id: str | None = None
     messages_tokens: int | None = None
+    output_schema: dict[str, Any] | None = None  # the final answer's JSON schema
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from eve_cli.models._base import ModelRequest, ModelResponse
 from eve_cli.models._http import DeltaRelay, one_line
 from eve_cli.models._provider import HTTPModel
 from eve_cli.models._sse import SSEEvent
+from eve_cli.models._structured import FINAL_TOOL
 from eve_cli.models._tokens import estimate_text, estimate_usage
 from eve_cli.models._windows import max_output_tokens_for
 
@@ -34,6 +35,20 @@ DEFAULT_API_VERSION = "2023-06-01"
 _RETRYABLE_ERRORS = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 )
+
+
+def _force_final_tool(body: dict[str, Any], schema: dict[str, Any]) -> None:
+    """The output schema as a ``final_result`` tool the model must answer through (any tool
+    may come first; with thinking on, which forbids forced tool use, it is asked for)."""
+    final = {
+        "name": FINAL_TOOL,
+        "description": "Give your final answer: call this once you are done, with the answer.",
+        "input_schema": schema,
+    }
+    body["tools"] = [*body.get("tools", []), final]
+    if "thinking" not in body:
+        choice = body.get("tool_choice") or {}
+        body["tool_choice"] = {**choice, "type": "any"}
 
 
 class AnthropicModel(HTTPModel):
@@ -65,6 +80,8 @@ class AnthropicModel(HTTPModel):
         if request.tools:
             body["tools"] = to_tools(request.tools)
         body.update(self._settings_body(request))
+        if request.output_schema is not None and request.purpose == "turn":
+            _force_final_tool(body, request.output_schema)
         if self.settings.prompt_cache is not False:
             mark_cache(body)
         return self._url("/v1/messages"), body
@@ -119,6 +136,9 @@ class AnthropicModel(HTTPModel):
             raise self._fail("the stream ended before the answer was complete", retryable=True)
         calls = reader.tool_calls()
         text = reader.text()
+        final = [c for c in calls if c.name == FINAL_TOOL and c.arguments is not None]
+        if final and request.output_schema is not None:  # the answer, given as the tool's input
+            text, calls = json.dumps(final[0].arguments, ensure_ascii=False), []
         usage = reader.usage() or estimate_usage(request, text, calls)
         reasoning = reader.reasoning()
         if reasoning is not None and reasoning["text"]:

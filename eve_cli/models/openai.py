@@ -16,6 +16,7 @@ from eve_cli.models._http import WHOLE_BODY, CallError, DeltaRelay, error_detail
 from eve_cli.models._openai_wire import ChunkReader, to_messages, to_tools
 from eve_cli.models._provider import HTTPModel
 from eve_cli.models._sse import SSEEvent
+from eve_cli.models._structured import json_schema_format
 from eve_cli.models._tokens import estimate_usage
 
 __all__ = ["OpenAIModel"]
@@ -81,6 +82,9 @@ class OpenAIModel(HTTPModel):
             out["parallel_tool_calls"] = given.parallel_tool_calls
         if (effort := given.effort()) is not None:
             out["reasoning_effort"] = effort
+        if request.output_schema is not None:
+            schema = json_schema_format(request.output_schema)
+            out["response_format"] = {"type": "json_schema", "json_schema": schema}
         return out
 
     async def _read(

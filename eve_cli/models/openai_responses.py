@@ -17,6 +17,7 @@ from eve_cli.models._http import DeltaRelay, one_line
 from eve_cli.models._provider import HTTPModel
 from eve_cli.models._responses_wire import ResponseReader, to_input, to_tools
 from eve_cli.models._sse import SSEEvent
+from eve_cli.models._structured import json_schema_format
 from eve_cli.models._tokens import estimate_usage
 
 __all__ = ["OpenAIResponsesModel"]
@@ -67,6 +68,10 @@ class OpenAIResponsesModel(HTTPModel):
             out["parallel_tool_calls"] = given.parallel_tool_calls
         if (effort := given.effort()) is not None:
             out["reasoning"] = {"effort": effort, "summary": "auto"}
+        if request.output_schema is not None:
+            out["text"] = {
+                "format": {"type": "json_schema", **json_schema_format(request.output_schema)}
+            }
         return out
 
     async def _read(

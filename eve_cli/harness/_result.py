@@ -1,0 +1,111 @@
+"""Structured results (``output_schema``): the final answer parsed and validated, a ``result``
+event with the value, one repair turn on a bad answer, then a clear failure.
+
+A JSON schema is checked here for what structured outputs use (``type``, ``properties``,
+``required``, ``additionalProperties: false``, ``items``, ``enum``, ``anyOf``); a pydantic
+model given to ``define_agent`` validates itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eve_cli._keys import ModelCall
+from eve_cli.harness._host import StepHost
+from eve_cli.harness._outcome import StepResult
+
+__all__ = ["check_result", "parse_result"]
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def parse_result(text: str, schema: dict[str, Any], model: Any = None) -> tuple[Any, str | None]:
+    """``(value, None)`` when ``text`` is JSON valid for ``schema`` (or the pydantic ``model``),
+    else ``(None, why)``."""
+    body = text.strip()
+    if body.startswith("```"):  # a fenced block: its inside
+        body = body.split("\n", 1)[-1].rsplit("```", 1)[0]
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return None, f"the answer is not JSON ({exc.msg} at character {exc.pos})"
+    if model is not None:
+        try:
+            return model.model_validate(value).model_dump(mode="json"), None
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            return None, " ".join(str(exc).split())[:500]
+    problem = _problem(value, schema, "$")
+    return (value, None) if problem is None else (None, problem)
+
+
+def _problem(value: Any, schema: Any, path: str) -> str | None:
+    if not isinstance(schema, dict):
+        return None
+    if "anyOf" in schema:
+        if all(_problem(value, option, path) for option in schema["anyOf"]):
+            return f"{path} matches none of the allowed forms"
+        return None
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind] if kind else []
+    if kinds and not any(_is(value, k) for k in kinds):
+        return f"{path} must be {' or '.join(kinds)}, not {type(value).__name__}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{path} must be one of {schema['enum']}"
+    if isinstance(value, dict):
+        return _object_problem(value, schema, path)
+    if isinstance(value, list) and "items" in schema:
+        for n, item in enumerate(value):
+            if (problem := _problem(item, schema["items"], f"{path}[{n}]")) is not None:
+                return problem
+    return None
+
+
+def _object_problem(value: dict[str, Any], schema: dict[str, Any], path: str) -> str | None:
+    properties = schema.get("properties") or {}
+    for name in schema.get("required") or ():
+        if name not in value:
+            return f"{path} lacks the required {name!r}"
+    for name, item in value.items():
+        if name in properties:
+            if (problem := _problem(item, properties[name], f"{path}.{name}")) is not None:
+                return problem
+        elif schema.get("additionalProperties") is False:
+            return f"{path} has {name!r}, which the schema does not allow"
+    return None
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind in ("integer", "number") and isinstance(value, bool):
+        return False
+    if kind == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _TYPES.get(kind, (object,)))
+
+
+def check_result(host: StepHost, index: int, keys: ModelCall, text: str) -> StepResult:
+    """The final answer of a turn whose agent has an output schema: a ``result`` event when it
+    is valid; else one repair (the error told to the model, another step), then a failure."""
+    config = host.agent.config
+    assert config.output_schema is not None
+    value, problem = parse_result(text, config.output_schema, config.output_type)
+    if problem is None:
+        host.emit("result", {"value": value}, keys.result, index)
+        return StepResult("done")
+    if host.snap.repairs >= 1:
+        return StepResult("failed", f"the answer does not match output_schema: {problem}")
+    host.snap.repairs += 1
+    fix = (
+        f"Your answer does not match the required JSON schema: {problem}. Answer again with "
+        "only the JSON value, matching the schema."
+    )
+    host.append_history({"role": "user", "content": fix}, keys.repair)
+    return StepResult("continue")
