@@ -290,6 +290,7 @@ class AgentConfig:
     mode: Mode = "conversation"
     output_schema: dict[str, Any] | None = None
     output_type: Any = None  # the pydantic model output_schema came from, which validates
+    provider_tools: tuple[dict[str, Any], ...] = ()  # tools the provider runs (web search, ...)
     model_calls_per_step: int = 1
     context_window: int | None = None
     name: str | None = None
@@ -310,6 +311,7 @@ def define_agent(
     limits: Limits | dict[str, Any] | None = None,
     mode: Mode = "conversation",
     output_schema: dict[str, Any] | type | None = None,
+    provider_tools: list[dict[str, Any]] | None = None,
     model_calls_per_step: int = 1,
     context_window: int | None = None,
     name: str | None = None,
@@ -333,6 +335,10 @@ def define_agent(
         output_schema: a JSON schema (or a pydantic model class) the final answer follows: sent
             as the provider's structured output, validated (one repair turn, then the turn
             fails), the parsed value given as a ``result`` event.
+        provider_tools: tools the provider runs itself, each as the provider declares it
+            (Anthropic ``{"type": "web_search_20250305", "name": "web_search"}``, Responses
+            ``{"type": "web_search"}``): their calls and results are kept in history and
+            events as provider-executed, never run here.
         model_calls_per_step: model calls per durable step (default 1).
         context_window: overrides the model's known context window.
         name / description: how a sub-agent is presented to its parent as a tool.
@@ -370,6 +376,7 @@ def define_agent(
         mode=mode,
         output_schema=schema,
         output_type=output_type,
+        provider_tools=tuple(dict(t) for t in provider_tools or ()),
         model_calls_per_step=model_calls_per_step,
         context_window=context_window,
         name=name,

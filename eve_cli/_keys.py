@@ -231,6 +231,15 @@ class ModelCall(_Value):
         return Key(f"{self._base}:res")
 
     @property
+    def provider_requested(self) -> Key:
+        """The ``actions.requested`` event of the tools the provider ran in its answer."""
+        return Key(f"{self._base}:pvr")
+
+    def provider_result(self, n: int) -> Key:
+        """The ``action.result`` event of the ``n``-th tool the provider ran."""
+        return Key(f"{self._base}:pv{n}")
+
+    @property
     def repair(self) -> Key:
         """The history item asking to repair its answer (it did not match the schema)."""
         return Key(f"{self._base}:fix")

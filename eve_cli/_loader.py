@@ -178,6 +178,12 @@ def _model_parts(config: AgentConfig, directory: Path, where: str) -> dict[str, 
         merged = config.settings.merged(config.model_settings)
         if problem or (problem := settings_problem(config.model, merged)):
             raise AgentLoadError(f"{where}: {problem}")
+        provider = config.model.partition(":")[0]
+        if config.provider_tools and provider not in ("anthropic", "openai-responses"):
+            raise AgentLoadError(
+                f"{where}: provider_tools need an anthropic: or openai-responses: model "
+                f"({config.model} runs no tools itself)"
+            )
     try:
         return load_prices(directory / "prices.json")
     except PriceTableError as exc:

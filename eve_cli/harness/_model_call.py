@@ -88,6 +88,7 @@ async def call_model(
             session_id=host.session_id,
             messages_tokens=tokens,
             output_schema=host.agent.config.output_schema,
+            provider_tools=list(host.agent.config.provider_tools),
         )
         return await model.generate(request, deltas.add)
 
@@ -167,6 +168,7 @@ def _answer(
     if isinstance(reasoning, dict):
         answer.reasoning = str(reasoning.get("text") or "")
         answer.redacted = bool(reasoning.get("redacted"))
+        answer.provider_calls = list(reasoning.get("providerCalls") or ())
     return answer
 
 

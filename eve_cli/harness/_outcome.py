@@ -48,4 +48,6 @@ class ModelAnswer:
     cancelled: bool = False
     partial: str = ""
     reasoning: str = ""  # what may be shown of the model's reasoning
+    # tools the provider ran: {"id", "name", "arguments", "output", "isError"} each
+    provider_calls: list[dict[str, Any]] = field(default_factory=list)
     redacted: bool = False  # some of it came encrypted

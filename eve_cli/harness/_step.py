@@ -98,6 +98,28 @@ def _final(host: StepHost, index: int, keys: ModelCall, text: str) -> StepResult
     return StepResult("done")
 
 
+def show_provider_calls(host: StepHost, answer: ModelAnswer, keys: ModelCall, index: int) -> None:
+    """The events of the tools the provider ran in its answer (web search, ...): requested and
+    settled as provider-executed, with no local duration; they are not run here, and a replay
+    emits them from the history item, as recorded."""
+    if not answer.provider_calls:
+        return
+    requested = [
+        {"callId": c["id"], "name": c["name"], "arguments": c.get("arguments"),
+         "providerExecuted": True}
+        for c in answer.provider_calls
+    ]  # fmt: skip
+    host.emit("actions.requested", {"actions": requested}, keys.provider_requested, index)
+    for n, call in enumerate(answer.provider_calls):
+        failed = bool(call.get("isError"))
+        data = {
+            "callId": call["id"], "name": call["name"],
+            "status": "failed" if failed else "completed", "isError": failed,
+            "output": call.get("output") or "", "providerExecuted": True,
+        }  # fmt: skip
+        host.emit("action.result", data, keys.provider_result(n), index)
+
+
 async def model_round(
     host: StepHost, index: int, keys: ModelCall, usage: dict[str, int], cost: list[float]
 ) -> StepResult:
@@ -120,6 +142,7 @@ async def model_round(
         return StepResult("cancelled")
     count_usage(host, answer.usage, usage, cost)
     show_reasoning(host, answer, keys, index)
+    show_provider_calls(host, answer, keys, index)
     calls = answer.tool_calls
     # The reply is an item of the history stream (stored by the call's step); the event refers
     # to it (``_h``) and readers see its text. An empty text is stored as it is: a reader then

@@ -109,7 +109,8 @@ def _assistant_blocks(text: str, calls: list[Message]) -> list[dict[str, Any]]:
 
 
 def _thinking(message: Message) -> list[dict[str, Any]]:
-    """The thinking blocks an Anthropic answer kept, exactly as they came (signatures too)."""
+    """The blocks an Anthropic answer kept, exactly as they came: thinking (signatures too),
+    and the calls and results of tools the provider ran."""
     reasoning = message.get("reasoning")
     if not isinstance(reasoning, dict) or reasoning.get("format") != "anthropic":
         return []
@@ -167,6 +168,7 @@ class _Block:
     text: list[str] = field(default_factory=list)  # text, or thinking
     signature: list[str] = field(default_factory=list)
     data: str = ""  # redacted_thinking
+    raw: dict[str, Any] | None = None  # a provider-executed tool's block, as it came
     id: str = ""
     name: str = ""
     input: dict[str, Any] = field(default_factory=dict)
@@ -247,6 +249,8 @@ class EventReader:
             new.id = str(block.get("id") or "")
             new.name = str(block.get("name") or "")
             new.input = _dict(block.get("input"))
+        elif _provider_executed(new.kind):
+            new.raw = dict(block)
         self.blocks[index] = new
 
     def _delta(self, index: int, delta: dict[str, Any]) -> str:
@@ -280,13 +284,19 @@ class EventReader:
         )
 
     def reasoning(self) -> dict[str, Any] | None:
-        """The thinking and redacted-thinking blocks, in order and exactly as they came, to be
-        sent back (None: the answer had none)."""
+        """The thinking, redacted-thinking and provider-executed tool blocks, in order and
+        exactly as they came, to be sent back (None: the answer had none); ``providerCalls``
+        lists the tools the provider ran, for the events."""
         blocks: list[dict[str, Any]] = []
         shown: list[str] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
-            if block.kind == "thinking":
+            if block.raw is not None:
+                raw = dict(block.raw)
+                if block.json:  # a server tool's input streamed as JSON text
+                    raw["input"] = _parsed("".join(block.json))
+                blocks.append(raw)
+            elif block.kind == "thinking":
                 thinking = "".join(block.text)
                 shown.append(thinking)
                 blocks.append(
@@ -301,8 +311,11 @@ class EventReader:
         if not blocks:
             return None
         redacted = any(b["type"] == "redacted_thinking" for b in blocks)
-        return {"format": "anthropic", "blocks": blocks, "text": "\n\n".join(shown),
-                "redacted": redacted}  # fmt: skip
+        record = {"format": "anthropic", "blocks": blocks, "text": "\n\n".join(shown),
+                  "redacted": redacted}  # fmt: skip
+        if calls := provider_calls(blocks):
+            record["providerCalls"] = calls
+        return record
 
     def tool_calls(self) -> list[ToolCall]:
         """The ``tool_use`` blocks, in order; broken input becomes an argument error."""
@@ -326,6 +339,40 @@ class EventReader:
             cache_read_tokens=self.cache_read,
             cache_write_tokens=self.cache_write,
         )
+
+
+def _provider_executed(kind: str) -> bool:
+    """A block of a tool the provider runs itself (``server_tool_use``, and its result:
+    ``web_search_tool_result``, ``code_execution_tool_result``, ...)."""
+    return kind == "server_tool_use" or (kind.endswith("_tool_result") and kind != "tool_result")
+
+
+def provider_calls(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The provider-executed calls of an answer's blocks, each with its result:
+    ``{"id", "name", "arguments", "output", "isError"}``."""
+    results = {b.get("tool_use_id"): b for b in blocks if b.get("type") != "server_tool_use"}
+    calls = []
+    for block in blocks:
+        if block.get("type") != "server_tool_use":
+            continue
+        result = results.get(block.get("id")) or {}
+        content = result.get("content")
+        failed = isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+        calls.append({
+            "id": str(block.get("id") or ""),
+            "name": str(block.get("name") or ""),
+            "arguments": block.get("input"),
+            "output": json.dumps(content, ensure_ascii=False)[:2000] if content is not None else "",
+            "isError": failed,
+        })  # fmt: skip
+    return calls
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {}
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -59,6 +59,7 @@ class ModelRequest:
     session_id: str | None = None
     messages_tokens: int | None = None
     output_schema: dict[str, Any] | None = None  # the final answer's JSON schema
+    provider_tools: list[dict[str, Any]] = field(default_factory=list)  # run by the provider
 
 
 @dataclass(frozen=True)

@@ -139,10 +139,13 @@ class ResponseReader:
         ]  # fmt: skip
 
     def reasoning(self) -> dict[str, Any] | None:
-        """All output items, to be sent back as they came, when the answer reasoned."""
+        """All output items, to be sent back as they came, when the answer reasoned or the
+        provider ran tools (``providerCalls`` lists those, for the events)."""
         output = self.output()
         thoughts = [i for i in output if i.get("type") == "reasoning"]
-        if not thoughts:
+        ran = [i for i in output if str(i.get("type", "")).endswith("_call")
+               and i.get("type") != "function_call"]  # fmt: skip
+        if not thoughts and not ran:
             return None
         summary = [
             str(part.get("text") or "")
@@ -151,8 +154,16 @@ class ResponseReader:
             if isinstance(part, dict)
         ]
         redacted = any(item.get("encrypted_content") for item in thoughts)
-        return {"format": FORMAT, "items": output, "text": "\n\n".join(summary),
-                "redacted": redacted}  # fmt: skip
+        record = {"format": FORMAT, "items": output, "text": "\n\n".join(summary),
+                  "redacted": redacted}  # fmt: skip
+        if ran:
+            record["providerCalls"] = [
+                {"id": str(item.get("id") or ""), "name": str(item["type"])[: -len("_call")],
+                 "arguments": item.get("action"), "output": str(item.get("status") or ""),
+                 "isError": item.get("status") == "failed"}
+                for item in ran
+            ]  # fmt: skip
+        return record
 
 
 def _usage(raw: dict[str, Any]) -> Usage:

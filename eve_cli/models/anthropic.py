@@ -77,8 +77,8 @@ class AnthropicModel(HTTPModel):
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if system:
             body["system"] = system
-        if request.tools:
-            body["tools"] = to_tools(request.tools)
+        if request.tools or request.provider_tools:
+            body["tools"] = [*to_tools(request.tools), *request.provider_tools]
         body.update(self._settings_body(request))
         if request.output_schema is not None and request.purpose == "turn":
             _force_final_tool(body, request.output_schema)

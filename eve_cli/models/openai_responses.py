@@ -51,8 +51,8 @@ class OpenAIResponsesModel(HTTPModel):
         }
         if request.system:
             body["instructions"] = request.system
-        if request.tools:
-            body["tools"] = to_tools(request.tools)
+        if request.tools or request.provider_tools:
+            body["tools"] = [*to_tools(request.tools), *request.provider_tools]
         body.update(self._settings_body(request))
         return self._url("/responses"), body
 

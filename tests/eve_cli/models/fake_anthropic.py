@@ -45,6 +45,7 @@ class Answer:
     redacted: bool = False
     tools: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     pause: float = 0.0
+    searches: list[str] = field(default_factory=list)  # web searches the server runs first
 
 
 class Refused(Exception):
@@ -58,6 +59,7 @@ class FakeAnthropic:
         self.violations: list[str] = []
         self.cache: set[str] = set()
         self.redacted: set[str] = set()
+        self.server_blocks: set[str] = set()  # server tool blocks sent, as JSON
         self.lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
@@ -109,6 +111,10 @@ class FakeAnthropic:
                 raise Refused(f"messages.{n}: thinking block fields {sorted(block)} were changed")
             if block["signature"] != sign(block["thinking"]):
                 raise Refused(f"messages.{n}: Invalid `signature` in `thinking` block")
+        elif kind in ("server_tool_use", "web_search_tool_result") and (
+            json.dumps(block, sort_keys=True) not in self.server_blocks
+        ):
+            raise Refused(f"messages.{n}: a {kind} block was changed or never sent")
         elif kind == "redacted_thinking" and (
             set(block) != {"type", "data"} or block["data"] not in self.redacted
         ):
@@ -238,6 +244,40 @@ def _events(answer: Answer, usage: dict[str, int], server: FakeAnthropic) -> lis
         )
         out.append(ev("content_block_stop", index=index))
         index += 1
+    for query in answer.searches:
+        use = {
+            "type": "server_tool_use",
+            "id": f"srvtoolu_{len(server.server_blocks) // 2}",
+            "name": "web_search",
+            "input": {},
+        }
+        result = {
+            "type": "web_search_tool_result",
+            "tool_use_id": use["id"],
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "url": "https://example.org/",
+                    "title": query,
+                    "encrypted_content": "EwSr" + query,
+                }
+            ],
+        }
+        server.server_blocks.add(json.dumps({**use, "input": {"query": query}}, sort_keys=True))
+        server.server_blocks.add(json.dumps(result, sort_keys=True))
+        out.append(ev("content_block_start", index=index, content_block=use))
+        partial = json.dumps({"query": query})
+        out.append(
+            ev(
+                "content_block_delta",
+                index=index,
+                delta={"type": "input_json_delta", "partial_json": partial},
+            )
+        )
+        out.append(ev("content_block_stop", index=index))
+        out.append(ev("content_block_start", index=index + 1, content_block=result))
+        out.append(ev("content_block_stop", index=index + 1))
+        index += 2
     if answer.text:
         out.append(
             ev("content_block_start", index=index, content_block={"type": "text", "text": ""})

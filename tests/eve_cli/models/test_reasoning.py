@@ -242,3 +242,53 @@ def test_reasoning_content_of_compatible_servers_is_shown_and_kept(
         assert "reasoning_content" not in json.dumps(server.requests[-1].body)
     finally:
         server.stop()
+
+
+def test_provider_executed_tools_are_kept_and_never_run_here(
+    make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    answers = [Answer(searches=["eve durable"], text="Found it."), Answer(text="Still here.")]
+    with FakeAnthropic(answers) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}
+        agent = make_agent(
+            agent_args=f"model='anthropic:claude-sonnet-4-5', provider_tools=[{search!r}]"
+        )
+        data = tmp_path / "data"
+
+        async def say(text: str, sid: str | None = None) -> str:
+            rt = Runtime(agent_dir=agent, data_dir=data)  # a fresh runtime: as after a restart
+            sid = sid or await rt.create_session()
+            await rt.deliver(sid, text)
+            assert (await rt.drive(sid))["status"] == "waiting"
+            rt.close()
+            return sid
+
+        sid = asyncio.run(say("search"))
+        asyncio.run(say("and now?", sid))
+        events = Runtime(agent_dir=agent, data_dir=data).events(sid)
+        inspected = subprocess.run(
+            [sys.executable, "-m", "eve_cli", "inspect", sid, "--data", str(data)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert fake.violations == []
+    assert fake.requests[0]["tools"][-1]["type"] == "web_search_20250305"
+    sent = [b["type"] for b in fake.requests[1]["messages"][1]["content"]]
+    assert sent == ["server_tool_use", "web_search_tool_result", "text"]  # replayed as recorded
+    [asked] = of_type(events, "actions.requested")
+    assert asked["actions"] == [
+        {
+            "callId": "srvtoolu_0",
+            "name": "web_search",
+            "arguments": {"query": "eve durable"},
+            "providerExecuted": True,
+        }
+    ]
+    [done] = of_type(events, "action.result")
+    assert done["providerExecuted"] is True and done["status"] == "completed"
+    assert "durationMs" not in done and "eve durable" in done["output"]
+    assert inspected.returncode == 0, inspected.stderr
+    assert "web_search" in inspected.stdout
