@@ -61,6 +61,16 @@ def _tail_start(window: list[Message], budget: int) -> int:
     return chosen
 
 
+def _plain(message: Message) -> Message:
+    """A message without the provider's own blocks (reasoning, server tools): a summary needs
+    the conversation, and a provider may refuse reasoning sent back outside its tool loop."""
+    return (
+        {k: v for k, v in message.items() if k != "reasoning"}
+        if "reasoning" in message
+        else message
+    )
+
+
 async def compact(
     host: StepHost,
     keys: Compaction,
@@ -92,7 +102,7 @@ async def compact(
     async def summarise() -> dict[str, Any]:
         request = ModelRequest(
             system=SUMMARY_SYSTEM,
-            messages=prior + older,
+            messages=prior + [_plain(m) for m in older],
             call_index=call_index,
             purpose="summary",
             session_id=host.session_id,

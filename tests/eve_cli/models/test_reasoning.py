@@ -292,3 +292,33 @@ def test_provider_executed_tools_are_kept_and_never_run_here(
     assert "durationMs" not in done and "eve durable" in done["output"]
     assert inspected.returncode == 0, inspected.stderr
     assert "web_search" in inspected.stdout
+
+
+def test_thinking_survives_compaction(
+    make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    answers = [Answer(thinking=f"thought {n} …", text=f"Answer {n}.") for n in range(12)]
+    with FakeAnthropic(answers) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        agent = thinking_agent(
+            make_agent, {"note": NOTE_TOOL},
+            ", context_window=3000, compaction=Compaction(threshold_percent=0.9, "
+            "reserved_tokens=0)",
+        )  # fmt: skip
+
+        async def main() -> list[dict[str, Any]]:
+            rt = Runtime(agent_dir=agent, data_dir=tmp_path / "data")
+            sid = await rt.create_session()
+            for n in range(8):
+                await rt.deliver(sid, f"message {n} " + "words " * 400)
+                assert (await rt.drive(sid))["status"] == "waiting"
+            return rt.events(sid)
+
+        events = asyncio.run(main())
+    assert fake.violations == []
+    assert any(e["type"] == "compaction.completed" and e["status"] == "completed" for e in events)
+    summaries = [b for b in fake.requests if "thinking" not in b]
+    assert summaries and all("'thinking'" not in str(b["messages"]) for b in summaries)
+    last = fake.requests[-1]["messages"]
+    kept = [m for m in last if m["role"] == "assistant"]
+    assert kept and all(m["content"][0]["type"] == "thinking" for m in kept)
