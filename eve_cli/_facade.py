@@ -48,8 +48,15 @@ class Facade(Protocol):
         self, mode: str | None = None, model: str | None = None, operation_id: str | None = None
     ) -> str: ...
 
-    async def deliver(self, sid: str, message: str, turn_policy: TurnPolicy = "steer") -> Receipt:
-        """Start, steer or queue a turn with ``message``, or say why not."""
+    async def deliver(
+        self,
+        sid: str,
+        message: str,
+        turn_policy: TurnPolicy = "steer",
+        output_schema: dict[str, Any] | None = None,
+    ) -> Receipt:
+        """Start, steer or queue a turn with ``message`` (whose answer follows
+        ``output_schema``, when given), or say why not."""
         ...
 
     async def respond(self, sid: str, responses: list[dict[str, Any]]) -> Receipt:

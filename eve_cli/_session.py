@@ -74,6 +74,7 @@ class Snapshot:
     turn_tokens: int = 0  # ``tokens`` when this turn began (or was let go past its budget)
     turn_cost: float = 0.0  # ``cost`` likewise
     repairs: int = 0  # this turn's answers sent back for not matching the output schema
+    turn_schema: dict[str, Any] | None = None  # the output schema its message came with
     history_start: int = 0
     history_len: int = 0
     summary_at: int | None = None  # history index of the current summary item
@@ -152,7 +153,7 @@ CODES = {
     "gen": "g", "turns": "t", "steps": "s", "model_calls": "n", "tokens": "x",
     "token_allowance": "xa", "time_allowance": "ta", "history_start": "hs",
     "cost": "co", "cost_allowance": "ca", "turn_tokens": "xt", "turn_cost": "ct",
-    "repairs": "rp",
+    "repairs": "rp", "turn_schema": "os",
     "history_len": "hl", "summary_at": "sa", "compactions": "cp",
     "state": "st", "approved_tools": "ap", "pending": "p", "queued": "q", "task": "tk",
     "parent": "pa", "cancel_token": "ck", "ended": "e",

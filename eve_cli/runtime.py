@@ -385,11 +385,19 @@ class Runtime:
             return "the session has ended"
 
     async def deliver(
-        self, sid: str, message: str, turn_policy: TurnPolicy = "steer"
+        self,
+        sid: str,
+        message: str,
+        turn_policy: TurnPolicy = "steer",
+        output_schema: dict[str, Any] | None = None,
     ) -> DeliveryReceipt:
-        """Deliver a user message; the receipt says whether it starts, steers or queues."""
+        """Deliver a user message; the receipt says whether it starts, steers or queues.
+        ``output_schema``: the JSON schema the answer to the turn it starts follows (a
+        ``result`` event; in place of the agent's own)."""
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
+        if output_schema is not None and not isinstance(output_schema, dict):
+            raise ValueError("output_schema must be a JSON schema object")
         if (problem := bad_text(message, "the message")) is not None:
             return DeliveryReceipt(sid, "rejected", problem)  # nothing stored
         # One delivery to a session at a time in this process: what is ahead of a message in
@@ -403,7 +411,8 @@ class Runtime:
             status, since = await self.call(self._status_at, sid, meta)
             if status in _ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-            sent = await self._send(sid, compact_message(message, turn_policy), meta)
+            payload = compact_message(message, turn_policy, output_schema)
+            sent = await self._send(sid, payload, meta)
         if isinstance(sent, str):
             return DeliveryReceipt(sid, "rejected", sent)
         return DeliveryReceipt(sid, await self._disposition(sid, sent, turn_policy, since, meta))

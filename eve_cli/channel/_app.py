@@ -23,6 +23,7 @@ from eve_cli.channel._auth import BearerAuth, is_session_id, parent_of
 from eve_cli.channel._bodies import (
     input_responses,
     optional_str,
+    output_schema,
     read_json,
     receipt_body,
     turn_policy,
@@ -240,7 +241,7 @@ class Channel:
         message = optional_str(body, "message")
         mode = optional_str(body, "mode")
         operation_id = optional_str(body, "operationId")
-        policy = turn_policy(body)
+        policy, schema = turn_policy(body), output_schema(body)
         if mode is not None and mode not in MODES:
             raise ChannelError(400, f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         # One create at a time: a repeated operationId must find the session made by the first,
@@ -258,7 +259,7 @@ class Channel:
                 not existed
                 or not await self._call_sync(lambda: self.runtime.ever_delivered(sid), sid)
             ):
-                out.update(await self._deliver(sid, message, policy))
+                out.update(await self._deliver(sid, message, policy, schema))
         return JSONResponse(out, 202)
 
     async def list_sessions(self, request: Request) -> Response:
@@ -307,11 +308,12 @@ class Channel:
         sid = self._session_id(request)
         body = await self._json(request)
         message = optional_str(body, "message")
+        schema = output_schema(body)
         responses = body.get("inputResponses")
         if (message is None) == (responses is None):
             raise ChannelError(400, "send exactly one of 'message' or 'inputResponses'")
         if message is not None:  # an unknown session is the runtime's 404
-            out = await self._deliver(sid, message, turn_policy(body))
+            out = await self._deliver(sid, message, turn_policy(body), schema)
             if out["disposition"] == "rejected":
                 return _rejected(sid, out)
             return JSONResponse({"sessionId": sid, **out}, 202)
@@ -348,8 +350,11 @@ class Channel:
 
     # -- helpers -------------------------------------------------------------------------
 
-    async def _deliver(self, sid: str, message: str, policy: TurnPolicy) -> dict[str, Any]:
-        receipt = await self._call(self.runtime.deliver(sid, message, turn_policy=policy), sid)
+    async def _deliver(
+        self, sid: str, message: str, policy: TurnPolicy, schema: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        delivered = self.runtime.deliver(sid, message, turn_policy=policy, output_schema=schema)
+        receipt = await self._call(delivered, sid)
         out = receipt_body(receipt)
         self.metrics.deliveries.labels(out["disposition"]).inc()
         if out["disposition"] != "rejected":

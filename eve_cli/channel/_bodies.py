@@ -65,6 +65,14 @@ def optional_str(body: dict[str, Any], key: str) -> str | None:
     return value
 
 
+def output_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``outputSchema``: the JSON schema the answer to the turn a message starts follows."""
+    value = body.get("outputSchema")
+    if value is not None and not isinstance(value, dict):
+        raise ChannelError(400, "'outputSchema' must be a JSON schema object")
+    return value
+
+
 def turn_policy(body: dict[str, Any]) -> TurnPolicy:
     policy = body.get("turnPolicy", "steer")
     if policy == "steer":

@@ -119,10 +119,16 @@ class RemoteRuntime:
         return str(result["sessionId"])
 
     async def deliver(
-        self, sid: str, message: str, turn_policy: TurnPolicy = "steer"
+        self,
+        sid: str,
+        message: str,
+        turn_policy: TurnPolicy = "steer",
+        output_schema: dict[str, Any] | None = None,
     ) -> RemoteReceipt:
         """Deliver a message; the server starts, steers, queues or rejects it."""
-        body = {"message": message, "turnPolicy": turn_policy}
+        body: dict[str, Any] = {"message": message, "turnPolicy": turn_policy}
+        if output_schema is not None:
+            body["outputSchema"] = output_schema
         try:
             result = await self._marked(sid, f"/session/{sid}", body)
         except RemoteError as exc:

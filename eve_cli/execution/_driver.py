@@ -125,6 +125,8 @@ def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
     start: dict[str, Any] = {"h": host.append_history(message, turn(snap.turns + 1).first.user)}
     if isinstance(payload.get("d"), int):
         start["d"] = payload["d"]  # its delivery id, for the message.received event
+    if isinstance(payload.get("outputSchema"), dict):
+        start["o"] = payload["outputSchema"]  # this turn's answer follows it
     return start
 
 

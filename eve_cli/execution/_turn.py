@@ -53,6 +53,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     await host.load_keys()
     host.emit("turn.started", {}, keys.start)
     start = data["start"]
+    snap.turn_schema = start.get("o")
     # The driver stored the message in history ("h"), and says its delivery id ("d").
     await host.read_ahead(start["h"])
     fold_message(host, "", keys.first, "started", None, start["h"], start.get("d"))

@@ -21,15 +21,24 @@ from eve_cli.harness._host import StepHost
 Effect = Literal["none", "steered", "cancel"]
 
 
-def compact_message(text: str, policy: str) -> dict[str, Any]:
-    """The payload that delivers a user message (see :func:`expand_delivery`)."""
-    return {"m": text} if policy == "steer" else {"m": text, "p": policy}
+def compact_message(
+    text: str, policy: str, output_schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The payload that delivers a user message (see :func:`expand_delivery`); ``o``: the
+    JSON schema of the answer to the turn it starts."""
+    payload: dict[str, Any] = {"m": text} if policy == "steer" else {"m": text, "p": policy}
+    if output_schema is not None:
+        payload["o"] = output_schema
+    return payload
 
 
 def expand_delivery(payload: Any) -> Any:
     """A delivery as the harness reads it: a compact message made whole, others as sent."""
     if isinstance(payload, dict) and "m" in payload and "kind" not in payload:
-        return {"kind": "message", "text": payload["m"], "policy": payload.get("p", "steer")}
+        whole = {"kind": "message", "text": payload["m"], "policy": payload.get("p", "steer")}
+        if isinstance(payload.get("o"), dict):
+            whole["outputSchema"] = payload["o"]
+        return whole
     return payload
 
 

@@ -13,6 +13,7 @@ from eve_cli._text import repair, warn
 from eve_cli.harness._deltas import DeltaBuffer
 from eve_cli.harness._host import Reply, StepHost
 from eve_cli.harness._outcome import ModelAnswer
+from eve_cli.harness._result import output_schema
 from eve_cli.models import ModelError, ModelRequest, ModelResponse, ToolSpec
 from world import STORAGE_ERRORS
 
@@ -57,13 +58,11 @@ def _tool_specs(agent: AgentDefinition) -> list[ToolSpec]:
 
 def system_prompt(host: StepHost) -> str:
     agent = host.agent
-    config, text = agent.config, agent.instructions
-    if config.output_schema:
+    text = agent.instructions
+    if schema := output_schema(host)[0]:
         import json
 
-        text += "\n\nYour final answer must be JSON matching this schema:\n" + json.dumps(
-            config.output_schema
-        )
+        text += "\n\nYour final answer must be JSON matching this schema:\n" + json.dumps(schema)
     return text
 
 
@@ -87,7 +86,7 @@ async def call_model(
             call_index=n,
             session_id=host.session_id,
             messages_tokens=tokens,
-            output_schema=host.agent.config.output_schema,
+            output_schema=output_schema(host)[0],
             provider_tools=list(host.agent.config.provider_tools),
         )
         return await model.generate(request, deltas.add)
@@ -138,10 +137,12 @@ def valid_text(response: ModelResponse, model: str) -> ModelResponse:
         fixed, n = repair(fields)
         changed += n
         calls.append(replace(call, **dict(zip(_CALL_FIELDS, fixed, strict=True))) if n else call)
+    reasoning, n = repair(response.reasoning)  # a provider's blocks too (kept in history)
+    changed += n
     if not changed:
         return response
     warn(f"model {model}")
-    return replace(response, text=text, tool_calls=calls)
+    return replace(response, text=text, tool_calls=calls, reasoning=reasoning)
 
 
 _CALL_FIELDS = ("id", "name", "arguments", "raw_arguments", "argument_error")

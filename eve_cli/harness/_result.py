@@ -91,12 +91,20 @@ def _is(value: Any, kind: str) -> bool:
     return isinstance(value, _TYPES.get(kind, (object,)))
 
 
+def output_schema(host: StepHost) -> tuple[dict[str, Any] | None, Any]:
+    """The schema this turn's answer follows (the one its message came with, else the
+    agent's) and the pydantic model that validates it (the agent's only)."""
+    if host.snap.turn_schema is not None:
+        return host.snap.turn_schema, None
+    return host.agent.config.output_schema, host.agent.config.output_type
+
+
 def check_result(host: StepHost, index: int, keys: ModelCall, text: str) -> StepResult:
-    """The final answer of a turn whose agent has an output schema: a ``result`` event when it
-    is valid; else one repair (the error told to the model, another step), then a failure."""
-    config = host.agent.config
-    assert config.output_schema is not None
-    value, problem = parse_result(text, config.output_schema, config.output_type)
+    """The final answer of a turn with an output schema: a ``result`` event when it is valid;
+    else one repair (the error told to the model, another step), then a failure."""
+    schema, model = output_schema(host)
+    assert schema is not None
+    value, problem = parse_result(text, schema, model)
     if problem is None:
         host.emit("result", {"value": value}, keys.result, index)
         return StepResult("done")

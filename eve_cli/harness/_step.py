@@ -17,7 +17,7 @@ from eve_cli.harness._host import StepHost
 from eve_cli.harness._limits import check_limits
 from eve_cli.harness._model_call import call_model, system_prompt, tool_specs
 from eve_cli.harness._outcome import ModelAnswer, StepResult
-from eve_cli.harness._result import check_result
+from eve_cli.harness._result import check_result, output_schema
 from eve_cli.harness._tool_calls import (
     CANCELLED_CALL,
     admit_resolved,
@@ -93,7 +93,7 @@ def show_reasoning(host: StepHost, answer: ModelAnswer, keys: ModelCall, index: 
 def _final(host: StepHost, index: int, keys: ModelCall, text: str) -> StepResult:
     """An answer without tool calls: the turn's end, once its structured result (if the agent
     has an output schema) is valid."""
-    if host.agent.config.output_schema is not None:
+    if output_schema(host)[0] is not None:
         return check_result(host, index, keys, text)
     return StepResult("done")
 

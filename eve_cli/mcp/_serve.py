@@ -40,6 +40,10 @@ _RESPONSE = {
 }
 
 
+# The JSON schema the answer to the turn a message starts must follow (a `result` event).
+_SCHEMA = {"type": "object", "description": "JSON schema of the answer (a result event)"}
+
+
 def _tool(name: str, description: str, props: dict[str, Any], required: list[str]) -> types.Tool:
     schema = {"type": "object", "properties": props, "required": required,
               "additionalProperties": False}  # fmt: skip
@@ -51,7 +55,12 @@ TOOLS = [
         "agent_start",
         "Start a session with a first message. The same `key` again returns that session "
         "(its message is delivered once). Answers the session id, status and events.",
-        {"message": {"type": "string"}, "key": {"type": "string"}, "wait": _WAIT},
+        {
+            "message": {"type": "string"},
+            "key": {"type": "string"},
+            "wait": _WAIT,
+            "outputSchema": _SCHEMA,
+        },
         ["message"],
     ),
     _tool(
@@ -63,6 +72,7 @@ TOOLS = [
             "message": {"type": "string"},
             "policy": {"enum": ["steer", "queue"]},
             "wait": _WAIT,
+            "outputSchema": _SCHEMA,
         },
         ["sessionId", "message"],
     ),
@@ -91,9 +101,16 @@ _SCHEMAS = {tool.name: tool.input_schema for tool in TOOLS}
 
 Handler = Callable[[AgentService, dict[str, Any], Progress], Awaitable[dict[str, Any]]]
 HANDLERS: dict[str, Handler] = {
-    "agent_start": lambda s, a, p: s.start(a["message"], a.get("key"), a.get("wait", 0), p),
+    "agent_start": lambda s, a, p: s.start(
+        a["message"], a.get("key"), a.get("wait", 0), p, a.get("outputSchema")
+    ),
     "agent_send": lambda s, a, p: s.send(
-        a["sessionId"], a["message"], a.get("policy", "steer"), a.get("wait", 0), p
+        a["sessionId"],
+        a["message"],
+        a.get("policy", "steer"),
+        a.get("wait", 0),
+        p,
+        a.get("outputSchema"),
     ),
     "agent_get": lambda s, a, p: s.get(a["sessionId"], a.get("since", 0), a.get("wait", 0)),
     "agent_respond": lambda s, a, p: s.respond(a["sessionId"], a["responses"], a.get("wait", 0), p),

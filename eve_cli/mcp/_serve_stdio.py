@@ -117,4 +117,3 @@ def _divert(fd: int, path: str | None, flags: int) -> int:
     finally:
         os.close(target)
     return private
-

@@ -43,6 +43,7 @@ class AgentService:
         key: str | None = None,
         wait: float = 0.0,
         progress: Progress | None = None,
+        output_schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A new session with its first message; the same ``key`` again is that session (its
         message is delivered once, however the first call ended)."""
@@ -54,7 +55,7 @@ class AgentService:
             sid = await rt.create_session(operation_id=key)
             out: dict[str, Any] = {"sessionId": sid, "created": not existed}
             if not existed or not await rt.call(rt.ever_delivered, sid):
-                out.update(await self._deliver(sid, message, "steer"))
+                out.update(await self._deliver(sid, message, "steer", output_schema))
         return {**out, **await self._settled(sid, 0, wait, progress)}
 
     async def send(
@@ -64,11 +65,12 @@ class AgentService:
         policy: TurnPolicy = "steer",
         wait: float = 0.0,
         progress: Progress | None = None,
+        output_schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Deliver a message: it starts a turn, steers the running one or is queued for the
         next (``disposition`` says which)."""
         since = await self._length(session_id)
-        out = await self._deliver(session_id, message, policy)
+        out = await self._deliver(session_id, message, policy, output_schema)
         if out["disposition"] == "rejected":
             raise ServiceError(f"session {session_id}: message rejected: {out.get('reason')}")
         return {**out, **await self._settled(session_id, since, wait, progress)}
@@ -109,8 +111,11 @@ class AgentService:
         self.supervisor.kick(session_id)
         return {"cancelled": True, **await self._state(session_id, since)}
 
-    async def _deliver(self, sid: str, message: str, policy: TurnPolicy) -> dict[str, Any]:
-        receipt = await self._guard(sid, self.runtime.deliver(sid, message, turn_policy=policy))
+    async def _deliver(
+        self, sid: str, message: str, policy: TurnPolicy, schema: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        delivered = self.runtime.deliver(sid, message, turn_policy=policy, output_schema=schema)
+        receipt = await self._guard(sid, delivered)
         out: dict[str, Any] = {"disposition": receipt.disposition}
         if receipt.reason:
             out["reason"] = receipt.reason

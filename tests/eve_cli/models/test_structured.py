@@ -175,3 +175,24 @@ def test_chat_json_and_log_json_give_the_result(tmp_path: Path) -> None:
     document = json.loads(eve("log", lines[0]["sessionId"], "--json"))
     [entry] = [e for e in document["entries"] if e["role"] == "result"]
     assert entry["value"] == {"city": "Oslo", "days": 3}
+
+
+def test_a_schema_per_delivery_applies_to_its_turn_only(
+    make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    agent = make_agent(script=[reply('{"city": "Oslo", "days": 3}'), reply("plain words")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, data_dir=tmp_path / "data")
+        sid = await rt.create_session()
+        await rt.deliver(sid, "plan", output_schema=SCHEMA)
+        assert (await rt.drive(sid))["status"] == "waiting"
+        await rt.deliver(sid, "chat")  # no schema: a plain answer, no result
+        view = await rt.drive(sid)
+        assert [t["status"] for t in view["turns"]] == ["completed", "completed"]
+        [result] = of_type(rt, sid, "result")
+        assert (result["turnId"], result["value"]) == ("t1", {"city": "Oslo", "days": 3})
+        with pytest.raises(ValueError, match="output_schema must be a JSON schema object"):
+            await rt.deliver(sid, "x", output_schema="nope")  # type: ignore[arg-type]
+
+    asyncio.run(main())
