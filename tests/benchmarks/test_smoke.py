@@ -61,6 +61,7 @@ EXPECTED = {
     },
     "timer_wake": {"timer_wake.scan", "timer_wake.idle_cpu", "timer_wake.late"},
     "evals": {"evals.overhead"},
+    "cache": {"cache.full_price_input", "cache.cost"},
     "server_throughput": {
         "server_throughput.steps_per_s.1",
         "server_throughput.latency_p50.1",
