@@ -16,9 +16,9 @@ from typing import Any
 from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
 from eve_cli.models._calls import history_arguments, make_tool_call
 
-__all__ = ["FORMAT", "ResponseReader", "to_input", "to_tools"]
+__all__ = ["KIND", "ResponseReader", "to_input", "to_tools"]
 
-FORMAT = "openai-responses"
+KIND = "openai-responses"  # the history record of its answers
 
 
 def to_input(messages: list[Message]) -> list[dict[str, Any]]:
@@ -44,7 +44,7 @@ def to_input(messages: list[Message]) -> list[dict[str, Any]]:
 
 def _assistant(message: Message, content: str) -> list[dict[str, Any]]:
     reasoning = message.get("reasoning")
-    if isinstance(reasoning, dict) and reasoning.get("format") == FORMAT:
+    if isinstance(reasoning, dict) and reasoning.get("format") == KIND:
         kept = [dict(i) for i in reasoning.get("items") or () if isinstance(i, dict)]
         if kept:
             return kept  # the answer's own items, reasoning first, exactly as they came
@@ -154,7 +154,7 @@ class ResponseReader:
             if isinstance(part, dict)
         ]
         redacted = any(item.get("encrypted_content") for item in thoughts)
-        record = {"format": FORMAT, "items": output, "text": "\n\n".join(summary),
+        record = {"format": KIND, "items": output, "text": "\n\n".join(summary),
                   "redacted": redacted}  # fmt: skip
         if ran:
             record["providerCalls"] = [
