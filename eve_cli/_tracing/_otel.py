@@ -148,6 +148,7 @@ class TurnTrace:
         self.turn_started: float | None = None
         self.step_started: dict[int, float | None] = {}
         self.step_usage: dict[int, tuple[int, int]] = {}
+        self.cost = 0.0  # dollars, from the steps' recorded costs
         self.calls: dict[str, tuple[str, Any]] = {}
 
     # -- events -----------------------------------------------------------------------
@@ -174,6 +175,8 @@ class TurnTrace:
                 int(usage.get("inputTokens") or 0),
                 int(usage.get("outputTokens") or 0),
             )
+            if isinstance(event.get("cost"), int | float):
+                self.cost += float(event["cost"])
             if fresh:
                 self._end_step(index, event.get("error"))
         elif kind in ("turn.completed", "turn.failed", "turn.cancelled") and fresh:
@@ -215,6 +218,8 @@ class TurnTrace:
             "eve.turn.status": status,
             "eve.turn.steps": len(self.step_usage),
         }
+        if self.cost:
+            attributes["eve.turn.cost_usd"] = round(self.cost, 9)
         with self._chosen(self.turn_span):
             span = self.exporter.tracer.start_span(
                 f"invoke_agent {self.info.agent}",
@@ -303,6 +308,13 @@ class TurnTrace:
             "gen_ai.usage.output_tokens": usage.output_tokens,
             "gen_ai.response.model": self.model_name,
         }
+        for name, value in (
+            ("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens),
+            ("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens),
+            ("eve.usage.reasoning_tokens", usage.reasoning_tokens),
+        ):
+            if value:
+                attributes[name] = value
         if response.stop_reason:
             attributes["gen_ai.response.finish_reasons"] = (response.stop_reason,)
         if running.kind == "compaction":

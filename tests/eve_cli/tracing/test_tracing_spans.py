@@ -210,3 +210,19 @@ def test_tracing_off_imports_no_opentelemetry(make_agent: AgentFactory) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_cache_and_reasoning_tokens_and_the_turn_cost_are_span_attributes(
+    receiver: Receiver, make_agent: AgentFactory
+) -> None:
+    usage = {"input": 1000, "output": 200, "cache_read": 600, "cache_write": 300, "reasoning": 50}
+    agent = make_agent(script=[reply("hi", usage=usage)], agent_args="tracing=True")
+    (agent / "prices.json").write_text('{"scripted": {"input": 1, "output": 2}}')
+    run_turns(agent, None, "hello")
+    spans = receiver.wait_for(lambda s: len(by_name(s, "invoke_agent")) == 1)
+    [chat] = by_name(spans, "chat ")
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 600
+    assert chat.attributes["gen_ai.usage.cache_creation.input_tokens"] == 300
+    assert chat.attributes["eve.usage.reasoning_tokens"] == 50
+    [turn] = by_name(spans, "invoke_agent")
+    assert turn.attributes["eve.turn.cost_usd"] == (1000 * 1 + 200 * 2) / 1e6
