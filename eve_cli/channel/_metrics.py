@@ -26,6 +26,13 @@ GAUGE_TTL = 5.0
 _ENDS = {"turn.completed": "completed", "turn.failed": "failed", "turn.cancelled": "cancelled"}
 # Where a step's model call ends: its answer's tool calls, or its text when it asked for none.
 _ANSWERED = ("actions.requested", "message.completed")
+_TOKEN_KINDS = (
+    ("inputTokens", "input"),
+    ("outputTokens", "output"),
+    ("cacheReadTokens", "cache_read"),
+    ("cacheWriteTokens", "cache_write"),
+    ("reasoningTokens", "reasoning"),
+)
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -43,6 +50,7 @@ class ServerMetrics:
         self.turns_ended = Counter("eve_turns_ended", "Turns ended", ["status"], registry=r)
         self.steps = Counter("eve_steps", "Steps ended", ["status"], registry=r)
         self.tokens = Counter("eve_tokens", "Model tokens", ["kind"], registry=r)
+        self.cost = Counter("eve_cost_dollars", "Model cost by the price table", registry=r)
         self.model_seconds = Histogram(
             "eve_model_call_seconds", "A step's model call", buckets=_SECONDS, registry=r
         )
@@ -91,9 +99,11 @@ class ServerMetrics:
         self.steps.labels(kind.removeprefix("step.")).inc()
         usage = event.get("usage")
         if isinstance(usage, Mapping):
-            for field, name in (("inputTokens", "input"), ("outputTokens", "output")):
+            for field, name in _TOKEN_KINDS:
                 if isinstance(count := usage.get(field), int) and count > 0:
                     self.tokens.labels(name).inc(count)
+        if isinstance(cost := event.get("cost"), int | float) and cost > 0:
+            self.cost.inc(cost)
 
     def watch(self) -> Callable[[], None]:
         """Start counting the events of this process; returns the call that stops it."""

@@ -49,6 +49,7 @@ def test_metrics_count_what_the_worker_did_behind_the_token(
         tmp_path / "s.json", [call("shout", text="hi"), reply("done"), reply("again")]
     )
     agent = write_agent(tmp_path / "agent", script, TOOLS)
+    (agent / "prices.json").write_text('{"scripted": {"input": 1000, "output": 2000}}')
     monkeypatch.setenv("EVE_AUTH_TOKEN", TOKEN)
     server = eve_process("start", "--port", "0", "--agent", str(agent))
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -73,6 +74,9 @@ def test_metrics_count_what_the_worker_did_behind_the_token(
     assert got[("eve_deliveries_total", (("disposition", "started"),))] == 2
     assert got[("eve_sessions", (("status", "waiting"),))] == 1
     assert got[("eve_tokens_total", (("kind", "output"),))] > 0
+    tokens = {k: got[("eve_tokens_total", (("kind", k),))] for k in ("input", "output")}
+    cost = (tokens["input"] * 1000 + tokens["output"] * 2000) / 1e6  # dollars per million
+    assert got[("eve_cost_dollars_total", ())] == pytest.approx(cost)
 
 
 def test_ready_names_a_broken_agent_and_health_stays_alive(
