@@ -178,9 +178,11 @@ def test_a_drained_worker_hands_its_session_over_at_once(
         "start", "--port", "0", "--agent", str(agent), "--world", world_url,
         "--drain-timeout", "0.5",
     )  # fmt: skip
-    sid = httpx.post(
+    created = httpx.post(
         f"{first.url}{API}/session", json={"message": "go"}, headers=JSON, timeout=WAIT
-    ).json()["sessionId"]
+    )
+    assert created.status_code == 202, (created.text, first.stderr_lines)
+    sid = created.json()["sessionId"]
     read_events(
         first.url, sid, lambda e: e["type"] == "message.appended" and e.get("stepIndex", 0) >= 1
     )
