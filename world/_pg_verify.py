@@ -8,7 +8,10 @@ hole, is damage too (nothing here is a torn tail: every row was committed whole)
 
 `repair` fixes what can be fixed without losing anything: a damaged record, delivery or stream
 item is copied to the `quarantine` table (migration 4) and replaced in place by a gap record,
-so positions, delivery ids and stream indexes do not move; an unreadable head is moved there
+so positions, delivery ids and stream indexes do not move; a record or stream item missing
+(a hole an older eve left when the server crashed: it committed batches without waiting for
+their WAL) gets a gap record at its position (readers take it as lost, as they already read
+the hole); an unreadable head is moved there
 (the engine rebuilds it from the journal); a hook claim left by a family that is gone is moved
 there. Nothing is deleted without its bytes being kept. A family is repaired under its lease,
 so one a live worker drives is left alone (`busy`). After a repair a family whose gaps lie
@@ -210,13 +213,41 @@ def _fill(world: PostgresWorld, found: Finding) -> Finding:
                 f"WHERE {key_col} = %s AND {pos_col} = %s",
                 [GAP_FRAME, key, pos],
             )
-        if not damaged:
-            return "nothing damaged any more; a row is missing: left as it is"
-        return f"{len(damaged)} damaged row(s) replaced by gap records (kept in quarantine)"
+        missing = _fill_holes(world, conn, found.kind, key, {int(p) for p, _ in rows})
+        if not damaged and not missing:
+            return "nothing damaged or missing any more: left as it is"
+        done = []
+        if damaged:
+            done.append(f"{len(damaged)} damaged row(s) replaced by gap records (in quarantine)")
+        if missing:
+            done.append(f"{missing} missing row(s) recorded as gaps (lost in a server crash)")
+        return ", ".join(done)
 
     if not root:
         return _done(found, "corrupt", "the stream belongs to no family: left as it is")
     return _guarded(world, root, found, fix)
+
+
+def _fill_holes(world: PostgresWorld, conn: Any, kind: str, key: str, present: set[int]) -> int:
+    """Gap records where a journal's or stream's rows are missing (positions 1.. up to the
+    journal's end, indexes 0.. up to the stream's length); how many."""
+    s = world.schema_sql
+    if kind == "journal":
+        row = conn.execute(f"SELECT next_pos FROM {s}.families WHERE root = %s", [key]).fetchone()
+        wanted = range(1, int(row[0])) if row else range(0)
+        insert = f"INSERT INTO {s}.records (root, pos, frame) VALUES (%s, %s, %s)"
+    elif kind == "stream":
+        row = conn.execute(f"SELECT length FROM {s}.streams WHERE name = %s", [key]).fetchone()
+        wanted = range(0, int(row[0])) if row else range(0)
+        insert = f"INSERT INTO {s}.stream_items (name, idx, frame) VALUES (%s, %s, %s)"
+    else:
+        return 0
+    missing = [pos for pos in wanted if pos not in present]
+    for pos in missing:
+        conn.execute(insert, [key, pos, GAP_FRAME])
+    if missing and kind == "stream":  # (its items changed: a cached digest no longer holds)
+        conn.execute(f"UPDATE {s}.streams SET rewrites = rewrites + 1 WHERE name = %s", [key])
+    return len(missing)
 
 
 def _guarded(

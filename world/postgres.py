@@ -1605,11 +1605,14 @@ class PostgresWorld(World):
             start = max(self.stream_length(name) + start, 0)
         self._settled(name)
         rows = self._all("stream_read", {"name": name, "start": start, "end": end})
-        # A gap record `eve doctor --repair` left for a damaged item reads as lost.
-        return [
-            LostItem(int(idx)) if "v" not in rec else rec["v"]
-            for idx, rec in self._parse(rows, f"{self.where}: stream {name}")
-        ]
+        # A gap record `eve doctor --repair` left for a damaged item reads as lost, and so
+        # does an item missing (a hole an older eve left in a crash of the server): every
+        # item is read at its index.
+        out: list[Any] = []
+        for idx, rec in self._parse(rows, f"{self.where}: stream {name}"):
+            out += [LostItem(missing) for missing in range(start + len(out), int(idx))]
+            out.append(LostItem(int(idx)) if "v" not in rec else rec["v"])
+        return out
 
     def stream_length(self, name: str) -> int:
         check_name(name, "stream name")

@@ -189,3 +189,37 @@ def test_a_mistyped_world_url_is_refused_and_makes_no_store_of_its_own(
         assert len(lines) == 1 and said in lines[0] and "Traceback" not in result.stderr
         assert "hunter2" not in result.stderr + result.stdout
     assert sorted(p.name for p in isolated.iterdir()) == before
+
+
+def test_a_hole_an_older_eve_left_in_a_crash_is_read_around_and_repaired(
+    eve: Eve, url: str
+) -> None:
+    sid = json_lines(eve("chat", "--world", url, "--json", "-p", "hello").stdout)[0]["sessionId"]
+    s = '"' + url.rsplit("schema=", 1)[1].split("&")[0] + '"'
+    with psycopg.connect(require_server(), autocommit=True) as conn:
+        # As a batch committed without waiting for its WAL, lost in a crash of the server
+        # while later ones were kept: items missing in the middle of the events.
+        length = conn.execute(
+            f"SELECT length FROM {s}.streams WHERE name = %s", [f"events.{sid}"]
+        ).fetchone()
+        assert length is not None and length[0] > 4
+        conn.execute(
+            f"DELETE FROM {s}.stream_items WHERE name = %s AND idx IN (2, 3)", [f"events.{sid}"]
+        )
+    found = json.loads(eve("doctor", "--world", url, "--json").stdout)["findings"]
+    assert [(f["state"], f["offset"]) for f in found if f["path"] == f"streams/events.{sid}"] == [
+        ("corrupt", 2)
+    ]
+    shown = eve("inspect", "--world", url, sid)  # read around before any repair
+    assert shown.exit_code == 0 and "doctor" not in shown.output, shown.output
+    fixed = eve("doctor", "--world", url, "--repair", "--json")
+    repairs = json.loads(fixed.stdout)["repairs"]
+    assert [(r["path"], r["state"]) for r in repairs] == [(f"streams/events.{sid}", "repaired")]
+    assert "2 missing row(s) recorded as gaps" in repairs[0]["detail"]
+    after = json.loads(eve("doctor", "--world", url, "--json").stdout)["findings"]
+    assert {(f["path"], f["state"]) for f in after if f["state"] != "ok"} == {
+        (f"streams/events.{sid}", "lost")
+    }
+    more = eve("chat", "--world", url, "-s", sid, "-p", "what time is it?")
+    assert more.exit_code == 0 and "It is" in more.stdout, more.output
+    assert eve("doctor", "--world", url, "--repair", "--json").exit_code == 0
