@@ -558,12 +558,7 @@ class PostgresWorld(World):
         with self._lock:
             before, self._server = self._server, server
         if before and before != server:
-            self._recheck_all()
-            if self.notice is not None:
-                self.notice(
-                    f"PostgreSQL at {self._target.where} restarted: each session this worker "
-                    "drives reads its journal and streams again before it writes"
-                )
+            self._recheck_all()  # (said by nothing more: the away/back lines cover it)
 
     def _recheck_all(self) -> None:
         with self._lock:

@@ -93,8 +93,6 @@ def test_an_owner_stops_when_the_restarted_server_kept_less_than_it_wrote(
 ) -> None:
     url = with_params(cluster.url, schema="kept_less")
     world = PostgresWorld(url)
-    notices: list[str] = []
-    world.notice = notices.append
     try:
         rid = _family(world)
         name = f"history.{rid}"
@@ -108,7 +106,6 @@ def test_an_owner_stops_when_the_restarted_server_kept_less_than_it_wrote(
             _sql(url, "UPDATE kept_less.streams SET length = 2 WHERE name = %s", name)
             with pytest.raises(StorageError, match=r"kept less than this worker wrote.*resume"):
                 world.stream_append(name, "d")
-            assert any("restarted" in n for n in notices), notices
         assert world.stream_read(name) == ["a", "b"]  # nothing after the hole
         with world.acquire(rid):  # a resume reads the lengths the database kept
             assert world.stream_append(name, "d") == 2
