@@ -38,6 +38,7 @@ from eve_cli._session import Snapshot, events_stream, history_stream, session_ba
 from eve_cli._text import bad_text
 from eve_cli.execution import SESSION_WORKFLOW, Executor, _receipts
 from eve_cli.execution._driver import started_event
+from eve_cli.execution._fold import fresh_start
 from eve_cli.execution._fork import ForkPointError, Lineage, fork_session, lineage
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._stored_events import EventReader, stored_event
@@ -71,8 +72,6 @@ __all__ = [
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 T = TypeVar("T")
 _ENDED = ("completed", "failed", "cancelled")
-# Events after which a session's status depends on nothing earlier.
-_TURN_BOUNDARIES = ("turn.started", "session.started")
 
 
 def _same(stored: Any, version: Any) -> bool:
@@ -426,9 +425,9 @@ class Runtime:
         deadline = time.monotonic() + _receipts.ENDING_WAIT
         while True:
             events = await self.call(self._events_around, sid, since, meta)
-            taken = _receipts.taken_as(events, delivery)
+            taken = _receipts.taken(events).get(delivery)
             if taken is not None:
-                return taken
+                return cast(_receipts.Disposition, taken)
             now = _receipts.phase(events)
             ahead = now == "between" and await self.call(self._ahead, sid, delivery, events)
             answer = _receipts.decide(now, policy, ahead)
@@ -451,7 +450,7 @@ class Runtime:
             starts = [
                 n
                 for n, e in enumerate(events)
-                if e["index"] < since and e.get("type") in _receipts.BOUNDARIES
+                if e["index"] < since and _receipts.receipt_boundary(e)
             ]
             if starts or first == 0:
                 return events[starts[-1] :] if starts else events
@@ -476,14 +475,14 @@ class Runtime:
             and isinstance(payload := expand_delivery(item.payload), dict)
             and payload.get("kind") == "message"
         }
-        earlier -= _receipts.taken_ids(events)
+        earlier -= _receipts.taken(events).keys()
         end = events[0]["index"] if events else 0
         # Taken by an earlier turn than the one read: since the head's mark, so among the
         # latest events (bounded: a message still pending would have it read them all).
         stop = max(0, end - _receipts.TAKEN_SCAN)
         while earlier and end > stop:
             first = max(stop, end - 256)
-            earlier -= _receipts.taken_ids(self.events(sid, first, texts=False, end=end))
+            earlier -= _receipts.taken(self.events(sid, first, texts=False, end=end)).keys()
             end = first
         return bool(earlier)
 
@@ -523,7 +522,7 @@ class Runtime:
             start = max(0, end - chunk)
             tail[:0] = reader.read(start, self.world.stream_read(name, start, end), texts=False)
             for i in range(len(tail) - 1, -1, -1):
-                if tail[i].get("type") in _TURN_BOUNDARIES:
+                if fresh_start(tail[i]):
                     return _live_status(fold(sid, tail[i:])), length
             end, chunk = start, chunk * 4
         return _live_status(fold(sid, tail)), length

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from eve_cli.execution import opens_session, settles
+
 if TYPE_CHECKING:
     from eve_cli._facade import TurnPolicy
     from eve_cli.execution._fork import Lineage
@@ -26,26 +28,8 @@ T = TypeVar("T")
 
 __all__ = ["RemoteError", "RemoteReceipt", "RemoteRuntime"]
 
-# What the first drive of a new session emits before it takes the delivery that started it:
-# a drive waiting for that delivery's effect must not settle on them (the view still says
-# "waiting" until the delivered message is taken).
-_PRELUDE = frozenset({"session.started", "session.waiting"})
-
-# Events after which a session may have stopped running (the view says whether it did).
-_SETTLING = frozenset(
-    {
-        "turn.completed",
-        "turn.waiting",
-        "turn.failed",
-        "turn.cancelled",
-        "session.waiting",
-        "session.completed",
-        "session.failed",
-    }
-)
-
-
 _DONE = object()  # the server ended the stream
+_TURN_UNDER_WAY = ("running", "parked")  # view statuses a cancel ends with an event
 
 
 class RemoteError(Exception):
@@ -147,6 +131,11 @@ class RemoteRuntime:
         return _ACCEPTED
 
     async def cancel(self, sid: str) -> RemoteReceipt:
+        """Cancel the running turn; a session that runs no turn writes nothing for it, so a
+        `drive` after it has nothing to wait for."""
+        if sid not in self._marks and self.session(sid).get("status") not in _TURN_UNDER_WAY:
+            await self._post(f"/session/{sid}/cancel", {})
+            return _ACCEPTED
         return await self._action(sid, "cancel")
 
     async def clear(self, sid: str) -> RemoteReceipt:
@@ -188,12 +177,15 @@ class RemoteRuntime:
         seen = False
         async with contextlib.aclosing(self._follow(sid, mark)) as events:
             async for event in events:
-                if patient and not seen and event is not None and event.get("type") in _PRELUDE:
-                    continue  # a new session's first drive: not yet the delivery's effect
+                if patient and not seen and event is not None and opens_session(event):
+                    # What the first drive of a new session emits before it takes the
+                    # delivery that started it: not yet the delivery's effect (the view still
+                    # says "waiting" until the delivered message is taken).
+                    continue
                 # Ask the view after a settling event, or on the opening line and heartbeats
                 # once the delivery had its effect (or was not expected to have one).
                 quiet = event is None and (seen or not patient)
-                if quiet or (event is not None and event.get("type") in _SETTLING):
+                if quiet or (event is not None and settles(event)):
                     current = self.session(sid)
                     if current.get("status") != "running":
                         return current

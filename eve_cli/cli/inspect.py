@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from eve_cli._usage import format_usage, usage_totals
+from eve_cli._usage import format_usage
 from eve_cli.cli import _tree
 from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
 from eve_cli.cli._errors import CliError, user_message
@@ -20,6 +20,7 @@ from eve_cli.cli._render import dumps
 from eve_cli.cli._runtime import open_reader
 from eve_cli.cli._sessions import is_empty, live_status, resume_hint, with_live_status
 from eve_cli.cli._tables import sessions_table, status_text, when
+from eve_cli.execution import change_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -81,7 +82,7 @@ def _inspect(
             view["status"] = live_status(reader, session, str(view.get("status")))
             if view["status"] == "interrupted":
                 view["resume"] = f"eve resume {session}"
-            stream = reader.events(session, start if events else 0)
+            stream = reader.events(session, start if events else 0) if events or step else []
         except Exception:
             if damage:  # what cannot be read says less than why
                 raise CliError(damage) from None
@@ -91,7 +92,7 @@ def _inspect(
     elif step:
         _emit_step(view, stream, step, json_)
     else:
-        _emit_session(view, stream, json_)
+        _emit_session(view, json_)
     if damage:  # what could be read is shown; the exit code and the line say it stops there
         raise CliError(damage)
 
@@ -183,30 +184,20 @@ def _emit_sessions(rows: Sequence[Mapping[str, Any]], json_: bool, data_dir: Whe
         print(f"({len(rows) - len(shown)} empty sessions, never sent a message, not listed)")
 
 
-def session_object(view: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def session_object(view: Mapping[str, Any]) -> dict[str, Any]:
     """The `--json` session: id, status, … and `turns` as a list each holding its steps."""
-    tree = _tree.build(events)
+    tree = _tree.build(view)
     obj = {key: view[key] for key in SESSION_KEYS if key in view}
     obj.update({k: v for k, v in view.items() if k not in obj and k not in ("turns", "steps")})
-    obj["turnCount"] = (
-        view.get("turns") if isinstance(view.get("turns"), int) else len(tree["turns"])
-    )
+    obj["turnCount"] = len(tree["turns"])
     obj["turns"] = tree["turns"]
     obj["steps"] = sum(len(t["steps"]) for t in tree["turns"])
-    obj["waits"] = view.get("pending") or tree["waits"]
-    obj["events"] = len(events)
-    totals, by_turn = usage_totals(events)
-    obj["usage"] = totals
-    for turn in obj["turns"]:
-        if (found := by_turn.get(str(turn.get("id")))) is not None:
-            turn["usage"] = found
+    obj["waits"] = tree["waits"]
     return obj
 
 
-def _emit_session(
-    view: Mapping[str, Any], events: Sequence[Mapping[str, Any]], json_: bool
-) -> None:
-    obj = session_object(view, events)
+def _emit_session(view: Mapping[str, Any], json_: bool) -> None:
+    obj = session_object(view)
     if json_:
         print(dumps(obj))
         return
@@ -297,7 +288,7 @@ def _emit_step(
     ref: str,
     json_: bool,
 ) -> None:
-    tree = _tree.build(events)
+    tree = _tree.build(view)
     try:
         turn, step = _tree.find_step(tree["turns"], ref)
     except (ValueError, LookupError) as exc:
@@ -363,11 +354,12 @@ def event_line(event: Mapping[str, Any]) -> str:
             scope += f".{event['stepIndex']}"
     kind = str(event.get("type"))
     summary = _tree.describe_change(event) or ""
-    if kind == "message.appended":
+    change = change_of(event)
+    if change == "delta":
         summary = repr(event.get("delta", ""))
-    elif kind in ("turn.failed", "session.failed", "event.lost"):
+    elif change == "failed" and not summary:
         summary = error_text(event)
-    elif kind == "turn.waiting":
+    elif change == "parked":
         summary = f"on {event.get('on')}"
     index = event.get("index", "?")
     return f"{index:>5}  {when(event.get('at'))}  {kind:<20} {scope:<10} {summary}".rstrip()

@@ -6,7 +6,31 @@ Imports `world` and the harness; nothing here imports the CLI or the channel.
 """
 
 from eve_cli.execution._executor import Executor
+from eve_cli.execution._fold import (
+    Change,
+    SessionView,
+    ViewFold,
+    change_of,
+    fold,
+    fresh_start,
+    opens_session,
+    settles,
+)
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW
 from eve_cli.execution._observe import EventWatcher, observe_events
 
-__all__ = ["SESSION_WORKFLOW", "TURN_WORKFLOW", "EventWatcher", "Executor", "observe_events"]
+__all__ = [
+    "SESSION_WORKFLOW",
+    "TURN_WORKFLOW",
+    "Change",
+    "EventWatcher",
+    "Executor",
+    "SessionView",
+    "ViewFold",
+    "change_of",
+    "fold",
+    "fresh_start",
+    "observe_events",
+    "opens_session",
+    "settles",
+]

@@ -17,100 +17,22 @@ delivery. A turn's poll makes the events emitted before it readable before it re
   woken by a steer message (``steered``).
 
 A message's ``message.received`` event names its delivery id (``deliveryId``): once it is
-there, its disposition is the receipt's.
+there, its disposition is the receipt's. What the events mean (the phase, which deliveries were
+taken) is the session fold's (`eve_cli.execution._fold`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Literal
 
-Phase = Literal["busy", "ending", "parked", "between"]
+from eve_cli.execution._fold import Phase, phase, receipt_boundary, taken
+
+__all__ = ["ENDING_WAIT", "TAKEN_SCAN", "Disposition", "Phase", "decide", "phase",
+           "receipt_boundary", "taken"]  # fmt: skip
+
 Disposition = Literal["started", "steered", "queued"]  # where a delivered message went
-Event = Mapping[str, Any]  # an event as its readers give it (SPEC §8)
-_DISPOSITIONS: frozenset[Disposition] = frozenset({"started", "steered", "queued"})
-
-# The events that leave a session between turns; everything else in a turn is `busy`.
-_BETWEEN = frozenset(
-    {
-        "session.started",
-        "session.waiting",
-        "turn.completed",
-        "turn.failed",
-        "turn.cancelled",
-        "context.cleared",
-        "session.completed",
-        "session.failed",
-        "session.cancelled",
-    }
-)
-# Where a session's phase depends on nothing earlier.
-BOUNDARIES = frozenset({"turn.started"} | _BETWEEN)
 ENDING_WAIT = 5.0  # seconds a sender waits for a turn at its final poll to go on or end
 TAKEN_SCAN = 2048  # events read back at most to find which earlier messages were taken
-
-
-def _between(now: Phase, event: Event) -> Phase:
-    return "between"
-
-
-def _waiting(now: Phase, event: Event) -> Phase:
-    return "busy" if event.get("on") == "sleep" else "parked"  # a steer wakes a sleeping turn
-
-
-def _step_done(now: Phase, event: Event) -> Phase:
-    return "ending" if now != "parked" else now
-
-
-def _answered(now: Phase, event: Event) -> Phase:
-    return "busy"
-
-
-def _unchanged(now: Phase, event: Event) -> Phase:
-    return now
-
-
-def _in_turn(now: Phase, event: Event) -> Phase:
-    """Any other event of a turn: it is busy, unless parked (an event a parked turn writes
-    while it waits, such as ``input.requested``, does not wake it)."""
-    return "busy" if now != "parked" else now
-
-
-# The phase after an event of each type, from the phase before it.
-_AFTER: dict[Any, Callable[[Phase, Event], Phase]] = {
-    **dict.fromkeys(_BETWEEN, _between),
-    "turn.waiting": _waiting,
-    "step.completed": _step_done,
-    "input.resolved": _answered,
-    "task.settled": _answered,
-    "event.lost": _unchanged,  # a repair's: says nothing of where the session is
-}
-
-
-def phase(events: Iterable[Event]) -> Phase:
-    """The session's phase after ``events`` (read from a boundary on)."""
-    now: Phase = "between"
-    for event in events:
-        now = _AFTER.get(event.get("type"), _in_turn)(now, event)
-    return now
-
-
-def taken_as(events: Iterable[Event], delivery: int) -> Disposition | None:
-    """The disposition of the message delivered as ``delivery``, if an event says it."""
-    for event in events:
-        if event.get("type") == "message.received" and event.get("deliveryId") == delivery:
-            said = event.get("disposition")
-            return said if said in _DISPOSITIONS else "steered"
-    return None
-
-
-def taken_ids(events: Iterable[Event]) -> set[int]:
-    """The delivery ids of the messages ``events`` say were taken."""
-    return {
-        event["deliveryId"]
-        for event in events
-        if event.get("type") == "message.received" and isinstance(event.get("deliveryId"), int)
-    }
 
 
 def decide(now: Phase, policy: str, ahead: bool) -> Disposition | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from eve_cli.execution._receipts import Phase, decide, phase, taken_as
+from eve_cli.execution._receipts import Phase, decide, phase, taken
 
 
 def _events(*kinds: str, **data: Any) -> list[dict[str, Any]]:
@@ -56,6 +56,4 @@ def test_a_taken_message_has_the_disposition_its_event_names() -> None:
         {"type": "message.received", "deliveryId": 3, "disposition": "started"},
         {"type": "message.received", "deliveryId": 4},
     ]
-    assert taken_as(events, 3) == "started"
-    assert taken_as(events, 4) == "steered"
-    assert taken_as(events, 5) is None
+    assert taken(events) == {3: "started", 4: "steered"}

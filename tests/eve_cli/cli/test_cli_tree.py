@@ -8,6 +8,7 @@ import pytest
 
 from eve_cli.cli import _tree
 from eve_cli.cli.inspect import event_line, session_object
+from eve_cli.execution import fold
 
 
 def ev(index: int, type_: str, ms: int, **data: Any) -> dict[str, Any]:
@@ -44,7 +45,7 @@ EVENTS = [
 
 
 def test_tree_has_turns_steps_actions_and_the_current_wait() -> None:
-    tree = _tree.build(EVENTS)
+    tree = _tree.build(fold("s1", EVENTS))
     turns = tree["turns"]
     assert [(t["number"], t["id"], t["status"]) for t in turns] == [
         (1, "t1", "completed"),
@@ -75,20 +76,20 @@ def test_resolved_and_cancelled_waits_disappear() -> None:
         ev(22, "action.result", 2040, turnId="t2", stepIndex=1, callId="c2", name="save_note",
            status="completed", isError=False, output="saved"),
     ]  # fmt: skip
-    tree = _tree.build(resolved)
+    tree = _tree.build(fold("s1", resolved))
     assert tree["waits"] == []
     # The approved call ran in the next step; its result belongs to the call that asked.
     call = tree["turns"][1]["steps"][0]["actions"][1]
     assert (call["status"], call["output"], call["durationMs"]) == ("completed", "saved", 990)
     assert tree["turns"][1]["steps"][1]["actions"] == []
     cancelled = [*EVENTS, ev(20, "turn.cancelled", 2000, turnId="t2")]
-    tree = _tree.build(cancelled)
+    tree = _tree.build(fold("s1", cancelled))
     assert tree["waits"] == []
     assert tree["turns"][1]["status"] == "cancelled"
 
 
 def test_find_step_by_number_or_id_and_clear_errors() -> None:
-    turns = _tree.build(EVENTS)["turns"]
+    turns = _tree.build(fold("s1", EVENTS))["turns"]
     assert _tree.find_step(turns, "1.1")[1]["index"] == 1
     assert _tree.find_step(turns, "t2.0")[0]["id"] == "t2"
     with pytest.raises(ValueError, match=r"TURN\.STEP"):
@@ -109,8 +110,7 @@ def test_changes_between_checkpoints() -> None:
 
 
 def test_session_object_shape_for_json() -> None:
-    view = {"id": "s1", "status": "parked", "parkedOn": "approval", "turns": 2, "pending": []}
-    obj = session_object(view, EVENTS)
+    obj = session_object(fold("s1", EVENTS))
     assert obj["id"] == "s1"
     assert obj["status"] == "parked"
     assert [t["id"] for t in obj["turns"]] == ["t1", "t2"]
@@ -118,6 +118,7 @@ def test_session_object_shape_for_json() -> None:
     assert obj["steps"] == 3
     assert obj["turnCount"] == 2
     assert obj["events"] == len(EVENTS)
+    assert obj["reply"] == {"turnId": "t2", "turn": 2, "text": None, "status": "parked"}
     assert [w["requestId"] for w in obj["waits"]] == ["r2"]
 
 

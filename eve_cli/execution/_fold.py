@@ -1,0 +1,677 @@
+"""The one fold of a session's events (SPEC §8): what each event type means, in one place.
+
+Every reader of a session asks this module, never an event's type name: the view (turns →
+steps → actions, pending requests, the current turn's reply, usage, status) is one function
+of (previous fold, new events), :meth:`ViewFold.feed`; the phase a delivery's receipt is
+decided in (:attr:`ViewFold.phase`), the deliveries the folded events took
+(:attr:`ViewFold.taken`), where a status depends on nothing earlier (:func:`fresh_start`),
+which events may settle a drive (:func:`settles`) and what an event changed, as a word a
+renderer switches on (:func:`change_of`) are all answered here. A new event type is declared in
+`eve_cli._events` and `_event_form.TYPES`, and given its meaning here.
+
+Status words: ``running``, ``waiting``, ``parked`` (+ ``parkedOn``: approval | question |
+outcome (an interrupted call) | sleep (+ ``wakeAt``) | subagent), ``completed``, ``failed``,
+``cancelled``. A turn is ``running``, ``parked`` (waiting for input, a sub-agent or a sleep),
+``completed``, ``failed`` or ``cancelled``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal, NotRequired, Required, TypedDict, cast
+
+from eve_cli._events import Event
+from eve_cli.execution._stored_events import iso_from_ms
+from world import decode, encode
+
+__all__ = [
+    "ActionView",
+    "Change",
+    "Phase",
+    "ReplyView",
+    "SessionView",
+    "StepView",
+    "TurnView",
+    "ViewFold",
+    "change_of",
+    "fold",
+    "fresh_start",
+    "opens_session",
+    "phase",
+    "receipt_boundary",
+    "settles",
+    "taken",
+]
+
+
+class ActionView(TypedDict, total=False):
+    """A tool call of a step, as the view shows it."""
+
+    callId: Required[str | None]
+    name: Required[str | None]
+    arguments: Required[Any]
+    # requested, waiting (on an input request: `waitedFor` its kind), then action.result's
+    status: Required[str | None]
+    isError: Required[bool]
+    output: Any
+    waitedFor: str
+    durationMs: int | None  # the tool's own run (without an approval's wait), when it ended
+    server: str  # an MCP server's tool: which server, which tool
+    tool: str
+
+
+class StepView(TypedDict, total=False):
+    """One step of a turn: its text, its tool calls, its usage."""
+
+    index: Required[int | None]
+    status: Required[str]  # running | completed | failed
+    text: Required[str]
+    actions: Required[list[ActionView]]
+    usage: Required[dict[str, int] | None]
+    durationMs: int | None  # when it ended
+    modelMs: int | None  # the model call's time, once its reply is complete
+    firstEvent: int  # the indexes of its first and latest events
+    lastEvent: int
+    error: Any
+
+
+class TurnView(TypedDict, total=False):
+    """One turn: the message that started it and its steps."""
+
+    id: Required[str | None]
+    number: int  # from 1, in the session
+    status: Required[str]  # running | parked | completed | failed | cancelled
+    input: Required[str | None]
+    steps: Required[list[StepView]]
+    startedAt: Any  # ISO times
+    endedAt: Any  # its end, or where it parked last
+    error: Any
+    lost: list[int]  # events a repair lost while it ran
+
+
+class ReplyView(TypedDict):
+    """The reply of the session's current (latest) turn: None until it has one."""
+
+    turnId: str | None
+    turn: int  # its number
+    text: str | None
+    status: str  # the turn's
+
+
+class SessionView(TypedDict):
+    """A session as readers see it (`Runtime.session`, ``GET /sessions/{id}``)."""
+
+    id: str
+    status: str  # see the module's docstring
+    parkedOn: str | None
+    agent: str | None
+    mode: str | None
+    model: str | None
+    turns: list[TurnView]
+    pending: list[dict[str, Any]]  # input.requested's fields (PENDING_FIELDS)
+    steps: int
+    createdAt: Any  # ISO time; ms since creation while the writer's fold holds it
+    updatedAt: Any
+    events: int
+    compactions: int
+    error: Any
+    wakeAt: str | None  # parked on a sleep: when it ends (ISO time)
+    reply: NotRequired[ReplyView | None]  # the current turn's reply
+    usage: NotRequired[dict[str, int]]  # tokens over every step, by kind
+    agentDir: NotRequired[str | None]  # added by the runtime: the folder the session runs
+    resume: NotRequired[str]  # added by `eve inspect` to an interrupted session: the command
+    # Added by `eve inspect` and GET /session/{id} (`Runtime.lineage`): where it was forked
+    # from ({"session", "checkpoint", "at"}) and the sessions forked from it.
+    forkedFrom: NotRequired[dict[str, Any] | None]
+    forks: NotRequired[list[str]]
+
+
+class SessionRow(TypedDict):
+    """A session's row of `Runtime.sessions` (before the runtime adds its size)."""
+
+    id: str
+    status: str
+    parkedOn: str | None
+    agent: str | None
+    turns: int
+    steps: int
+    updatedAt: Any
+    bytes: NotRequired[int | None]  # added by the runtime: what the session stores
+    forkedFrom: NotRequired[dict[str, Any]]  # added by the runtime: a fork's origin
+    forks: NotRequired[list[str]]  # added by the runtime: the sessions forked from it
+
+
+# The fields of input.requested a pending request keeps.
+PENDING_FIELDS = (
+    "requestId",
+    "kind",
+    "tool",
+    "arguments",
+    "question",
+    "options",
+    "callId",
+    "message",
+    "reason",
+    "turnId",
+)
+
+# -- what an event changed, as a word a renderer switches on ---------------------------------
+Change = Literal[
+    "user",  # a message was taken (text)
+    "assistant",  # the model's reply of a step is complete (text)
+    "delta",  # more of the reply streamed (delta)
+    "calls",  # the step asked for tool calls (actions)
+    "result",  # a tool call ended (name, status, output)
+    "waiting",  # an input request (approval, question, outcome)
+    "answer",  # an input request was answered
+    "step",  # a step completed (usage)
+    "failed",  # a step, turn or session failed, or a repair lost an event (error)
+    "parked",  # the turn parked (on)
+    "marker",  # the history was compacted or cleared
+]
+_CHANGES: dict[str, Change] = {
+    "message.received": "user",
+    "message.completed": "assistant",
+    "message.appended": "delta",
+    "actions.requested": "calls",
+    "action.result": "result",
+    "input.requested": "waiting",
+    "input.resolved": "answer",
+    "step.completed": "step",
+    "step.failed": "failed",
+    "turn.failed": "failed",
+    "session.failed": "failed",
+    "event.lost": "failed",
+    "turn.waiting": "parked",
+    "compaction.completed": "marker",
+    "context.cleared": "marker",
+}
+
+
+def change_of(event: Mapping[str, Any]) -> Change | None:
+    """What ``event`` changed, for renderers (None: nothing a person reads)."""
+    return _CHANGES.get(event.get("type", ""))
+
+
+# -- the phase a delivery's receipt is decided in (execution._receipts) -----------------------
+Phase = Literal["busy", "ending", "parked", "between"]
+
+# The events that leave a session between turns; everything else in a turn is `busy`.
+_BETWEEN = frozenset(
+    {
+        "session.started",
+        "session.waiting",
+        "turn.completed",
+        "turn.failed",
+        "turn.cancelled",
+        "context.cleared",
+        "session.completed",
+        "session.failed",
+        "session.cancelled",
+    }
+)
+_BOUNDARIES = frozenset({"turn.started"} | _BETWEEN)
+_FRESH = frozenset({"turn.started", "session.started"})
+_PRELUDE = frozenset({"session.started", "session.waiting"})
+_SETTLING = frozenset(
+    {
+        "turn.completed",
+        "turn.waiting",
+        "turn.failed",
+        "turn.cancelled",
+        "session.waiting",
+        "session.completed",
+        "session.failed",
+    }
+)
+
+
+def receipt_boundary(event: Mapping[str, Any]) -> bool:
+    """Whether the phase after ``event`` depends on nothing before it."""
+    return event.get("type") in _BOUNDARIES
+
+
+def fresh_start(event: Mapping[str, Any]) -> bool:
+    """Whether the session's status after ``event`` depends on nothing before it (a turn
+    starts with nothing pending)."""
+    return event.get("type") in _FRESH
+
+
+def opens_session(event: Mapping[str, Any]) -> bool:
+    """What a new session's first drive emits before it takes the delivery that started it."""
+    return event.get("type") in _PRELUDE
+
+
+def settles(event: Mapping[str, Any]) -> bool:
+    """Whether the session may have stopped running after ``event`` (its view says)."""
+    return event.get("type") in _SETTLING
+
+
+def _phase_after(now: Phase, kind: str, event: Event) -> Phase:
+    if kind in _BETWEEN:
+        return "between"
+    if kind == "turn.waiting":
+        return "busy" if event.get("on") == "sleep" else "parked"  # a steer wakes a sleep
+    if kind == "step.completed":
+        return "ending" if now != "parked" else now
+    if kind in ("input.resolved", "task.settled"):
+        return "busy"
+    if kind == "event.lost":  # a repair's: says nothing of where the session is
+        return now
+    # Any other event of a turn: busy, unless parked (an event a parked turn writes while it
+    # waits, such as input.requested, does not wake it).
+    return "busy" if now != "parked" else now
+
+
+def phase(events: Iterable[Mapping[str, Any]]) -> Phase:
+    """The session's phase after ``events`` (read from a boundary on)."""
+    now: Phase = "between"
+    for event in events:
+        now = _phase_after(now, event.get("type", ""), cast(Event, event))
+    return now
+
+
+_DISPOSITIONS = frozenset({"started", "steered", "queued"})
+
+
+def taken(events: Iterable[Mapping[str, Any]]) -> dict[int, str]:
+    """The deliveries ``events`` say were taken, by delivery id: how (started, steered or
+    queued; a message taken before events said how was folded in: steered)."""
+    found: dict[int, str] = {}
+    for event in events:
+        if event.get("type") == "message.received":
+            _take(found, cast(Event, event))
+    return found
+
+
+def _take(found: dict[int, str], event: Event) -> None:
+    delivery = event.get("deliveryId")
+    if isinstance(delivery, int) and not isinstance(delivery, bool):
+        said = event.get("disposition")
+        found[delivery] = said if said in _DISPOSITIONS else "steered"
+
+
+# -- values -------------------------------------------------------------------------------------
+_PLAIN = frozenset((str, int, float, bool, type(None)))  # read back as they were stored
+
+
+def as_read(value: Any) -> Any:
+    """A copy of ``value`` as reading it back gives it: lists and str-keyed dicts of plain
+    values copied as they are, anything else encoded and decoded."""
+    if type(value) is dict:
+        copied = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                return decode(encode(value))
+            copied[k] = v if type(v) in _PLAIN else as_read(v)
+        return copied
+    if type(value) is list:
+        return [v if type(v) in _PLAIN else as_read(v) for v in value]
+    return decode(encode(value))
+
+
+# -- times -------------------------------------------------------------------------------------
+def _epoch_ms(at: Any, created_ms: int) -> int | None:
+    """``at`` (an ISO time as read; ms since creation as the writer's fold takes it) in ms
+    since the epoch."""
+    if type(at) is int:
+        return created_ms + at
+    if not isinstance(at, str):
+        return None
+    try:
+        return round(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _span(start: int | None, end: int | None) -> int | None:
+    return None if start is None or end is None else max(0, end - start)
+
+
+class ViewFold:
+    """Folds events into the session view incrementally (feed new events as they come).
+
+    Each event type has one handler (:data:`_HANDLERS`); a type without one changes only the
+    view's ``updatedAt`` (and the counts, for those that carry them).
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.view: SessionView = {
+            "id": session_id,
+            "status": "waiting",
+            "parkedOn": None,
+            "agent": None,
+            "mode": None,
+            "model": None,
+            "turns": [],
+            "pending": [],
+            "steps": 0,
+            "createdAt": None,
+            "updatedAt": None,
+            "events": 0,
+            "compactions": 0,
+            "error": None,
+            "wakeAt": None,  # parked on a sleep: when it ends (ISO time)
+            "reply": None,
+            "usage": {},
+        }
+        self.turn: TurnView | None = None
+        self.step: StepView | None = None
+        self._created_ms = 0  # the base of the times :meth:`take` was given
+        self.counts = [0, 0]  # turns, steps: see :meth:`row`
+        self.phase: Phase = "between"  # see :func:`phase`
+        self.taken: dict[int, str] = {}  # see :func:`taken`
+        self._step_ms: int | None = None  # when the current step started (epoch ms)
+        self._asked: dict[Any, int | None] = {}  # the current turn's calls: when requested
+        self._index = 0  # the next event's index, for events that do not carry one
+
+    def feed(self, events: Sequence[Mapping[str, Any]]) -> ViewFold:
+        for event in cast("Sequence[Event]", events):  # read as stored: one cast, not one each
+            self._apply(event)
+        self.view["events"] += len(events)
+        return self
+
+    def take(self, event: dict[str, Any], created_ms: int) -> None:
+        """Fold one event as its writer has it, not read back: full field names, ``text``
+        for the text its ``_h`` refers to, ``at`` as stored (ms since the session's
+        creation, ``created_ms`` since the epoch). The event becomes the fold's; its values
+        are copied as a read would give them, so nothing the writer keeps is shared."""
+        for key, value in event.items():
+            if type(value) not in _PLAIN:
+                event[key] = as_read(value)
+        self._created_ms = created_ms
+        self._apply(cast(Event, event))
+        self.view["events"] += 1
+
+    def row(self) -> SessionRow:
+        """The ``sessions()`` row of what was folded: status, and the counts the latest event
+        carrying them gives, plus the turns and steps started since."""
+        self.times()
+        view = self.view
+        return {
+            "id": view["id"],
+            "status": view["status"],
+            "parkedOn": view["parkedOn"],
+            "agent": view["agent"],
+            "turns": self.counts[0],
+            "steps": self.counts[1],
+            "updatedAt": view["updatedAt"],
+        }
+
+    def times(self) -> None:
+        """Times taken as stored (see :meth:`take`) in their ISO form, as events have them."""
+        view = self.view
+        if type(view["createdAt"]) is int:
+            view["createdAt"] = self._iso(view["createdAt"])
+        if type(view["updatedAt"]) is int:
+            view["updatedAt"] = self._iso(view["updatedAt"])
+
+    def _iso(self, at: Any) -> Any:
+        if type(at) is not int:
+            return at
+        return iso_from_ms(self._created_ms + at)
+
+    def _apply(self, event: Event) -> None:
+        kind = event.get("type", "")
+        view = self.view
+        view["updatedAt"] = event.get("at", view["updatedAt"])
+        index = event.get("index", self._index)
+        self._index = index + 1
+        if "turns" in event:
+            self.counts = [event["turns"], event.get("steps", self.counts[1])]
+        elif kind == "turn.started":
+            self.counts[0] += 1
+        elif kind == "step.started":
+            self.counts[1] += 1
+        self.phase = _phase_after(self.phase, kind, event)
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, event)
+        step = self.step
+        if step is not None and "stepIndex" in event and event["stepIndex"] == step["index"]:
+            step["lastEvent"] = index
+
+    # -- one handler per event type ---------------------------------------------------------------
+    def _session_started(self, event: Event) -> None:
+        view = self.view
+        view["createdAt"] = event.get("at")
+        if event.get("agent") is not None:
+            view["agent"] = event["agent"]
+        if event.get("mode") is not None:
+            view["mode"] = event["mode"]
+        if event.get("model") is not None:
+            view["model"] = event["model"]
+
+    def _turn_started(self, event: Event) -> None:
+        turn: TurnView = {
+            "id": event.get("turnId"),
+            "number": len(self.view["turns"]) + 1,
+            "status": "running",
+            "input": None,
+            "steps": [],
+            "startedAt": self._iso(event.get("at")),
+            "endedAt": None,
+        }
+        self.turn, self.step, self._asked = turn, None, {}
+        view = self.view
+        view["turns"].append(turn)
+        view["status"], view["parkedOn"] = "running", None
+        view["reply"] = {
+            "turnId": turn["id"],
+            "turn": turn["number"],
+            "text": None,
+            "status": "running",
+        }
+
+    def _message_received(self, event: Event) -> None:
+        _take(self.taken, event)
+        if self.turn is not None:
+            self.turn["input"] = self.turn["input"] or event.get("text")
+
+    def _step_started(self, event: Event) -> None:
+        if self.turn is None:
+            return
+        index = event.get("index", self._index - 1)
+        step: StepView = {
+            "index": event.get("stepIndex"),
+            "status": "running",
+            "text": "",
+            "actions": [],
+            "usage": None,
+            "durationMs": None,
+            "modelMs": None,
+            "firstEvent": index,
+            "lastEvent": index,
+        }
+        self.step = step
+        self._step_ms = _epoch_ms(event.get("at"), self._created_ms)
+        self.turn["steps"].append(step)
+        self.view["steps"] += 1
+
+    def _message_completed(self, event: Event) -> None:
+        step = self.step
+        if step is None:
+            return
+        text = event.get("text", "")
+        step["text"] = text
+        step["modelMs"] = _span(self._step_ms, _epoch_ms(event.get("at"), self._created_ms))
+        reply = self.view.get("reply")
+        if text and reply is not None:
+            reply["text"] = text
+
+    def _actions_requested(self, event: Event) -> None:
+        if self.step is None:
+            return
+        at = _epoch_ms(event.get("at"), self._created_ms)
+        actions: list[ActionView] = []
+        for a in event.get("actions", []):
+            actions.append(
+                {
+                    "callId": a.get("callId"),
+                    "name": a.get("name"),
+                    "arguments": a.get("arguments"),
+                    "status": "requested",
+                    "isError": False,
+                }
+            )
+            self._asked[a.get("callId")] = at
+        self.step["actions"] = actions
+
+    def _call(self, call_id: Any) -> ActionView | None:
+        """The current turn's tool call ``call_id`` (a parked call ends in a later step)."""
+        if self.turn is None:
+            return None
+        steps: list[StepView] = self.turn["steps"]
+        for step in reversed(steps):
+            for action in step["actions"]:
+                if action["callId"] == call_id:
+                    return cast(ActionView, action)
+        return None
+
+    def _action_result(self, event: Event) -> None:
+        view = self.view
+        if view["parkedOn"] == "sleep":  # the sleep's own result: it woke
+            view["status"], view["parkedOn"], view["wakeAt"] = "running", None, None
+            self._resume_turn()
+        action = self._call(event.get("callId"))
+        if action is None:
+            return
+        action["status"] = event.get("status")
+        action["isError"] = event.get("isError", False)
+        action["output"] = event.get("output")
+        own = event.get("durationMs")  # the tool's run, without any approval wait
+        if own is None:
+            asked = self._asked.get(event.get("callId"))
+            own = _span(asked, _epoch_ms(event.get("at"), self._created_ms))
+        action["durationMs"] = own
+        server = cast("Mapping[str, Any]", event).get("server")
+        if server:
+            action["server"], action["tool"] = server, event.get("tool", "")
+
+    def _step_ended(self, event: Event) -> None:
+        step = self.step
+        if step is None:
+            return
+        step["status"] = "completed" if event["type"] == "step.completed" else "failed"
+        step["usage"] = usage = event.get("usage")
+        step["durationMs"] = _span(self._step_ms, _epoch_ms(event.get("at"), self._created_ms))
+        if event.get("error"):
+            step["error"] = event["error"]
+        if usage:
+            total = self.view.setdefault("usage", {})
+            for key, value in usage.items():
+                if type(value) is int:
+                    total[key] = total.get(key, 0) + value
+
+    def _input_requested(self, event: Event) -> None:
+        self.view["pending"].append({k: v for k, v in event.items() if k in PENDING_FIELDS})
+        if "callId" in event and (action := self._call(event["callId"])) is not None:
+            action["status"] = "waiting"
+            action["waitedFor"] = event.get("kind", "approval")
+
+    def _input_resolved(self, event: Event) -> None:
+        view = self.view
+        view["pending"] = [
+            p for p in view["pending"] if p.get("requestId") != event.get("requestId")
+        ]
+        if not view["pending"] and view["status"] == "parked":
+            view["status"], view["parkedOn"] = "running", None
+            self._resume_turn()
+
+    def _resume_turn(self) -> None:
+        if self.turn is not None and self.turn["status"] == "parked":
+            self.turn["status"] = "running"
+            self._reply_status("running")
+
+    def _reply_status(self, status: str) -> None:
+        reply = self.view.get("reply")
+        if reply is not None and self.turn is not None and reply["turnId"] == self.turn["id"]:
+            reply["status"] = status
+
+    def _turn_waiting(self, event: Event) -> None:
+        view = self.view
+        view["status"] = "parked"
+        if event.get("on") == "tasks":
+            view["parkedOn"] = "subagent"
+        elif event.get("on") == "sleep":
+            view["parkedOn"], view["wakeAt"] = "sleep", event.get("until")
+        else:
+            asked = [p.get("kind") for p in view["pending"]]
+            kinds = set(event.get("requests") or asked)
+            alone = kinds.pop() if len(kinds) == 1 else ""
+            view["parkedOn"] = alone if alone in ("question", "outcome") else "approval"
+        if self.turn is not None:
+            self.turn["status"], self.turn["endedAt"] = "parked", self._iso(event.get("at"))
+            self._reply_status("parked")
+
+    def _task_settled(self, event: Event) -> None:
+        if self.view["parkedOn"] == "subagent":
+            self.view["status"], self.view["parkedOn"] = "running", None
+            self._resume_turn()
+
+    def _turn_ended(self, event: Event) -> None:
+        turn, view = self.turn, self.view
+        if turn is None:
+            return
+        turn["status"] = event["type"].split(".")[1]
+        turn["endedAt"] = self._iso(event.get("at"))
+        if event.get("error"):
+            turn["error"] = event["error"]
+        view["status"], view["parkedOn"], view["wakeAt"] = "running", None, None
+        view["pending"] = []
+        self._reply_status(turn["status"])
+
+    def _cleared(self, event: Event) -> None:
+        self.view["pending"] = []
+
+    def _session_waiting(self, event: Event) -> None:
+        self.view["status"], self.view["parkedOn"] = "waiting", None
+
+    def _session_ended(self, event: Event) -> None:
+        view = self.view
+        view["status"] = event["type"].split(".")[1]
+        view["parkedOn"] = None
+        view["error"] = event.get("error")
+
+    def _compaction_completed(self, event: Event) -> None:
+        if event.get("status") == "completed":
+            self.view["compactions"] += 1
+
+    def _lost(self, event: Event) -> None:
+        """An event a repair lost: noted in the turn it fell in (the latest)."""
+        if self.turn is not None:
+            self.turn.setdefault("lost", []).append(event.get("index", self._index - 1))
+
+
+_Handler = Callable[[ViewFold, Event], None]
+_HANDLERS: dict[str, _Handler] = {
+    "session.started": ViewFold._session_started,
+    "turn.started": ViewFold._turn_started,
+    "message.received": ViewFold._message_received,
+    "step.started": ViewFold._step_started,
+    "message.completed": ViewFold._message_completed,
+    "actions.requested": ViewFold._actions_requested,
+    "action.result": ViewFold._action_result,
+    "step.completed": ViewFold._step_ended,
+    "step.failed": ViewFold._step_ended,
+    "input.requested": ViewFold._input_requested,
+    "input.resolved": ViewFold._input_resolved,
+    "turn.waiting": ViewFold._turn_waiting,
+    "task.settled": ViewFold._task_settled,
+    "turn.completed": ViewFold._turn_ended,
+    "turn.failed": ViewFold._turn_ended,
+    "turn.cancelled": ViewFold._turn_ended,
+    "context.cleared": ViewFold._cleared,
+    "session.waiting": ViewFold._session_waiting,
+    "session.completed": ViewFold._session_ended,
+    "session.failed": ViewFold._session_ended,
+    "session.cancelled": ViewFold._session_ended,
+    "compaction.completed": ViewFold._compaction_completed,
+    "event.lost": ViewFold._lost,
+}
+
+
+def fold(session_id: str, events: Sequence[Mapping[str, Any]]) -> SessionView:
+    """The session view after ``events`` (each carrying its ``index``)."""
+    return ViewFold(session_id).feed(events).view
