@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from eve_cli.execution import opens_session, settles
-
 if TYPE_CHECKING:
     from eve_cli._facade import TurnPolicy
     from eve_cli.execution._fork import Lineage
@@ -168,6 +166,8 @@ class RemoteRuntime:
         `wait` is accepted for the chat loop's sake and ignored: the server owns its sessions;
         the view is whole even with ``view=False`` (the server folds it anyway).
         """
+        from eve_cli.execution import opens_session, settles  # the fold: what events mean
+
         mark, patient = self._marks.pop(sid, (None, False))
         if mark is None:
             current = self.session(sid)

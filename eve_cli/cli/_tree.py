@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from eve_cli.cli._events import describe_request, error_text, event_request, format_call, one_line
-from eve_cli.execution import change_of
 
 Event = Mapping[str, Any]
 
@@ -102,6 +101,8 @@ def _whole(text: Any) -> str:
 
 def describe_change(event: Event) -> str | None:
     """One line saying what ``event`` changed (None: nothing a checkpoint lists)."""
+    from eve_cli.execution import change_of  # the runtime's import, not the listing's
+
     change = change_of(event)
     if change is None or change in ("delta", "parked"):
         return None

@@ -20,7 +20,6 @@ from eve_cli.cli._render import dumps
 from eve_cli.cli._runtime import open_reader
 from eve_cli.cli._sessions import is_empty, live_status, resume_hint, with_live_status
 from eve_cli.cli._tables import sessions_table, status_text, when
-from eve_cli.execution import change_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -352,6 +351,8 @@ def event_line(event: Mapping[str, Any]) -> str:
         scope = str(event["turnId"])
         if event.get("stepIndex") is not None:
             scope += f".{event['stepIndex']}"
+    from eve_cli.execution import change_of
+
     kind = str(event.get("type"))
     summary = _tree.describe_change(event) or ""
     change = change_of(event)
