@@ -38,7 +38,7 @@ from eve_cli._session import Snapshot, events_stream, history_stream, session_ba
 from eve_cli._text import bad_text
 from eve_cli.execution import SESSION_WORKFLOW, Executor, _receipts
 from eve_cli.execution._driver import started_event
-from eve_cli.execution._fold import fresh_start
+from eve_cli.execution._fold import first_message, fresh_start
 from eve_cli.execution._fork import ForkPointError, Lineage, fork_session, lineage
 from eve_cli.execution._host import read_window, window_messages
 from eve_cli.execution._stored_events import EventReader, stored_event
@@ -72,6 +72,7 @@ __all__ = [
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 T = TypeVar("T")
 _ENDED = ("completed", "failed", "cancelled")
+_FIRST_EVENTS = 16  # a session's first message is among its first events
 
 
 def _same(stored: Any, version: Any) -> bool:
@@ -861,6 +862,8 @@ class Runtime:
         row = summary(sid, tail)
         if row["agent"] is None:  # session.started is older than the tail
             row["agent"] = self._agent_name(sid)
+        # The first message is among the first events (session.started, turn.started, …).
+        row["first"] = first_message(fold(sid, self.events(sid, 0, end=_FIRST_EVENTS)))
         self._add_origin(row, sid)
         row["bytes"] = self._bytes(sid)
         return row
@@ -872,7 +875,8 @@ class Runtime:
         # The kept view's fold, when it has every stored event: the tail needs no reading.
         kept = self._views.fold_at(root, self.world.stream_length(events_stream(root)))
         row = kept.row() if kept is not None else None
-        if row is not None:
+        if row is not None and kept is not None:
+            row["first"] = first_message(kept.view)  # a kept fold took every event
             row["agent"] = row["agent"] or self._agent_name(root)
             row["bytes"] = self._bytes(root)
             self._add_origin(row, root)

@@ -284,10 +284,17 @@ class Channel:
         return JSONResponse({"sessionId": sid}, 202)
 
     async def get_session(self, request: Request) -> Response:
+        """The session's view (``?fromTurn=N``: only its turns from number N on, as a page
+        that has the earlier ones reads it again: events change only the latest turn)."""
         sid = self._session_id(request)
+        first = request.query_params.get("fromTurn")
+        if first is not None and not (first.isdigit() and 0 < int(first) < 10**9):
+            raise ChannelError(400, f"fromTurn must be a turn number from 1, not {first!r}")
         view = await self._view(sid)
         found = await self._call_sync(lambda: self.runtime.lineage(sid), sid)
         view["forkedFrom"], view["forks"] = found["forkedFrom"], found["forks"]
+        if first is not None:
+            view["turns"] = view["turns"][int(first) - 1 :]
         return JSONResponse(view)
 
     async def fork(self, request: Request) -> Response:

@@ -42,7 +42,7 @@ def _turn(turn: Mapping[str, Any]) -> dict[str, Any]:
 
 def _step(step: Mapping[str, Any]) -> dict[str, Any]:
     actions: list[dict[str, Any]] = []
-    if step.get("modelMs") is not None or step.get("text"):
+    if step.get("modelMs") is not None:  # its reply complete (the text streams before)
         actions.append(
             {
                 "kind": "model",

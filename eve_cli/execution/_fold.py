@@ -28,13 +28,16 @@ from world import decode, encode
 __all__ = [
     "ActionView",
     "Change",
+    "MarkView",
     "Phase",
     "ReplyView",
     "SessionView",
+    "SteerView",
     "StepView",
     "TurnView",
     "ViewFold",
     "change_of",
+    "first_message",
     "fold",
     "fresh_start",
     "opens_session",
@@ -59,6 +62,10 @@ class ActionView(TypedDict, total=False):
     durationMs: int | None  # the tool's own run (without an approval's wait), when it ended
     server: str  # an MCP server's tool: which server, which tool
     tool: str
+    answer: dict[str, Any]  # what its input request was answered (approved, answer, outcome…)
+    answeredIn: int | None  # the step whose events carry the answer and the result (a parked
+    endedIn: int | None  # call's come in a later step than its own)
+    task: dict[str, Any]  # a sub-agent's task: name, childSessionId, then status and output
 
 
 class StepView(TypedDict, total=False):
@@ -88,6 +95,25 @@ class TurnView(TypedDict, total=False):
     endedAt: Any  # its end, or where it parked last
     error: Any
     lost: list[int]  # events a repair lost while it ran
+    steered: list[SteerView]  # messages folded in while it ran
+
+
+class SteerView(TypedDict):
+    """A message a running turn took: its text, and how many of its steps had started."""
+
+    text: str
+    atStep: int
+
+
+class MarkView(TypedDict, total=False):
+    """The history compacted (``status``, ``removedMessages``) or cleared, after ``turn``
+    turns (and ``atStep`` steps of the last, when it was running)."""
+
+    kind: Required[Literal["compaction", "cleared"]]
+    turn: Required[int]
+    atStep: int | None
+    status: str
+    removedMessages: int
 
 
 class ReplyView(TypedDict):
@@ -119,6 +145,7 @@ class SessionView(TypedDict):
     wakeAt: str | None  # parked on a sleep: when it ends (ISO time)
     reply: NotRequired[ReplyView | None]  # the current turn's reply
     usage: NotRequired[dict[str, int]]  # tokens over every step, by kind
+    marks: NotRequired[list[MarkView]]  # the history compacted or cleared, in order
     agentDir: NotRequired[str | None]  # added by the runtime: the folder the session runs
     resume: NotRequired[str]  # added by `eve inspect` to an interrupted session: the command
     # Added by `eve inspect` and GET /session/{id} (`Runtime.lineage`): where it was forked
@@ -137,6 +164,7 @@ class SessionRow(TypedDict):
     turns: int
     steps: int
     updatedAt: Any
+    first: NotRequired[str | None]  # added by the runtime: its first message (cut)
     bytes: NotRequired[int | None]  # added by the runtime: what the session stores
     forkedFrom: NotRequired[dict[str, Any]]  # added by the runtime: a fork's origin
     forks: NotRequired[list[str]]  # added by the runtime: the sessions forked from it
@@ -273,6 +301,8 @@ def phase(events: Iterable[Mapping[str, Any]]) -> Phase:
 
 
 _DISPOSITIONS = frozenset({"started", "steered", "queued"})
+_ANSWERS = frozenset({"approved", "always", "answer", "outcome", "result"})
+_TASK = ("name", "childSessionId", "status", "output")
 
 
 def taken(events: Iterable[Mapping[str, Any]]) -> dict[int, str]:
@@ -355,6 +385,7 @@ class ViewFold:
             "wakeAt": None,  # parked on a sleep: when it ends (ISO time)
             "reply": None,
             "usage": {},
+            "marks": [],
         }
         self.turn: TurnView | None = None
         self.step: StepView | None = None
@@ -466,8 +497,19 @@ class ViewFold:
 
     def _message_received(self, event: Event) -> None:
         _take(self.taken, event)
-        if self.turn is not None:
-            self.turn["input"] = self.turn["input"] or event.get("text")
+        turn = self.turn
+        if turn is None:
+            return
+        if turn["input"] is None:
+            turn["input"] = event.get("text")
+        elif event.get("text"):
+            steer: SteerView = {"text": event["text"], "atStep": len(turn["steps"])}
+            turn.setdefault("steered", []).append(steer)
+
+    def _message_appended(self, event: Event) -> None:
+        step = self.step
+        if step is not None and step["modelMs"] is None and event.get("delta"):
+            step["text"] += event["delta"]  # the reply so far, while it streams
 
     def _step_started(self, event: Event) -> None:
         if self.turn is None:
@@ -538,6 +580,7 @@ class ViewFold:
         if action is None:
             return
         action["status"] = event.get("status")
+        action["endedIn"] = event.get("stepIndex")
         action["isError"] = event.get("isError", False)
         action["output"] = event.get("output")
         own = event.get("durationMs")  # the tool's run, without any approval wait
@@ -572,6 +615,12 @@ class ViewFold:
 
     def _input_resolved(self, event: Event) -> None:
         view = self.view
+        for asked in view["pending"]:
+            if asked.get("requestId") != event.get("requestId") or "callId" not in asked:
+                continue
+            if (action := self._call(asked["callId"])) is not None:
+                action["answer"] = {k: v for k, v in event.items() if k in _ANSWERS}
+                action["answeredIn"] = event.get("stepIndex")
         view["pending"] = [
             p for p in view["pending"] if p.get("requestId") != event.get("requestId")
         ]
@@ -605,7 +654,14 @@ class ViewFold:
             self.turn["status"], self.turn["endedAt"] = "parked", self._iso(event.get("at"))
             self._reply_status("parked")
 
+    def _task(self, event: Event) -> None:
+        action = self._call(event.get("taskId"))
+        if action is not None:
+            task = action.setdefault("task", {})
+            task.update({k: v for k, v in event.items() if k in _TASK})
+
     def _task_settled(self, event: Event) -> None:
+        self._task(event)
         if self.view["parkedOn"] == "subagent":
             self.view["status"], self.view["parkedOn"] = "running", None
             self._resume_turn()
@@ -624,6 +680,14 @@ class ViewFold:
 
     def _cleared(self, event: Event) -> None:
         self.view["pending"] = []
+        self._mark({"kind": "cleared", "turn": 0})
+
+    def _mark(self, mark: MarkView) -> None:
+        turn = self.turn
+        mark["turn"] = len(self.view["turns"])
+        running = turn is not None and turn["status"] in ("running", "parked")
+        mark["atStep"] = len(turn["steps"]) if running and turn is not None else None
+        self.view.setdefault("marks", []).append(mark)
 
     def _session_waiting(self, event: Event) -> None:
         self.view["status"], self.view["parkedOn"] = "waiting", None
@@ -637,6 +701,10 @@ class ViewFold:
     def _compaction_completed(self, event: Event) -> None:
         if event.get("status") == "completed":
             self.view["compactions"] += 1
+        mark: MarkView = {"kind": "compaction", "turn": 0, "status": event.get("status", "")}
+        if "removedMessages" in event:
+            mark["removedMessages"] = event["removedMessages"]
+        self._mark(mark)
 
     def _lost(self, event: Event) -> None:
         """An event a repair lost: noted in the turn it fell in (the latest)."""
@@ -650,6 +718,7 @@ _HANDLERS: dict[str, _Handler] = {
     "turn.started": ViewFold._turn_started,
     "message.received": ViewFold._message_received,
     "step.started": ViewFold._step_started,
+    "message.appended": ViewFold._message_appended,
     "message.completed": ViewFold._message_completed,
     "actions.requested": ViewFold._actions_requested,
     "action.result": ViewFold._action_result,
@@ -658,6 +727,7 @@ _HANDLERS: dict[str, _Handler] = {
     "input.requested": ViewFold._input_requested,
     "input.resolved": ViewFold._input_resolved,
     "turn.waiting": ViewFold._turn_waiting,
+    "task.started": ViewFold._task,
     "task.settled": ViewFold._task_settled,
     "turn.completed": ViewFold._turn_ended,
     "turn.failed": ViewFold._turn_ended,
@@ -670,6 +740,16 @@ _HANDLERS: dict[str, _Handler] = {
     "compaction.completed": ViewFold._compaction_completed,
     "event.lost": ViewFold._lost,
 }
+
+
+FIRST_CHARS = 200  # of a session's first message in its listing row
+
+
+def first_message(view: SessionView) -> str | None:
+    """The first message of the session ``view`` folded from its first event (cut)."""
+    turns = view["turns"]
+    text = turns[0]["input"] if turns else None
+    return text[:FIRST_CHARS] if isinstance(text, str) else None
 
 
 def fold(session_id: str, events: Sequence[Mapping[str, Any]]) -> SessionView:

@@ -34,6 +34,7 @@ __all__ = [
     "summary",
 ]
 
+
 class _Kept:
     """A session's fold as kept: the digest of the first ``count`` events (what was checked
     against the stream, at most what the fold took) and its finished turns frozen."""

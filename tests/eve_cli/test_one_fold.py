@@ -51,7 +51,6 @@ NOT_YET = {
     "execution/_replies.py",
     "execution/_stored_events.py",
     "execution/_turn.py",
-    "channel/web/eve.js",
 }
 
 

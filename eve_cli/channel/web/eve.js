@@ -338,163 +338,46 @@
     return i;
   }
 
-  // -- a session's events, folded as `eve inspect` folds them ---------------------------
-
-  /** Status, pending requests and the turns → steps → actions tree of one session. */
-  class Fold {
-    constructor() {
-      this.events = [];
-      this.status = "waiting";
-      this.parkedOn = null;
-      this.pending = new Map();
-      this.turns = [];
-      this.byTurn = new Map();
-    }
-
-    add(event) {
-      this.events.push(event);
-      const kind = event.type;
-      this.status_(event, kind);
-      const turn = this.turn(event);
-      if (!turn) return;
-      if (kind === "message.received" && turn.message === null) turn.message = event.text || "";
-      if (kind === "turn.completed" || kind === "turn.failed" || kind === "turn.cancelled") {
-        turn.status = kind.split(".")[1];
-        turn.error = event.error ? oneLine(event.error.message || event.error, 300) : null;
-      } else if (kind === "turn.waiting") {
-        turn.status = "parked";
-      }
-      if (kind === "action.result" || kind === "input.requested") this.callEvent(turn, kind, event);
-      const step = this.step(turn, event);
-      if (step) {
-        step.lastEvent = event.index;
-        this.stepEvent(step, kind, event);
-      }
-    }
-
-    status_(event, kind) {
-      if (kind === "turn.started") { this.status = "running"; this.parkedOn = null; }
-      else if (kind === "input.requested") this.pending.set(event.requestId, event);
-      else if (kind === "input.resolved") {
-        this.pending.delete(event.requestId);
-        if (!this.pending.size && this.status === "parked") this.status = "running";
-      } else if (kind === "turn.waiting") {
-        this.status = "parked";
-        if (event.on === "tasks") this.parkedOn = "subagent";
-        else if (event.on === "sleep") this.parkedOn = "sleep";
-        else {
-          // As `execution/_view.py`: a question or an outcome request alone names itself.
-          const kinds = new Set(event.requests || [...this.pending.values()].map((p) => p.kind));
-          const alone = kinds.size === 1 ? [...kinds][0] : null;
-          this.parkedOn = alone === "question" || alone === "outcome" ? alone : "approval";
-        }
-      } else if (kind === "action.result" && this.parkedOn === "sleep") { // the sleep woke
-        this.status = "running"; this.parkedOn = null;
-      } else if (kind === "task.settled" && this.parkedOn === "subagent") {
-        this.status = "running"; this.parkedOn = null;
-      } else if (kind === "turn.completed" || kind === "turn.failed" || kind === "turn.cancelled") {
-        this.status = "running"; this.parkedOn = null; this.pending.clear();
-      } else if (kind === "context.cleared") this.pending.clear();
-      else if (kind === "session.waiting") { this.status = "waiting"; this.parkedOn = null; }
-      else if (kind === "session.completed" || kind === "session.failed" || kind === "session.cancelled") {
-        this.status = kind.split(".")[1]; this.parkedOn = null;
-      }
-    }
-
-    turn(event) {
-      if (event.turnId === undefined || event.turnId === null) return null;
-      let turn = this.byTurn.get(event.turnId);
-      if (!turn) {
-        turn = { id: event.turnId, number: this.turns.length + 1, status: "running", message: null, steps: [] };
-        this.turns.push(turn);
-        this.byTurn.set(event.turnId, turn);
-      }
-      return turn;
-    }
-
-    step(turn, event) {
-      if (typeof event.stepIndex !== "number") return null;
-      let step = turn.steps.find((s) => s.index === event.stepIndex);
-      if (!step) {
-        step = { index: event.stepIndex, status: "running", startedAt: event.at, durationMs: null,
-          usage: null, actions: [], firstEvent: event.index, lastEvent: event.index };
-        turn.steps.push(step);
-      }
-      return step;
-    }
-
-    callEvent(turn, kind, event) {
-      for (const step of [...turn.steps].reverse()) {
-        const action = step.actions.find((a) => a.kind === "tool" && a.callId === event.callId);
-        if (!action) continue;
-        if (kind === "input.requested") { action.status = "waiting"; return; }
-        action.status = event.status || "completed";
-        action.isError = Boolean(event.isError);
-        action.output = event.output !== undefined ? event.output : event.result;
-        action.durationMs = typeof event.durationMs === "number" ? event.durationMs : since(action.requestedAt, event.at);
-        return;
-      }
-    }
-
-    stepEvent(step, kind, event) {
-      if (kind === "message.completed") {
-        step.actions.push({ kind: "model", status: "completed", text: event.text || "", durationMs: since(step.startedAt, event.at) });
-      } else if (kind === "actions.requested") {
-        for (const a of event.actions || []) {
-          step.actions.push({ kind: "tool", callId: a.callId, name: a.name, arguments: a.arguments, status: "requested", requestedAt: event.at });
-        }
-      } else if (kind === "step.completed" || kind === "step.failed") {
-        step.status = kind === "step.completed" ? "completed" : "failed";
-        step.durationMs = since(step.startedAt, event.at);
-        step.usage = event.usage || null;
-        if (kind === "step.failed") step.error = oneLine((event.error && event.error.message) || event.error || "", 300);
-      }
-    }
-
-    /** The checkpoint before `step` in stream order (maybe an earlier turn's last). */
-    previous(step) {
-      let before = null;
-      for (const turn of this.turns) {
-        for (const s of turn.steps) {
-          if (s === step) return before;
-          before = { turn, step: s };
-        }
-      }
-      return before;
-    }
-
-    /** What the checkpoint added since the previous one, one line each (as `eve inspect --step`). */
-    changes(step) {
-      const previous = this.previous(step);
-      const first = previous ? previous.step.lastEvent + 1 : 0;
-      return this.events.filter((e) => e.index >= first && e.index <= step.lastEvent).map(change).filter(Boolean);
-    }
-  }
-
-  function since(start, end) {
-    const a = Date.parse(start), b = Date.parse(end);
-    return Number.isNaN(a) || Number.isNaN(b) ? null : Math.max(0, b - a);
-  }
-
-  function change(event) {
-    switch (event.type) {
-      case "message.received": return "+ user: " + (event.text || "");
-      case "message.completed": return event.text ? "+ assistant: " + event.text : "+ assistant: (tool calls only)";
-      case "actions.requested": return "+ tool calls: " + (event.actions || []).map((a) => call(a.name, a.arguments)).join(", ");
-      case "action.result": return "+ result " + event.name + " [" + (event.status || "completed") + "]: " + oneLine(event.output !== undefined ? event.output : "", 2000);
-      case "input.requested": return "+ waiting for " + request(event);
-      case "input.resolved": return "+ " + resolved(event, 160);
-      case "step.completed": return "= step.completed" + (event.usage ? " usage " + oneLine(event.usage, 120) : "");
-      case "step.failed": return "= failed: " + oneLine((event.error && event.error.message) || event.error || "", 300);
-      case "compaction.completed": case "context.cleared": return "= " + event.type;
-      default: return null;
-    }
-  }
+  // -- a session as the server folds it (GET /session/{id}: the one fold of its events) ------
 
   function request(p) {
     if (p.kind === "question") return "an answer: " + (p.question || (p.arguments && p.arguments.question) || "");
     if (p.kind === "outcome") return "what became of " + call(p.tool || "?", p.arguments) + " (outcome unknown)";
     return "approval of " + call(p.tool || "?", p.arguments);
+  }
+
+  /** The model call and the tool calls of a step of the view, as `eve inspect` lists them. */
+  function stepActions(step) {
+    const model = step.modelMs !== null && step.modelMs !== undefined
+      ? [{ kind: "model", status: "completed", text: step.text || "", durationMs: step.modelMs }] : [];
+    return model.concat((step.actions || []).map((a) => Object.assign({ kind: "tool" }, a)));
+  }
+
+  /** What a checkpoint added since the previous one, one line each (as `eve inspect --step`). */
+  function stepChanges(turn, step) {
+    const lines = [];
+    if (step === turn.steps[0] && turn.input !== null) lines.push("+ user: " + turn.input);
+    for (const s of turn.steered || []) if (s.atStep === turn.steps.indexOf(step)) lines.push("+ user: " + s.text);
+    if (step.modelMs !== null && step.modelMs !== undefined) lines.push(step.text ? "+ assistant: " + step.text : "+ assistant: (tool calls only)");
+    if ((step.actions || []).length) lines.push("+ tool calls: " + step.actions.map((a) => call(a.name, a.arguments)).join(", "));
+    for (const a of step.actions || []) {
+      if (a.waitedFor) lines.push("+ waiting for " + request({ kind: a.waitedFor, tool: a.name, arguments: a.arguments }));
+    }
+    // A parked call is answered and ends in a later step: listed where its events are.
+    for (const s of turn.steps) {
+      for (const a of s.actions || []) {
+        if (a.answer && (a.answeredIn ?? s.index) === step.index) lines.push("+ " + resolved(a.answer, 160));
+        const ended = a.status !== "requested" && a.status !== "waiting";
+        if (ended && (a.endedIn ?? s.index) === step.index) lines.push("+ result " + a.name + " [" + (a.status || "completed") + "]: " + oneLine(a.output !== undefined ? a.output : "", 2000));
+      }
+    }
+    if (step.status === "completed") lines.push("= step completed" + (step.usage ? " usage " + oneLine(step.usage, 120) : ""));
+    if (step.status === "failed") lines.push("= failed: " + errorText(step.error));
+    return lines;
+  }
+
+  function errorText(error) {
+    return oneLine((error && error.message) || error || "", 300);
   }
 
   const OUTCOME_WORDS = { rerun: "run again", failed: "treated as failed" };
@@ -511,11 +394,11 @@
   /** Follows a session's stream from `next`, reconnecting (with Last-Event-ID) after a drop
       or a server restart; stops when the session is final or `stop()` is called. */
   class Follow {
-    constructor(sid, onEvents, onState) {
+    constructor(sid, onEvents, onState, next) {
       this.sid = sid;
       this.onEvents = onEvents;
       this.onState = onState;
-      this.next = 0;
+      this.next = next || 0;
       this.abort = new AbortController();
       this.stopped = false;
       this.run();
@@ -616,8 +499,18 @@
       } catch (err) { toast(err.message, true); }
     } }, message, el("button", { type: "submit", class: "primary", text: "Start" }));
     composerKeys(message, () => start.requestSubmit());
+    const search = el("input", { type: "search", id: "search", class: "search", placeholder: "Search sessions: first message, id, agent…",
+      "aria-label": "search sessions", oninput: () => keepFocus(page, () => render(latest)) });
     let stopped = false;
     let timer = null;
+    let latest = [];
+
+    /** Whether a session row has every word of the search box in its first message, id or agent. */
+    function matches(s) {
+      const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+      const text = [s.first || "", s.id, s.agent || ""].join(" ").toLowerCase();
+      return words.every((w) => text.includes(w));
+    }
 
     function render(sessions) {
       const counts = {};
@@ -625,16 +518,20 @@
       chips.replaceChildren(...["all", ...STATUSES].filter((s) => s === "all" || counts[s] || s === filter).map((s) =>
         el("a", { class: "chip" + (s === filter ? " on" : "") + " s-" + s, href: s === "all" ? "#/" : "#/?status=" + s,
           "aria-pressed": s === filter ? "true" : "false" }, s, " ", el("span", { class: "n", text: s === "all" ? sessions.length : counts[s] || 0 }))));
-      const shown = sessions.filter((s) => filter === "all" || s.status === filter);
+      const shown = sessions.filter((s) => (filter === "all" || s.status === filter) && matches(s));
       if (!shown.length) {
-        rows.replaceChildren(el("p", { class: "muted empty", text: sessions.length ? "No " + filter + " sessions." : "No sessions yet: start one above." }));
+        const none = search.value.trim() ? "No session matches “" + search.value.trim() + "”."
+          : sessions.length ? "No " + filter + " sessions." : "No sessions yet: start one above.";
+        rows.replaceChildren(el("p", { class: "muted empty", text: none }));
         return;
       }
       rows.replaceChildren(el("table", { class: "list" },
         el("thead", {}, el("tr", {}, ["status", "session", "agent", "turns", "steps", "last activity", "size"].map((h) => el("th", { text: h })))),
         el("tbody", {}, shown.map((s) => el("tr", { class: "row s-" + s.status, "data-id": s.id },
           el("td", { "data-label": "status" }, badge(s.status, s.parkedOn)),
-          el("td", { "data-label": "session" }, el("a", { class: "sid", href: "#/s/" + s.id, text: s.id })),
+          el("td", { "data-label": "session" },
+            el("a", { class: "sid first", href: "#/s/" + s.id, text: s.first ? oneLine(s.first, 80) : "(no message yet)" }),
+            el("div", { class: "id muted", text: s.id })),
           el("td", { "data-label": "agent", text: s.agent || "" }),
           el("td", { "data-label": "turns", class: "num", text: s.turns ?? "" }),
           el("td", { "data-label": "steps", class: "num", text: s.steps ?? "" }),
@@ -652,6 +549,7 @@
         const data = await api("GET", "/sessions");
         if (stopped) return;
         const sessions = data.sessions || [];
+        latest = sessions;
         // "last activity" says minutes: a minute's tick re-renders an unchanged list too.
         const now = JSON.stringify(sessions) + Math.floor(Date.now() / 60000);
         if (now !== shown) {
@@ -667,7 +565,7 @@
     }
 
     const page = el("section", { class: "page list-page" },
-      el("h1", { class: "title", text: "Sessions" }), start, chips, rows);
+      el("h1", { class: "title", text: "Sessions" }), start, search, chips, rows);
     show(page);
     poll();
     return { stop() { stopped = true; clearTimeout(timer); } };
@@ -681,19 +579,27 @@
     });
   }
 
-  // One session: conversation, pending requests, acting, and the step tree.
+  // One session: conversation, pending requests, acting, and the step tree, all rendered from
+  // the server's view of it; its event stream only says when to read the view again.
   function sessionView(sid, stepRef) {
-    const fold = new Fold();
+    let view = null; // the latest view's head (status, pending, …)
+    const turns = []; // the view's turns, by number - 1
     const conv = el("div", { class: "conv", id: "conv", "aria-live": "polite" });
+    const before = el("div", { class: "turn-items" }); // what happened before the first turn
+    const turnNodes = []; // one container per turn
+    const tail = el("div", { class: "turn-items" }); // the session's own error
+    conv.append(before, tail);
     const pendingBox = el("div", { class: "pending", id: "pending" });
     const tree = el("div", { class: "tree", id: "tree" });
     const detail = el("div", { class: "detail", id: "step-detail" });
     const head = el("div", { class: "session-head" });
-    const bubbles = new Map(); // "turn:step" → {node, text}
-    const cards = new Map(); // callId → card parts
     let selected = stepRef || null;
     let scheduled = false;
     let stopped = false;
+    let follow = null;
+    let reading = false; // a read of the view is under way
+    let again = false; // the stream moved on meanwhile: read it once more after
+    let changedFrom = 0; // the first turn whose container must be rendered again
 
     const box = el("textarea", { id: "message", rows: 2, placeholder: "Message… (Enter sends)", "aria-label": "message" });
     const policy = el("select", { id: "policy", "aria-label": "while a turn runs" },
@@ -739,119 +645,118 @@
     }
 
     function renderHead() {
+      const status = view ? view.status : "waiting";
       head.replaceChildren(
         el("a", { href: "#/", class: "back", text: "← sessions" }),
         el("h1", { class: "title" }, el("span", { class: "sid", text: sid })),
-        badge(fold.status, fold.parkedOn));
-      page.dataset.status = fold.status;
+        badge(status, view ? view.parkedOn : null));
+      page.dataset.status = status;
     }
 
-    function bubble(event) {
-      const key = event.turnId + ":" + event.stepIndex;
-      let b = bubbles.get(key);
-      if (!b) {
-        const body = el("div", { class: "md" });
-        b = { node: el("div", { class: "msg assistant streaming", "data-key": key }, body), body, text: "", dirty: true };
-        bubbles.set(key, b);
-        conv.append(b.node);
-      }
-      return b;
+    // -- the conversation: each turn's items, rendered from its view ---------------------
+
+    function userItem(text) {
+      return el("div", { class: "msg user" }, el("div", { class: "who", text: "you" }), el("div", { class: "plain", text: text || "" }));
     }
 
-    function item(kind, ...children) {
-      const node = el("div", { class: "msg " + kind }, ...children);
-      conv.append(node);
-      return node;
+    function assistantItem(turn, step) {
+      const streaming = step.modelMs === null || step.modelMs === undefined;
+      return el("div", { class: "msg assistant" + (streaming ? " streaming" : ""), "data-key": turn.id + ":" + step.index },
+        el("div", { class: "md" }, ...markdown(step.text)));
     }
 
-    function toolCard(action, event) {
-      const status = el("span", { class: "badge s-requested", text: "requested" });
-      const output = el("pre", { class: "out", hidden: true });
-      const duration = el("span", { class: "muted dur" });
-      const node = el("details", { class: "msg tool", "data-call": action.callId },
-        el("summary", {}, el("span", { class: "tool-name", text: "tool " }), el("code", { text: call(action.name, action.arguments) }), " ", status, " ", duration),
+    const WAITS = { question: "an answer", outcome: "its outcome" };
+
+    function toolItems(action, open) {
+      const waiting = action.status === "waiting";
+      const status = waiting ? "parked" : action.status === "requested" ? "requested" : outcome(action.status, action.isError);
+      const word = waiting ? "waiting for " + (WAITS[action.waitedFor] || "approval") : status;
+      const ended = !waiting && action.status !== "requested";
+      const card = el("details", { class: "msg tool" + (action.isError ? " error" : ""), "data-call": action.callId, open: open || null },
+        el("summary", {}, el("span", { class: "tool-name", text: "tool " }), el("code", { text: call(action.name, action.arguments) }), " ",
+          el("span", { class: "badge s-" + status, text: word }), " ", el("span", { class: "muted dur", text: ended ? ms(action.durationMs) : "" })),
         el("div", { class: "label", text: "arguments" }), el("pre", { class: "args", text: json(action.arguments) }),
-        output);
-      conv.append(node);
-      cards.set(action.callId, { node, status, output, duration, turn: event.turnId });
-    }
-
-    function settle(event) {
-      const card = cards.get(event.callId);
-      if (!card) return;
-      const status = outcome(event.status, event.isError);
-      card.status.className = "badge s-" + status;
-      card.status.textContent = status;
-      card.duration.textContent = ms(event.durationMs);
-      card.output.hidden = false;
-      card.output.textContent = json(event.output !== undefined ? event.output : event.result);
-      card.node.classList.toggle("error", Boolean(event.isError));
-    }
-
-    function onEvent(event) {
-      switch (event.type) {
-        case "message.received":
-          item("user", el("div", { class: "who", text: "you" }), el("div", { class: "plain", text: event.text || "" }));
-          break;
-        case "message.appended": {
-          const b = bubble(event);
-          b.text += event.delta || "";
-          b.dirty = true;
-          break;
-        }
-        case "message.completed": {
-          if (!event.text && !bubbles.has(event.turnId + ":" + event.stepIndex)) break;
-          const b = bubble(event);
-          b.text = event.text || b.text;
-          b.dirty = true;
-          b.done = true;
-          break;
-        }
-        case "actions.requested":
-          for (const a of event.actions || []) toolCard(a, event);
-          break;
-        case "action.result":
-          settle(event);
-          break;
-        case "input.requested": {
-          const card = cards.get(event.callId);
-          const waits = { question: "an answer", outcome: "its outcome" };
-          if (card) { card.status.className = "badge s-parked"; card.status.textContent = "waiting for " + (waits[event.kind] || "approval"); }
-          break;
-        }
-        case "input.resolved":
-          item("note", resolved(event, 200));
-          break;
-        case "task.started":
-          item("task", "sub-agent ", el("strong", { text: event.name || "" }), " → ",
-            el("a", { href: "#/s/" + event.childSessionId, class: "sid", text: event.childSessionId }));
-          break;
-        case "task.settled":
-          item("task", "sub-agent ", el("strong", { text: event.name || "" }), " " + (event.status || "") + ": ", oneLine(event.output || "", 300));
-          break;
-        case "compaction.completed":
-          item("divider", event.status === "completed"
-            ? "context compacted: " + (event.removedMessages ?? "?") + " messages summarized"
-            : "compaction " + (event.status || "failed"));
-          break;
-        case "context.cleared": item("divider", "context cleared"); break;
-        case "turn.cancelled": item("divider", "turn cancelled"); break;
-        case "turn.failed": case "step.failed": case "session.failed":
-          item("error", event.type + ": " + oneLine((event.error && event.error.message) || event.error || "", 500));
-          break;
-        default: break;
+        el("pre", { class: "out", hidden: !ended, text: ended ? json(action.output) : "" }));
+      const items = [card];
+      const task = action.task;
+      if (task && task.childSessionId) {
+        items.push(el("div", { class: "msg task" }, "sub-agent ", el("strong", { text: task.name || "" }), " → ",
+          el("a", { href: "#/s/" + task.childSessionId, class: "sid", text: task.childSessionId })));
+        if (task.status) items.push(el("div", { class: "msg task" }, "sub-agent ", el("strong", { text: task.name || "" }), " " + task.status + ": ", oneLine(task.output || "", 300)));
       }
+      if (action.answer) items.push(el("div", { class: "msg note", text: resolved(action.answer, 200) }));
+      return items;
     }
 
-    function onEvents(events) {
-      for (const event of events) {
-        fold.add(event);
-        onEvent(event);
+    function markItem(mark) {
+      if (mark.kind === "cleared") return el("div", { class: "msg divider", text: "context cleared" });
+      return el("div", { class: "msg divider", text: mark.status === "completed"
+        ? "context compacted: " + (mark.removedMessages ?? "?") + " messages summarized"
+        : "compaction " + (mark.status || "failed") });
+    }
+
+    function turnItems(turn, opened) {
+      const items = [];
+      if (turn.input !== null && turn.input !== undefined) items.push(userItem(turn.input));
+      const steered = turn.steered || [];
+      const marks = ((view && view.marks) || []).filter((m) => m.turn === turn.number);
+      turn.steps.forEach((step, n) => {
+        for (const s of steered) if (s.atStep === n) items.push(userItem(s.text));
+        for (const m of marks) if (m.atStep === n) items.push(markItem(m));
+        if (step.text) items.push(assistantItem(turn, step));
+        for (const a of step.actions || []) items.push(...toolItems(a, opened.has(a.callId)));
+        if (step.error) items.push(el("div", { class: "msg error", text: "step failed: " + errorText(step.error) }));
+      });
+      for (const s of steered) if (s.atStep >= turn.steps.length) items.push(userItem(s.text));
+      if (turn.status === "cancelled") items.push(el("div", { class: "msg divider", text: "turn cancelled" }));
+      if (turn.status === "failed") items.push(el("div", { class: "msg error", text: "turn failed: " + errorText(turn.error) }));
+      for (const m of marks) if (m.atStep === null || m.atStep === undefined || m.atStep >= turn.steps.length) items.push(markItem(m));
+      return items;
+    }
+
+    function renderConversation() {
+      const opened = new Set([...conv.querySelectorAll("details.msg.tool[open]")].map((d) => d.dataset.call));
+      before.replaceChildren(...((view && view.marks) || []).filter((m) => m.turn === 0).map(markItem));
+      for (let i = changedFrom; i < turns.length; i++) {
+        if (!turnNodes[i]) {
+          turnNodes[i] = el("div", { class: "turn-items", "data-turn": i + 1 });
+          conv.insertBefore(turnNodes[i], tail);
+        }
+        turnNodes[i].replaceChildren(...turnItems(turns[i], opened));
       }
-      schedule();
+      changedFrom = turns.length ? turns.length - 1 : 0; // only the latest turn changes
+      tail.replaceChildren(...(view && view.status === "failed" && view.error
+        ? [el("div", { class: "msg error", text: "session failed: " + errorText(view.error) })] : []));
     }
 
-    // Rendering Markdown, the tree and the pending requests once per frame, not per delta.
+    // -- reading the view --------------------------------------------------------------
+
+    /** Reads the view from the turn that may still change on; once at a time, once more if
+        the stream moved on meanwhile. */
+    async function read() {
+      again = true;
+      if (reading) return;
+      reading = true;
+      try {
+        while (again && !stopped) {
+          again = false;
+          const from = Math.max(1, turns.length);
+          const got = await api("GET", `/session/${encodeURIComponent(sid)}?fromTurn=${from}`);
+          if (stopped) return;
+          view = got;
+          changedFrom = Math.min(changedFrom, from - 1);
+          for (const turn of got.turns) turns[turn.number - 1] = turn;
+          schedule();
+        }
+      } catch (err) {
+        if (!stopped && !(err instanceof ApiError && err.status === 401)) again = true;
+      } finally {
+        reading = false;
+      }
+      return view;
+    }
+
+    // Rendering Markdown, the tree and the pending requests once per frame, not per read.
     function schedule() {
       if (scheduled) return;
       scheduled = true;
@@ -859,12 +764,7 @@
         scheduled = false;
         if (stopped) return;
         const near = conv.scrollHeight - conv.scrollTop - conv.clientHeight < 80;
-        for (const b of bubbles.values()) {
-          if (!b.dirty) continue;
-          b.dirty = false;
-          b.body.replaceChildren(...markdown(b.text));
-          b.node.classList.toggle("streaming", !b.done);
-        }
+        renderConversation();
         keepFocus(head, renderHead);
         renderPending();
         keepFocus(tree, renderTree);
@@ -881,7 +781,8 @@
     }
 
     function renderPending() {
-      const cards_ = [...fold.pending.values()].map((p) => {
+      const pending = (view && view.pending) || [];
+      const cards_ = pending.map((p) => {
         if (p.kind === "question") {
           const answer = el("input", { type: "text", class: "answer", "aria-label": "answer", placeholder: "your answer" });
           const options = (p.options || (p.arguments && p.arguments.options) || []).map((o) =>
@@ -905,7 +806,7 @@
             el("button", { type: "button", class: "always", title: "approve, and do not ask again for this tool", onclick: respond({ requestId: p.requestId, approved: true, always: true }), text: "Always" })));
       });
       const have = [...pendingBox.children].map((c) => c.dataset.request).join(" ");
-      const want = [...fold.pending.keys()].join(" ");
+      const want = pending.map((p) => p.requestId).join(" ");
       if (have !== want) pendingBox.replaceChildren(...cards_); // keep a half-typed answer
     }
 
@@ -928,10 +829,10 @@
     }
 
     function renderTree() {
-      tree.replaceChildren(...fold.turns.map((turn) => el("div", { class: "turn" },
+      tree.replaceChildren(...turns.map((turn) => el("div", { class: "turn" },
         el("div", { class: "turn-head" }, el("strong", { text: "turn " + turn.number }), " ", badge(turn.status),
-          turn.message ? el("span", { class: "muted", text: " “" + oneLine(turn.message, 60) + "”" }) : null),
-        turn.error ? el("div", { class: "error", text: turn.error }) : null,
+          turn.input ? el("span", { class: "muted", text: " “" + oneLine(turn.input, 60) + "”" }) : null),
+        turn.error ? el("div", { class: "error", text: errorText(turn.error) }) : null,
         el("ul", {}, turn.steps.map((step) => {
           const ref = turn.number + "." + step.index;
           return el("li", {},
@@ -939,38 +840,60 @@
               "aria-current": ref === selected ? "true" : null },
             "step " + ref + " ", badge(step.status), " ", el("span", { class: "muted", text: ms(step.durationMs) }),
             step.usage ? el("span", { class: "muted", text: " · " + (step.usage.inputTokens ?? "?") + " in / " + (step.usage.outputTokens ?? "?") + " out" }) : null),
-            el("ul", {}, step.actions.map((a) => el("li", { class: "action" },
+            el("ul", {}, stepActions(step).map((a) => el("li", { class: "action" },
               a.kind === "model"
                 ? [el("span", { class: "kind", text: "model call " }), a.text ? el("span", { class: "muted", text: "“" + oneLine(a.text, 50) + "” " }) : null]
-                : [el("span", { class: "kind", text: "tool " }), el("code", { text: call(a.name, a.arguments) }), " ", badge(outcome(a.status, a.isError))],
+                : [el("span", { class: "kind", text: "tool " }), el("code", { text: call(a.name, a.arguments) }), " ", badge(a.status === "waiting" ? "parked" : outcome(a.status, a.isError))],
               " ", el("span", { class: "muted", text: ms(a.durationMs) })))));
         })))));
       renderDetail();
     }
 
+    /** The checkpoint before `step` in the session's order (maybe an earlier turn's last). */
+    function previous(step) {
+      let last = null;
+      for (const turn of turns) {
+        for (const s of turn.steps) {
+          if (s === step) return last;
+          last = { turn, step: s };
+        }
+      }
+      return last;
+    }
+
     function renderDetail() {
       if (!selected) { detail.replaceChildren(); return; }
       const [t, s] = selected.split(".");
-      const turn = fold.turns.find((x) => String(x.number) === t);
+      const turn = turns.find((x) => String(x.number) === t);
       const step = turn && turn.steps.find((x) => String(x.index) === s);
       if (!step) { detail.replaceChildren(el("p", { class: "muted", text: "no step " + selected + " (yet)" })); return; }
-      const previous = fold.previous(step);
+      const last = previous(step);
       detail.replaceChildren(el("div", { class: "card checkpoint" },
         el("h3", { text: "checkpoint " + selected }),
         el("p", { class: "muted", text: "events " + step.firstEvent + "–" + step.lastEvent + " · " + step.status +
           (step.usage ? " · usage " + oneLine(step.usage, 100) : "") }),
-        el("div", { class: "label", text: "changes since " + (previous ? "step " + previous.turn.number + "." + previous.step.index : "the session start") }),
-        el("pre", { class: "changes", text: fold.changes(step).join("\n") })));
+        el("div", { class: "label", text: "changes since " + (last ? "step " + last.turn.number + "." + last.step.index : "the session start") }),
+        el("pre", { class: "changes", text: stepChanges(turn, step).join("\n") })));
     }
 
     show(page);
     renderHead();
-    const follow = new Follow(sid, onEvents, (state, detailText) => {
+    const onState = (state, detailText) => {
       connState(state, detailText);
       if (state === "gone") conv.replaceChildren(el("p", { class: "error", text: detailText }));
+    };
+    // The view first, then its stream from the events it had: each new event reads it again.
+    api("GET", `/session/${encodeURIComponent(sid)}`).then((got) => {
+      if (stopped) return;
+      view = got;
+      got.turns.forEach((turn, i) => { turns[i] = turn; });
+      schedule();
+      follow = new Follow(sid, () => read(), onState, got.events || 0);
+    }).catch((err) => {
+      if (!stopped) onState(err instanceof ApiError && err.status !== 401 ? "gone" : "offline", err.message);
     });
     return {
-      stop() { stopped = true; follow.stop(); },
+      stop() { stopped = true; if (follow) follow.stop(); },
       select(ref) { selected = ref; renderTree(); },
       sid,
       focus() { box.focus(); },

@@ -84,6 +84,15 @@ def test_a_new_session_appears_in_the_list_without_a_reload_and_parked_ones_filt
     focused = t.page.evaluate("document.activeElement.getAttribute('href')")
     assert focused == f"#/s/{waiting}", "a live update took the keyboard focus away"
 
+    # Each row shows its first message and its age; the search box filters by text or id.
+    expect(row).to_contain_text("hi")
+    expect(row).to_contain_text(re.compile(r"just now| ago"))
+    t.page.locator("#search").fill(parked[-10:])
+    expect(t.page.locator("tr.row")).to_have_count(1)
+    t.page.locator("#search").fill("no such words")
+    expect(t.page.locator("#sessions")).to_contain_text("No session matches")
+    t.page.locator("#search").fill("")
+
     t.page.get_by_role("link", name=re.compile(r"^parked")).click()
     expect(t.page.locator("tr.row")).to_have_count(1)
     expect(t.page.locator(f'tr[data-id="{parked}"]')).to_be_visible()
