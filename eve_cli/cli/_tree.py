@@ -55,6 +55,8 @@ def _step(step: Mapping[str, Any]) -> dict[str, Any]:
     shown = {
         "index": step.get("index"),
         "status": step.get("status"),
+        "startedAt": step.get("startedAt"),
+        "endedAt": step.get("endedAt"),
         "durationMs": step.get("durationMs"),
         "usage": step.get("usage"),
         "actions": actions,

@@ -76,6 +76,8 @@ class StepView(TypedDict, total=False):
     text: Required[str]
     actions: Required[list[ActionView]]
     usage: Required[dict[str, int] | None]
+    startedAt: Any  # ISO times
+    endedAt: Any
     durationMs: int | None  # when it ended
     modelMs: int | None  # the model call's time, once its reply is complete
     firstEvent: int  # the indexes of its first and latest events
@@ -396,6 +398,7 @@ class ViewFold:
         self._step_ms: int | None = None  # when the current step started (epoch ms)
         self._asked: dict[Any, int | None] = {}  # the current turn's calls: when requested
         self._index = 0  # the next event's index, for events that do not carry one
+        self._early: tuple[Any, int, Any] | None = None  # a step's events before its start
 
     def feed(self, events: Sequence[Mapping[str, Any]]) -> ViewFold:
         for event in cast("Sequence[Event]", events):  # read as stored: one cast, not one each
@@ -459,9 +462,14 @@ class ViewFold:
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, event)
-        step = self.step
-        if step is not None and "stepIndex" in event and event["stepIndex"] == step["index"]:
-            step["lastEvent"] = index
+        if "stepIndex" in event:
+            step, number = self.step, event["stepIndex"]
+            if step is not None and number == step["index"]:
+                step["lastEvent"] = index
+            elif self._early is None or self._early[0] != number:
+                # An event of a step not started yet (an approved call's result): the step
+                # begins there, as far as its events say.
+                self._early = (number, index, event.get("at"))
 
     # -- one handler per event type ---------------------------------------------------------------
     def _session_started(self, event: Event) -> None:
@@ -484,7 +492,7 @@ class ViewFold:
             "startedAt": self._iso(event.get("at")),
             "endedAt": None,
         }
-        self.turn, self.step, self._asked = turn, None, {}
+        self.turn, self.step, self._asked, self._early = turn, None, {}, None
         view = self.view
         view["turns"].append(turn)
         view["status"], view["parkedOn"] = "running", None
@@ -514,20 +522,25 @@ class ViewFold:
     def _step_started(self, event: Event) -> None:
         if self.turn is None:
             return
-        index = event.get("index", self._index - 1)
+        index, at = event.get("index", self._index - 1), event.get("at")
+        if self._early is not None and self._early[0] == event.get("stepIndex"):
+            _, index, at = self._early
+        self._early = None
         step: StepView = {
             "index": event.get("stepIndex"),
             "status": "running",
             "text": "",
             "actions": [],
             "usage": None,
+            "startedAt": self._iso(at),
+            "endedAt": None,
             "durationMs": None,
             "modelMs": None,
             "firstEvent": index,
             "lastEvent": index,
         }
         self.step = step
-        self._step_ms = _epoch_ms(event.get("at"), self._created_ms)
+        self._step_ms = _epoch_ms(at, self._created_ms)
         self.turn["steps"].append(step)
         self.view["steps"] += 1
 
@@ -598,6 +611,7 @@ class ViewFold:
             return
         step["status"] = "completed" if event["type"] == "step.completed" else "failed"
         step["usage"] = usage = event.get("usage")
+        step["endedAt"] = self._iso(event.get("at"))
         step["durationMs"] = _span(self._step_ms, _epoch_ms(event.get("at"), self._created_ms))
         if event.get("error"):
             step["error"] = event["error"]
