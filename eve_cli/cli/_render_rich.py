@@ -182,6 +182,17 @@ class RichRenderer:
             self.console.print(Text(f"? {describe_request(request)}", style="bold yellow"))
         self._announced = None
 
+    def know_calls(self, view: Mapping[str, Any]) -> None:
+        """The tool calls the session view's latest turn asked for and that have no result
+        yet (a reopened session's): their result lines name their arguments, as live."""
+        turns = view.get("turns") or [{}]
+        now = time.monotonic()
+        for step in turns[-1].get("steps") or []:
+            for action in step.get("actions") or []:
+                if action.get("status") in ("requested", "waiting"):
+                    call = (str(action.get("name")), action.get("arguments"), now)
+                    self._calls[str(action.get("callId"))] = call
+
     def recap(self, events: Sequence[Mapping[str, Any]], session_id: str) -> None:
         """The last exchanges of a reopened session (tool lines as they were shown live), so
         the user sees where it stands."""

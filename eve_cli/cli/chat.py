@@ -226,6 +226,7 @@ def _introduce(
     renderer.banner(banner)
     if resumed and is_rich(renderer):
         renderer.recap(rt.events(sid, -400), sid)
+        renderer.know_calls(view)  # a call asked before the reopening keeps its arguments
     if resumed and model:
         renderer.notice(f"-m applies to new sessions; session {sid} keeps its model")
     if resumed and agent is not None:

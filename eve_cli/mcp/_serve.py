@@ -78,8 +78,8 @@ TOOLS = [
     ),
     _tool(
         "agent_get",
-        "A session's status, pending requests, last reply and events from index `since` "
-        "(answer `next` is where to ask from next); `wait` seconds for news first.",
+        "A session's status, pending requests, its current turn's reply and events from index "
+        "`since` (answer `next` is where to ask from next); `wait` seconds for news first.",
         {"sessionId": _ID, "since": {"type": "integer", "minimum": 0}, "wait": _WAIT},
         ["sessionId"],
     ),

@@ -5,7 +5,8 @@ background (no SDK here: ``_serve`` puts it on the wire).
 A session is durable and a connection is not: every answer names the session, and a client
 that comes back with that id (or starts again with the same ``key``) finds everything there.
 Answers are plain data: ``sessionId``, ``status`` (SPEC §9 words), ``parkedOn``, ``pending``
-(the requests ``agent_respond`` answers), ``reply`` (the agent's last words), ``events`` since
+(the requests ``agent_respond`` answers), ``reply`` (the current turn's reply, None while it has
+none yet) and ``turn`` (that turn: ``id``, ``number``, ``status``), ``events`` since
 the asked index (§8 events, at most :data:`MAX_EVENTS`), ``next`` (the index to ask from next).
 """
 
@@ -168,7 +169,7 @@ class AgentService:
             "sessionId": sid,
             "status": view["status"],
             "pending": view.get("pending") or [],
-            "reply": last_reply(view),
+            **current_reply(view),
             "events": page,
             "next": max(0, since) + len(page),
         }
@@ -211,13 +212,15 @@ class _Told:
                 await progress(self.count, describe(event))
 
 
-def last_reply(view: Any) -> str:
-    """The agent's last words in a session view ("" before any)."""
-    for turn in reversed(view.get("turns") or []):
-        for step in reversed(turn.get("steps") or []):
-            if step.get("text"):
-                return str(step["text"])
-    return ""
+def current_reply(view: Any) -> dict[str, Any]:
+    """``reply``: the current (latest) turn's reply in a session view, None while it has none
+    (a turn waiting for an approval has not replied: an earlier turn's words are not its);
+    ``turn``: that turn (None before the first)."""
+    reply = view.get("reply")
+    if not reply:
+        return {"reply": None, "turn": None}
+    turn = {"id": reply["turnId"], "number": reply["turn"], "status": reply["status"]}
+    return {"reply": reply["text"], "turn": turn}
 
 
 def describe(event: dict[str, Any]) -> str:

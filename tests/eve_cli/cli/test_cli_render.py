@@ -334,3 +334,28 @@ def test_rich_recap_of_a_long_session_shows_five_exchanges_and_where_the_rest_is
     text = visible(buf)
     assert "question 2" not in text and "question 3" in text and "question 7" in text
     assert "3 earlier exchanges: eve log s_1" in text
+
+
+def test_a_reopened_sessions_tool_line_keeps_its_arguments() -> None:
+    """A call asked for before the session was reopened (parked on its approval): its result
+    line, rendered after the reopening, names its arguments (it said `pay()`)."""
+    from eve_cli.execution import fold
+
+    asked = [
+        {"type": "turn.started", "index": 0, "turnId": "t1"},
+        {"type": "step.started", "index": 1, "turnId": "t1", "stepIndex": 0},
+        {"type": "actions.requested", "index": 2, "turnId": "t1", "stepIndex": 0,
+         "actions": [{"callId": "c1", "name": "pay", "arguments": {"amount": 12}}]},
+        {"type": "input.requested", "index": 3, "turnId": "t1", "stepIndex": 0,
+         "requestId": "r1", "kind": "approval", "callId": "c1", "tool": "pay"},
+    ]  # fmt: skip
+    result = {"type": "action.result", "callId": "c1", "name": "pay", "status": "completed",
+              "output": "paid", "durationMs": 3}  # fmt: skip
+    out = io.StringIO()
+    renderer = RichRenderer(Console(file=out, width=120, highlight=False))
+    renderer.know_calls(fold("s1", asked))
+    renderer.event(result)
+    assert "pay(amount=12)" in out.getvalue()
+    bare = io.StringIO()
+    RichRenderer(Console(file=bare, width=120, highlight=False)).event(result)
+    assert "pay()" in bare.getvalue()  # what a renderer that knows no call says

@@ -83,6 +83,10 @@ def test_eve_mcp_over_stdio(make_agent: AgentFactory, world_spec: str) -> None:
             assert (sent["disposition"], sent["status"], sent["parkedOn"]) == (
                 "started", "parked", "approval",
             )  # fmt: skip
+            # The new turn waits for an approval: it has no reply yet (the first turn's is not).
+            assert (sent["reply"], sent["turn"]["number"], sent["turn"]["status"]) == (
+                None, 2, "parked",
+            )  # fmt: skip
             [pending] = sent["pending"]
             assert (pending["tool"], pending["arguments"]) == ("danger", {"x": 7})
             assert "no session 'nope'" in await refused(client, "agent_get", sessionId="nope")
@@ -101,6 +105,7 @@ def test_eve_mcp_over_stdio(make_agent: AgentFactory, world_spec: str) -> None:
             done = await use(client, "agent_respond", sessionId=sid, responses=[answer], wait=30)
             # The approved call finished its turn, then the queued message had its own.
             assert (done["status"], done["reply"]) == ("waiting", "and the queued one")
+            assert done["turn"] == {"id": "t3", "number": 3, "status": "completed"}
             texts = [e.get("text") for e in done["events"] if e["type"] == "message.completed"]
             assert texts[-2:] == ["approved and done", "and the queued one"]
             tail = await use(client, "agent_get", sessionId=sid, since=done["next"] - 2)
