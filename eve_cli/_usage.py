@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
-__all__ = ["USAGE_KEYS", "UsageTotals", "add_usage", "format_usage", "usage_totals"]
+__all__ = ["USAGE_KEYS", "UsageTotals", "add_usage", "empty_usage", "format_usage", "usage_totals"]
 
 USAGE_KEYS = (
     "inputTokens",
@@ -30,7 +30,8 @@ class UsageTotals(TypedDict):
     steps: int
 
 
-def _empty() -> UsageTotals:
+def empty_usage() -> UsageTotals:
+    """Totals of no step."""
     return {"usage": {"inputTokens": 0, "outputTokens": 0}, "cost": None, "steps": 0}
 
 
@@ -50,7 +51,7 @@ def add_usage(totals: UsageTotals, event: Mapping[str, Any]) -> None:
 
 def usage_totals(events: Iterable[Mapping[str, Any]]) -> tuple[UsageTotals, dict[str, UsageTotals]]:
     """``(session totals, totals by turn id)`` of ``events``."""
-    session = _empty()
+    session = empty_usage()
     turns: dict[str, UsageTotals] = {}
     for event in events:
         if event.get("type") != "step.completed":
@@ -58,7 +59,7 @@ def usage_totals(events: Iterable[Mapping[str, Any]]) -> tuple[UsageTotals, dict
         add_usage(session, event)
         turn = event.get("turnId")
         if isinstance(turn, str):
-            add_usage(turns.setdefault(turn, _empty()), event)
+            add_usage(turns.setdefault(turn, empty_usage()), event)
     return session, turns
 
 

@@ -37,6 +37,8 @@ def _turn(turn: Mapping[str, Any]) -> dict[str, Any]:
         shown["error"] = error_text(turn)
     if turn.get("lost"):
         shown["lost"] = list(turn["lost"])
+    if turn.get("usage"):
+        shown["usage"] = turn["usage"]
     return shown
 
 

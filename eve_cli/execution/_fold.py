@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Literal, NotRequired, Required, TypedDict, cast
 
 from eve_cli._events import Event
+from eve_cli._usage import UsageTotals, add_usage, empty_usage
 from eve_cli.execution._stored_events import iso_from_ms
 from world import decode, encode
 
@@ -78,6 +79,9 @@ class StepView(TypedDict, total=False):
     usage: Required[dict[str, int] | None]
     startedAt: Any  # ISO times
     endedAt: Any
+    cost: float  # in US dollars, from the model's price table
+    reasoning: str  # what the model showed of its reasoning (``redacted``: some came encrypted)
+    redacted: bool
     durationMs: int | None  # when it ended
     modelMs: int | None  # the model call's time, once its reply is complete
     firstEvent: int  # the indexes of its first and latest events
@@ -97,6 +101,8 @@ class TurnView(TypedDict, total=False):
     endedAt: Any  # its end, or where it parked last
     error: Any
     lost: list[int]  # events a repair lost while it ran
+    usage: UsageTotals  # over its completed steps
+    result: Any  # its structured answer (the agent's output_schema), parsed
     steered: list[SteerView]  # messages folded in while it ran
 
 
@@ -146,7 +152,7 @@ class SessionView(TypedDict):
     error: Any
     wakeAt: str | None  # parked on a sleep: when it ends (ISO time)
     reply: NotRequired[ReplyView | None]  # the current turn's reply
-    usage: NotRequired[dict[str, int]]  # tokens over every step, by kind
+    usage: NotRequired[UsageTotals]  # tokens by kind and cost over every completed step
     marks: NotRequired[list[MarkView]]  # the history compacted or cleared, in order
     agentDir: NotRequired[str | None]  # added by the runtime: the folder the session runs
     resume: NotRequired[str]  # added by `eve inspect` to an interrupted session: the command
@@ -386,7 +392,7 @@ class ViewFold:
             "error": None,
             "wakeAt": None,  # parked on a sleep: when it ends (ISO time)
             "reply": None,
-            "usage": {},
+            "usage": empty_usage(),
             "marks": [],
         }
         self.turn: TurnView | None = None
@@ -606,20 +612,32 @@ class ViewFold:
             action["server"], action["tool"] = server, event.get("tool", "")
 
     def _step_ended(self, event: Event) -> None:
+        completed = event["type"] == "step.completed"
+        if completed:  # usage and cost totals, per session and turn (as `eve_cli._usage`)
+            add_usage(self.view.setdefault("usage", empty_usage()), event)
+            if self.turn is not None and event.get("turnId", self.turn["id"]) == self.turn["id"]:
+                add_usage(self.turn.setdefault("usage", empty_usage()), event)
         step = self.step
         if step is None:
             return
-        step["status"] = "completed" if event["type"] == "step.completed" else "failed"
-        step["usage"] = usage = event.get("usage")
+        step["status"] = "completed" if completed else "failed"
+        step["usage"] = event.get("usage")
+        if "cost" in event:
+            step["cost"] = event["cost"]
         step["endedAt"] = self._iso(event.get("at"))
         step["durationMs"] = _span(self._step_ms, _epoch_ms(event.get("at"), self._created_ms))
         if event.get("error"):
             step["error"] = event["error"]
-        if usage:
-            total = self.view.setdefault("usage", {})
-            for key, value in usage.items():
-                if type(value) is int:
-                    total[key] = total.get(key, 0) + value
+
+    def _reasoning(self, event: Event) -> None:
+        if self.step is not None:
+            self.step["reasoning"] = event.get("text", "")
+            if event.get("redacted"):
+                self.step["redacted"] = True
+
+    def _result(self, event: Event) -> None:
+        if self.turn is not None:
+            self.turn["result"] = event.get("value")
 
     def _input_requested(self, event: Event) -> None:
         self.view["pending"].append({k: v for k, v in event.items() if k in PENDING_FIELDS})
@@ -752,6 +770,8 @@ _HANDLERS: dict[str, _Handler] = {
     "session.failed": ViewFold._session_ended,
     "session.cancelled": ViewFold._session_ended,
     "compaction.completed": ViewFold._compaction_completed,
+    "reasoning.completed": ViewFold._reasoning,
+    "result": ViewFold._result,
     "event.lost": ViewFold._lost,
 }
 

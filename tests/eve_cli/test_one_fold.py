@@ -28,7 +28,8 @@ from tests.eve_cli.rt_support import DANGER_TOOL, call, reply, write_agent
 from tests.worlds import WorldOpener
 
 PACKAGE = Path(__file__).resolve().parents[2] / "eve_cli"
-NAMES = frozenset(TYPES) | {"event.lost"}
+# Dotted names only: `result` (issue 34's type) is also every other module's word for a result.
+NAMES = frozenset(name for name in TYPES if "." in name) | {"event.lost"}
 # Where event types are declared (their names and stored numbers) and given their meaning.
 DECLARED = {"_events.py", "execution/_event_form.py", "execution/_lost.py", "execution/_fold.py"}
 # Producers: the first argument of these calls is the type of the event they write.
@@ -39,6 +40,7 @@ NOT_YET = {
     "_cassette.py",
     "_losses.py",
     "_tracing/_otel.py",
+    "_usage.py",
     "channel/_metrics.py",
     "evals/_outcome.py",
     "evals/_runner.py",
