@@ -36,8 +36,9 @@ took the lease (fencing: a worker that lost a lease can never write to that fami
 world object remembers the families it lost, so nothing it writes without a lease reaches them
 either, until it acquires them again).
 An owner is alive while its listener connection holds its advisory lock (free the moment its
-process dies); a frozen one loses its leases when they expire (`?lease=SECONDS`, 10 s by
-default), renewed by the listener thread while it runs.
+process dies; for a lease's time after the server started, every owner is taken for alive: a
+restart freed every lock); a frozen one loses its leases when they expire (`?lease=SECONDS`,
+10 s by default), renewed by the listener thread while it runs and as soon as it reconnects.
 
 Wake-ups: deliveries and stream items `pg_notify` in their own transaction (an owner's batch
 only while another world object tails one of the family's streams: `tails`, a row each
@@ -345,6 +346,7 @@ class _Listener(threading.Thread):
     def _serve(self, conn: psycopg.Connection[Any]) -> None:
         world = self.world
         beat = min(world._target.lease / 3, 1.0)
+        world._renew(conn)  # at once: after a lost connection, the leases ran on meanwhile
         renewed = time.monotonic()
         while not self.stop.is_set():
             for note in conn.notifies(timeout=beat):
@@ -472,7 +474,8 @@ class PostgresWorld(World):
         self._target = _target(url)
         self.url = redact(url)
         s = f'"{self._target.schema}"'
-        self._sql = {name: text.format(s=s) for name, text in _SQL.items()}
+        lease = self._target.lease
+        self._sql = {name: text.format(s=s, lease=lease) for name, text in _SQL.items()}
         self._loop_sql = _LOOP_BATCH.format(s=s).encode()
         # Pooled connections `_LOOP_NAME` is prepared on (`before_effect_on_loop`).
         self._prepared: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
@@ -1826,9 +1829,14 @@ def _stream_root(name: str) -> str | None:
 
 
 # Statements, `{s}` the quoted schema. Each is one transaction (autocommit).
-_ALIVE = """EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+# An owner is alive while its liveness lock is held, and taken for alive for a lease's time
+# after the server started (a restart frees every lock: its owners take theirs again as soon
+# as they reconnect, and their batches in flight commit instead of their sessions being taken
+# over, their tools run again).
+_ALIVE = """(EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
     AND l.classid = (f.owner_key >> 32)::oid AND l.objid = (f.owner_key & 4294967295)::oid
-    AND l.objsubid = 1)"""
+    AND l.objsubid = 1)
+    OR pg_postmaster_start_time() > now() - {lease} * interval '1 second')"""
 _SQL: dict[str, str] = {
     "create": """
         WITH f AS (
