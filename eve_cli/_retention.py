@@ -54,7 +54,7 @@ class Entry:
     action: str = ""  # removed | would remove | skipped: <why>
 
 
-def open_reader(where: str | Path) -> Runtime:
+def collecting_runtime(where: str | Path) -> Runtime:
     """A runtime on ``where`` for collecting: never the user's agent code, and the built-in
     agent only if a view needs it."""
     return Runtime(where, agent_dir=DEFAULT_AGENT_DIR, load_agent=False)

@@ -30,7 +30,7 @@ from eve_cli._retention import (
     FORCED,
     Entry,
     collect,
-    open_reader,
+    collecting_runtime,
     parse_duration,
     removed,
 )
@@ -94,7 +94,7 @@ def gc(
 
 def _collect(where: Where, cutoff: float, allowed: set[str], dry_run: bool) -> list[Entry]:
     try:
-        rt = open_reader(where.url or where.path)
+        rt = collecting_runtime(where.url or where.path)
     except WorldError as exc:
         raise CliError(f"{exc}; run `eve doctor`") from None
     try:

@@ -217,11 +217,11 @@ class _Retention:
     def __call__(self) -> str | None:
         import time
 
-        from eve_cli._retention import RETAINED_UNLESS_IDLE, collect, open_reader, removed
+        from eve_cli._retention import RETAINED_UNLESS_IDLE, collect, collecting_runtime, removed
         from eve_cli.cli._tables import human_bytes
 
         if self._reader is None:
-            self._reader = open_reader(self.where.url or self.where.path)
+            self._reader = collecting_runtime(self.where.url or self.where.path)
         allowed = set(RETAINED_UNLESS_IDLE)
         done = removed(collect(self._reader, time.time() - self.age, allowed, dry_run=False))
         if not done:

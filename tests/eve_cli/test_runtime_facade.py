@@ -380,7 +380,7 @@ def test_a_session_made_again_after_gc_is_not_read_from_what_was_kept(
 ) -> None:
     import time
 
-    from eve_cli._retention import FINISHED, collect, open_reader
+    from eve_cli._retention import FINISHED, collect, collecting_runtime
 
     agent = make_agent(script=[reply(f"answer {i}") for i in range(3)])
 
@@ -391,7 +391,7 @@ def test_a_session_made_again_after_gc_is_not_read_from_what_was_kept(
         assert (await rt.drive(sid))["status"] == "waiting"
         assert rt.session(sid)["model"] != "demo"  # its meta is kept now
         data = isolated / ".workflow-data"
-        reader = open_reader(data)
+        reader = collecting_runtime(data)
         try:
             removed = collect(reader, time.time() + 60, {*FINISHED, "waiting"}, dry_run=False)
         finally:

@@ -16,7 +16,7 @@ import filelock
 import pytest
 from typer.testing import CliRunner
 
-from eve_cli._retention import FINISHED, _remove, collect, open_reader, parse_duration
+from eve_cli._retention import FINISHED, _remove, collect, collecting_runtime, parse_duration
 from eve_cli.cli.app import app
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import DANGER_TOOL as DANGER
@@ -214,7 +214,7 @@ def test_a_session_that_changed_after_the_listing_is_kept(
     data, sid = isolated / "data", sessions["waiting"]
     _age(data, 3600)
     cutoff, allowed = time.time() - 60, {*FINISHED, "waiting"}
-    reader = open_reader(data)
+    reader = collecting_runtime(data)
     try:
         listed = collect(reader, cutoff, allowed, dry_run=True)
     finally:
