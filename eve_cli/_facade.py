@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, ov
 if TYPE_CHECKING:
     from eve_cli._schedules import Schedule
     from eve_cli.channel.client import RemoteRuntime
-    from eve_cli.execution._fork import Lineage
-    from eve_cli.execution._view import SessionView
+    from eve_cli.execution import Lineage, SessionView
     from eve_cli.runtime import Runtime
 
 TurnPolicy = Literal["steer", "queue"]

@@ -19,8 +19,7 @@ import httpx
 
 if TYPE_CHECKING:
     from eve_cli._facade import TurnPolicy
-    from eve_cli.execution._fork import Lineage
-    from eve_cli.execution._view import SessionView
+    from eve_cli.execution import Lineage, SessionView
 
 T = TypeVar("T")
 

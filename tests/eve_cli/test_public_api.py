@@ -57,3 +57,34 @@ def test_evals_names_are_pinned() -> None:
     ]  # fmt: skip
     for name in evals.__all__:
         assert hasattr(evals, name), name
+
+
+def test_execution_and_harness_names_are_pinned() -> None:
+    """What other packages use of the execution layer and the harness (their modules behind
+    these names are private: no other package imports them)."""
+    from eve_cli import execution, harness
+
+    assert sorted(execution.__all__) == [
+        "Change", "Disposition", "ENDING_WAIT", "EventReader", "EventWatcher", "Executor",
+        "ForkPointError", "KeyedStream", "Lineage", "SESSION_WORKFLOW", "SessionRow",
+        "SessionView", "TAIL", "TAKEN_SCAN", "TURN_WORKFLOW", "ViewFold", "change_of", "decide",
+        "first_message", "fold", "fork_session", "fresh_start", "lineage", "observe_events",
+        "opens_session", "phase", "read_window", "receipt_boundary", "settles", "started_event",
+        "stored_event", "summary", "taken", "window_messages",
+    ]  # fmt: skip
+    assert sorted(harness.__all__) == [
+        "OUTCOME", "StepHost", "StepResult", "answer_problem", "compact_message",
+        "expand_delivery", "run_step",
+    ]  # fmt: skip
+    for module in (execution, harness):
+        for name in module.__all__:
+            assert hasattr(module, name), name
+
+
+def test_runtime_names_are_pinned() -> None:
+    from eve_cli import runtime
+
+    assert sorted(runtime.__all__) == [
+        "AgentLoadError", "DeliveryReceipt", "ForkPointError", "InvalidSessionIdError",
+        "Runtime", "RuntimeErrorBase", "SessionNotFoundError", "default_data_dir", "open_world",
+    ]  # fmt: skip

@@ -257,19 +257,19 @@ def test_a_view_fed_as_events_are_written_equals_one_read_back(
             view = rt.session(sid)
             other = Runtime(agent_dir=agent, load_agent=False)
             try:
-                other_status = other._status(sid)  # before its view: nothing kept yet
+                other_status = other.reader.status(sid)  # before its view: nothing kept yet
                 assert view == other.session(sid)
             finally:
                 other.close()
             fresh = fold(sid, rt.events(sid))
             # A delivery's status check answers from the kept fold; a reader's from the tail.
-            assert rt._status(sid) == other_status == view["status"]
+            assert rt.reader.status(sid) == other_status == view["status"]
             # So does the listing row the head keeps (sessions() of another process reads it).
             [row] = [r for r in rt.sessions() if r["id"] == sid]
             del row["bytes"]  # the note's: counted before the head and the inbox are rewritten
-            note = rt._head_note(sid)
+            note = rt.worker.head_note(sid)
             assert note is not None and note["row"] == row
-            assert {k: v for k, v in (rt._row(sid) or {}).items() if k != "bytes"} == row
+            assert {k: v for k, v in (rt.reader.row(sid) or {}).items() if k != "bytes"} == row
             assert {
                 k: v for k, v in view.items() if k in fresh and k not in ("agent", "mode", "model")
             } == {k: v for k, v in fresh.items() if k not in ("agent", "mode", "model")}

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from eve_cli.execution._view import fold
-from eve_cli.runtime import Runtime, _same
+from eve_cli.runtime import Runtime
+from eve_cli.runtime._reader import _same
 from tests.eve_cli.rt_support import AgentFactory, call, reply, tool_file
 
 TOOLS = tool_file('''
@@ -64,7 +65,7 @@ def test_rows_from_the_last_turn_equal_the_full_fold(
             row = listed(rt, sid)
             assert row == full
             note = (rt.world.read_head(sid) or {}).get("note") or {}
-            fast.append(_same(note.get("events"), rt._event_count(sid)))
+            fast.append(_same(note.get("events"), rt.reader.event_count(sid)))
             seen.append((row["status"], row["parkedOn"], row["turns"], row["steps"]))
 
         check()  # created, never driven

@@ -1,0 +1,362 @@
+"""What a caller of sessions does: create, deliver, respond, cancel / clear / compact / reset,
+fork. Nothing here runs a session: a delivery is written to its inbox and whichever process
+drives the session takes it (`eve_cli.runtime._worker`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from eve_cli._facade import TurnPolicy
+from eve_cli._keys import SESSION_START
+from eve_cli._loader import check_model_string
+from eve_cli._session import Snapshot, events_stream, session_base
+from eve_cli._text import bad_text
+from eve_cli.execution import (
+    ENDING_WAIT,
+    SESSION_WORKFLOW,
+    TAKEN_SCAN,
+    Disposition,
+    KeyedStream,
+    decide,
+    fork_session,
+    phase,
+    receipt_boundary,
+    started_event,
+    stored_event,
+    taken,
+)
+from eve_cli.harness import OUTCOME, answer_problem, compact_message, expand_delivery
+from eve_cli.runtime._core import ENDED, Core
+from eve_cli.runtime._reader import Reader
+from world import NoActiveRunError, RunExistsError
+
+__all__ = ["Client", "DeliveryReceipt"]
+
+
+@dataclass(frozen=True)
+class DeliveryReceipt:
+    """What happened to a delivered message: ``started`` (a new turn), ``steered`` (folded
+    into the running turn), ``queued`` (held for the next turn) or ``rejected`` (+ reason)."""
+
+    session_id: str
+    disposition: Literal["started", "steered", "queued", "rejected", "accepted"]
+    reason: str | None = None
+
+
+def _accepted(sid: str, sent: str | int) -> DeliveryReceipt:
+    """The receipt of a delivery that is not a message (`Client._send`'s result)."""
+    if isinstance(sent, str):
+        return DeliveryReceipt(sid, "rejected", sent)
+    return DeliveryReceipt(sid, "accepted")
+
+
+def operation_sid(operation_id: str) -> str:
+    """The id of the session a create with ``operation_id`` makes."""
+    return f"s_{hashlib.sha256(operation_id.encode()).hexdigest()[:24]}"
+
+
+class Client:
+    """The calls that change sessions, none of which runs one."""
+
+    def __init__(self, core: Core, reader: Reader) -> None:
+        self.core = core
+        self.reader = reader
+        self.world = core.world
+        self._delivery_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    # -- creating -------------------------------------------------------------------------
+    async def create_session(
+        self,
+        mode: str | None,
+        model: str | None,
+        operation_id: str | None,
+        task: str | None,
+        extra: dict[str, Any] | None,
+    ) -> tuple[str, bool]:
+        """The session's id, and whether this call created it."""
+        core = self.core
+        if model is not None and (problem := check_model_string(model)):
+            raise ValueError(problem)
+        if (problem := bad_text(task, "the task") or bad_text(extra, "meta")) is not None:
+            raise ValueError(problem)  # refused before anything is stored
+        mode = mode or core.agent.config.mode
+        if mode not in ("conversation", "task"):
+            raise ValueError(f"mode must be conversation or task, not {mode!r}")
+        if operation_id is not None:
+            sid = operation_sid(operation_id)
+            if await core.call(core.exists, sid):
+                await core.call(self.finish_create, sid)
+                return sid, False
+        else:
+            sid = f"s_{secrets.token_hex(12)}"
+        token = secrets.token_hex(16)  # 128 random bits: the session's continuation token
+        snap = Snapshot(
+            id=sid,
+            token=token,
+            agent_dir=core.stored_dir(core.agent_dir),
+            model=model or core.model,
+            mode=mode,
+            created_at=time.time(),
+            task=task,
+        )
+        # The session's constants, kept once: every snapshot the driver journals leaves them
+        # out (session_base).
+        meta = {
+            "eve": 1,
+            "token": token,
+            "agentDir": snap.agent_dir,
+            "model": snap.model,
+            "mode": mode,
+            "agent": core.agent.name,
+            "created": snap.created_at,
+            **(extra or {}),
+        }
+        data = snap.to_data(session_base(meta))
+        # What this process kept of an earlier session of this id (removed by `eve gc`, made
+        # again from the same operationId) must not stand for the new one.
+        core.forget_meta(sid)
+        core.executor.forget(sid)
+        try:
+            await core.engine.start(SESSION_WORKFLOW, data, run_id=sid, meta=meta)
+        except RunExistsError:  # another process created it from the same operation id first
+            await core.call(self.finish_create, sid)
+            return sid, False
+        await core.call(self._announce, snap, token)
+        return sid, True
+
+    def _announce(self, snap: Snapshot, token: str) -> None:
+        """A new session's `session.started` event and its hook claim."""
+        # session.started is written now (the driver's own emit of it is then a no-op), so a
+        # session is listed from its creation on.
+        self._append_started(snap, self.core.agent.name)
+        # Claimed now (the driver claims the same token for the same run id when it first
+        # runs), so deliveries are accepted before the session was ever driven.
+        self.world.claim_hook(token, snap.id)
+
+    def _append_started(self, snap: Snapshot, agent: str) -> None:
+        started = stored_event(
+            "session.started", time.time(), started_event(snap, agent), snap.created_at
+        )
+        KeyedStream(self.world, events_stream(snap.id), 0).append(SESSION_START, started)
+
+    def finish_create(self, sid: str) -> None:
+        """Do again what a create does after its journal record, in case the process died
+        there: the ``session.started`` event and the claim of the continuation token (both
+        idempotent). A session that ended keeps its token released."""
+        meta = self.core.meta(sid)
+        if self.world.stream_length(events_stream(sid)) == 0:
+            snap = Snapshot(
+                id=sid,
+                token=str(meta.get("token")),
+                agent_dir=meta.get("agentDir"),
+                model=meta.get("model"),
+                mode=str(meta.get("mode")),
+                created_at=float(meta.get("created") or time.time()),
+            )
+            self._append_started(snap, str(meta.get("agent") or self.core.agent.name))
+        token = meta.get("token")
+        if (
+            token
+            and self.world.hook_owner(str(token)) is None
+            and self.reader.status(sid) not in ENDED
+        ):
+            self.world.claim_hook(str(token), sid)
+
+    def operation_session(self, operation_id: str) -> str | None:
+        sid = operation_sid(operation_id)
+        return sid if self.core.exists(sid) else None
+
+    def ever_delivered(self, sid: str) -> bool:
+        self.core.meta(sid)
+        items, end = self.world.read_inbox(sid.split(".", 1)[0])
+        return bool(items) or end > 0
+
+    # -- delivering -----------------------------------------------------------------------
+    async def _send(
+        self, sid: str, payload: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> str | int:
+        """Deliver to the session's hook (``meta``: the session's, when just read); returns the
+        delivery id, or why it could not be delivered."""
+        token = (meta if meta is not None else await self.core.call(self.core.meta, sid)).get(
+            "token"
+        )
+        if not token:
+            return "this session takes no deliveries"
+        try:
+            return (await self.core.engine.deliver(token, payload)).id
+        except NoActiveRunError:
+            return "the session has ended"
+
+    async def deliver(
+        self,
+        sid: str,
+        message: str,
+        turn_policy: TurnPolicy = "steer",
+        output_schema: dict[str, Any] | None = None,
+    ) -> DeliveryReceipt:
+        if turn_policy not in ("steer", "queue"):
+            raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
+        if output_schema is not None and not isinstance(output_schema, dict):
+            raise ValueError("output_schema must be a JSON schema object")
+        if (problem := bad_text(message, "the message")) is not None:
+            return DeliveryReceipt(sid, "rejected", problem)  # nothing stored
+        call = self.core.call
+        # One delivery to a session at a time in this process: what is ahead of a message in
+        # the inbox decides its receipt, so two must not both find nothing ahead. Taken before
+        # the first wait, so concurrent deliveries keep the order they were made in (a
+        # network world's reads return in any order).
+        async with self._delivering(sid):
+            # The session looked up once: its status, the events' length and its hook's token
+            # all come from that one look.
+            meta = await call(self.core.meta, sid)
+            status, since = await call(self.reader.status_at, sid, meta)
+            if status in ENDED:
+                return DeliveryReceipt(sid, "rejected", f"the session has {status}")
+            payload = compact_message(message, turn_policy, output_schema)
+            sent = await self._send(sid, payload, meta)
+        if isinstance(sent, str):
+            return DeliveryReceipt(sid, "rejected", sent)
+        return DeliveryReceipt(sid, await self._disposition(sid, sent, turn_policy, since, meta))
+
+    @contextlib.asynccontextmanager
+    async def _delivering(self, sid: str) -> AsyncIterator[None]:
+        lock, users = self._delivery_locks.get(sid) or (asyncio.Lock(), 0)
+        self._delivery_locks[sid] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._delivery_locks[sid]
+            if users == 1:
+                del self._delivery_locks[sid]
+            else:
+                self._delivery_locks[sid] = (lock, users - 1)
+
+    # -- a delivered message's receipt ----------------------------------------------------
+    async def _disposition(
+        self, sid: str, delivery: int, policy: str, since: int, meta: dict[str, Any]
+    ) -> Disposition:
+        """Where the message delivered as ``delivery`` goes (`execution._receipts`), read
+        from the session's events after the delivery, from the turn under way at ``since``
+        (the events' length just before it) on."""
+        call = self.core.call
+        deadline = time.monotonic() + ENDING_WAIT
+        while True:
+            events = await call(self._events_around, sid, since, meta)
+            found = taken(events).get(delivery)
+            if found is not None:
+                return cast(Disposition, found)
+            now = phase(events)
+            ahead = now == "between" and await call(self._ahead, sid, delivery, events)
+            answer = decide(now, policy, ahead)
+            if answer is not None:
+                return answer
+            if time.monotonic() > deadline:
+                return "steered"  # no live drive: the turn's replay polls after this delivery
+            await asyncio.sleep(0.01)
+
+    def _events_around(self, sid: str, since: int, meta: dict[str, Any]) -> list[dict[str, Any]]:
+        """The session's events from the last phase boundary before ``since`` on (one read,
+        unless the turn under way at ``since`` began more than a few events before it)."""
+        name = events_stream(sid)
+        end = self.world.stream_length(name)
+        reader = self.core.reader(sid, meta)
+        first = max(0, since - 16)
+        events = reader.read(first, self.world.stream_read(name, first, end), texts=False)
+        chunk = 64
+        while True:
+            starts = [n for n, e in enumerate(events) if e["index"] < since and receipt_boundary(e)]
+            if starts or first == 0:
+                return events[starts[-1] :] if starts else events
+            start, first = first, max(0, first - chunk)
+            events[:0] = reader.read(first, self.world.stream_read(name, first, start), texts=False)
+            chunk *= 4
+
+    def _ahead(self, sid: str, delivery: int, events: list[dict[str, Any]]) -> bool:
+        """True when a message delivered to ``sid`` before ``delivery`` was not taken yet, as
+        far as its events say (``events`` first, then earlier ones): it starts the next turn.
+        The inbox is read from the head's mark (what its last drive had taken)."""
+        root = sid.split(".", 1)[0]
+        mark = (self.world.read_head(root) or {}).get("inbox_mark")
+        mark = mark if isinstance(mark, int) and mark > 0 else 0
+        if mark >= delivery:
+            return False  # the first delivery since the last drive took what came before
+        items, _ = self.world.read_inbox(root, mark)
+        earlier = {
+            item.id
+            for item in items
+            if item.id < delivery
+            and isinstance(payload := expand_delivery(item.payload), dict)
+            and payload.get("kind") == "message"
+        }
+        earlier -= taken(events).keys()
+        end = events[0]["index"] if events else 0
+        # Taken by an earlier turn than the one read: since the head's mark, so among the
+        # latest events (bounded: a message still pending would have it read them all).
+        stop = max(0, end - TAKEN_SCAN)
+        while earlier and end > stop:
+            first = max(stop, end - 256)
+            earlier -= taken(self.reader.events(sid, first, texts=False, end=end)).keys()
+            end = first
+        return bool(earlier)
+
+    # -- answers and operations -----------------------------------------------------------
+    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
+        problem = bad_text(responses, "responses") or await self.core.call(
+            self._check_responses, sid, responses
+        )
+        if problem:
+            return DeliveryReceipt(sid, "rejected", problem)
+        sent = await self._send(sid, {"kind": "responses", "responses": list(responses)})
+        return _accepted(sid, sent)
+
+    def _check_responses(self, sid: str, responses: Any) -> str | None:
+        if not isinstance(responses, list) or not responses:
+            return "responses must be a non-empty list"
+        pending = {p.get("requestId"): p for p in self.reader.session(sid)["pending"]}
+        for response in responses:
+            rid = response.get("requestId") if isinstance(response, dict) else None
+            if not isinstance(rid, str):
+                return "each response needs a requestId (a string)"
+            request = pending.get(rid)
+            if request is None:
+                return f"request {rid!r} is not pending in session {sid}"
+            if request.get("kind") == "question":
+                if not isinstance(response.get("answer"), str):
+                    return f"request {rid!r} is a question: answer it with a string"
+            elif request.get("kind") == OUTCOME:
+                if (problem := answer_problem(response)) is not None:
+                    return f"request {rid!r} asks what became of an interrupted call: {problem}"
+            elif not isinstance(response.get("approved"), bool):
+                return f"request {rid!r} needs approved: true or false"
+        return None
+
+    async def operation(self, sid: str, kind: str) -> DeliveryReceipt:
+        """Deliver operation ``kind`` (clear, compact, reset, cancel) to the session."""
+        return _accepted(sid, await self._send(sid, {"kind": kind}))
+
+    async def cancel(self, sid: str) -> DeliveryReceipt:
+        cancels = self.core.executor.cancels
+        stored = cancels.storing(sid)  # the next action boundary waits for it
+        try:
+            receipt = await self.operation(sid, "cancel")
+        finally:
+            stored()
+        if receipt.disposition == "accepted":
+            cancels.fire(sid)
+        return receipt
+
+    async def fork(self, sid: str, at: str | None = None) -> dict[str, Any]:
+        meta = await self.core.call(self.core.meta, sid)
+        if "." in sid:
+            raise ValueError(f"{sid} is a sub-agent's session: fork the session it serves")
+        events = await self.core.call(functools.partial(self.reader.events, sid, texts=False))
+        return await fork_session(self.core.engine, sid, events, meta, at)
