@@ -23,6 +23,12 @@ settings.load_profile("eve")
 _SCRUBBED = (
     "EVE_DATA_DIR",
     "EVE_AUTH_TOKEN",
+    "EVE_AUTH_TOKENS",
+    "EVE_AUTH_JWKS",
+    "EVE_AUTH_ISSUER",
+    "EVE_AUTH_AUDIENCE",
+    "EVE_AUTH_CLIENT_ID",
+    "EVE_AUTH_HS256_SECRET",
     "EVE_FAULTS",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",

@@ -19,7 +19,9 @@ from starlette.routing import Route
 from eve_cli._facade import ServingFacade, TurnPolicy
 from eve_cli._schedules import NAME as SCHEDULE_NAME
 from eve_cli._version import __version__
-from eve_cli.channel._auth import BearerAuth, is_session_id, parent_of
+from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, StaticTokens, Verifiers
+from eve_cli.channel._access import NeedApp, need, public
+from eve_cli.channel._auth import AuthGate, is_session_id, parent_of
 from eve_cli.channel._bodies import (
     input_responses,
     optional_str,
@@ -57,7 +59,9 @@ _ACTIONS = ("cancel", "compact", "clear", "reset")
 class ChannelSettings:
     """Knobs of one server; defaults suit `eve start`."""
 
-    token: str | None = None
+    token: str | None = None  # a static token with every scope (EVE_AUTH_TOKEN)
+    # Who may call (`eve_cli.auth`); None: only ``token``, if any (no token: loopback only).
+    auth: Verifiers | None = None
     max_body: int = 1 << 20
     heartbeat: float = 15.0
     grace: float = 5.0
@@ -88,6 +92,7 @@ class Channel:
         self.hub = StreamHub(self.settings.heartbeat, self.settings.log)
         self._create_lock = asyncio.Lock()
         self.peers = Peers(self.settings.allowed_hosts, self.settings.allowed_origins)
+        self.verifiers = _verifiers(self.settings)
         self.mcp = McpEndpoint(self._mcp_server)  # `/mcp`: the agent as an MCP server (§13)
         # Set by `eve dev`: its reloads' results, shown by `GET /info` (and the browser view).
         self.dev: DevState | None = None
@@ -109,7 +114,7 @@ class Channel:
                 Middleware(CatchAll, log=self.settings.log),
                 Middleware(RequestGuard, peers=self.peers),
                 *cors,
-                Middleware(BearerAuth, token=self.settings.token),
+                Middleware(AuthGate, verifiers=self.verifiers, log=self.settings.log),
             ],
             exception_handlers={
                 ChannelError: on_channel_error,
@@ -176,24 +181,29 @@ class Channel:
             await self.supervisor.close(self.settings.grace)
 
     def _routes(self) -> list[Route]:
+        """Every route, each with the scope it needs or marked public (a test holds every
+        route of the table to this)."""
         s = PREFIX + "/session/{sid}"
         return [
-            Route(PREFIX + "/health", self.health, methods=["GET"]),
-            Route(PREFIX + "/ready", self.ready, methods=["GET"]),
-            Route("/metrics", self.scrape, methods=["GET"]),
-            Route(PREFIX + "/info", self.info, methods=["GET"]),
-            Route(PREFIX + "/session", self.create, methods=["POST"]),
-            Route(PREFIX + "/sessions", self.list_sessions, methods=["GET"]),
-            Route(PREFIX + "/schedules", self.list_schedules, methods=["GET"]),
-            Route(PREFIX + "/schedules/{name}", self.run_schedule, methods=["POST"]),
-            Route(s, self.get_session, methods=["GET"]),
-            Route(s, self.deliver, methods=["POST"]),
-            Route(s + "/stream", self.stream, methods=["GET"]),
-            Route(s + "/fork", self.fork, methods=["POST"]),
-            *(Route(f"{s}/{a}", self._action(a), methods=["POST"]) for a in _ACTIONS),
-            Route(PREFIX + "/session/{rest:path}", self.malformed, methods=["GET", "POST"]),
-            Route("/mcp", self.mcp, methods=["GET", "POST", "DELETE"]),
-            *web_routes(),
+            Route(PREFIX + "/health", public(self.health), methods=["GET"]),
+            Route(PREFIX + "/ready", public(self.ready), methods=["GET"]),
+            Route(PREFIX + "/auth", public(self.auth_info), methods=["GET"]),
+            Route("/metrics", need(ADMIN, self.scrape), methods=["GET"]),
+            Route(PREFIX + "/info", need(READ, self.info), methods=["GET"]),
+            Route(PREFIX + "/session", need(SEND, self.create), methods=["POST"]),
+            Route(PREFIX + "/sessions", need(READ, self.list_sessions), methods=["GET"]),
+            Route(PREFIX + "/schedules", need(READ, self.list_schedules), methods=["GET"]),
+            Route(PREFIX + "/schedules/{name}", need(ADMIN, self.run_schedule), methods=["POST"]),
+            Route(s, need(READ, self.get_session), methods=["GET"]),
+            Route(s, need(SEND, self.deliver), methods=["POST"]),
+            Route(s + "/stream", need(READ, self.stream), methods=["GET"]),
+            Route(s + "/fork", need(SEND, self.fork), methods=["POST"]),
+            *(Route(f"{s}/{a}", need(SEND, self._action(a)), methods=["POST"]) for a in _ACTIONS),
+            Route(
+                PREFIX + "/session/{rest:path}", need(READ, self.malformed), methods=["GET", "POST"]
+            ),
+            Route("/mcp", NeedApp(READ, self.mcp), methods=["GET", "POST", "DELETE"]),
+            *(Route(r.path, public(r.endpoint), methods=["GET"]) for r in web_routes()),
         ]
 
     # -- routes --------------------------------------------------------------------------
@@ -222,6 +232,16 @@ class Channel:
         """The worker's metrics in the Prometheus text format (same auth as the API)."""
         text = await self._call_sync(self.metrics.render)
         return Response(text, media_type=CONTENT_TYPE)
+
+    async def auth_info(self, request: Request) -> Response:
+        """How the browser view logs in: ``{"login": "token"}``, ``{"login": "oidc", issuer,
+        clientId, scope}`` with an issuer to log in with, or ``{"login": "none"}``."""
+        login = self.verifiers.login
+        if login is not None:
+            body = {"login": "oidc", "issuer": login.issuer, "clientId": login.client_id,
+                    "scope": login.scope}  # fmt: skip
+            return JSONResponse(body)
+        return JSONResponse({"login": "token" if self.verifiers else "none"})
 
     async def info(self, request: Request) -> Response:
         body = {
@@ -429,6 +449,16 @@ class Channel:
         return await read_json(
             request, self.settings.max_body, allow_empty, timeout=self.settings.body_timeout
         )
+
+
+def _verifiers(settings: ChannelSettings) -> Verifiers:
+    """The server's verifiers: its settings' own, with ``token`` as one of every scope."""
+    verifiers = settings.auth or Verifiers()
+    if settings.token:
+        tokens = verifiers.tokens or StaticTokens()
+        tokens.add(settings.token, OPERATOR)
+        verifiers.tokens = tokens
+    return verifiers
 
 
 def _rejected(sid: str, receipt: dict[str, Any]) -> JSONResponse:

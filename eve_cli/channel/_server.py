@@ -15,6 +15,7 @@ from typing import Any
 
 import uvicorn
 
+from eve_cli.auth import Verifiers
 from eve_cli.channel._app import Channel, ChannelSettings
 from eve_cli.channel._auth import check_bind
 from eve_cli.channel._conn import (
@@ -43,6 +44,7 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8000
     token: str | None = None
+    auth: Verifiers | None = None  # see ChannelSettings.auth
     grace: float = 5.0
     max_body: int = 1 << 20
     heartbeat: float = 15.0
@@ -175,9 +177,10 @@ class ChannelServer:
 
 def settings_for(options: ServeOptions) -> ChannelSettings:
     """Channel settings from the command's options."""
-    check_bind(options.host, options.token)
+    check_bind(options.host, options.token or options.auth)
     return ChannelSettings(
         token=options.token,
+        auth=options.auth,
         max_body=options.max_body,
         heartbeat=options.heartbeat,
         grace=options.grace,

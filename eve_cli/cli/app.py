@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "export": "export",
     "schedules": "schedules",
     "eval": "eval",
+    "token": "token",
 }
 
 

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +24,55 @@ TokenOption = Annotated[
     typer.Option(
         "--token",
         help="Bearer token clients must send (default: EVE_AUTH_TOKEN).",
+        show_default=False,
+    ),
+]
+AuthTokensOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--auth-tokens",
+        metavar="FILE",
+        help="Static tokens with scopes: lines 'sha256:<digest> SUBJECT [tenant=T] "
+        "[scopes=read,send,approve,admin]' (`eve token` makes a token and its digest; default: "
+        "EVE_AUTH_TOKENS).",
+        show_default=False,
+    ),
+]
+AuthJwksOption = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-jwks",
+        metavar="URL|FILE",
+        help="Accept JWTs (RS256, ES256) signed by a key of this JWKS (default: EVE_AUTH_JWKS).",
+        show_default=False,
+    ),
+]
+AuthIssuerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-issuer",
+        metavar="URL",
+        help="The JWTs' issuer; without --auth-jwks its OIDC discovery names the keys "
+        "(default: EVE_AUTH_ISSUER).",
+        show_default=False,
+    ),
+]
+AuthAudienceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-audience",
+        metavar="AUD",
+        help="The audience JWTs must name (default: EVE_AUTH_AUDIENCE).",
+        show_default=False,
+    ),
+]
+AuthClientOption = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-client-id",
+        metavar="ID",
+        help="The browser view logs in with the issuer as this OIDC client (authorization "
+        "code with PKCE; default: EVE_AUTH_CLIENT_ID).",
         show_default=False,
     ),
 ]
@@ -103,7 +153,19 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
         allow_host: AllowHostOption = None,
         allow_origin: AllowOriginOption = None,
         retention: RetentionOption = None,
+        auth_tokens: AuthTokensOption = None,
+        auth_jwks: AuthJwksOption = None,
+        auth_issuer: AuthIssuerOption = None,
+        auth_audience: AuthAudienceOption = None,
+        auth_client_id: AuthClientOption = None,
     ) -> int:
+        auth = _AuthOptions(
+            tokens_file=auth_tokens or _path(os.environ.get("EVE_AUTH_TOKENS")),
+            jwks=auth_jwks or os.environ.get("EVE_AUTH_JWKS") or None,
+            issuer=auth_issuer or os.environ.get("EVE_AUTH_ISSUER") or None,
+            audience=auth_audience or os.environ.get("EVE_AUTH_AUDIENCE") or None,
+            client_id=auth_client_id or os.environ.get("EVE_AUTH_CLIENT_ID") or None,
+        )
         peers = (
             _names(allow_host, "EVE_ALLOWED_HOSTS"),
             _names(allow_origin, "EVE_ALLOWED_ORIGINS"),
@@ -111,7 +173,7 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
         where = choose_world(data, world, create=True)
         return run(
             host, port, token, agent, model, grace, where,
-            reload=reload, peers=peers, retention=retention,
+            reload=reload, peers=peers, retention=retention, auth=auth,
         )  # fmt: skip
 
     command.__doc__ = doc
@@ -133,10 +195,12 @@ def run(
     reload: bool,
     peers: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
     retention: str | None = None,
+    auth: _AuthOptions | None = None,
 ) -> int:
     """Serve until SIGTERM (exit 0) or SIGINT (exit 130); ``peers``: the allowed host names
     and browser origins besides the server's own; ``retention``: an age or "off" (None:
-    EVE_RETENTION, else 30 days)."""
+    EVE_RETENTION, else 30 days); ``auth``: the `--auth-*` options over the agent folder's
+    ``auth.py``."""
     from eve_cli.channel import BindRefusedError, Channel, ChannelServer, bind_socket, check_bind
     from eve_cli.channel._server import ServeOptions, log_line, settings_for
     from eve_cli.cli._runtime import runtime_at
@@ -144,20 +208,23 @@ def run(
     token = token or os.environ.get("EVE_AUTH_TOKEN") or None
     keeper = _Retention.chosen(retention, data_dir)
     try:
-        check_bind(host, token)
-    except BindRefusedError as exc:
-        raise CliError(user_message(exc)) from None
-    try:
         runtime = runtime_at(data_dir, agent_dir=agent, model=model)
     except CliError:
         raise
     except Exception as exc:  # a broken agent folder or model string: one line, file and line
         raise CliError(f"cannot load the agent: {exc}") from None
+    verifiers = _verifiers(Path(runtime.agent_dir), auth or _AuthOptions())
+    try:
+        check_bind(host, token or verifiers)
+    except BindRefusedError as exc:
+        runtime.close()
+        raise CliError(user_message(exc)) from None
     info = _agent_info(runtime, data_dir)
     options = ServeOptions(
         host=host,
         port=port,
         token=token,
+        auth=verifiers,
         grace=grace,
         info=info,
         allowed_hosts=peers[0],
@@ -176,6 +243,10 @@ def run(
         raise CliError(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port"
         ) from None
+
+    if token or verifiers:
+        log_line(f"auth: {verifiers.describe() if verifiers else 'the token'}"
+                 f"{' and the token' if token and verifiers else ''}")  # fmt: skip
 
     def ready(url: str) -> None:
         mode = "dev (hot reload)" if reload else "start"
@@ -232,6 +303,37 @@ class _Retention:
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
+
+
+@dataclass(frozen=True)
+class _AuthOptions:
+    """The `--auth-*` options given (None: not given), over the agent folder's ``auth.py``."""
+
+    tokens_file: Path | None = None
+    jwks: str | None = None
+    issuer: str | None = None
+    audience: str | None = None
+    client_id: str | None = None
+
+
+def _verifiers(agent_dir: Path, given: _AuthOptions) -> Any:
+    """The server's verifiers: ``auth.py`` of the agent folder, then the options; an HS256
+    secret from EVE_AUTH_HS256_SECRET. A setting that cannot work is one line."""
+    from eve_cli.auth import load_auth
+    from eve_cli.channel._server import log_line
+
+    try:
+        settings = load_auth(agent_dir).overridden(
+            **{k: getattr(given, k) for k in given.__dataclass_fields__},
+            secret_env="EVE_AUTH_HS256_SECRET" if os.environ.get("EVE_AUTH_HS256_SECRET") else None,
+        )
+        return settings.build(log_line)
+    except ValueError as exc:
+        raise CliError(f"auth: {exc}", 2) from None
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
 
 
 def _names(given: list[str] | None, variable: str) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eve_cli.channel import BindRefusedError, check_bind, is_session_id
-from eve_cli.channel._auth import is_loopback, token_matches
+from eve_cli.channel._auth import bearer_token, is_loopback
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.1", "::1", "[::1]", "localhost"])
@@ -37,13 +37,12 @@ def test_malformed_session_ids(sid: str) -> None:
 
 
 def test_bearer_header_parsing() -> None:
-    assert token_matches("Bearer tok", "tok")
-    assert token_matches("bearer tok", "tok")
-    assert not token_matches("Bearer tok2", "tok")
-    assert not token_matches("Bearer ", "tok")
-    assert not token_matches("Basic tok", "tok")
-    assert not token_matches("tok", "tok")
-    assert not token_matches(None, "tok")
+    assert bearer_token("Bearer tok") == "tok"
+    assert bearer_token("bearer  tok ") == "tok"
+    assert bearer_token("Bearer ") is None
+    assert bearer_token("Basic tok") is None
+    assert bearer_token("tok") is None
+    assert bearer_token(None) is None
 
 
 def test_public_surface_is_pinned() -> None:

@@ -1,0 +1,85 @@
+"""Principals on a real `eve start`: static tokens from a tokens file and JWTs from an OIDC
+issuer on 127.0.0.1, chosen by `eve start` options; bad settings are one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from eve_cli.auth import digest
+from tests.eve_cli.auth.idp import Issuer
+from tests.eve_cli.channel.channel_support import WAIT, EveProcess
+
+API = "/eve/v1"
+
+
+@pytest.fixture
+def issuer() -> Iterator[Issuer]:
+    with Issuer() as running:
+        yield running
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}", "content-type": "application/json"}
+
+
+def test_eve_start_with_a_tokens_file_and_an_issuer(
+    eve_process: Callable[..., EveProcess], issuer: Issuer, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# who may call\n{digest('tok-ci')} ci scopes=read\n")
+    server = eve_process(
+        "start", "--port", "0", "--auth-tokens", str(tokens),
+        "--auth-issuer", issuer.url, "--auth-audience", "eve",
+    )  # fmt: skip
+    server.stderr_until(r"auth: 1 static token\(s\), JWT")
+    with httpx.Client(base_url=server.url + API, timeout=WAIT) as client:
+        assert client.get("/sessions", headers=bearer("tok-ci")).status_code == 200
+        refused = client.post("/session", headers=bearer("tok-ci"), json={})
+        assert refused.status_code == 403  # `ci` may read, not send
+        jwt = issuer.mint("alice", scope="read send")
+        assert client.post("/session", headers=bearer(jwt), json={}).status_code == 202
+        assert client.get("/sessions").status_code == 401
+        assert client.get("/sessions", headers=bearer("tok-other")).status_code == 401
+        bad_aud = client.get("/sessions", headers=bearer(issuer.mint("alice", aud="x")))
+        assert bad_aud.status_code == 403
+    server.stderr_until(r"auth: GET /eve/v1/sessions from 127\.0\.0\.1: JWT audience")
+    assert not any("tok-" in line or jwt in line for line in server.stderr_lines)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--auth-tokens", "{tmp}/missing"], "cannot read the tokens file"),
+        (["--auth-tokens", "{tmp}/plain"], "plain:1: expected 'sha256:"),
+        (["--auth-jwks", "{tmp}/missing.json"], "cannot read the JWKS"),
+        (["--auth-client-id", "web"], "needs an issuer"),
+        (["--host", "0.0.0.0"], "not a loopback address"),
+    ],
+)
+def test_bad_auth_settings_are_one_line(args: list[str], said: str, tmp_path: Path) -> None:
+    (tmp_path / "plain").write_text("tok-in-the-clear alice\n")
+    given = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    done = subprocess.run(
+        [sys.executable, "-m", "eve_cli", "start", "--port", "0", *given],
+        capture_output=True, text=True, timeout=WAIT,
+    )  # fmt: skip
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], done.stderr
+    assert "tok-in-the-clear" not in done.stderr
+
+
+def test_eve_token_makes_a_token_and_its_digest() -> None:
+    made = subprocess.run([sys.executable, "-m", "eve_cli", "token"], capture_output=True,
+                          text=True, timeout=WAIT, check=True).stdout.split()  # fmt: skip
+    token, line = made[1], made[3]
+    assert line == digest(token)
+    again = subprocess.run([sys.executable, "-m", "eve_cli", "token", "--stdin"], input=token,
+                           capture_output=True, text=True, timeout=WAIT, check=True)  # fmt: skip
+    assert again.stdout.strip() == digest(token)
