@@ -1,15 +1,14 @@
 """Durable execution substrate: workflows, steps, hooks, sleeps, child runs and streams.
 
 `world` knows nothing about agents or models and imports nothing from `eve_cli`. Storage
-backends sit behind one interface (`World`): `LocalWorld` (files under `.workflow-data/`) is the
-default, `MemoryWorld` serves tests. Modules: `_codec` (values ↔ msgpack), `_journal`
-(checksummed record files), `_world` (the storage interface), `local` / `memory` / `postgres`
-(backends; `PostgresWorld` is imported on first use, so psycopg loads only then), `_pg_schema`
-(its migrations), `_select` (a world from a URL or a directory), `_streams` (stream files),
-`_family` / `_engine` / `_context` (replay and driving), `_fork` (a family copied as of a
-checkpoint), `_errors`,
-`_faults` (fault injection for crash tests, `EVE_FAULTS`), `_verify` (checking and safely
-repairing a data directory: what `eve doctor` runs).
+backends sit behind one interface (`World`, `_world`), one sub-package each under `stores/`:
+`LocalWorld` (`stores/local/`, files under `.workflow-data/`) is the default, `MemoryWorld`
+(`stores/memory.py`) serves tests, `PostgresWorld` (`stores/postgres/`) is imported on first use,
+so psycopg loads only then. The core: `_codec` (values ↔ msgpack), `_journal` (checksummed
+frames), `_family` / `_engine` / `_context` (replay and driving), `_fork` (a family copied as of
+a checkpoint), `_migrations` (record migrations a user registers), `_findings` (what checking a
+store finds), `_select` (a world from a URL or a directory), `_errors`, `_faults` (fault
+injection for crash tests, `EVE_FAULTS`).
 """
 
 from typing import TYPE_CHECKING
@@ -37,11 +36,11 @@ from ._errors import (
     WorkflowNotFoundError,
     WorldError,
 )
+from ._findings import Finding
 from ._fork import ForkPlan
-from ._migrate import MigratingRecord, MigrationReport, MigrationStep, register_migration_step
+from ._migrations import MigratingRecord, MigrationReport, MigrationStep, register_migration_step
 from ._records import JournalRecord
-from ._select import is_database_url, open_world, redact_url
-from ._verify import Finding, repair, verify
+from ._select import open_world
 from ._world import (
     IO,
     LAZY,
@@ -59,11 +58,13 @@ from ._world import (
     root_of,
     stream_family,
 )
-from .local import LocalWorld, default_data_dir
-from .memory import MemoryWorld
+from .stores.local import LocalWorld, default_data_dir
+from .stores.local.verify import repair, verify
+from .stores.memory import MemoryWorld
+from .stores.postgres.urls import is_database_url, redact_url
 
 if TYPE_CHECKING:
-    from .postgres import PostgresWorld
+    from .stores.postgres.world import PostgresWorld
 
 __all__ = [
     "IO",

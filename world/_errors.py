@@ -98,8 +98,7 @@ def storage_error(path: object, doing: str, exc: OSError) -> StorageError:
         )
     if exc.errno in _TOO_MANY_FILES:
         return StorageError(
-            f"{path}: {doing} failed ({os_reason(exc)}, then retry); nothing stored before "
-            "was lost"
+            f"{path}: {doing} failed ({os_reason(exc)}, then retry); nothing stored before was lost"
         )
     return StorageError(
         f"{path}: {doing} failed ({exc.strerror or exc}); nothing stored before was lost — "

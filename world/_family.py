@@ -448,6 +448,8 @@ _EXPAND: dict[str, Callable[[Family, JournalRecord, Run], None]] = {
     "child": Family._expand_child,
     "park": Family._expand_park,
 }
+
+
 def parks_on_timer(head: dict[str, Any]) -> bool:
     """Whether a run of a family with this head is parked on a timer (alone or a receive's
     deadline): writing such a head changes `World.timers_version`."""

@@ -27,7 +27,7 @@ from ._errors import HookConflictError, InvalidNameError, RunExistsError, WorldE
 from ._records import StoredRecord
 
 if TYPE_CHECKING:
-    from ._verify import Finding
+    from ._findings import Finding
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 _NAME = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,199}")

@@ -106,7 +106,7 @@ def _run(world: Any, later: Any, agent: Path) -> list[str]:
 def test_a_turns_history_reads_on_postgres_never_run_on_the_loop(
     make_agent: AgentFactory,
 ) -> None:
-    from world.postgres import PostgresWorld
+    from world import PostgresWorld
 
     agent = make_agent(script=_script(), agent_args=SMALL, tools=TOOLS)
     with fresh_schema() as url:

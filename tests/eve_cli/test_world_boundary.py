@@ -71,7 +71,10 @@ def test_world_imports_nothing_from_eve_cli() -> None:
             )
             assert not [n for n in names if n.split(".")[0] == "eve_cli"], path
     # And at run time: importing every module of world loads no eve_cli module.
-    modules = [f"world.{p.stem}" for p in _sources("world") if p.stem != "__init__"]
+    modules = [
+        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for p in _sources("world")
+    ]
     code = (
         f"import sys, importlib\nfor m in {modules!r}: importlib.import_module(m)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'eve_cli'))"

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.power_cut import Disk
-from world import LocalWorld, Order, WorldError, _stream_index, encode
-from world._stream_index import HEADER, encode_index, index_offsets
+from world import LocalWorld, Order, WorldError, encode
+from world.stores.local import stream_index as _stream_index
+from world.stores.local.stream_index import HEADER, encode_index, index_offsets
 
 ITEMS = [{"text": f"reply {i}", "n": i} for i in range(40)]
 
@@ -99,7 +100,7 @@ def test_a_damaged_index_read_first_is_still_rewritten_by_that_worlds_append(
 def test_a_writer_after_a_reader_of_a_whole_index_does_not_read_it_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from world import _streams
+    from world.stores.local import streams as _streams
 
     data, _ = _stream(tmp_path)
     world, other = LocalWorld(data), LocalWorld(data)

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from world import CorruptJournalError, Engine, LocalWorld, WorkflowContext, _journal, _verify
+from world import CorruptJournalError, Engine, LocalWorld, WorkflowContext, _journal
+from world.stores.local import verify as _verify
 
 
 async def _session(ctx: WorkflowContext, state: dict[str, Any]) -> Any:

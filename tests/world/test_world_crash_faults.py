@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from world import _verify
+from world.stores.local import verify as _verify
 
 # Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
 pytestmark = pytest.mark.slow

@@ -15,7 +15,9 @@ from typing import Any
 import filelock
 import pytest
 
-from world import Engine, LocalWorld, WorkflowContext, _journal, _verify, local
+from world import Engine, LocalWorld, WorkflowContext, _journal
+from world.stores.local import verify as _verify
+from world.stores.local import world as local
 
 PAYLOAD = "x" * 1000
 TOKEN = "0a1b2c3d"

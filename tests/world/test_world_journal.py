@@ -20,7 +20,7 @@ from world import (
     _faults,
     _journal,
 )
-from world.local import EFFECT_WAIT
+from world.stores.local.world import EFFECT_WAIT
 
 
 def _write(path: Path, records: list[dict[str, object]]) -> list[int]:
@@ -345,7 +345,7 @@ def test_a_quick_unobserved_step_shares_the_next_steps_fsync(
     # A model that waits a moment for its answer (the loop turns), then a tool: the records
     # and items before the model's call wait for the tool's effect, one fdatasync for both.
     # (0.5 s, not 2 ms, so a loaded machine's stall does not split them; 0: they are split.)
-    monkeypatch.setattr("world.local.EFFECT_WAIT", wait)
+    monkeypatch.setattr("world.stores.local.world.EFFECT_WAIT", wait)
     world = LocalWorld(tmp_path / "data")
     rounds = 10
 

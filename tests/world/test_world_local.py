@@ -29,12 +29,12 @@ from world import (
     World,
     WorldError,
     _journal,
-    _migrate,
     decode,
     default_data_dir,
     register_migration_step,
     verify,
 )
+from world import _migrations as _migrate
 from world._family import Family, load_family
 from world._records import StoredRecord
 from world._world import unpack_token
@@ -684,17 +684,17 @@ def test_check_intact_reads_back_only_what_another_process_wrote(
 def test_the_timers_notes_start_afresh_past_their_size_and_readers_then_read_every_head(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from world import local
+    from world.stores.local import timers
 
     world = LocalWorld(tmp_path / "data")
-    monkeypatch.setattr(local, "_TIMERS_ROTATE", 64)
+    monkeypatch.setattr(timers, "TIMERS_ROTATE", 64)
     version = world.timers_version()
     for i in range(5):
-        world._note_timer(f"r{i}-" + "x" * 20)
+        world._timers.note(f"r{i}-" + "x" * 20)
     # Past 64 bytes a writer began a new file: what was noted before is gone, a reader told so.
     assert world.timers_since(version)[1] is None
     now = world.timers_version()
-    world._note_timer("r9")
+    world._timers.note("r9")
     assert world.timers_since(now) == (world.timers_version(), ["r9"])
     assert sorted(os.listdir(tmp_path / "data")).count("timers") == 1
 

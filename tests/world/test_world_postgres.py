@@ -25,22 +25,16 @@ from world import (
     WorkflowContext,
     WorldError,
     _codec,
-    _migrate,
-    postgres,
     register_migration_step,
 )
-from world._format import FORMAT_VERSION
-from world._pg_schema import VERSION, store_format
-from world._select import redact_url as redact
-from world.postgres import (
-    BATCH_WAIT,
-    PostgresWorld,
-    _array,
-    _ByteaArray,
-    _configure,
-    _int8_array,
-    _TextArray,
-)
+from world import _migrations as _migrate
+from world.stores.local.layout import FORMAT_VERSION
+from world.stores.postgres import threads as postgres
+from world.stores.postgres.schema import VERSION, store_format
+from world.stores.postgres.sql import _array, _ByteaArray, _configure, _int8_array, _TextArray
+from world.stores.postgres.threads import BATCH_WAIT
+from world.stores.postgres.urls import redact_url as redact
+from world.stores.postgres.world import PostgresWorld
 
 
 @pytest.fixture
@@ -277,7 +271,7 @@ def test_a_step_s_stream_items_are_written_with_its_record(url: str) -> None:
 
 def test_a_batch_s_arrays_reach_the_server_as_they_were() -> None:
     # A batch's arrays are sent in binary form, built here, not by the driver.
-    blobs = [b"", b"\x00\\{}\",", bytes(range(256)) * 300]
+    blobs = [b"", b'\x00\\{}",', bytes(range(256)) * 300]
     names = ["events.r1", "h\u00e9llo", ""]
     numbers = [0, -1, 2**62, 7]
     with psycopg.connect(require_server(), autocommit=True) as conn:

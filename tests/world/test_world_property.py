@@ -146,7 +146,7 @@ def test_local_world(tmp_path: Path, schedule: Schedule) -> None:
 @given(schedules)
 def test_postgres_world(schedule: Schedule) -> None:
     from tests.pg_support import fresh_schema
-    from world.postgres import PostgresWorld
+    from world.stores.postgres.world import PostgresWorld
 
     with fresh_schema() as url:
         world = PostgresWorld(url)

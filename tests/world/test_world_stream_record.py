@@ -88,9 +88,7 @@ def test_a_familys_record_names_each_of_its_streams_as_it_makes_them(tmp_path: P
     assert _named(data, "b") == ["events.b", "history.b"]  # not a's, not `forks:b`
 
 
-def test_waking_a_parked_family_lists_no_stream_folder(
-    tmp_path: Path, listings: list[str]
-) -> None:
+def test_waking_a_parked_family_lists_no_stream_folder(tmp_path: Path, listings: list[str]) -> None:
     data = tmp_path / "data"
     for root in ("a", "b", "c"):
         _park(data, root)

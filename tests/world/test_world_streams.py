@@ -87,7 +87,9 @@ def test_index_is_rebuilt_when_lost_or_short(tmp_path: Path) -> None:
 def test_reads_keep_offsets_while_the_file_is_unchanged_and_complete_them_as_it_grows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from world import _journal, _stream_index, _streams
+    from world import _journal
+    from world.stores.local import stream_index as _stream_index
+    from world.stores.local import streams as _streams
 
     world, writer = LocalWorld(tmp_path / "data"), LocalWorld(tmp_path / "data")
     for i in range(50):
@@ -128,7 +130,7 @@ def test_reads_keep_offsets_while_the_file_is_unchanged_and_complete_them_as_it_
 def test_appends_on_a_loop_are_written_together_at_its_next_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from world import _streams
+    from world.stores.local import streams as _streams
 
     writes: list[int] = []
     real_write = _streams.StreamStore._write
@@ -373,7 +375,7 @@ def test_a_tail_polls_when_the_system_has_no_watcher_left(
 ) -> None:
     """Out of inotify instances (128 per user by default, shared by every program), a live
     tail and an inbox wait still wake up, for appends within the same second too."""
-    from world import _watch
+    from world.stores.local import watch as _watch
 
     refused: list[str] = []
 
@@ -439,7 +441,7 @@ def test_a_digest_reads_only_what_was_appended_since_the_last(
     summed: list[int] = []
     real = zlib.crc32
 
-    def crc32(data: bytes, crc: int = 0) -> int:  # world._streams calls zlib.crc32
+    def crc32(data: bytes, crc: int = 0) -> int:  # the stream store calls zlib.crc32
         summed.append(len(data))
         return real(data, crc)
 
@@ -490,7 +492,7 @@ def test_a_digest_continued_from_a_checked_prefix_equals_the_whole_digest(world:
 def test_a_tail_wakes_at_an_append_of_its_own_process_without_the_notify_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from world import _watch
+    from world.stores.local import watch as _watch
 
     def deaf(self: Any) -> None:  # a notify thread that never reports anything
         self.stop.wait()
@@ -527,7 +529,8 @@ def test_a_new_index_holds_4_byte_offsets_and_an_8_byte_one_still_reads_and_grow
 ) -> None:
     from array import array
 
-    from world import _stream_index, _verify
+    from world.stores.local import stream_index as _stream_index
+    from world.stores.local import verify as _verify
 
     folder = tmp_path / "data"
     world = LocalWorld(folder)
@@ -557,7 +560,8 @@ def test_a_new_index_holds_4_byte_offsets_and_an_8_byte_one_still_reads_and_grow
 def test_an_index_past_the_4_byte_limit_is_rewritten_in_8_byte_form(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from world import _stream_index, _verify
+    from world.stores.local import stream_index as _stream_index
+    from world.stores.local import verify as _verify
 
     monkeypatch.setattr(_stream_index, "NARROW_LIMIT", 200)  # as if the data passed 4 GiB
     folder = tmp_path / "data"

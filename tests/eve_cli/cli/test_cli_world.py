@@ -14,7 +14,7 @@ import pytest
 from tests.eve_cli.cli.cli_helpers import Eve, EveProc, json_lines
 from tests.pg_support import fresh_schema, require_server
 from world import PostgresWorld
-from world._pg_schema import VERSION
+from world.stores.postgres.schema import VERSION
 
 
 @pytest.fixture

@@ -1,16 +1,6 @@
-"""`LocalWorld`: the world as files under one data directory (default `./.workflow-data`).
-
-```
-FORMAT                          {"format": "eve-world", "version": 2}
-runs/<root>/journal.msgpack     every record of the family (root run and its children)
-runs/<root>/inbox.msgpack       deliveries, appended by any process under inbox.lock
-runs/<root>/head.msgpack        status cache, one checksummed frame (the journal is the truth)
-runs/<root>/owner.lock          the family lease (flock: free the moment its owner dies)
-hooks/<token>                   an active hook; holds the owning run id (O_EXCL = claim)
-streams/<name>.msgpack (+.idx)  named streams
-```
-Files grow with run families, never with steps. Readers take no lock.
-"""
+"""`LocalWorld`: the world as files under one data directory (default `./.workflow-data`;
+the layout is in `layout`). Files grow with run families, never with steps. Readers take no
+lock."""
 
 from __future__ import annotations
 
@@ -19,18 +9,17 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import filelock
 
-from . import _faults, _journal, _migrate
-from ._errors import (
+from ... import _journal
+from ..._errors import (
     CorruptJournalError,
     HookConflictError,
     OwnershipError,
@@ -39,15 +28,11 @@ from ._errors import (
     StorageError,
     StoreFormatError,
     os_reason,
-    storage_error,
 )
-from ._family import parks_on_timer
-from ._format import FORMAT, FORMAT_VERSION, read_format
-from ._records import StoredRecord
-from ._stream_record import StreamRecords, stream_of
-from ._streams import StreamStore
-from ._watch import DirWatcher, touched
-from ._world import (
+from ..._family import parks_on_timer
+from ..._migrations import MigrationReport
+from ..._records import StoredRecord
+from ..._world import (
     IO,
     RECORD,
     FamilyHead,
@@ -63,180 +48,35 @@ from ._world import (
     inbox_record,
     is_run_id,
     root_of,
-    stream_family,
 )
+from . import migrate as _migrate
+from .files import (
+    INTACT_KEY,
+    LOCKS,
+    REMOVE_WAIT,
+    STREAM_SUFFIX,
+    Listing,
+    compact_inbox_file,
+    delete,
+    guard,
+    hook_root,
+    listdir,
+    read_whole,
+    stream_root,
+)
+from .layout import FORMAT, FORMAT_VERSION, default_data_dir, old_format_error, read_format
+from .stream_record import StreamRecords
+from .streams import StreamStore
+from .timers import TimerNotes
+from .watch import DirWatcher, touched
 
 if TYPE_CHECKING:
-    from ._verify import Finding
+    from ..._findings import Finding
 
-
-
-def old_format_error(fmt: Path, version: int) -> StoreFormatError:
-    """The one line for a store whose FORMAT is older than :data:`FORMAT`, met where it is
-    not migrated (`verify`, `repair`; a version no migration starts from): nothing changed."""
-    if version in range(1, FORMAT_VERSION):
-        return StoreFormatError(
-            f"{fmt}: store format {version} is older than this version's ({FORMAT_VERSION}) "
-            "and is not checked as it is; opening the store migrates it (nothing was changed)"
-        )
-    return StoreFormatError(
-        f"{fmt}: store format {version!r} is not one this version reads or migrates from; "
-        "nothing was changed"
-    )
-
-
-_STREAM_SUFFIX = ".msgpack"
-_HEAD_READ = 1 << 16  # a head's first read (most are ~1 KB; a longer one is read on)
-# The key of a head under which a LocalWorld notes how far it checked the family's files.
-_INTACT_KEY = "_intact"
 # An inbox is compacted once its consumed deliveries take this much (and more than the rest).
 COMPACT_MIN = 16 * 1024
-REMOVE_WAIT = 5.0  # seconds `remove_family` waits for a delivery in progress to finish
-# The roots whose heads were written with a run parked on a timer, one a line, appended (not
-# fsync'd: a hint); `timers_version` is its inode and size. Past `_TIMERS_ROTATE` bytes a
-# writer starts it afresh (a new inode: a reader then reads every head once).
-TIMERS_FILE = "timers"
-_TIMERS_ROTATE = 1 << 20
-_RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")  # a family's data files
-_LOCKS = ("owner.lock", "inbox.lock")  # removed last: a waiter on them then finds no journal
-
-
-def default_data_dir() -> Path:
-    """`$EVE_DATA_DIR`, else `./.workflow-data` (the one default: the runtime and CLI use it)."""
-    return Path(os.environ.get("EVE_DATA_DIR") or ".workflow-data").expanduser()
-
-
-@contextlib.contextmanager
-def _guard(path: Path | str, doing: str) -> Iterator[None]:
-    """Turn what the disk refuses (permissions, no space, I/O errors) into one clear error
-    naming the path."""
-    try:
-        yield
-    except PermissionError:
-        raise StorageError(
-            f"{path}: permission denied while {doing}; check the owner and mode of the "
-            "data directory (or choose another with --data / EVE_DATA_DIR)"
-        ) from None
-    except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError):
-        raise
-    except OSError as exc:
-        raise storage_error(exc.filename or path, doing, exc) from None
-
-
-def _listdir(folder: Path) -> list[str]:
-    try:
-        return sorted(os.listdir(folder))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
-def _read_whole(path: str) -> bytes:
-    """A small file's bytes, read without a buffered file object (half the time of
-    `open(...).read()` for a head of ~1 KB: a listing reads 10,000)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        data = os.read(fd, _HEAD_READ)
-        if len(data) < _HEAD_READ:
-            return data
-        chunks = [data]
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _delete(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
-
-
 _fsync_dir = _journal.fsync_dir
 make_dirs = _journal.make_dirs
-
-
-class _Listing:
-    """A directory's entries grouped by family, listed again only when the directory changed
-    (its inode or mtime): `remove_family` and `family_usage` ask once per family, and a
-    listing of every stream for each would be quadratic. With ``by_name`` (an entry's name
-    holds its family's id, as a stream's does) the first few families asked about after a
-    change are found by their id in the names, not by grouping every entry: a process that
-    wakes one of 10,000 parked sessions asks about one."""
-
-    GROUP_AFTER = 8  # families asked about, at one listing, before every entry is grouped
-
-    def __init__(
-        self, folder: Path, group: Callable[[Path, str], str | None], *, by_name: bool = False
-    ) -> None:
-        self._folder, self._group, self._by_name = folder, group, by_name
-        self._stamp: tuple[int, int] | None = None
-        self._by_root: dict[str, list[str]] = {}
-        self._names_stamp: tuple[int, int] | None = None
-        self._names: list[str] = []
-        self._asked = 0
-
-    def stamp(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self._folder)
-        except FileNotFoundError:
-            return None
-        return st.st_ino, st.st_mtime_ns
-
-    def _listed(self, stamp: tuple[int, int]) -> list[str]:
-        if stamp != self._names_stamp:
-            self._names, self._names_stamp, self._asked = os.listdir(self._folder), stamp, 0
-        return self._names
-
-    def get(self) -> dict[str, list[str]]:
-        stamp = self.stamp()
-        if stamp is None:
-            return {}
-        if stamp != self._stamp:
-            by_root: dict[str, list[str]] = {}
-            for name in sorted(self._listed(stamp)):
-                root = self._group(self._folder, name)
-                if root is not None:
-                    by_root.setdefault(root, []).append(name)
-            self._stamp, self._by_root = stamp, by_root
-        return self._by_root
-
-    def of(self, root: str) -> list[str]:
-        """The entries of family `root` (sorted)."""
-        stamp = self.stamp()
-        if stamp is None:
-            return []
-        if stamp == self._stamp or not self._by_name:
-            return self.get().get(root, [])
-        names = self._listed(stamp)
-        self._asked += 1
-        if self._asked > self.GROUP_AFTER:
-            return self.get().get(root, [])
-        group, folder = self._group, self._folder
-        return sorted(n for n in names if root in n and group(folder, n) == root)
-
-    def dropped(self, root: str, before: tuple[int, int] | None) -> None:
-        """This process removed `root`'s entries: keep the listing if nothing else changed
-        the directory since it was made (`before`: its stamp just before the removal)."""
-        if before is not None and before == self._stamp:
-            self._by_root.pop(root, None)
-            self._stamp = self.stamp()
-        self._names_stamp = None  # listed again when next asked (removals are rare)
-
-
-def _stream_root(folder: Path, name: str) -> str | None:
-    stream = stream_of(name)
-    return stream_family(stream) if stream is not None else None
-
-
-def _hook_root(folder: Path, name: str) -> str | None:
-    try:
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            owner = f.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None  # `eve doctor` reports it
-    return root_of(owner) if owner else None
 
 
 class _FileLease(Lease):
@@ -286,7 +126,7 @@ class LocalWorld(World):
         self._writers: dict[str, _journal.Writer] = {}
         self._run_files: dict[str, tuple[str, str, str]] = {}
         self._runs_resolved = os.path.join(os.path.realpath(self.path), "runs")  # as watched
-        self._timers_file = os.path.join(os.path.realpath(self.path), TIMERS_FILE)
+        self._timers = TimerNotes(self.path, create=create)
         self._unsettled: set[str] = set()  # families with a deferred record not yet durable
         self._unsettled_lock = threading.Lock()
         self._settle_failure: StorageError | None = None  # from a settle run by the loop
@@ -306,16 +146,16 @@ class LocalWorld(World):
         self._records = StreamRecords(os.path.join(self.path, "runs"))
         self._streams.before_open = self._records.note
         self._streams.before_durable = self._records.sync
-        self._stream_files = _Listing(self.path / "streams", _stream_root, by_name=True)
-        self._hook_files = _Listing(self.path / "hooks", _hook_root)
+        self._stream_files = Listing(self.path / "streams", stream_root, by_name=True)
+        self._hook_files = Listing(self.path / "hooks", hook_root)
         # What the open migrated (`_migrate`): None unless the store was of an older format.
-        self.migration: _migrate.MigrationReport | None = None
+        self.migration: MigrationReport | None = None
         if check or create:
             self._check_format()
 
     def _check_format(self) -> None:
         fmt = self.path / "FORMAT"
-        with _guard(self.path, "opening the data directory"):
+        with guard(self.path, "opening the data directory"):
             if fmt.exists() and not self._unwritten_format(fmt):
                 reading = read_format(self.path)
                 if reading.state in ("damaged", "foreign"):  # a repair rewrites it
@@ -355,17 +195,17 @@ class LocalWorld(World):
             os.replace(tmp, fmt)
             _fsync_dir(self.path)
 
-    def _migrate_from(self, version: int) -> _migrate.MigrationReport | None:
+    def _migrate_from(self, version: int) -> MigrationReport | None:
         """Migrate this store from format `version` (`_migrate`); its streams' appends, which
         a migration step may make, are durable before the migration commits."""
         if version not in range(1, FORMAT_VERSION):
             raise old_format_error(self.path / "FORMAT", version)
-        with _guard(self.path, "migrating the data directory"):
+        with guard(self.path, "migrating the data directory"):
             report = _migrate.migrate_store(self, self.path, version, before=self._streams.flush)
         self._run_files.clear()
         return report
 
-    def plan_migration(self) -> _migrate.MigrationReport | None:
+    def plan_migration(self) -> MigrationReport | None:
         """What opening this store would migrate (nothing is written); None: nothing (the
         store is in the current format). For a store opened with `check=False`."""
         found = _migrate.format_version(self.path)
@@ -410,7 +250,7 @@ class LocalWorld(World):
         frames = [_journal.frame_body(body) for body in bodies]
         folder = self._dir(root)
         path = folder / "journal.msgpack"
-        with _guard(folder, "creating a run"):
+        with guard(folder, "creating a run"):
             folder.mkdir(parents=True, exist_ok=True)
             if path.exists() and path.stat().st_size > 0:
                 raise RunExistsError(f"run {root!r} already exists")
@@ -450,7 +290,7 @@ class LocalWorld(World):
         if self.family_exists(root):
             raise RunExistsError(f"run {root!r} already exists")
         folder = self._dir(root)
-        with _guard(folder, "forking a run family"):
+        with guard(folder, "forking a run family"):
             self._streams.flush()  # what was appended before (a list naming the fork) first
             make_dirs(folder)
             make_dirs(self.path / "streams")
@@ -475,7 +315,7 @@ class LocalWorld(World):
         return os.path.exists(self._files(root)[1])
 
     def stream_names(self) -> list[str]:
-        names = {n.rpartition(".")[0] for n in _listdir(self.path / "streams")}
+        names = {n.rpartition(".")[0] for n in listdir(self.path / "streams")}
         return sorted(n.replace("%3A", ":") for n in names if n)
 
     def family_streams(self, root: str) -> list[str]:
@@ -485,7 +325,7 @@ class LocalWorld(World):
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
         folder = self._files(root)[0]
         self._trim(root)  # the data's size, not the space a writer holds ahead of it
-        paths = [os.path.join(folder, name) for name in _listdir(Path(folder))]
+        paths = [os.path.join(folder, name) for name in listdir(Path(folder))]
         if streams is None:
             streams = self.family_streams(root)
         for name in streams:
@@ -503,7 +343,7 @@ class LocalWorld(World):
         return FamilyUsage(size, last)
 
     def remnants(self) -> list[str]:
-        roots = set(_listdir(self.path / "runs"))
+        roots = set(listdir(self.path / "runs"))
         roots |= set(self._stream_files.get()) | set(self._hook_files.get())
         return sorted(r for r in roots if not self.family_exists(r))
 
@@ -513,7 +353,7 @@ class LocalWorld(World):
             self._unlink_family(root)  # a remnant: nothing can deliver to it
             return True
         with (
-            _guard(folder, "removing a run family"),
+            guard(folder, "removing a run family"),
             self._lock(folder / "inbox.lock", REMOVE_WAIT, root),
         ):
             if inbox_mark is not None and self.inbox_end(root) != inbox_mark:
@@ -543,10 +383,10 @@ class LocalWorld(World):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path)
             streams.dropped(root, before)
-            last = ["journal.msgpack", *_LOCKS]
-            for name in _listdir(folder):
+            last = ["journal.msgpack", *LOCKS]
+            for name in listdir(folder):
                 if name not in last:
-                    _delete(folder / name)
+                    delete(folder / name)
             for name in last:
                 (folder / name).unlink(missing_ok=True)
             with contextlib.suppress(FileNotFoundError):
@@ -561,12 +401,12 @@ class LocalWorld(World):
                 cache.pop(root, None)
 
     def verify(self) -> list[Finding]:
-        from ._verify import verify
+        from .verify import verify
 
         return verify(self.path)
 
     def repair(self) -> list[Finding]:
-        from ._verify import repair
+        from .verify import repair
 
         return repair(self.path)
 
@@ -641,7 +481,7 @@ class LocalWorld(World):
     def _head_at(path: str) -> dict[str, Any] | None:
         for _ in range(3):  # a damaged head may be one being written: read it again
             try:
-                head = _journal.head_from(_read_whole(path))
+                head = _journal.head_from(read_whole(path))
             except OSError:  # missing or unreadable: rebuilt (head_from says None for damage)
                 return None
             if head is not None:
@@ -657,8 +497,8 @@ class LocalWorld(World):
         # rebuilt from the journal, as a missing one is.
         folder = self._files(root)[0]
         note = self._intact_note(root)
-        data = _journal.frame({**head, _INTACT_KEY: note} if note else head, "head")
-        with _guard(folder, "writing the run status"):
+        data = _journal.frame({**head, INTACT_KEY: note} if note else head, "head")
+        with guard(folder, "writing the run status"):
             fd = os.open(os.path.join(folder, "head.msgpack"), os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 _journal.write_all(fd, data, 0)
@@ -667,67 +507,16 @@ class LocalWorld(World):
             finally:
                 os.close(fd)
         if parks_on_timer(head):
-            self._note_timer(root)
-
-    def _note_timer(self, root: str) -> None:
-        """Say that `root` has a run parked on a timer (`timers_since`): a hint, never
-        fsync'd; a server that misses it finds the timer when it next reads every head."""
-        with contextlib.suppress(OSError):  # a full disk is said by the writes that matter
-            fd = os.open(self._timers_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                if os.fstat(fd).st_size >= _TIMERS_ROTATE:
-                    os.close(fd)
-                    fresh = f"{self._timers_file}.{os.getpid()}.{threading.get_ident()}"
-                    os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
-                    os.replace(fresh, self._timers_file)
-                    fd = os.open(self._timers_file, os.O_WRONLY | os.O_APPEND, 0o644)
-                os.write(fd, f"{root}\n".encode())  # one short append: whole or not at all
-            finally:
-                os.close(fd)
-            touched(self._timers_file)
+            self._timers.note(root)
 
     def timers_version(self) -> Hashable:
-        try:
-            stat = os.stat(self._timers_file)
-        except FileNotFoundError:
-            if not self._create or not self.path.is_dir():
-                return (0, 0)
-            # Made now, so the version names a file whose later notes `timers_since` reads.
-            with contextlib.suppress(OSError):
-                os.close(os.open(self._timers_file, os.O_WRONLY | os.O_CREAT, 0o644))
-            return self.timers_version() if os.path.exists(self._timers_file) else (0, 0)
-        except OSError:
-            return (0, 0)
-        return (stat.st_ino, stat.st_size)
+        return self._timers.version()
 
     def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
-        try:
-            with open(self._timers_file, "rb") as f:
-                stat = os.fstat(f.fileno())
-                now = (stat.st_ino, stat.st_size)
-                was = version if isinstance(version, tuple) and len(version) == 2 else (-1, -1)
-                start = int(was[1]) if was[0] == now[0] else -1
-                if not 0 <= start <= stat.st_size:
-                    return now, None  # started afresh since, or another file: read every head
-                f.seek(start)
-                data = f.read(stat.st_size - start)
-        except FileNotFoundError:
-            return (0, 0), ([] if version == (0, 0) else None)
-        except OSError:
-            return version, None
-        whole = data.rfind(b"\n") + 1  # a line being appended is read next time
-        roots = data[:whole].decode("utf-8", "replace").split()
-        return (now[0], start + whole), sorted(set(roots))
+        return self._timers.since(version)
 
     async def wait_timers(self, version: Hashable, timeout: float) -> bool:
-        folder = Path(os.path.dirname(self._timers_file))
-        with DirWatcher(folder, [TIMERS_FILE]) as watcher:
-            # Watching began before this check: a change after it is seen by `wait`.
-            deadline = time.monotonic() + timeout
-            while self.timers_version() == version:
-                if not await watcher.wait(deadline - time.monotonic()):
-                    return self.timers_version() != version
-        return True
+        return await self._timers.wait(version, timeout)
 
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:
@@ -736,7 +525,7 @@ class LocalWorld(World):
         self._journal_path(root)
         item = _journal.frame(inbox_record(token, payload, time.time()), "payload")
         path = folder / "inbox.msgpack"
-        with _guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
+        with guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it
             self.check_intact(root)
             end, shift = self._inbox_valid_end(root, str(path))
@@ -783,7 +572,7 @@ class LocalWorld(World):
         streams = self._family_streams(root)
         paths = [*self._files(root)[1:], *streams]
         self._checked[root] = paths
-        hints = (self.read_head(root) or {}).get(_INTACT_KEY)
+        hints = (self.read_head(root) or {}).get(INTACT_KEY)
         for path in paths:
             hint = hints.get(path[self._prefix :]) if isinstance(hints, dict) else None
             try:
@@ -875,7 +664,7 @@ class LocalWorld(World):
             return [self._streams.paths(name)[0] for name in sorted(named)]
         folder = os.path.join(self.path, "streams")
         names = self._stream_files.of(root)
-        return [os.path.join(folder, n) for n in names if n.endswith(_STREAM_SUFFIX)]
+        return [os.path.join(folder, n) for n in names if n.endswith(STREAM_SUFFIX)]
 
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
         # What this process appended before it reads the inbox is readable first: a sender
@@ -914,46 +703,12 @@ class LocalWorld(World):
             return False
         try:  # optional work: a busy lock (a delivery, `eve doctor`) or a removed run skips it
             with self._lock(folder / "inbox.lock", 1.0, root):
-                done = self._compact(path, tmp, keep_from)
+                done = compact_inbox_file(path, tmp, keep_from, COMPACT_MIN)
         except (OwnershipError, RunNotFoundError, PermissionError):
             return False
         if done is not None:
             self._inbox_ends[root] = done  # ids do not move: the end as it was
         return done is not None
-
-    @staticmethod
-    def _compact(path: Path, tmp: Path, keep_from: int) -> int | None:
-        """Under `inbox.lock`: compact if worth it; the inbox's end (an id) if it did."""
-        try:
-            data = path.read_bytes()
-            shift, header_end = _journal.inbox_layout(data)
-            cut = keep_from - shift
-            if (
-                not header_end
-                or cut > len(data)
-                or cut - header_end < max(COMPACT_MIN, len(data) - cut)
-            ):
-                return None
-            if _journal.parse(data[cut:], cut, str(path)).torn:
-                return None  # a torn tail is the next delivery's to drop
-            header = {**_journal.header(_journal.INBOX_FORMAT), "base": keep_from}
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                _journal.write_all(fd, _journal.frame(header) + data[cut:], 0)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            if _faults.ACTIVE:
-                _faults.compact_point("written")
-            os.replace(tmp, path)
-            if _faults.ACTIVE:
-                _faults.compact_point("renamed")
-            _fsync_dir(path.parent)
-        except (CorruptJournalError, OSError):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            return None  # the inbox stays as it was (or, renamed, holds the same ids)
-        return shift + len(data)
 
     def inbox_name(self, root: str) -> str:
         return self._files(root)[2]
@@ -991,7 +746,7 @@ class LocalWorld(World):
     def claim_hook(self, token: str, run_id: str) -> str:
         self._settle()
         path = self._hook_path(token)
-        with _guard(path.parent, "claiming a hook"):
+        with guard(path.parent, "claiming a hook"):
             for _ in range(2):
                 try:
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -1042,7 +797,7 @@ class LocalWorld(World):
         self._settle()
         if self.hook_owner(token) == run_id:
             path = self._hook_path(token)
-            with _guard(path.parent, "releasing a hook"):
+            with guard(path.parent, "releasing a hook"):
                 path.unlink(missing_ok=True)
                 _fsync_dir(path.parent)
 
@@ -1092,7 +847,7 @@ class LocalWorld(World):
     def acquire(self, root: str, wait: float | None = None) -> Lease:
         folder = self._dir(root)
         self._journal_path(root)
-        with _guard(folder, "taking ownership"):
+        with guard(folder, "taking ownership"):
             lock = self._take(folder / "owner.lock", wait or 0.0, root)
         try:
             self._journal_path(root)  # again: removed while this process waited for the lock
@@ -1118,10 +873,10 @@ class LocalWorld(World):
     # -- streams -----------------------------------------------------------------------------
     def stream_append(self, name: str, item: Any) -> int:
         frame = _journal.frame({"v": item}, "stream item")
-        try:  # not `with _guard(...)`: this runs several times per step
+        try:  # not `with guard(...)`: this runs several times per step
             return self._streams.append(name, frame)
         except PermissionError:
-            with _guard(self._streams.path, "appending to a stream"):
+            with guard(self._streams.path, "appending to a stream"):
                 raise
 
     def _trim(self, root: str) -> None:

@@ -19,9 +19,9 @@ import contextlib
 import os
 import threading
 
-from . import _journal
-from ._errors import storage_error
-from ._world import stream_family
+from ... import _journal
+from ..._errors import storage_error
+from ..._world import stream_family
 
 RECORD = "streams.list"
 _CACHED_MAX = 4096

@@ -35,61 +35,27 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import filelock
 import msgpack
 
-from . import _codec, _journal, _stream_record
-from ._errors import CorruptJournalError, StorageError, WorldError
-from ._family import GAP, load_family
-from ._format import FORMAT, FORMAT_VERSION, read_format, written_by_format_2
-from ._stream_index import encode_index, index_form, index_offsets
-from ._world import stream_family
+from ... import _codec, _journal
+from ..._errors import CorruptJournalError, StorageError, WorldError
+from ..._family import GAP, load_family
+from ..._findings import Finding
+from ..._world import stream_family
+from . import stream_record as _stream_record
+from .layout import FORMAT, FORMAT_VERSION, read_format, written_by_format_2
+from .stream_index import encode_index, index_form, index_offsets
 
 if TYPE_CHECKING:
-    from .local import LocalWorld
+    from .world import LocalWorld
 
 QUARANTINE = "quarantine"
-# States that need no action; every other state is a problem `repair` may fix.
-OK_STATES = frozenset({"ok", "held"})
-# Warnings: recovered on open or tidied by `repair` (`lost`: what an earlier repair
-# replaced, reported; nothing left to do).
-WARNING_STATES = frozenset({"torn", "stale", "leftover", "dangling", "lost"})
-# Errors: `corrupt` and `unreadable` until repaired; `damaged` is what a repair leaves when the
-# family cannot go on (no repair changes it).
-ERROR_STATES = frozenset({"corrupt", "unreadable", "damaged"})
 NOTE = "NOTE.txt"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """The state of one file (or, after `repair`, what was done to it)."""
-
-    path: str  # relative to the data directory
-    kind: str  # format | journal | inbox | stream | index | head | record | lock | hook |
-    #            temp
-    state: str  # ok | held | torn | stale | leftover | dangling | lost | corrupt |
-    #             unreadable | damaged | busy | repaired | quarantined
-    detail: str = ""
-    offset: int | None = None  # where the damage starts
-    size: int = 0
-    records: int = 0
-    family: str | None = None  # the run family the file belongs to (None: the store's own)
-
-    @property
-    def ok(self) -> bool:
-        return self.state in OK_STATES
-
-    @property
-    def error(self) -> bool:
-        """Damage that is not recovered on open (a torn tail is; a corrupt record is not)."""
-        return self.state in ERROR_STATES
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # -- verifying -------------------------------------------------------------------------------------
@@ -134,7 +100,7 @@ def _family_of(rel: str) -> str | None:
 def _reader(root: Path) -> LocalWorld | None:
     """The directory opened read-only, to replay what its families' records say (None when
     its FORMAT does not let it open: that finding says so)."""
-    from .local import LocalWorld  # here: local.py is the larger import, verify the rarer call
+    from .world import LocalWorld  # here: local.py is the larger import, verify the rarer call
 
     try:
         return LocalWorld(root, create=False)
@@ -155,7 +121,7 @@ def _data_dir(path: str | os.PathLike[str]) -> Path:
 def _refuse_old_format(root: Path) -> None:
     """A store of an older format is neither checked nor repaired: its files are in forms this
     version does not read, and a repair would take them for damage."""
-    from .local import old_format_error
+    from .layout import old_format_error
 
     reading = read_format(root)
     if reading.state == "older":

@@ -39,9 +39,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import _journal, _stream_index
-from ._errors import CorruptJournalError, StorageError, storage_error
-from ._stream_index import (
+from ... import _journal
+from ..._errors import CorruptJournalError, StorageError, storage_error
+from ..._world import LostItem, check_name
+from . import stream_index as _stream_index
+from .stream_index import (
     HEADER,
     NARROW,
     encode_index,
@@ -49,8 +51,7 @@ from ._stream_index import (
     offsets_of,
     plausible,
 )
-from ._watch import DirWatcher, touched
-from ._world import LostItem, check_name
+from .watch import DirWatcher, touched
 
 
 class _Writer:

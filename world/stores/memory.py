@@ -14,18 +14,18 @@ from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from . import _codec, _journal
-from ._errors import (
+from .. import _codec, _journal
+from .._errors import (
     HookConflictError,
     OwnershipError,
     RunExistsError,
     RunNotFoundError,
     WorldError,
 )
-from ._family import parks_on_timer
-from ._records import StoredRecord
-from ._signals import Signals
-from ._world import (
+from .._family import parks_on_timer
+from .._records import StoredRecord
+from .._signals import Signals
+from .._world import (
     RECORD,
     FamilyLog,
     FamilyUsage,

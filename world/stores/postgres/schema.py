@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import WorldError
+from ..._errors import WorldError
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -344,8 +344,8 @@ WAKE_UPDATE = """UPDATE {s}.families SET hook_mark = %(mark)s::bigint,
 
 def _fill_wake(conn: Any, s: str, world: Any) -> None:
     """Migration 3: every family's `due` and `hook_mark` from its head."""
-    from ._codec import decode
-    from ._family import head_wake
+    from ..._codec import decode
+    from ..._family import head_wake
 
     for root, stored in conn.execute(f"SELECT root, head FROM {s}.heads").fetchall():
         try:
@@ -363,12 +363,12 @@ FILLS[3] = _fill_wake
 
 
 def _fill_store_format_2(conn: Any, s: str, world: Any) -> None:
-    """Migration 5: the steps registered for store format 2 (`_migrate.run_steps`) over every
+    """Migration 5: the steps registered for store format 2 (`_migrations.run_steps`) over every
     family's records; a record one changed is stored again at its position and the run's
     result or error its head keeps with it."""
-    from ._codec import decode, encode
-    from ._journal import frame, parse
-    from ._migrate import run_steps, steps_for
+    from ..._codec import decode, encode
+    from ..._journal import frame, parse
+    from ..._migrations import run_steps, steps_for
 
     if not steps_for(2):
         return

@@ -1,4 +1,16 @@
-"""What a data directory's FORMAT file says, and whether the files under it agree: one reading
+"""The layout of a data directory:
+
+```
+FORMAT                          {"format": "eve-world", "version": 2}
+runs/<root>/journal.msgpack     every record of the family (root run and its children)
+runs/<root>/inbox.msgpack       deliveries, appended by any process under inbox.lock
+runs/<root>/head.msgpack        status cache, one checksummed frame (the journal is the truth)
+runs/<root>/owner.lock          the family lease (flock: free the moment its owner dies)
+hooks/<token>                   an active hook; holds the owning run id (O_EXCL = claim)
+streams/<name>.msgpack (+.idx)  named streams
+```
+
+What a data directory's FORMAT file says, and whether the files under it agree: one reading
 for `LocalWorld`'s open and for `verify`/`repair`, so the open's error and `eve doctor` give
 the same verdict and the same advice.
 
@@ -17,6 +29,8 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..._errors import StoreFormatError
 
 # Version 2: the format frozen for 0.1 (every file kind in one form, see `_journal`); a store
 # of version 1 holds pre-release forms, which this version does not read.
@@ -82,3 +96,22 @@ def written_by_format_2(path: Path) -> bool:
     except OSError:
         return False
     return any(os.path.exists(runs / root / _FORMAT_2_FILE) for root in roots)
+
+
+def old_format_error(fmt: Path, version: int) -> StoreFormatError:
+    """The one line for a store whose FORMAT is older than :data:`FORMAT`, met where it is
+    not migrated (`verify`, `repair`; a version no migration starts from): nothing changed."""
+    if version in range(1, FORMAT_VERSION):
+        return StoreFormatError(
+            f"{fmt}: store format {version} is older than this version's ({FORMAT_VERSION}) "
+            "and is not checked as it is; opening the store migrates it (nothing was changed)"
+        )
+    return StoreFormatError(
+        f"{fmt}: store format {version!r} is not one this version reads or migrates from; "
+        "nothing was changed"
+    )
+
+
+def default_data_dir() -> Path:
+    """`$EVE_DATA_DIR`, else `./.workflow-data` (the one default: the runtime and CLI use it)."""
+    return Path(os.environ.get("EVE_DATA_DIR") or ".workflow-data").expanduser()

@@ -11,8 +11,8 @@ import sys
 from array import array
 from itertools import islice
 
-from . import _journal
-from ._errors import StorageError
+from ... import _journal
+from ..._errors import StorageError
 
 HEADER = _journal.frame(_journal.header("eve-world-stream"))
 

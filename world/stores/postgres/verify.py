@@ -25,16 +25,16 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _codec, _journal
-from ._errors import CorruptJournalError, OwnershipError, WorldError
-from ._family import GAP, load_family
-from ._verify import Finding
-from ._world import stream_family
+from ... import _codec, _journal
+from ..._errors import CorruptJournalError, OwnershipError, WorldError
+from ..._family import GAP, load_family
+from ..._findings import Finding
+from ..._world import stream_family
 
 if TYPE_CHECKING:
     import psycopg
 
-    from .postgres import PostgresWorld
+    from .world import PostgresWorld
 
 GAP_FRAME = _journal.frame({"t": GAP})
 
@@ -81,7 +81,7 @@ def _scan(
 
 def verify(world: PostgresWorld) -> list[Finding]:
     """Every family's journal, inbox and head, every stream, every dangling hook claim."""
-    from ._pg_schema import VERSION
+    from .schema import VERSION
 
     found = [Finding(world.schema_name, "format", "ok", f"schema version {VERSION}")]
     if not world.exists:

@@ -1,0 +1,202 @@
+"""The connections of a `PostgresWorld`: a pool, retried calls, the server run it talks to
+(a restart or a failover makes every owner read its positions again), said once away and back."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+import psycopg_pool
+
+from ..._errors import (
+    StorageError,
+    WorldError,
+)
+from ..._signals import Signals
+from ..._world import (
+    World,
+)
+from . import schema as _pg_schema
+from .sql import _LOOP_BATCH, _configure, _reason, _server_of
+from .sql import SQL as _SQL
+from .urls import _target
+from .urls import redact_url as redact
+
+if TYPE_CHECKING:
+    from .batches import _PgLease
+    from .threads import _Flusher, _Listener
+
+T = TypeVar("T")
+RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restarting)
+
+
+class Connected(World):
+    """A `PostgresWorld`'s state and connections (the layers above: `Batching`, `PostgresWorld`)."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        """Open (creating or migrating it unless `create` is False) the world at `url`,
+        `postgresql://[user[:password]@]host[:port]/database[?schema=S&lease=SECONDS&pool=N]`.
+
+        Raises:
+            StorageError: the database cannot be reached (one line: where, what to check).
+            WorldError: the schema was written by a newer eve, or the URL is invalid.
+        """
+        self._target = _target(url)
+        self.url = redact(url)
+        s = f'"{self._target.schema}"'
+        lease = self._target.lease
+        self._sql = {name: text.format(s=s, lease=lease) for name, text in _SQL.items()}
+        self._loop_sql = _LOOP_BATCH.format(s=s).encode()
+        # Pooled connections `_LOOP_NAME` is prepared on (`before_effect_on_loop`).
+        self._prepared: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+        self._channel = f"eve_{self._target.schema}"[:63]
+        self._me = secrets.token_hex(8)  # this world object, as a lease owner
+        self._alive_key = secrets.randbits(62)  # its advisory lock while its listener runs
+        self._signals = Signals()
+        self._leases: dict[str, _PgLease] = {}
+        # Families whose lease this object lost: nothing more is written for them from here
+        # (their stream items included), until it acquires them again.
+        self._lost: set[str] = set()
+        self._appends = 0  # stream items appended through this object (`stream_mark`)
+        # Inbox ends of leased families, known while the listener hears every delivery (its
+        # notification forgets the family's); `_inbox_epoch` counts forgettings, so an end read
+        # while one came is not kept. Spares a round trip per step (the engine asks each).
+        self._inbox_ends: dict[str, int] = {}
+        self._inbox_epoch = 0
+        # Live tails of this object, by family (its row in `tails` while one is > 0), and the
+        # lock their registrations take (in order with the counts).
+        self._tails: dict[str, int] = {}
+        self._tails_lock = threading.Lock()
+        # The last digest taken of each stream, with what the stream's row said then (its
+        # `made` and `rewrites`: the prefix it covers is unchanged while they are the same).
+        self._digests: dict[str, tuple[tuple[str, int], int, int]] = {}
+        self._lock = threading.Lock()
+        self._away = False  # the database stopped answering (`_gone`), said once
+        self._server = ""  # the server run last seen (`_server_of`)
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._listener: _Listener | None = None
+        self._flusher: _Flusher | None = None
+        self._exists = True  # while it migrates: a migration step reads streams through it
+        try:
+            with psycopg.connect(self._target.conninfo, autocommit=True, connect_timeout=5) as c:
+                self._exists = _pg_schema.migrate(c, self._target.schema, create=create, world=self)
+                self._server = _server_of(c)
+        except psycopg.Error as exc:
+            raise StorageError(self._unreachable(exc)) from None
+
+    def __repr__(self) -> str:
+        return f"PostgresWorld({self.url!r})"
+
+    @property
+    def where(self) -> str:
+        """Where this world is, for messages: `postgresql://host:port/db (schema S)`."""
+        return f"postgresql://{self._target.where} (schema {self._target.schema})"
+
+    def _unreachable(self, exc: BaseException) -> str:
+        return (
+            f"cannot use PostgreSQL at {self._target.where}: {_reason(exc)}; check that the "
+            "server is running and reachable and that --world / EVE_WORLD names it "
+            "(postgresql://user@host:port/database)"
+        )
+
+    # -- connections ---------------------------------------------------------------------------
+    def _pool_now(self) -> psycopg_pool.ConnectionPool[Any]:
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = psycopg_pool.ConnectionPool(
+                        self._target.conninfo,
+                        min_size=1,
+                        max_size=self._target.pool,
+                        kwargs={"autocommit": True},
+                        configure=self._configure,
+                        open=False,
+                        name="eve",
+                        timeout=RETRY_FOR,
+                    )
+                    self._pool.open(wait=False)
+                pool = self._pool
+        return pool
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        _configure(conn)
+        self._seen_server(_server_of(conn))
+
+    def _seen_server(self, server: str) -> None:
+        """A new connection talks to `server`: if that is another server run than before,
+        every owner reads its positions again before it writes."""
+        with self._lock:
+            before, self._server = self._server, server
+        if before and before != server:
+            self._recheck_all()  # (said by nothing more: the away/back lines cover it)
+
+    def _recheck_all(self) -> None:
+        with self._lock:
+            for lease in self._leases.values():
+                lease.recheck = True
+
+    def _call(self, fn: Callable[[psycopg.Connection[Any], int], T]) -> T:
+        """Run `fn(conn, attempt)` on a pooled connection, again on a fresh one while the
+        connection breaks (for up to `RETRY_FOR` seconds: a database restarting). `attempt`
+        > 0 tells a write to look first whether its previous try committed."""
+        deadline = time.monotonic() + RETRY_FOR
+        pause, attempt = 0.02, 0
+        while True:
+            try:
+                with self._pool_now().connection() as conn:
+                    result = fn(conn, attempt)
+                if self._away:
+                    self._back()
+                return result
+            except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+                self._recheck_all()  # (a write in flight may or may not have committed)
+                if attempt:  # not only a connection the pool kept from before a restart
+                    self._gone(exc)
+                if time.monotonic() + pause >= deadline:
+                    raise StorageError(self._unreachable(exc)) from None
+            except psycopg.Error as exc:
+                raise StorageError(f"PostgreSQL at {self._target.where}: {_reason(exc)}") from None
+            attempt += 1
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    def _gone(self, exc: BaseException) -> None:
+        """The database stopped answering: said once (`notice`) until it answers again."""
+        with self._lock:
+            if self._away:
+                return
+            self._away = True
+        if self.notice is not None:
+            self.notice(
+                f"PostgreSQL at {self._target.where} is unreachable ({_reason(exc)}); "
+                f"retrying for up to {RETRY_FOR:.0f} s a call, nothing stored is lost"
+            )
+
+    def _back(self) -> None:
+        with self._lock:
+            if not self._away:
+                return
+            self._away = False
+        if self.notice is not None:
+            self.notice(f"PostgreSQL at {self._target.where} answers again")
+
+    def _one(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """One row of a read-only statement (retried freely)."""
+        if not self._exists:
+            return None
+        return self._call(lambda conn, _: conn.execute(self._sql[name], params).fetchone())
+
+    def _all(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        if not self._exists:
+            return []
+        return self._call(lambda conn, _: conn.execute(self._sql[name], params).fetchall())
+
+    def _writable(self) -> None:
+        if not self._exists:
+            raise WorldError(f"{self.where}: no eve world here (opened for reading only)")

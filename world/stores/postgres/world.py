@@ -1,0 +1,786 @@
+"""`PostgresWorld`: the world in a PostgreSQL database, shared by any number of processes.
+
+One schema (`eve` unless the URL says `?schema=NAME`) holds one world, created and migrated by
+`_pg_schema`. Every durable call is one statement in its own transaction (autocommit), so a
+call either happened whole or not at all; a call whose connection broke is retried on a fresh
+connection, and a retried write first checks whether its first try committed (a create, an
+append and a delivery carry what identifies them), so nothing is written twice.
+
+Ordering (`batches`): an owner's records and stream items are batched and written in
+one fenced transaction each, committed synchronously.
+
+Leases: the family row holds an epoch, the owner, and the lease's expiry. `acquire` takes a
+free, expired or dead owner's lease and increments the epoch; every write of the owner (append,
+head, stream items of its family) names the epoch it holds and is refused once another worker
+took the lease (fencing: a worker that lost a lease can never write to that family again; the
+world object remembers the families it lost, so nothing it writes without a lease reaches them
+either, until it acquires them again).
+An owner is alive while its listener connection holds its advisory lock (free the moment its
+process dies; for a lease's time after the server started, every owner is taken for alive: a
+restart freed every lock); a frozen one loses its leases when they expire (`?lease=SECONDS`,
+10 s by default), renewed by the listener thread while it runs and as soon as it reconnects.
+
+Wake-ups: deliveries and stream items `pg_notify` in their own transaction (an owner's batch
+only while another world object tails one of the family's streams: `tails`, a row each
+tailing object registers; its own tails the writer wakes itself); one listener connection
+per world object turns them into wake-ups of the waiting coroutines (after a lost connection
+every waiter is woken to look again; an idle tail also looks every `TAIL_LOOK`).
+
+Connections: a `psycopg_pool` pool of at most `?pool=N` (8 by default), plus the listener's
+one, however many families are driven or parked. A step's effect on the event loop borrows an
+idle pooled connection to send its batch with the loop waiting for the socket
+(`before_effect_on_loop`: no thread hop); with none idle it goes to a thread as any call.
+The URL's password is never printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import psycopg
+
+from ... import _codec, _journal
+from ..._errors import (
+    CorruptJournalError,
+    HookConflictError,
+    OwnershipError,
+    RunExistsError,
+    RunNotFoundError,
+    StorageError,
+    WorldError,
+)
+from ..._family import head_wake
+from ..._records import StoredRecord
+from ..._world import (
+    IO,
+    FamilyHead,
+    FamilyLog,
+    FamilyUsage,
+    InboxItem,
+    Lease,
+    LostItem,
+    check_name,
+    check_run_id,
+    inbox_item,
+    inbox_record,
+    root_of,
+)
+from .batches import Batching, _PgLease
+from .connection import RETRY_FOR
+from .threads import _Listener
+
+if TYPE_CHECKING:
+    from ..._findings import Finding
+
+# Seconds a live tail waits for a wake-up before it reads again anyway (a notification it
+# cannot get: a batch that began before its registration, of a family created meanwhile).
+TAIL_LOOK = 5.0
+DIGESTS_KEPT = 4096  # streams whose last digest this object keeps (`stream_digest`)
+COMPACT_MIN = 16 * 1024  # consumed delivery bytes an inbox keeps before dropping them
+
+
+class PostgresWorld(Batching):
+    """Durable storage in PostgreSQL; many processes may share one world."""
+
+    io = IO.NETWORK  # every call is a round trip: see World.io
+    shared = True  # any number of workers on any machines: see World.shared
+
+    # -- families ----------------------------------------------------------------------------
+    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+        frames = [_journal.frame_body(body) for body in bodies]
+        check_run_id(root)
+        self._writable()
+        token = secrets.token_hex(8)
+        params = {"root": root, "frames": frames, "next": len(frames) + 1, "token": token}
+        self._settle()
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> bool:
+            row = conn.execute(self._sql["create"], params).fetchone()
+            if row and row[0]:
+                return True
+            if attempt:  # the first try may have committed: then the family is ours
+                mine = conn.execute(self._sql["created_by"], params).fetchone()
+                return bool(mine and mine[0] == token)
+            return False
+
+        fault = self._write_fault()
+        if not self._call(go):
+            raise RunExistsError(f"run {root!r} already exists")
+        self._after_write(fault)
+        return list(range(1, len(frames) + 1))
+
+    def fork_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]],
+        hooks: Mapping[str, str],
+    ) -> list[int]:
+        # One statement: the family, its records, the stream copies (rows copied inside the
+        # database, from one snapshot of the source) and the hooks commit together or not.
+        frames = [_journal.frame_body(body) for body in bodies]
+        check_run_id(root)
+        for name in streams:
+            check_name(name, "stream name")
+        self._writable()
+        for source, _ in streams.values():  # this object's items of them are copied too
+            self._settled(source)
+        self._settle()
+        token = secrets.token_hex(8)
+        names = list(streams)
+        params = {
+            "root": root, "frames": frames, "next": len(frames) + 1, "token": token,
+            "names": names, "sources": [streams[n][0] for n in names],
+            "counts": [streams[n][1] for n in names], "roots": [_stream_root(n) for n in names],
+            "tokens": list(hooks), "runs": [hooks[t] for t in hooks],
+        }  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> bool:
+            if attempt:  # the first try may have committed: then the family is ours
+                mine = conn.execute(self._sql["created_by"], params).fetchone()
+                if mine is not None:
+                    return bool(mine[0] == token)
+            try:
+                row = conn.execute(self._sql["fork"], params).fetchone()
+            except psycopg.errors.UniqueViolation:
+                taken = [t for t in hooks if self._owner_on(conn, t) not in (None, hooks[t])]
+                if taken:
+                    message = f"hook token {taken[0]!r} is owned by another run"
+                    raise HookConflictError(message) from None
+                raise WorldError(f"{self.where}: a stream of the fork {root} exists already "
+                                 "(a remnant: remove it first)") from None  # fmt: skip
+            return bool(row and row[0])
+
+        fault = self._write_fault()
+        if not self._call(go):
+            raise RunExistsError(f"run {root!r} already exists")
+        self._after_write(fault)
+        return list(range(1, len(frames) + 1))
+
+    def _owner_on(self, conn: psycopg.Connection[Any], token: str) -> str | None:
+        row = conn.execute(self._sql["hook_owner"], {"token": token}).fetchone()
+        return None if row is None else str(row[0])
+
+    def families(self) -> list[str]:
+        return [row[0] for row in self._all("families", {})]
+
+    def family_exists(self, root: str) -> bool:
+        return self._one("family", {"root": root}) is not None
+
+    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
+        # The marks cost nothing here; `runnable` reads only the families with work.
+        rows = self._all("runnable_heads", {"now": time.time()}) if runnable else None
+        return [
+            FamilyHead(str(root), self._head(head), int(end))
+            for root, head, end in (rows if rows is not None else self._all("heads", {}))
+        ]
+
+    def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
+        check_run_id(root)
+        names = None if streams is None else list(streams)
+        lease = self._leases.get(root)
+        if lease is not None and not lease.lost:
+            self._flush(lease)
+        row = self._one("usage", {"root": root, "names": names})
+        if row is None:
+            return FamilyUsage(0, 0.0)
+        # The last write known here: the head's (written at the end of every drive) or the
+        # family's creation; a delivery since moves the inbox mark, which callers compare.
+        return FamilyUsage(int(row[0] or 0), float(row[1] or 0.0))
+
+    def stream_names(self) -> list[str]:
+        return [str(row[0]) for row in self._all("stream_names", {})]
+
+    def family_streams(self, root: str) -> list[str]:
+        return [str(row[0]) for row in self._all("family_streams", {"root": root})]
+
+    @property
+    def schema_name(self) -> str:
+        return f"schema {self._target.schema} of {self.where.split(' (')[0]}"
+
+    @property
+    def schema_sql(self) -> str:
+        return f'"{self._target.schema}"'
+
+    @property
+    def exists(self) -> bool:
+        return self._exists
+
+    def verify(self) -> list[Finding]:
+        from .verify import verify
+
+        self._flush_all()
+        return verify(self)
+
+    def repair(self) -> list[Finding]:
+        self._writable()
+        self._flush_all()
+        from .verify import repair
+
+        return repair(self)
+
+    def remnants(self) -> list[str]:
+        return [str(row[0]) for row in self._all("remnants", {})]
+
+    def remove_family(self, root: str, *, inbox_mark: int | None = None) -> bool:
+        check_run_id(root)
+        self._writable()
+        lease = self._leases.get(root)
+        params = {"root": root, "mark": inbox_mark,
+                  "epoch": None if lease is None else lease.epoch}  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], _: int) -> bool:
+            # One transaction: the family row locked first, so a delivery (which updates it)
+            # waits and then finds no family; a lost lease or a new delivery removes nothing.
+            with conn.transaction():
+                row = conn.execute(self._sql["remove_lock"], params).fetchone()
+                if row is not None:
+                    epoch, inbox_next = row
+                    if lease is not None and epoch != lease.epoch:
+                        self._lose(lease)
+                        raise OwnershipError(self._lost_message(root))
+                    if inbox_mark is not None and int(inbox_next) != inbox_mark:
+                        return False
+                conn.execute(self._sql["remove"], params)
+            return True
+
+        removed = self._call(go)
+        if removed and lease is not None:
+            lease.lost = True  # nothing is written for it any more; its release is a no-op
+            with self._lock:
+                lease.pending, lease.records = [], []
+        return removed
+
+    def load(self, root: str, start: int = 0) -> FamilyLog:
+        lease = self._leases.get(root)
+        if lease is not None and not lease.lost:
+            self._flush(lease)  # what this owner appended is read back
+        rows = self._all("load", {"root": root, "start": max(start, 1)}) if start > 0 else []
+        if not rows or rows[0][0] != start:
+            start = 0
+            rows = self._all("load", {"root": root, "start": 1})
+            if not rows and not self.family_exists(root):
+                raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+        records = self._parse(rows, f"{self.where}: journal of run family {root}")
+        return FamilyLog(records=cast("list[tuple[int, StoredRecord]]", records), start=start)
+
+    @staticmethod
+    def _parse(rows: list[tuple[Any, ...]], what: str) -> list[tuple[int, dict[str, Any]]]:
+        """Each row's `(position, frame)` as `(position, record)`; a damaged frame is
+        `CorruptJournalError` naming its position (nothing here is a torn tail)."""
+        data = b"".join(bytes(row[1]) for row in rows)
+        parsed = _journal.parse(data, 0, what) if data else _journal.ReadResult()
+        if len(parsed.records) == len(rows):
+            return [(row[0], rec) for row, (_, rec) in zip(rows, parsed.records, strict=True)]
+        for row in rows:
+            one = _journal.parse(bytes(row[1]), 0, what)
+            if len(one.records) != 1:
+                raise CorruptJournalError(what, row[0], what=f"damaged record at position {row[0]}")
+        raise CorruptJournalError(what, 0, what="records do not parse one by one")
+
+    def read_head(self, root: str) -> dict[str, Any] | None:
+        row = self._one("read_head", {"root": root})
+        return None if row is None else self._head(row[0])
+
+    @staticmethod
+    def _head(stored: Any) -> dict[str, Any] | None:
+        if stored is None:
+            return None
+        try:
+            head = _codec.decode(bytes(stored))
+        except Exception:
+            return None  # unreadable: rebuilt from the journal
+        return head if isinstance(head, dict) else None
+
+    def write_head(self, root: str, head: dict[str, Any]) -> None:
+        data = _codec.encode(head, "head")
+        due, mark = head_wake(head)
+        lease = self._leases.get(root)
+        if lease is not None:
+            self._held(root)
+            self._flush(lease)  # the items before the head are seen with it
+            params = {"root": root, "head": data, "epoch": lease.epoch, "due": due, "mark": mark}
+
+            def owned(conn: psycopg.Connection[Any], _: int) -> None:
+                if conn.execute(self._sql["write_head"], params).rowcount != 1:
+                    self._refused(conn, lease, "write its head")
+
+            self._call(owned)
+            return
+
+        def unowned(conn: psycopg.Connection[Any], _: int) -> None:
+            free = {"root": root, "head": data, "due": due, "mark": mark}
+            if conn.execute(self._sql["write_head_free"], free).rowcount:
+                return
+            if conn.execute(self._sql["family"], {"root": root}).fetchone() is None:
+                raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+            raise OwnershipError(f"run family {root!r} is owned by another worker")
+
+        self._writable()
+        self._check_not_lost(root)
+        self._settle()
+        self._call(unowned)
+
+    # -- inbox -------------------------------------------------------------------------------
+    def deliver(self, root: str, token: str, payload: Any) -> int:
+        self._writable()
+        frame = _journal.frame(inbox_record(token, payload, time.time()), "payload")
+        params = {"root": root, "frame": frame, "key": uuid.uuid4(), "chan": self._channel,
+                  "note": "i" + root}  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> int | None:
+            if attempt:
+                row = conn.execute(self._sql["delivered"], params).fetchone()
+                if row is not None:
+                    return int(row[0])
+            row = conn.execute(self._sql["deliver"], params).fetchone()
+            return None if row is None else int(row[0])
+
+        fault = self._write_fault()
+        self._settle()  # (a reader may see the delivery: what this object appended first)
+        try:
+            item_id = self._call(go)
+        finally:
+            self._forget_inbox_ends(root)
+        if item_id is None:
+            raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+        self._after_write(fault)
+        return item_id
+
+    def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
+        start = max(start, 0)
+        rows = self._all("read_inbox", {"root": root, "start": start})
+        if not rows:
+            raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+        end = int(rows[0][0])
+        stored = [(row[1], row[2]) for row in rows if row[1] is not None]
+        if not stored:
+            return [], max(end, start)
+        data = b"".join(bytes(frame) for _, frame in stored)
+        parsed = _journal.parse(data, 0, f"{self.where}: inbox of run family {root}")
+        if len(parsed.records) != len(stored):
+            raise CorruptJournalError(f"{self.where}: inbox of run family {root}", start,
+                                      what="a damaged delivery")  # fmt: skip
+        items = [
+            item
+            for (item_id, _), (_, rec), crc in zip(stored, parsed.records, parsed.crcs, strict=True)
+            if (item := inbox_item(int(item_id), rec, crc)) is not None
+        ]
+        return items, max(end, start)
+
+    def compact_inbox(self, root: str, keep_from: int) -> bool:
+        if not self._exists:
+            return False
+        return bool(
+            self._call(
+                lambda conn, _: (
+                    conn.execute(
+                        self._sql["compact_inbox"],
+                        {"root": root, "keep": keep_from, "least": COMPACT_MIN},
+                    ).rowcount
+                )
+            )
+        )
+
+    def inbox_end(self, root: str) -> int:
+        known = self._inbox_ends.get(root)
+        if known is not None:
+            return known
+        listener = self._listener
+        epoch = self._inbox_epoch
+        row = self._one("inbox_end", {"root": root})
+        end = 0 if row is None else int(row[0])
+        with self._lock:
+            if (
+                root in self._leases
+                and listener is not None
+                and listener.ready.is_set()
+                and epoch == self._inbox_epoch
+            ):
+                self._inbox_ends[root] = end
+        return end
+
+    def known_inbox_end(self, root: str) -> int | None:
+        return self._inbox_ends.get(root)
+
+    def _forget_inbox_ends(self, root: str | None = None) -> None:
+        """A delivery to `root` (None: to any family, perhaps unheard) came."""
+        with self._lock:
+            self._inbox_epoch += 1
+            if root is None:
+                self._inbox_ends.clear()
+            else:
+                self._inbox_ends.pop(root, None)
+
+    def inbox_name(self, root: str) -> str:
+        return f"inbox of run family {root} in {self.where}"
+
+    # -- hooks -------------------------------------------------------------------------------
+    def claim_hook(self, token: str, run_id: str) -> str:
+        check_name(token, "hook token")
+        self._writable()
+        known = self._known_hook(token)
+        if known is not None:
+            return known
+        params = {"token": token, "run": run_id, "root": root_of(run_id)}
+        self._settle()
+
+        def go(conn: psycopg.Connection[Any], _: int) -> str:
+            row = conn.execute(self._sql["claim_hook"], params).fetchone()
+            if row is None:  # taken by a claim that committed after this statement began
+                row = conn.execute(self._sql["hook_owner"], params).fetchone()
+            return str(row[0]) if row is not None else run_id
+
+        return self._keep_hook(token, self._call(go))
+
+    def hook_owner(self, token: str) -> str | None:
+        check_name(token, "hook token")
+        known = self._known_hook(token)
+        if known is not None:
+            return known
+        row = self._one("hook_owner", {"token": token})
+        return None if row is None else self._keep_hook(token, str(row[0]))
+
+    def _known_hook(self, token: str) -> str | None:
+        with self._lock:
+            for lease in self._leases.values():
+                if token in lease.hooks and not lease.lost:
+                    return lease.hooks[token]
+        return None
+
+    def _keep_hook(self, token: str, owner: str) -> str:
+        with self._lock:
+            lease = self._leases.get(root_of(owner))
+            if lease is not None and not lease.lost:
+                lease.hooks[token] = owner
+        return owner
+
+    def release_hook(self, token: str, run_id: str) -> None:
+        with self._lock:
+            lease = self._leases.get(root_of(run_id))
+            if lease is not None:
+                lease.hooks.pop(token, None)
+        if self._exists:
+            self._settle()
+            self._call(
+                lambda conn, _: conn.execute(
+                    self._sql["release_hook"], {"token": token, "run": run_id}
+                )
+            )
+
+    # -- ownership and wake-ups --------------------------------------------------------------
+    def _listening(self) -> None:
+        """Start the listener (LISTEN, liveness lock) if needed and wait until it is up."""
+        listener = self._listener
+        if listener is None or not listener.is_alive():
+            with self._lock:
+                if self._listener is None or not self._listener.is_alive():
+                    self._listener = _Listener(self)
+                    self._listener.start()
+                listener = self._listener
+        if not listener.ready.wait(RETRY_FOR):
+            raise StorageError(self._unreachable(StorageError(listener.failure or "no answer")))
+
+    def acquire(self, root: str, wait: float | None = None) -> Lease:
+        check_run_id(root)
+        self._writable()
+        self._listening()  # alive before owning: else another worker may take it as dead
+        holder = secrets.token_hex(8)
+        params = {"root": root, "me": self._me, "key": self._alive_key, "holder": holder,
+                  "ttl": self._target.lease}  # fmt: skip
+        deadline, pause = time.monotonic() + (wait or 0.0), 0.005
+        while True:
+            row = self._call(lambda conn, _: conn.execute(self._sql["acquire"], params).fetchone())
+            if row is not None:
+                lease = _PgLease(self, root, int(row[0]), holder, int(row[1]))
+                # Read after the takeover committed (a statement of its own sees the last
+                # writes of the previous owner, which the takeover waited for).
+                rows = self._all("family_lengths", {"root": root})
+                lease.lengths = {str(name): int(length) for name, length in rows}
+                with self._lock:
+                    self._leases[root] = lease
+                    self._lost.discard(root)
+                return lease
+            if not self.family_exists(root):
+                raise RunNotFoundError(f"no run family {root!r} in {self.where}")
+            if time.monotonic() >= deadline:
+                raise OwnershipError(
+                    f"run family {root} is owned by another worker or process; wait until it "
+                    "parks or finishes"
+                )
+            time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+            pause = min(pause * 2, 0.1)
+
+    def _release(self, lease: _PgLease) -> None:
+        try:
+            if not lease.lost and lease.failure is None:
+                self._flush(lease)  # while the lease fences them
+        finally:
+            with self._lock:
+                if self._leases.get(lease.root) is lease:
+                    del self._leases[lease.root]
+            self._forget_inbox_ends(lease.root)
+        if not lease.lost:
+            params = {"root": lease.root, "epoch": lease.epoch}
+            self._call(lambda conn, _: conn.execute(self._sql["release"], params))
+
+    def _renew(self, conn: psycopg.Connection[Any]) -> None:
+        """Extend every lease this world holds (on the listener's connection); mark lost
+        the ones another worker took."""
+        with self._lock:
+            leases = [lease for lease in self._leases.values() if not lease.lost]
+        if not leases:
+            return
+        params = {
+            "roots": [lease.root for lease in leases],
+            "epochs": [lease.epoch for lease in leases],
+            "ttl": self._target.lease,
+        }
+        kept = {row[0] for row in conn.execute(self._sql["renew"], params).fetchall()}
+        for lease in leases:
+            if lease.root not in kept:
+                self._lose(lease)
+
+    async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:
+        await asyncio.to_thread(self._listening)
+        key, deadline = "i" + root, time.monotonic() + timeout
+        while True:
+            event = self._signals.event(key)
+            try:
+                if await asyncio.to_thread(self.inbox_end, root) != mark:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), left)
+            finally:
+                self._signals.drop(key, event)
+
+    # -- streams -----------------------------------------------------------------------------
+    def stream_append(self, name: str, item: Any) -> int:
+        check_name(name, "stream name")
+        self._writable()
+        frame = _journal.frame({"v": item}, "stream item")
+        root = _stream_root(name)
+        lease = self._leases.get(root) if root is not None else None
+        if lease is None:
+            return self._append_unowned(name, root, frame)
+        self._held(lease.root)
+        with self._lock:  # the index is given out now; the item is written in a batch
+            index = lease.lengths.get(name, 0)
+            lease.lengths[name] = index + 1
+            lease.pending.append((name, index, frame))
+            self._appends += 1
+            lease.last_mark = self._appends
+            first_entry = lease.since is None
+            if first_entry:
+                lease.since = time.monotonic()
+        if asyncio._get_running_loop() is None:
+            self._flush(lease)  # not on a loop (a caller that goes on at once): written now
+        elif first_entry:
+            self._flusher_now().soon()
+        return index
+
+    def _append_unowned(self, name: str, root: str | None, frame: bytes) -> int:
+        """An append by a process not holding the family's lease (a session's first event,
+        written at its creation): the database gives out the index."""
+        if root is not None:
+            self._check_not_lost(root)
+        params = {"name": name, "frame": frame, "root": root, "chan": self._channel,
+                  "note": "s" + name}  # fmt: skip
+
+        def go(conn: psycopg.Connection[Any], attempt: int) -> int:
+            if attempt:  # the first try may have committed
+                for idx, stored in conn.execute(self._sql["stream_last"], params).fetchall():
+                    if bytes(stored) == frame:
+                        return int(idx)
+            row = conn.execute(self._sql["stream_append"], params).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        with self._lock:
+            self._appends += 1
+        self._settle()
+        return self._call(go)
+
+    def _check_not_lost(self, root: str) -> None:
+        if root in self._lost:
+            raise OwnershipError(self._lost_message(root))
+
+    def _settled(self, name: str) -> _PgLease | None:
+        """The lease of the family of stream `name` if this object holds it, its batch
+        written first (a read sees what this object appended)."""
+        root = _stream_root(name)
+        lease = self._leases.get(root) if root is not None else None
+        if lease is not None and (lease.pending or lease.records or lease.flushing.locked()):
+            self._flush(lease)
+        return lease
+
+    def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
+        check_name(name, "stream name")
+        if start < 0:
+            start = max(self.stream_length(name) + start, 0)
+        self._settled(name)
+        rows = self._all("stream_read", {"name": name, "start": start, "end": end})
+        # A gap record `eve doctor --repair` left for a damaged item reads as lost, and so
+        # does an item missing (a hole an older eve left in a crash of the server): every
+        # item is read at its index.
+        out: list[Any] = []
+        for idx, rec in self._parse(rows, f"{self.where}: stream {name}"):
+            out += [LostItem(missing) for missing in range(start + len(out), int(idx))]
+            out.append(LostItem(int(idx)) if "v" not in rec else rec["v"])
+        return out
+
+    def stream_length(self, name: str) -> int:
+        check_name(name, "stream name")
+        root = _stream_root(name)
+        lease = self._leases.get(root) if root is not None else None
+        if lease is not None and not lease.lost:  # known while held: no round trip
+            return lease.lengths.get(name, 0)
+        row = self._one("stream_length", {"name": name})
+        return 0 if row is None else int(row[0])
+
+    def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
+        # The row's length and version (xmin): every append updates the row, and a stream
+        # removed and made again is another row.
+        self._flush_all()  # a token taken before this object's batches are written would
+        # stand for less than they hold
+        rows = self._all("stream_versions", {"names": list(names)}) if names else []
+        found = {str(name): (int(length), str(xmin)) for name, length, xmin in rows}
+        return [found.get(name) for name in names]
+
+    def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
+        # Only the items after the longest prefix known here are read: the one `after` names,
+        # or this object's last digest of the stream while its row says no stored item was
+        # changed or removed since (an append changes neither `made` nor `rewrites`).
+        check_name(name, "stream name")
+        self._settled(name)
+        row = self._one("stream_made", {"name": name})
+        if count > (0 if row is None else int(row[0])):
+            return None
+        first, crc = 0, 0
+        token = None if row is None else (str(row[1]), int(row[2]))
+        kept = self._digests.get(name)
+        if kept is not None and kept[0] == token and kept[1] <= count:
+            first, crc = kept[1], kept[2]
+        if (
+            after is not None
+            and isinstance(after[1], tuple)
+            and after[1][0] == after[0]
+            and first < after[0] <= count
+        ):
+            first, crc = after[0], after[1][1]
+        if first < count:
+            rows = self._all("stream_read", {"name": name, "start": first, "end": count})
+            for _, frame in rows:
+                crc = zlib.crc32(bytes(frame), crc)
+        if token is not None:
+            keep = (token, count, crc)
+            if kept is not None and kept[0] == token and kept[1] > count:
+                keep = kept  # a longer prefix is known
+            with self._lock:
+                self._digests.pop(name, None)  # (the newest last: the oldest goes first)
+                self._digests[name] = keep
+                if len(self._digests) > DIGESTS_KEPT:
+                    del self._digests[next(iter(self._digests))]
+        return count, crc
+
+    async def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
+        check_name(name, "stream name")
+        await asyncio.to_thread(self._listening)
+        root = _stream_root(name)
+        if root is not None:  # before the first read: batches of it notify from here on
+            await asyncio.to_thread(self._tail_on, root)
+        try:
+            if start < 0:
+                start = max(await asyncio.to_thread(self.stream_length, name) + start, 0)
+            key = "s" + name
+            while True:
+                event = self._signals.event(key)
+                try:
+                    items = await asyncio.to_thread(self.stream_read, name, start)
+                    if not items:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(event.wait(), TAIL_LOOK)
+                finally:
+                    self._signals.drop(key, event)
+                for item in items:
+                    yield start, item
+                    start += 1
+        finally:
+            if root is not None:  # (off the loop, without waiting: a generator closing)
+                threading.Thread(target=self._tail_off, args=(root,), daemon=True).start()
+
+    def _tail_on(self, root: str) -> None:
+        """A tail of a stream of `root` begins here: another object's batches of it notify."""
+        with self._tails_lock:
+            if not self._tails.get(root):
+                params = {"root": root, "key": self._alive_key}
+                self._call(lambda conn, _: conn.execute(self._sql["tail_on"], params))
+            self._tails[root] = self._tails.get(root, 0) + 1
+
+    def _tails_again(self, conn: psycopg.Connection[Any]) -> None:
+        """The listener is back (its liveness lock too): this object's tails register again
+        (another's registration may have taken their rows for a dead object's meanwhile);
+        every waiter is woken to look again after this."""
+        with self._tails_lock:
+            roots = list(self._tails)
+        if roots:
+            params = {"roots": roots, "key": self._alive_key}
+            conn.execute(self._sql["tails_again"], params)
+
+    def _tail_off(self, root: str) -> None:
+        with self._tails_lock:
+            left = self._tails.get(root, 0) - 1
+            if left > 0:
+                self._tails[root] = left
+                return
+            self._tails.pop(root, None)
+            if self._pool is not None:  # (a row left by a closed object costs only notifies)
+                params = {"root": root, "key": self._alive_key}
+                with contextlib.suppress(WorldError):
+                    self._call(lambda conn, _: conn.execute(self._sql["tail_off"], params))
+
+    def close(self) -> None:
+        with contextlib.suppress(WorldError):
+            self._flush_all()
+        with self._tails_lock:
+            if self._tails and self._pool is not None:  # its tails end with it
+                self._tails.clear()
+                params = {"key": self._alive_key}
+                with contextlib.suppress(WorldError):
+                    self._call(lambda conn, _: conn.execute(self._sql["tails_off"], params))
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.halt()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.halt(self._wake_listener)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def _wake_listener(self) -> None:
+        params = {"chan": self._channel}
+        self._call(lambda conn, _: conn.execute("SELECT pg_notify(%(chan)s, '')", params))
+
+
+def _stream_root(name: str) -> str | None:
+    """The family a stream belongs to: a stream `<kind>.<run id>[.<n>...]` is its run's."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        return None
+    try:
+        return root_of(check_run_id(parts[1]))
+    except WorldError:
+        return None
