@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, overload
 
-from eve_cli.models import ModelReference, ModelSettings
-from eve_cli.models._settings import as_settings
+from eve_cli.models import ModelReference, ModelSettings, as_settings
 
 T = TypeVar("T")
 

@@ -26,10 +26,9 @@ from eve_cli._tools import (
     build_tool,
     sleep_tool,
 )
-from eve_cli.mcp._config import McpConfigError, ServerSpec, load_servers
-from eve_cli.mcp._names import PREFIX as MCP_PREFIX
-from eve_cli.models import ModelSettings, Price, settings_problem
-from eve_cli.models._prices import PriceTableError, load_prices
+from eve_cli.mcp import PREFIX as MCP_PREFIX
+from eve_cli.mcp import McpConfigError, ServerSpec, load_servers
+from eve_cli.models import ModelSettings, Price, PriceTableError, load_prices, settings_problem
 
 DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
 DEFAULT_MODEL = "demo"

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._session import events_stream, history_stream, migrate
-from eve_cli.execution._event_form import unpack
-from eve_cli.execution._stored_events import REF
+from eve_cli.execution import REF, unpack
 from world import CorruptJournalError, JournalRecord, LostItem, WorldError, stream_family
 
 if TYPE_CHECKING:
@@ -215,7 +214,7 @@ def with_losses(rt: Runtime, exc: BaseException) -> str:
 def context_damage(rt: Runtime, sid: str) -> CorruptJournalError | None:
     """Why session ``sid`` cannot go on though its files are whole: its model context needs
     an item a repair replaced (`execution._lost.ContextLostError`), or None."""
-    from eve_cli.execution._lost import ContextLostError
+    from eve_cli.execution import ContextLostError
 
     try:
         rt.history(sid)

@@ -35,8 +35,8 @@ from eve_cli._agent_api import ToolContext, always, never
 from eve_cli._cassette import Call, Cassette, Turn, recording
 from eve_cli._loader import AgentDefinition
 from eve_cli._tools import InvalidArguments, Tool, ToolResult
-from eve_cli.mcp._names import server_of
-from eve_cli.models._windows import context_window_for
+from eve_cli.mcp import server_of
+from eve_cli.models import context_window_for
 
 NOT_RECORDED = "(replay) this call was not recorded, so nothing ran"
 

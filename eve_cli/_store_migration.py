@@ -26,10 +26,8 @@ from eve_cli._session import (
     SUMMARY_ROLE,
     history_stream,
 )
-from eve_cli.execution._keys import HistoryKeys
-from eve_cli.execution._replies import resolve
-from eve_cli.execution._streams import KeyedStream
-from eve_cli.models._tokens import estimate_text
+from eve_cli.execution import HistoryKeys, KeyedStream, resolve
+from eve_cli.models import estimate_text
 from world import JournalRecord, MigratingRecord, MigrationStep, register_migration_step
 
 SESSION, TURN = "eve.session", "eve.turn"

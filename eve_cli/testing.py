@@ -45,7 +45,7 @@ from typing import Any
 
 from eve_cli._replay import Divergence
 from eve_cli.evals import CaseRun
-from eve_cli.execution._view import SessionView
+from eve_cli.execution import SessionView
 from eve_cli.runtime import Runtime
 from world import MemoryWorld
 

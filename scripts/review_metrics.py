@@ -8,7 +8,13 @@ Run ``python scripts/review_metrics.py [PATH ...]`` (default: ``world eve_cli``)
   use a key of one or two characters;
 - functions: count, median and 90th-percentile length in lines (``def`` to last line), and
   the largest one;
-- the largest module in lines.
+- the largest module in lines;
+- the gates of issue 33: the members of ``world.World``, functions of cyclomatic complexity
+  over 15, classes over 400 and over 600 lines, imports of another package's private module
+  (``from a.b._m import x`` outside ``a.b`` and its sub-packages), and ``dict[str, Any]``
+  lines per package.
+
+``tests/test_review_metrics.py`` pins the gates' counts so they only shrink.
 """
 
 from __future__ import annotations
@@ -20,6 +26,16 @@ from collections import Counter
 from pathlib import Path
 
 _KEY_METHODS = frozenset({"get", "pop", "setdefault"})
+# What adds a path through a function (McCabe): a branch, a loop, a handler, a match case.
+_DECISIONS = (
+    ast.If,
+    ast.IfExp,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.ExceptHandler,
+    ast.match_case,
+)
 
 
 def _is_dict_str_any(node: ast.AST) -> bool:
@@ -89,10 +105,128 @@ def measure(roots: list[Path]) -> dict[str, object]:
     }
 
 
+def _package(path: Path, root: Path) -> str:
+    """The dotted package a module file under ``root`` belongs to (``__init__`` included)."""
+    return ".".join(path.relative_to(root.parent).with_suffix("").parts[:-1])
+
+
+def _private_module(dotted: str) -> tuple[str, str] | None:
+    """``(owner package, private module)`` when ``dotted`` goes through a ``_name`` part."""
+    parts = dotted.split(".")
+    for n, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:n]), ".".join(parts[: n + 1])
+    return None
+
+
+def _imported(node: ast.AST, package: str) -> list[str]:
+    """The dotted names an import statement reaches (its module, or each name it takes)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    module = node.module or ""
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+        module = ".".join([*base, *([module] if module else [])])
+    if _private_module(module):
+        return [module]
+    return [f"{module}.{alias.name}" for alias in node.names]
+
+
+def _is_module(base: Path, dotted: str) -> bool:
+    """``dotted`` names a module or package under ``base`` (not a name inside a module)."""
+    where = base.joinpath(*dotted.split("."))
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+
+
+def private_imports(roots: list[Path]) -> list[tuple[str, str]]:
+    """``(file, module)`` for each private module a file imports from another package (one
+    not its own and not one of its ancestors: a package's private modules serve it and its
+    sub-packages). Imports under ``TYPE_CHECKING`` count too."""
+    tops = {root.name for root in roots}
+    found: set[tuple[str, str]] = set()
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            package = _package(path, root)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                for dotted in _imported(node, package):
+                    private = _private_module(dotted)
+                    if private is None or private[0].split(".")[0] not in tops:
+                        continue
+                    if not _is_module(root.parent, private[1]):
+                        continue  # a private name of a public module: that module's business
+                    owner = private[0]
+                    if package != owner and not package.startswith(owner + "."):
+                        found.add((str(path.relative_to(root.parent)), private[1]))
+    return sorted(found)
+
+
+def complexity(node: ast.AST) -> int:
+    """McCabe's number of a function: 1 + its decision points (nested functions apart)."""
+    count = 1
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        if isinstance(child, _DECISIONS):
+            count += 1
+        elif isinstance(child, ast.BoolOp):
+            count += len(child.values) - 1
+        elif isinstance(child, ast.comprehension):
+            count += 1 + len(child.ifs)
+        stack.extend(ast.iter_child_nodes(child))
+    return count
+
+
+def gates(roots: list[Path]) -> dict[str, object]:
+    """The figures ``tests/test_review_metrics.py`` pins (see the module's docstring)."""
+    classes: list[tuple[int, str]] = []
+    complex_functions: list[str] = []
+    world_members: int | None = None
+    dict_lines: Counter[str] = Counter()
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            lines: set[int] = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef):
+                    size = (node.end_lineno or node.lineno) - node.lineno + 1
+                    classes.append((size, f"{path}:{node.lineno} {node.name}"))
+                    if node.name == "World" and root.name == "world":
+                        world_members = sum(
+                            isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef)
+                            for member in node.body
+                        )
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    if (cc := complexity(node)) > 15:
+                        complex_functions.append(f"{path}:{node.lineno} {node.name} ({cc})")
+                elif isinstance(node, ast.Subscript) and _is_dict_str_any(node):
+                    lines.add(node.lineno)
+            dict_lines[root.name] += len(lines)
+    imports = private_imports(roots)
+    return {
+        "World members": world_members,
+        "functions complexity > 15": complex_functions,
+        "classes over 400 lines": sorted(c for c in classes if c[0] > 400),
+        "classes over 600 lines": sorted(c for c in classes if c[0] > 600),
+        "private imports": imports,
+        "dict[str, Any] lines": dict(dict_lines),
+    }
+
+
 def main(argv: list[str]) -> int:
     roots = [Path(a) for a in argv] or [Path("world"), Path("eve_cli")]
     for name, value in measure(roots).items():
         print(f"{name:24} {value}")
+    for name, value in gates(roots).items():
+        if isinstance(value, list):
+            print(f"{name:24} {len(value)}")
+            for item in value:
+                print(f"    {item}")
+        else:
+            print(f"{name:24} {value}")
     return 0
 
 

@@ -40,8 +40,7 @@ from eve_cli._keys import Key
 from eve_cli._tracing import _TRUE, CONTENT_ENV, TurnInfo, span_id, trace_id
 from eve_cli._tracing._export import Delivery
 from eve_cli._version import __version__
-from eve_cli.models import Model, ModelRequest, ModelResponse
-from eve_cli.models._base import DeltaCallback
+from eve_cli.models import DeltaCallback, Model, ModelRequest, ModelResponse
 
 # Ids the next span started in this context gets (trace, span); unset: random ones.
 _CHOSEN: ContextVar[tuple[int, int] | None] = ContextVar("eve_chosen_ids", default=None)

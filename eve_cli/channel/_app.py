@@ -47,8 +47,8 @@ from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
 from eve_cli.channel._timers import Timers
 from eve_cli.channel._web import web_routes
-from eve_cli.execution._view import SessionView
-from eve_cli.mcp._endpoint import McpEndpoint
+from eve_cli.execution import SessionView
+from eve_cli.mcp import McpEndpoint
 
 PREFIX = "/eve/v1"
 MODES = ("conversation", "task")
@@ -129,8 +129,7 @@ class Channel:
         self.mcp.begin_close()
 
     def _mcp_server(self) -> Any:
-        from eve_cli.mcp._serve import build_server
-        from eve_cli.mcp._service import AgentService
+        from eve_cli.mcp import AgentService, build_server
 
         name = str(self.settings.info.get("agent") or "eve")
         return build_server(AgentService(self.runtime, self.supervisor), name)

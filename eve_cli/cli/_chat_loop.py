@@ -25,7 +25,7 @@ from eve_cli.cli._events import ERROR_TYPES, describe_request, one_line, request
 from eve_cli.cli._render import Renderer, is_rich
 
 if TYPE_CHECKING:
-    from eve_cli.execution._view import SessionView
+    from eve_cli.execution import SessionView
 
 T = TypeVar("T")
 PROBE_WAIT = 1.0  # seconds: how long `eve inspect` / `eve gc` may hold a session's lease

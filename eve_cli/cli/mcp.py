@@ -61,9 +61,8 @@ def command(
 
 
 async def _serve(runtime: Runtime, grace: float) -> None:
-    from eve_cli.channel._supervisor import Supervisor
-    from eve_cli.mcp._serve import build_server, serve_stdio
-    from eve_cli.mcp._service import AgentService
+    from eve_cli.channel import Supervisor
+    from eve_cli.mcp import AgentService, build_server, serve_stdio
 
     def log(line: str) -> None:
         print(f"eve mcp: {line}", file=sys.stderr, flush=True)

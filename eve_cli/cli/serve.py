@@ -201,8 +201,16 @@ def run(
     and browser origins besides the server's own; ``retention``: an age or "off" (None:
     EVE_RETENTION, else 30 days); ``auth``: the `--auth-*` options over the agent folder's
     ``auth.py``."""
-    from eve_cli.channel import BindRefusedError, Channel, ChannelServer, bind_socket, check_bind
-    from eve_cli.channel._server import ServeOptions, log_line, settings_for
+    from eve_cli.channel import (
+        BindRefusedError,
+        Channel,
+        ChannelServer,
+        ServeOptions,
+        bind_socket,
+        check_bind,
+        log_line,
+        settings_for,
+    )
     from eve_cli.cli._runtime import runtime_at
 
     token = token or os.environ.get("EVE_AUTH_TOKEN") or None
@@ -320,7 +328,7 @@ def _verifiers(agent_dir: Path, given: _AuthOptions) -> Any:
     """The server's verifiers: ``auth.py`` of the agent folder, then the options; an HS256
     secret from EVE_AUTH_HS256_SECRET. A setting that cannot work is one line."""
     from eve_cli.auth import load_auth
-    from eve_cli.channel._server import log_line
+    from eve_cli.channel import log_line
 
     try:
         settings = load_auth(agent_dir).overridden(
@@ -355,7 +363,7 @@ def _reloader(
     runtime: Any, log: Callable[[str], None], channel: Any
 ) -> Callable[[], Coroutine[Any, Any, None]]:
     from eve_cli._loader import DEFAULT_AGENT_DIR
-    from eve_cli.channel._reload import DevState, watch_agent
+    from eve_cli.channel import DevState, watch_agent
 
     directory = Path(runtime.agent_dir)
 

@@ -248,7 +248,7 @@ def _duplicates(cases: list[Case]) -> list[CaseFileError]:
 
 
 def _unknown_tool(c: Case, agent: AgentDefinition) -> CaseFileError | None:
-    from eve_cli.mcp._names import server_of
+    from eve_cli.mcp import server_of
 
     tools: set[str] = set()
     servers: set[str] = set()

@@ -7,6 +7,7 @@ packages use is named here (``__all__``, pinned by a test); the modules behind i
 """
 
 from eve_cli.execution._driver import started_event
+from eve_cli.execution._event_form import unpack
 from eve_cli.execution._executor import Executor
 from eve_cli.execution._fold import (
     Change,
@@ -22,6 +23,8 @@ from eve_cli.execution._fold import (
 )
 from eve_cli.execution._fork import ForkPointError, Lineage, fork_session, lineage
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, read_window, window_messages
+from eve_cli.execution._keys import HistoryKeys
+from eve_cli.execution._lost import ContextLostError
 from eve_cli.execution._observe import EventWatcher, observe_events
 from eve_cli.execution._receipts import (
     ENDING_WAIT,
@@ -32,22 +35,26 @@ from eve_cli.execution._receipts import (
     receipt_boundary,
     taken,
 )
-from eve_cli.execution._stored_events import EventReader, stored_event
+from eve_cli.execution._replies import resolve
+from eve_cli.execution._stored_events import REF, EventReader, stored_event
 from eve_cli.execution._streams import KeyedStream
 from eve_cli.execution._view import TAIL, summary
 
 __all__ = [
     "ENDING_WAIT",
+    "REF",
     "SESSION_WORKFLOW",
     "TAIL",
     "TAKEN_SCAN",
     "TURN_WORKFLOW",
     "Change",
+    "ContextLostError",
     "Disposition",
     "EventReader",
     "EventWatcher",
     "Executor",
     "ForkPointError",
+    "HistoryKeys",
     "KeyedStream",
     "Lineage",
     "SessionRow",
@@ -65,10 +72,12 @@ __all__ = [
     "phase",
     "read_window",
     "receipt_boundary",
+    "resolve",
     "settles",
     "started_event",
     "stored_event",
     "summary",
     "taken",
+    "unpack",
     "window_messages",
 ]

@@ -25,7 +25,7 @@ from world import Engine, WorkflowContext, World
 
 if TYPE_CHECKING:
     from eve_cli._tools import Tool
-    from eve_cli.mcp._pool import McpPool
+    from eve_cli.mcp import McpPool
     from eve_cli.models import ToolSpec
 
 _KEPT_WINDOWS = 32
@@ -114,20 +114,20 @@ class Executor:
     def mcp(self) -> McpPool:
         """This process's MCP servers (the SDK is imported now, not before)."""
         if self._mcp is None:
-            from eve_cli.mcp._pool import McpPool
+            from eve_cli.mcp import McpPool
 
             self._mcp = McpPool()
         return self._mcp
 
     def mcp_tool(self, agent: AgentDefinition, name: str) -> Tool | None:
         """The MCP tool ``name`` of ``agent``'s servers, from the name alone."""
-        from eve_cli.mcp._tool import find_tool
+        from eve_cli.mcp import find_tool
 
         return find_tool(agent.mcp, name, self.mcp)
 
     async def mcp_turn_tools(self, agent: AgentDefinition) -> tuple[list[ToolSpec], str]:
         """The tools ``agent``'s MCP servers list now, and a note on those unavailable."""
-        from eve_cli.mcp._tool import turn_tools
+        from eve_cli.mcp import turn_tools
 
         return await turn_tools(agent.mcp, self.mcp)
 

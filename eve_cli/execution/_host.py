@@ -33,12 +33,15 @@ from eve_cli.execution._replies import (
 )
 from eve_cli.execution._stored_events import REF, stored_time
 from eve_cli.execution._streams import KEY, strip_key
-from eve_cli.harness._compaction import summary_message
-from eve_cli.harness._host import Reply, StoredReply, StreamedText
-from eve_cli.harness._input import with_ids
-from eve_cli.harness._outcome import CallResult
-from eve_cli.models import Message, Model, Price, ToolSpec, price_for, resolve_model
-from eve_cli.models._tokens import message_tokens
+from eve_cli.harness import (
+    CallResult,
+    Reply,
+    StoredReply,
+    StreamedText,
+    summary_message,
+    with_ids,
+)
+from eve_cli.models import Message, Model, Price, ToolSpec, message_tokens, price_for, resolve_model
 from world import (
     CorruptJournalError,
     HookHandle,

@@ -22,7 +22,7 @@ from eve_cli._keys import delta_start
 from eve_cli._session import events_stream
 from eve_cli.execution._event_form import TYPE_CODES, exact_ints
 from eve_cli.execution._lost import ContextLostError
-from eve_cli.harness._host import Reply, StreamedText
+from eve_cli.harness import Reply, StreamedText
 from eve_cli.models import Message
 from world import CorruptJournalError, LostItem, World
 

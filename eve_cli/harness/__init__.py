@@ -4,18 +4,25 @@ It talks to the execution layer only through :class:`StepHost`. What other packa
 named here (``__all__``, pinned by a test); the modules behind it are private.
 """
 
+from eve_cli.harness._compaction import summary_message
 from eve_cli.harness._effects import OUTCOME, answer_problem
-from eve_cli.harness._host import StepHost
-from eve_cli.harness._input import compact_message, expand_delivery
-from eve_cli.harness._outcome import StepResult
+from eve_cli.harness._host import Reply, StepHost, StoredReply, StreamedText
+from eve_cli.harness._input import compact_message, expand_delivery, with_ids
+from eve_cli.harness._outcome import CallResult, StepResult
 from eve_cli.harness._step import run_step
 
 __all__ = [
     "OUTCOME",
+    "CallResult",
+    "Reply",
     "StepHost",
     "StepResult",
+    "StoredReply",
+    "StreamedText",
     "answer_problem",
     "compact_message",
     "expand_delivery",
     "run_step",
+    "summary_message",
+    "with_ids",
 ]

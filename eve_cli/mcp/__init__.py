@@ -24,16 +24,32 @@ if TYPE_CHECKING:
     from eve_cli.mcp._config import ServerSpec as ServerSpec
     from eve_cli.mcp._config import load_servers as load_servers
     from eve_cli.mcp._connection import ServerUnavailable as ServerUnavailable
+    from eve_cli.mcp._endpoint import McpEndpoint as McpEndpoint
+    from eve_cli.mcp._names import PREFIX as PREFIX
     from eve_cli.mcp._names import exposed_name as exposed_name
+    from eve_cli.mcp._names import server_of as server_of
     from eve_cli.mcp._pool import McpPool as McpPool
+    from eve_cli.mcp._serve import build_server as build_server
+    from eve_cli.mcp._serve import serve_stdio as serve_stdio
+    from eve_cli.mcp._service import AgentService as AgentService
+    from eve_cli.mcp._tool import find_tool as find_tool
+    from eve_cli.mcp._tool import turn_tools as turn_tools
 
 _WHERE = {
     "McpConfigError": "_config",
     "ServerSpec": "_config",
     "load_servers": "_config",
+    "PREFIX": "_names",
     "exposed_name": "_names",
+    "server_of": "_names",
     "McpPool": "_pool",
     "ServerUnavailable": "_connection",
+    "McpEndpoint": "_endpoint",
+    "build_server": "_serve",
+    "serve_stdio": "_serve",
+    "AgentService": "_service",
+    "find_tool": "_tool",
+    "turn_tools": "_tool",
 }
 
 __all__ = sorted(_WHERE)

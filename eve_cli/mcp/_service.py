@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from eve_cli._facade import ServingFacade, TurnPolicy
-from eve_cli.channel._supervisor import Supervisor
+from eve_cli.channel import Supervisor
 from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
 
 MAX_EVENTS = 200  # events in one answer; `next` says where the rest begins

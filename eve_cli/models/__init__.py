@@ -22,8 +22,10 @@ from eve_cli.models._base import (
     UnknownModelError,
     Usage,
 )
-from eve_cli.models._prices import Price, price_for
-from eve_cli.models._settings import ModelReference, ModelSettings, settings_problem
+from eve_cli.models._prices import Price, PriceTableError, load_prices, price_for
+from eve_cli.models._settings import ModelReference, ModelSettings, as_settings, settings_problem
+from eve_cli.models._tokens import estimate_text, estimate_with, message_tokens
+from eve_cli.models._windows import context_window_for
 
 __all__ = [
     "DeltaCallback",
@@ -35,10 +37,17 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "Price",
+    "PriceTableError",
     "ToolCall",
     "ToolSpec",
     "UnknownModelError",
     "Usage",
+    "as_settings",
+    "context_window_for",
+    "estimate_text",
+    "estimate_with",
+    "load_prices",
+    "message_tokens",
     "price_for",
     "resolve_model",
     "settings_problem",

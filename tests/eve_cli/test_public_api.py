@@ -65,16 +65,18 @@ def test_execution_and_harness_names_are_pinned() -> None:
     from eve_cli import execution, harness
 
     assert sorted(execution.__all__) == [
-        "Change", "Disposition", "ENDING_WAIT", "EventReader", "EventWatcher", "Executor",
-        "ForkPointError", "KeyedStream", "Lineage", "SESSION_WORKFLOW", "SessionRow",
-        "SessionView", "TAIL", "TAKEN_SCAN", "TURN_WORKFLOW", "ViewFold", "change_of", "decide",
-        "first_message", "fold", "fork_session", "fresh_start", "lineage", "observe_events",
-        "opens_session", "phase", "read_window", "receipt_boundary", "settles", "started_event",
-        "stored_event", "summary", "taken", "window_messages",
+        "Change", "ContextLostError", "Disposition", "ENDING_WAIT", "EventReader",
+        "EventWatcher", "Executor", "ForkPointError", "HistoryKeys", "KeyedStream", "Lineage",
+        "REF", "SESSION_WORKFLOW", "SessionRow", "SessionView", "TAIL", "TAKEN_SCAN",
+        "TURN_WORKFLOW", "ViewFold", "change_of", "decide", "first_message", "fold",
+        "fork_session", "fresh_start", "lineage", "observe_events", "opens_session", "phase",
+        "read_window", "receipt_boundary", "resolve", "settles", "started_event", "stored_event",
+        "summary", "taken", "unpack", "window_messages",
     ]  # fmt: skip
     assert sorted(harness.__all__) == [
-        "OUTCOME", "StepHost", "StepResult", "answer_problem", "compact_message",
-        "expand_delivery", "run_step",
+        "CallResult", "OUTCOME", "Reply", "StepHost", "StepResult", "StoredReply", "StreamedText",
+        "answer_problem", "compact_message", "expand_delivery", "run_step", "summary_message",
+        "with_ids",
     ]  # fmt: skip
     for module in (execution, harness):
         for name in module.__all__:

@@ -55,9 +55,16 @@ def test_public_surface_is_pinned() -> None:
         "ChannelError",
         "ChannelServer",
         "ChannelSettings",
+        "DevState",
         "ServeOptions",
+        "Supervisor",
         "bind_socket",
         "check_bind",
         "is_session_id",
+        "log_line",
+        "settings_for",
+        "watch_agent",
     ]
+    for name in channel.__all__:
+        assert getattr(channel, name) is not None, name
     assert sorted(client.__all__) == ["RemoteError", "RemoteReceipt", "RemoteRuntime"]
