@@ -10,12 +10,22 @@ command pays. Medians over rounds; ``cpu`` is the median user + system seconds o
 * ``cli_startup.chat_print``: ``eve chat -m demo -p TEXT`` (a new session and one turn, durable).
 * ``cli_startup.chat_piped``: ``eve chat -m demo`` with two messages on stdin (what the chaos
   suite runs, less its agent folder).
+* The read-only commands on the example data (`.workflow-data.example`, a copy), each with its
+  CPU (SPEC §11: ≤ 0.25 s): ``cli_startup.help`` (``eve --help``), ``.inspect_list`` (``eve
+  inspect``), ``.inspect_session`` (``eve inspect SID``), ``.log`` (``eve log SID``),
+  ``.schedules`` (``eve schedules``).
+
+``EVE_BENCH_AGAINST=DIR`` (a checkout of another commit, e.g. ``git worktree add DIR 2473f03``)
+runs each command of that tree too (``python -m eve_cli`` with ``PYTHONPATH=DIR``, same
+interpreter and packages), rounds alternated with this tree's, and adds its medians and the
+ratio: ``against_cpu``, ``cpu_ratio``.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +37,7 @@ from . import measurement
 from ._support import median, scratch
 
 PIPED = "hello\nwhat time is it?\n"
+EXAMPLE = Path(__file__).resolve().parents[1] / ".workflow-data.example"
 
 
 def eve_command() -> list[str]:
@@ -55,6 +66,7 @@ def wall(
 
 def run(quick: bool) -> Iterator[dict[str, Any]]:
     rounds = 3 if quick else 15
+    against = os.environ.get("EVE_BENCH_AGAINST")
     with scratch("cli") as root:
         env = {**os.environ, "EVE_DATA_DIR": str(root / "empty")}
         floor, floor_cpu = wall([sys.executable, "-c", "pass"], env, root, rounds)
@@ -75,3 +87,35 @@ def run(quick: bool) -> Iterator[dict[str, Any]]:
                 cpu=round(cpu, 4),
                 baseline_cpu=round(floor_cpu, 4),
             )
+        yield from _read_only(root, env, rounds, against)
+
+
+def _read_only(
+    root: Path, env: dict[str, str], rounds: int, against: str | None
+) -> Iterator[dict[str, Any]]:
+    """The read-only commands on a copy of the example data, alternated with ``against``'s."""
+    data = root / "example"
+    shutil.copytree(EXAMPLE, data)
+    sid = sorted(p.name for p in (data / "runs").iterdir())[0]
+    ours = [sys.executable, "-m", "eve_cli"]
+    other_env = {**env, "PYTHONPATH": against} if against else env
+    cases: list[tuple[str, list[str]]] = [
+        ("help", ["--help"]),
+        ("inspect_list", ["--data", str(data), "inspect"]),
+        ("inspect_session", ["--data", str(data), "inspect", sid]),
+        ("log", ["--data", str(data), "log", sid]),
+        ("schedules", ["--data", str(data), "schedules"]),
+    ]
+    for name, args in cases:
+        times, cpus, other = [], [], []
+        for _ in range(rounds):
+            seconds, cpu = wall([*ours, *args], env, root, 1)
+            times.append(seconds)
+            cpus.append(cpu)
+            if against:
+                other.append(wall([*ours, *args], other_env, root, 1)[1])
+        extra: dict[str, Any] = {"cpu": round(median(cpus), 4)}
+        if other:
+            extra["against_cpu"] = round(median(other), 4)
+            extra["cpu_ratio"] = round(median(cpus) / median(other), 3)
+        yield measurement(f"cli_startup.{name}", median(times), "s", **extra)

@@ -20,6 +20,7 @@ from typer._click import exceptions as click_exc
 from typer.core import TyperGroup
 
 from eve_cli._version import __version__
+from eve_cli.cli._coerce import defer_coercion
 from eve_cli.cli._context import DataOption, WorldOption, reset_state, state
 from eve_cli.cli._errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError
 
@@ -92,6 +93,7 @@ class EveGroup(TyperGroup):
                 rich_markup_mode=app.rich_markup_mode,
             )
             if cmd.name and cmd.name not in self.commands:
+                defer_coercion(cmd)
                 self.commands[cmd.name] = cmd
 
     def main(  # type: ignore[override]
@@ -204,6 +206,7 @@ def _global(
 
 
 command = typer.main.get_command(app)
+defer_coercion(command)
 
 
 def run(argv: list[str]) -> int:

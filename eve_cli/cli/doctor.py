@@ -19,19 +19,16 @@ from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
-from eve_cli.runtime import open_world
-from world import Finding, LocalWorld, StoreFormatError, World, WorldError
 
 from ._context import DataOption, Where, WorldOption, choose_world
 from ._errors import EXIT_ERROR, EXIT_OK, CliError
 from ._runtime import open_reader
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the world, the runtime and Rich are imported by the command, not by --help
+    from rich.table import Table
+
     from eve_cli._losses import Loss
+    from world import Finding, World
 
 _STYLES = {"ok": "green", "held": "cyan", "repaired": "green", "quarantined": "yellow"}
 
@@ -61,6 +58,9 @@ def doctor(
     ] = False,
 ) -> int:
     """Verify every journal, stream, head and lock of the data directory; optionally repair."""
+    from eve_cli.runtime import open_world
+    from world import StoreFormatError, WorldError
+
     path = choose_world(data, world)
     try:
         store = open_world(path.url or path.path, create=False, check=False)
@@ -95,6 +95,8 @@ def _migration(store: World, path: Where, migrate: bool) -> None:
     """A store of an older format is migrated (`--migrate`, said in one line) or, without
     it, the one line is what the migration would do, and doctor stops: the store's files
     are checked in the current format only."""
+    from world import LocalWorld
+
     if not isinstance(store, LocalWorld):
         return  # a database migrates its schema when opened (numbered, `_pg_schema`)
     plan = store.plan_migration()
@@ -114,6 +116,8 @@ def _losses(path: Where, findings: list[Finding]) -> tuple[list[Loss], list[Find
     """What repairs replaced, by session and turn (`eve_cli._losses`), for every session a
     `lost` or `damaged` finding names; and the findings, where a session's model context
     needs a stream item a repair replaced with that stream `damaged` (as `chat` says)."""
+    from world import Finding, WorldError
+
     sessions = sorted(
         {f.family for f in findings if f.state in ("lost", "damaged") and f.family is not None}
     )
@@ -143,6 +147,8 @@ def _losses(path: Where, findings: list[Finding]) -> tuple[list[Loss], list[Find
 
 
 def _print_losses(lost: list[Loss]) -> None:
+    from rich.console import Console
+
     if not lost:
         return
     console = Console(highlight=False, soft_wrap=True)
@@ -152,6 +158,8 @@ def _print_losses(lost: list[Loss]) -> None:
 
 
 def _print(findings: list[Finding], done: list[Finding], show_all: bool, fixed: bool) -> None:
+    from rich.console import Console
+
     console = Console(highlight=False, soft_wrap=True)
     if done:
         console.print(_table("repairs", done))
@@ -184,6 +192,9 @@ def _print(findings: list[Finding], done: list[Finding], show_all: bool, fixed: 
 
 
 def _table(title: str, rows: list[Finding]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=title, show_edge=False, header_style="bold", title_justify="left")
     table.add_column("file", overflow="fold")  # the whole path, even on a narrow terminal
     for name in ("kind", "state", "offset", "detail"):

@@ -19,26 +19,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
-
-from eve_cli._retention import (
-    FINISHED,
-    FORCED,
-    Entry,
-    collect,
-    collecting_runtime,
-    parse_duration,
-    removed,
-)
-from world import WorldError
 
 from ._context import DataOption, Where, WorldOption, choose_world
 from ._errors import EXIT_USAGE, CliError
 from ._tables import human_bytes, when
+
+if TYPE_CHECKING:  # the runtime and Rich are imported by the command, not by `eve --help`
+    from eve_cli._retention import Entry
 
 
 def gc(
@@ -67,6 +57,8 @@ def gc(
 
     A session a live process owns (running now) is never removed, whatever the flags.
     """
+    from eve_cli._retention import FINISHED, FORCED, parse_duration, removed
+
     try:
         age = parse_duration(older_than)
     except ValueError as exc:
@@ -93,6 +85,9 @@ def gc(
 
 
 def _collect(where: Where, cutoff: float, allowed: set[str], dry_run: bool) -> list[Entry]:
+    from eve_cli._retention import collect, collecting_runtime
+    from world import WorldError
+
     try:
         rt = collecting_runtime(where.url or where.path)
     except WorldError as exc:
@@ -104,6 +99,11 @@ def _collect(where: Where, cutoff: float, allowed: set[str], dry_run: bool) -> l
 
 
 def _print(entries: list[Entry], freed: int, dry_run: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from eve_cli._retention import removed
+
     console = Console(highlight=False, soft_wrap=True)
     if entries:
         table = Table(show_edge=False, header_style="bold")

@@ -47,6 +47,15 @@ def imported(*args: str, stdin: str = "") -> set[str]:
     return set(json.loads(lines[-1].removeprefix("MODULES ")))
 
 
+def eve(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    """Run `eve ARGS...`; it must exit with ``code``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "eve_cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == code, done.stderr
+    return done
+
+
 def loaded(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
 
@@ -68,13 +77,7 @@ def test_inspect_on_an_empty_store_imports_no_runtime_rich_or_agent_api() -> Non
 
 
 def test_inspect_of_sessions_imports_no_http_stack_providers_or_markdown() -> None:
-    created = subprocess.run(
-        [sys.executable, "-m", "eve_cli", "chat", "-p", "hello"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert created.returncode == 0, created.stderr
+    eve("chat", "-p", "hello")
     for args in (["inspect", "--json"], ["inspect"]):
         modules = imported(*args)
         assert "eve_cli.runtime" in modules  # the store was read
@@ -121,3 +124,27 @@ def test_the_command_table_names_each_command_of_each_module_in_help_order() -> 
 
 def test_the_probe_sees_a_command_module() -> None:
     assert "eve_cli.cli.serve" in imported("start", "--help")
+
+
+def test_read_only_commands_build_no_pydantic_converter_and_help_no_runtime() -> None:
+    """Typer converts values with Pydantic adapters (a third of a short command's CPU):
+    values that already have their type (an option left out, a default, a text argument, a
+    path) are taken as they are (`eve_cli.cli._coerce`); `--help` lists every command without
+    importing the runtime or the world."""
+    eve("chat", "-p", "hello")
+    sid = json.loads(eve("inspect", "--json").stdout)[0]["id"]
+    for args in (["inspect", sid], ["--data", ".workflow-data", "log", sid], ["schedules"]):
+        modules = imported(*args)
+        assert "eve_cli.runtime" in modules, args  # the store was read
+        assert "typer._adapters" not in modules, args
+    modules = imported("--help")
+    assert loaded(modules, ("eve_cli.runtime", "world", "typer._adapters")) == []
+
+
+def test_a_value_that_needs_converting_is_converted_and_checked_as_before() -> None:
+    """A number typed on the command line still goes through Typer's own converter: a bad one
+    is the usage error it always was, a good one is taken as a number."""
+    bad = eve("inspect", "s_x", "--events", "--start", "many", code=2)
+    assert "--start" in bad.stderr and "Traceback" not in bad.stderr
+    modules = imported("inspect", "s_x", "--events", "--start", "3")
+    assert "typer._adapters" in modules  # converted by Typer's adapter
