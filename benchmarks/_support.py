@@ -30,6 +30,15 @@ def noop_unsafe() -> str:
     return "ok"
 
 
+@tool
+def payload() -> str:
+    """Return a tool result of about 365 characters."""
+    return RESULT
+
+
+RESULT = " ".join(["result"] * 52)[:365]
+
+
 @tool(approval=always())
 def deploy(target: str) -> str:
     """Deploy (asks the user first)."""
@@ -63,6 +72,11 @@ _WORDS = [
     "letter",
     "number",
 ]
+
+
+# A step with real payloads, as every peer benchmark was given (issue 32): about 730 bytes of
+# model text and tool result a step, half each (`payload` returns the other half).
+STEP_TEXT = " ".join(["answer"] * 52)[:365]
 
 
 def text(rng: random.Random, chars: int) -> str:

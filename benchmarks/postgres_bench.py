@@ -10,6 +10,12 @@ each measurement works in a schema of its own, dropped afterwards.
   many statements as the turn had durable actions, each its own transaction (autocommit,
   ``synchronous_commit`` on), over a connection with the same settings. Turns and floors
   alternate; medians. Target (issue 15): ratio ≤ 3.
+* ``postgres.text``: the same steps with real payloads (``STEP_TEXT``: about 365 bytes of model
+  text, and a tool returning as much), a second session in the same schema, turns alternated
+  with the first; ``baseline`` the floor of its bytes. ``commits`` and ``wal_bytes``: commit
+  records and WAL bytes per step (``pg_walinspect``), counted server-wide (a quiet server:
+  nothing else writes meanwhile); every commit is synchronous (``synchronous_commit`` on).
+  Issue 32's gates: ratio ≤ 3, ≤ 1.2 commits a step.
 * ``postgres.sweep``: seconds a shared world's sweep (`Runtime.resumable`: the families with
   work no live worker holds) takes with ``PARKED`` sessions parked on their hooks; baseline:
   the same with 10 (SPEC: parked sessions cost nothing: ratio ~1). The parked families are
@@ -31,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from . import measurement
-from ._support import call, median, scratch, text, write_agent
+from ._support import STEP_TEXT, call, median, scratch, text, write_agent
 
 CHUNK = 50
 ACTIONS_PER_STEP = 2
@@ -76,6 +82,40 @@ def _floor(conn: Any, name: str, sizes: list[int]) -> float:
     return took
 
 
+def _lsn(conn: Any) -> str:
+    row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
+    return str(row[0]) if row else "0/0"
+
+
+def _wal(conn: Any, name: str, start: str) -> tuple[int, int]:
+    """Commit records and WAL bytes written since `start` (`pg_walinspect`, installed in the
+    bench's schema): server-wide, so on a quiet server."""
+    row = conn.execute(
+        f"SELECT count(*) FILTER (WHERE resource_manager = 'Transaction' "
+        f"AND record_type LIKE 'COMMIT%%'), pg_wal_lsn_diff(pg_current_wal_flush_lsn(), "
+        f'%s::pg_lsn) FROM "{name}".pg_get_wal_records_info(%s::pg_lsn, '
+        "pg_current_wal_flush_lsn())",
+        [start, start],
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+class _Series:
+    def __init__(self) -> None:
+        self.per_step: list[float] = []
+        self.floors: list[float] = []
+        self.commits: list[float] = []
+        self.wal: list[float] = []
+
+
+def _steps_script(rounds: int, chunk: int, tool: str, said: str) -> list[dict[str, Any]]:
+    script: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        script += [{"text": said, "tool_calls": [call(tool)]} for _ in range(chunk - 1)]
+        script.append({"text": "done", "tool_calls": []})
+    return script
+
+
 def measure_steps(root: Path, steps: int) -> Iterator[dict[str, Any]]:
     import psycopg
 
@@ -83,37 +123,57 @@ def measure_steps(root: Path, steps: int) -> Iterator[dict[str, Any]]:
 
     chunk = min(CHUNK, steps)
     rounds = max(steps // chunk, 1)
-    script: list[dict[str, Any]] = []
-    for _ in range(rounds):
-        script += [{"text": "", "tool_calls": [call("noop")]} for _ in range(chunk - 1)]
-        script.append({"text": "done", "tool_calls": []})
-    per_step, floors = [], []
+    kinds = {"plain": ("noop", ""), "text": ("payload", STEP_TEXT)}
+    series = {kind: _Series() for kind in kinds}
     with schema() as (url, name), psycopg.connect(server(), autocommit=True) as conn:
-        rt = Runtime(data_dir=url, agent_dir=write_agent(root / "agent", script))
+        runtimes = {
+            kind: Runtime(
+                data_dir=url,
+                agent_dir=write_agent(root / kind, _steps_script(rounds, chunk, tool, said)),
+            )
+            for kind, (tool, said) in kinds.items()
+        }
+
+        async def turn(rt: Runtime, sid: str, out: _Series) -> None:
+            await rt.deliver(sid, "go")
+            before, lsn = _stored(conn, name), _lsn(conn)
+            started = time.perf_counter()
+            view = await rt.drive(sid)
+            elapsed = time.perf_counter() - started
+            if view["status"] != "waiting":
+                raise RuntimeError(f"benchmark turn did not complete: {view['status']}")
+            commits, wal = _wal(conn, name, lsn)
+            size = max(_stored(conn, name) - before, 1)
+            writes = chunk * ACTIONS_PER_STEP
+            out.floors.append(_floor(conn, name, [size // writes] * writes) / chunk)
+            out.per_step.append(elapsed / chunk)
+            out.commits.append(commits / chunk)
+            out.wal.append(wal / chunk)
 
         async def main() -> None:
-            sid = await rt.create_session()
-            await rt.drive(sid)
+            sids = {}
+            for kind, rt in runtimes.items():
+                sids[kind] = await rt.create_session()
+                await rt.drive(sids[kind])
+            conn.execute(f'CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA "{name}"')
             for _ in range(rounds):
-                await rt.deliver(sid, "go")
-                before = _stored(conn, name)
-                started = time.perf_counter()
-                view = await rt.drive(sid)
-                elapsed = time.perf_counter() - started
-                if view["status"] != "waiting":
-                    raise RuntimeError(f"benchmark turn did not complete: {view['status']}")
-                size = max(_stored(conn, name) - before, 1)
-                writes = chunk * ACTIONS_PER_STEP
-                floors.append(_floor(conn, name, [size // writes] * writes) / chunk)
-                per_step.append(elapsed / chunk)
+                for kind, rt in runtimes.items():
+                    await turn(rt, sids[kind], series[kind])
 
         try:
             asyncio.run(main())
         finally:
-            rt.close()
+            for rt in runtimes.values():
+                rt.close()
+    plain, said = series["plain"], series["text"]
     yield measurement(
-        "postgres.step", median(per_step), "s/step", baseline=median(floors), steps=steps
-    )
+        "postgres.step", median(plain.per_step), "s/step", baseline=median(plain.floors),
+        commits=median(plain.commits), wal_bytes=median(plain.wal), steps=steps,
+    )  # fmt: skip
+    yield measurement(
+        "postgres.text", median(said.per_step), "s/step", baseline=median(said.floors),
+        commits=median(said.commits), wal_bytes=median(said.wal), steps=steps,
+    )  # fmt: skip
 
 
 PARKED = 10_000

@@ -19,6 +19,10 @@ to a fresh file in as many writes as the turn had durable actions, each write fo
 * ``step_overhead.fsyncs``: fsync/fdatasync calls per step (``baseline``: durable actions per
   step, the floor's count).
 * ``step_overhead.bytes``: bytes written to the data directory per step.
+* ``step_overhead.text``: the same steps with real payloads (``STEP_TEXT``: about 365 bytes
+  of model text, and a tool returning as much), in their own session, turns alternated with
+  the others; ``baseline`` the floor of the bytes those steps wrote (as for ``step``),
+  ``fsyncs`` per step. Issue 32's gates: ratio ≤ 3, ≤ 1.2 fsyncs a step.
 * ``step_overhead.unsafe``: the same steps calling a tool declared ``effects="unsafe"`` (each
   run of it journaled durably as it begins: SPEC §16), in its own session, turns alternated
   with the others (``baseline``: the plain tool's step; ``fsyncs`` per step).
@@ -33,7 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from . import measurement
-from ._support import FsyncCounter, append_floor, call, disk_usage, median, scratch, write_agent
+from ._support import (
+    STEP_TEXT,
+    FsyncCounter,
+    append_floor,
+    call,
+    disk_usage,
+    median,
+    scratch,
+    write_agent,
+)
 
 CHUNK = 50
 ACTIONS_PER_STEP = 2  # the model call and the tool call
@@ -42,11 +55,13 @@ ACTIONS_PER_STEP = 2  # the model call and the tool call
 WAIT = 1e-6  # the waiting model's pause per call: one timer, as a network model's first read
 
 
-def _script(turns: int, steps: int, delay: float = 0.0, tool: str = "noop") -> list[dict[str, Any]]:
+def _script(
+    turns: int, steps: int, delay: float = 0.0, tool: str = "noop", said: str = ""
+) -> list[dict[str, Any]]:
     extra = {"delay": delay} if delay else {}
     entries: list[dict[str, Any]] = []
     for _ in range(turns):
-        entries += [{"text": "", "tool_calls": [call(tool)], **extra} for _ in range(steps - 1)]
+        entries += [{"text": said, "tool_calls": [call(tool)], **extra} for _ in range(steps - 1)]
         entries.append({"text": "done", "tool_calls": [], **extra})
     return entries
 
@@ -70,12 +85,17 @@ def measure(root: Path, steps: int) -> Iterator[dict[str, Any]]:
     data = root / "data"
     # The same steps twice, turns alternated: the scripted model as it is (it answers at
     # once), and one that waits once a call, as every network model does.
-    kinds = (("instant", 0.0, "noop"), ("waiting", WAIT, "noop"), ("unsafe", 0.0, "noop_unsafe"))
+    kinds = (
+        ("instant", 0.0, "noop", ""),
+        ("waiting", WAIT, "noop", ""),
+        ("unsafe", 0.0, "noop_unsafe", ""),
+        ("text", 0.0, "payload", STEP_TEXT),
+    )
     runtimes = {
         kind: Runtime(
-            data_dir=data, agent_dir=write_agent(root / kind, _script(rounds, chunk, d, t))
+            data_dir=data, agent_dir=write_agent(root / kind, _script(rounds, chunk, d, t, s))
         )
-        for kind, d, t in kinds
+        for kind, d, t, s in kinds
     }
     series = {kind: _Series() for kind in runtimes}
     counter = FsyncCounter()
@@ -115,6 +135,7 @@ def measure(root: Path, steps: int) -> Iterator[dict[str, Any]]:
         for rt in runtimes.values():
             rt.close()
     instant, waiting, unsafe = series["instant"], series["waiting"], series["unsafe"]
+    said = series["text"]
     value, baseline = median(instant.per_step), median(instant.floor)
     yield measurement("step_overhead.step", value, "s/step", baseline=baseline, steps=steps)
     yield measurement("step_overhead.reserved", value, "s/step", baseline=median(instant.reserved))
@@ -125,6 +146,10 @@ def measure(root: Path, steps: int) -> Iterator[dict[str, Any]]:
     yield measurement(
         "step_overhead.waiting", median(waiting.per_step), "s/step",
         baseline=median(waiting.floor), fsyncs=median(waiting.fsyncs), steps=steps,
+    )  # fmt: skip
+    yield measurement(
+        "step_overhead.text", median(said.per_step), "s/step", baseline=median(said.floor),
+        fsyncs=median(said.fsyncs), bytes=median(said.written), steps=steps,
     )  # fmt: skip
     yield measurement(
         "step_overhead.unsafe", median(unsafe.per_step), "s/step", baseline=value,

@@ -34,7 +34,7 @@ from ._errors import (
 )
 from ._family import Family, Run
 from ._records import JournalRecord, RunError, Waiting
-from ._world import IO, LAZY, RECORD, InboxItem, Order, World, check_name
+from ._world import LAZY, RECORD, InboxItem, Order, World, check_name
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -148,14 +148,15 @@ class WorkflowContext:
         self._taken: list[int] = []  # the delivery ids the last receive or poll returned
         self._busy = ""  # the step whose function is running (replay order must be fixed)
         self._ended = False  # the workflow code returned or raised: nothing more is recorded
-        # Hooks created on a network world whose claim and record wait for the run's next
-        # operation (`_settle_hooks`): made then off the loop, before anything else is stored.
+        # Hooks created whose claim and record wait for the run's next operation
+        # (`_settle_hooks`): made then where the engine makes storage calls, before anything
+        # else is stored.
         self._new_hooks: list[str] = []
-        # Hooks closed on a network world, released likewise (before those claims) or when the
+        # Hooks closed, released likewise (before those claims) or when the
         # run parks or ends (`_release_closed`).
         self._closed_hooks: list[str] = []
-        # Tokens `hook` handed out on a network world: each owner is looked up, off the loop,
-        # at the run's next operation (a conflict is raised there).
+        # Tokens `hook` handed out: each owner is looked up at the run's next operation (a
+        # conflict is raised there).
         self._unchecked_hooks: list[str] = []
 
     # -- identity and determinism --------------------------------------------------------------
@@ -303,12 +304,6 @@ class WorkflowContext:
         return self._parked
 
     # -- steps -----------------------------------------------------------------------------------
-    async def _network_effect(self, world: World) -> None:
-        """`before_effect` on a network world: on the loop where the world can, else where
-        `io` says."""
-        if not await world.before_effect_on_loop():
-            await self._engine.io(world.before_effect)
-
     @overload
     async def step(
         self,
@@ -371,10 +366,7 @@ class WorkflowContext:
             # first (a local world's fsync then overlaps it, or is shared with its record).
             self._busy = name  # from here: the step may wait (for its effect's order too)
             try:
-                if ordered and world.io is IO.NETWORK:  # it may wait for a round trip
-                    await self._network_effect(world)
-                else:
-                    world.before_effect(observed=ordered)
+                await self._engine.before_effect(observed=ordered)
             except BaseException:
                 self._busy = ""
                 raise
@@ -449,9 +441,9 @@ class WorkflowContext:
     def create_hook(self, token: str | None = None) -> HookHandle:
         """Claim a hook token (random, 192 bits, unless given) for this run.
 
-        `await ctx.create_hook(...)` is the same handle, claimed by then: on a network world
-        the claim waits for that (or the run's next operation) to be made off the loop, and a
-        conflict (`HookConflictError`) is raised there."""
+        `await ctx.create_hook(...)` is the same handle, claimed by then: the claim waits for
+        that (or the run's next operation), and a conflict (`HookConflictError`) is raised
+        there."""
         rec = self._peek({"hook"}, "create_hook")
         if rec is not None:
             if token is not None and rec.get("token") != token:
@@ -461,12 +453,9 @@ class WorkflowContext:
             self._advance(rec)
             return HookHandle(self, rec["token"])
         token = check_name(token, "hook token") if token is not None else secrets.token_urlsafe(24)
-        if self._engine.world.io is IO.NETWORK:
-            # Its claim and record are round trips: made off the loop when the handle is
-            # awaited or at the run's next operation, whichever comes first.
-            self._new_hooks.append(token)
-        else:  # one record, durable before this returns (once per hook)
-            self._claim_now(token)
+        # Its claim and record are made when the handle is awaited or at the run's next
+        # operation, whichever comes first (where the engine makes storage calls).
+        self._new_hooks.append(token)
         return HookHandle(self, token)
 
     def hook(self, token: str) -> HookHandle:
@@ -475,11 +464,7 @@ class WorkflowContext:
         if token in self._new_hooks:  # this run's, claimed at its next operation
             return HookHandle(self, token)
         check_name(token, "hook token")
-        world = self._engine.world
-        if world.io is IO.NETWORK:  # a round trip: made off the loop at the next operation
-            self._unchecked_hooks.append(token)
-        else:
-            self._check_owner(token, world.hook_owner(token))
+        self._unchecked_hooks.append(token)  # looked up at the run's next operation
         return HookHandle(self, token)
 
     def _check_owner(self, token: str, owner: str | None) -> None:
@@ -555,10 +540,7 @@ class WorkflowContext:
         family, world = self._family, self._engine.world
         items = family.take(token, limit)
         if not items and not family.inbox_unchanged(world.known_inbox_end(family.root)):
-            if world.io is IO.NETWORK:
-                read = await self._engine.io(family.read_inbox, world)
-            else:  # a stat, inline (a turn polls several times a step)
-                read = family.read_inbox(world)
+            read = await self._engine.off_loop(family.read_inbox, world)
             if read:
                 items = family.take(token, limit)
         return items
@@ -697,10 +679,7 @@ class HookHandle:
             return
         if self.token in ctx._unchecked_hooks:  # released now: its lookup would find no owner
             ctx._unchecked_hooks.remove(self.token)
-        if ctx._engine.world.io is IO.NETWORK:
-            ctx._closed_hooks.append(self.token)
-        else:
-            ctx._engine.world.release_hook(self.token, ctx._run.id)
+        ctx._closed_hooks.append(self.token)  # released at the run's next operation
         ctx._run.hooks.discard(self.token)
 
 

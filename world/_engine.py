@@ -281,6 +281,17 @@ class Engine:
             return _info(run_id, entry)
         return await off(self.info, run_id)
 
+    async def before_effect(self, *, observed: bool) -> None:
+        """`World.before_effect` for a step about to begin its effect, made where it may wait:
+        an observed effect on a network world waits for a round trip (on the loop where the
+        world can, else off it); anything else returns at once or waits for a local disk."""
+        world = self.world
+        if observed and world.io is IO.NETWORK:
+            if not await world.before_effect_on_loop():
+                await self.io(world.before_effect)
+        else:
+            world.before_effect(observed=observed)
+
     async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         """A call that waits only on a network world: made off the loop there (`io`),
         inline on the others (reads, and writes whose wait is their own)."""
@@ -555,11 +566,15 @@ class Engine:
         if run.finished:
             raise WorldError(f"run {run.id} has finished: no record is added to it")
         body = self._body(family, run, rec, label, key)
-        if not self.world.append_waits(family.root, order):
-            [pos] = self.world.append(family.root, [body], order)  # nothing to wait for
-        else:
-            [pos] = await self.io(self.world.append, family.root, [body], order)
+        [pos] = await self._append(family.root, [body], order)
         return family.apply(pos, _codec.decode(body))
+
+    async def _append(self, root: str, bodies: list[bytes], order: Order) -> list[int]:
+        """`World.append`, inline when it waits for nothing now (`World.append_waits`), else
+        where `io` makes calls."""
+        if not self.world.append_waits(root, order):
+            return self.world.append(root, bodies, order)
+        return await self.io(self.world.append, root, bodies, order)
 
     def append_now(self, family: Family, run: Run, rec: JournalRecord) -> JournalRecord:
         """`append` for callers that cannot await (on a network world it waits on the loop);
@@ -597,10 +612,7 @@ class Engine:
         # Lazy: a replay that lost it starts the same child again (its id is derived), and
         # the child's first durable record covers it; the parent's replay re-runs the code
         # before this start, so its stream items can wait.
-        if self.world.io is IO.NETWORK and self.world.append_waits(family.root, LAZY):
-            positions = await self.io(self.world.append, family.root, bodies, LAZY)
-        else:
-            positions = self.world.append(family.root, bodies, LAZY)
+        positions = await self._append(family.root, bodies, LAZY)
         pairs = zip(positions, bodies, strict=True)
         return [family.apply(pos, _codec.decode(body)) for pos, body in pairs][-1]
 

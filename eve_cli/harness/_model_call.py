@@ -118,10 +118,10 @@ async def call_model(
             call_errors=bad,
             reasoning=response.reasoning,
         )
-        return host.keep_reply(reply, deltas)  # journaled with the step (its one fsync)
+        return host.keep_reply(reply, deltas)  # what the step's record holds
 
-    # Nobody sees a model's request: what came before it is written at the loop's next turn
-    # or before the next tool (a step of instant tools writes its items once, not twice).
+    # Nobody observes a model's request: what came before it need not be stored before the
+    # request is sent, only before anything observed follows (`ordered=False`).
     result: dict[str, Any] = await host.action(f"model:{n}", generate, ordered=False)
     snap.model_calls += 1
     return _answer(host, result, keys.reply, deltas, n)
@@ -177,9 +177,9 @@ async def unless_cancelled(host: StepHost, call: Awaitable[T]) -> T | None:
     """``call``'s result, or None when a cancel is asked of this process first: ``call`` is
     then cancelled at once (a streaming HTTP response is closed, the server sees it).
 
-    ``call`` runs in the caller's task, not a task of its own: racing two tasks would yield to
-    the loop even for a model that answers at once, and a yield lets a world make its pending
-    records durable on their own instead of with the model's record (one fsync more a step).
+    ``call`` runs in the caller's task, not a task of its own (racing two tasks would yield to
+    the loop even for a model that answers at once): what a cancel must find true is only that
+    the call was stopped, and the step records whatever it answered.
     """
     task = asyncio.current_task()
     assert task is not None
