@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from eve_cli.runtime import Runtime
 
 TurnPolicy = Literal["steer", "queue"]
+# Who asked (SPEC §18): a principal's record, ``{"subject", "tenant"?}``, kept in the events.
+By = dict[str, str]
 T = TypeVar("T")
 
 
@@ -125,6 +127,48 @@ class ServingFacade(Facade, Protocol):
     """What a server of sessions (the HTTP channel) needs beyond :class:`Facade`: only the
     process that owns the store can answer these, so `RemoteRuntime` has no such methods."""
 
+    # The session calls again, with who asks (``by``, SPEC §18: recorded in the events) and a
+    # creation's meta (its ``owner``).
+    async def create_session(
+        self,
+        mode: str | None = None,
+        model: str | None = None,
+        operation_id: str | None = None,
+        *,
+        task: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> str: ...
+
+    async def deliver(
+        self,
+        sid: str,
+        message: str,
+        turn_policy: TurnPolicy = "steer",
+        output_schema: dict[str, Any] | None = None,
+        *,
+        by: By | None = None,
+    ) -> Receipt: ...
+
+    async def respond(
+        self, sid: str, responses: list[dict[str, Any]], *, by: By | None = None
+    ) -> Receipt: ...
+
+    async def cancel(self, sid: str, *, by: By | None = None) -> Receipt: ...
+
+    async def clear(self, sid: str, *, by: By | None = None) -> Receipt: ...
+
+    async def compact(self, sid: str, *, by: By | None = None) -> Receipt: ...
+
+    async def reset(self, sid: str, *, by: By | None = None) -> Receipt: ...
+
+    async def fork(
+        self, sid: str, at: str | None = None, *, by: By | None = None
+    ) -> dict[str, Any]: ...
+
+    def owner(self, sid: str) -> By | None:
+        """Who created session ``sid`` (None: made without principals)."""
+        ...
+
     def operation_session(self, operation_id: str) -> str | None:
         """The session a create with this ``operation_id`` made, if any (a retried create)."""
         ...
@@ -180,4 +224,4 @@ def _conformance(local: Runtime, remote: RemoteRuntime) -> tuple[ServingFacade, 
     return local, remote
 
 
-__all__ = ["Facade", "Receipt", "ServingFacade", "SessionStatus", "TurnPolicy"]
+__all__ = ["By", "Facade", "Receipt", "ServingFacade", "SessionStatus", "TurnPolicy"]

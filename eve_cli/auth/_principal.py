@@ -40,8 +40,9 @@ class Principal:
         return scope in self.scopes or ADMIN in self.scopes
 
     @property
-    def owner(self) -> dict[str, str]:
-        """What a session this principal creates records as its owner (in its meta)."""
+    def record(self) -> dict[str, str]:
+        """How the principal is recorded: a session's ``owner`` (its meta) and the ``by`` of
+        what it asks (events): its subject and tenant, nothing else."""
         return {"subject": self.subject, **({"tenant": self.tenant} if self.tenant else {})}
 
     def owns(self, owner: Any) -> bool:
@@ -55,10 +56,6 @@ class Principal:
         if tenant is not None:
             return bool(tenant == self.tenant)
         return bool(owner.get("subject") == self.subject)
-
-    def as_record(self) -> dict[str, str]:
-        """How the principal is recorded in an event (``by``): its subject and tenant."""
-        return self.owner
 
 
 # The server's own token (`--token`, EVE_AUTH_TOKEN): every scope, every session.

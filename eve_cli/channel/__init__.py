@@ -2,7 +2,8 @@
 
 It runs the runtime facade (`eve_cli.runtime.Runtime`) in-process against the same world as
 every other command, and imports nothing from `eve_cli.cli`. Inside: the routes (`_app`), JSON
-errors and the facade's exceptions' statuses (`_errors`), bearer tokens and id checks (`_auth`),
+errors and the facade's exceptions' statuses (`_errors`), the principal of each request and id
+checks (`_auth`), each route's scope (`_access`), sessions' owners (`_owners`),
 Host / Origin / content-type checks (`_guard`), connection bounds and log floods (`_conn`),
 NDJSON/SSE streams (`_streams`), background drives (`_supervisor`), the uvicorn server
 (`_server`), hot reload (`_reload`) and a client with the facade's methods (`client`). Its
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from eve_cli.channel._auth import check_bind as check_bind
     from eve_cli.channel._auth import is_session_id as is_session_id
     from eve_cli.channel._errors import ChannelError as ChannelError
+    from eve_cli.channel._owners import NotOwned as NotOwned
+    from eve_cli.channel._owners import Owners as Owners
+    from eve_cli.channel._owners import answer_scope as answer_scope
+    from eve_cli.channel._owners import principal_of as principal_of
     from eve_cli.channel._reload import DevState as DevState
     from eve_cli.channel._reload import watch_agent as watch_agent
     from eve_cli.channel._server import ChannelServer as ChannelServer
@@ -39,6 +44,10 @@ _WHERE = {
     "check_bind": "_auth",
     "is_session_id": "_auth",
     "ChannelError": "_errors",
+    "NotOwned": "_owners",
+    "Owners": "_owners",
+    "answer_scope": "_owners",
+    "principal_of": "_owners",
     "DevState": "_reload",
     "watch_agent": "_reload",
     "ChannelServer": "_server",

@@ -11,8 +11,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from eve_cli.auth import Principal
-from eve_cli.channel._auth import principal_of
 from eve_cli.channel._errors import ChannelError, error_response
+from eve_cli.channel._owners import principal_of
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 PUBLIC = "public"

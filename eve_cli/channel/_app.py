@@ -19,8 +19,8 @@ from starlette.routing import Route
 from eve_cli._facade import ServingFacade, TurnPolicy
 from eve_cli._schedules import NAME as SCHEDULE_NAME
 from eve_cli._version import __version__
-from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, StaticTokens, Verifiers
-from eve_cli.channel._access import NeedApp, need, public
+from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, Principal, StaticTokens, Verifiers
+from eve_cli.channel._access import NeedApp, check, need, public
 from eve_cli.channel._auth import AuthGate, is_session_id, parent_of
 from eve_cli.channel._bodies import (
     input_responses,
@@ -41,6 +41,7 @@ from eve_cli.channel._errors import (
 from eve_cli.channel._guard import Peers, RequestGuard
 from eve_cli.channel._housekeeping import RetentionJob, keep_retention
 from eve_cli.channel._metrics import CONTENT_TYPE, ServerMetrics
+from eve_cli.channel._owners import NotOwned, Owners, answer_scope, principal_of
 from eve_cli.channel._reload import DevState
 from eve_cli.channel._schedules import Scheduler
 from eve_cli.channel._streams import StreamHub, stream_response
@@ -49,6 +50,7 @@ from eve_cli.channel._timers import Timers
 from eve_cli.channel._web import web_routes
 from eve_cli.execution import SessionView
 from eve_cli.mcp import McpEndpoint
+from eve_cli.runtime import SessionNotFoundError
 
 PREFIX = "/eve/v1"
 MODES = ("conversation", "task")
@@ -93,6 +95,7 @@ class Channel:
         self._create_lock = asyncio.Lock()
         self.peers = Peers(self.settings.allowed_hosts, self.settings.allowed_origins)
         self.verifiers = _verifiers(self.settings)
+        self.owners = Owners(runtime)
         self.mcp = McpEndpoint(self._mcp_server)  # `/mcp`: the agent as an MCP server (§13)
         # Set by `eve dev`: its reloads' results, shown by `GET /info` (and the browser view).
         self.dev: DevState | None = None
@@ -259,7 +262,8 @@ class Channel:
         body = await self._json(request, allow_empty=True)
         message = optional_str(body, "message")
         mode = optional_str(body, "mode")
-        operation_id = optional_str(body, "operationId")
+        principal = principal_of(request.scope)
+        operation_id = Owners.operation_id(principal, optional_str(body, "operationId"))
         policy, schema = turn_policy(body), output_schema(body)
         if mode is not None and mode not in MODES:
             raise ChannelError(400, f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -269,7 +273,9 @@ class Channel:
             existed = operation_id is not None and await self._call_sync(
                 lambda: self.runtime.operation_session(operation_id)
             )
-            created = self.runtime.create_session(mode=mode, operation_id=operation_id)
+            created = self.runtime.create_session(
+                mode=mode, operation_id=operation_id, meta=Owners.meta(principal)
+            )
             sid = await self._call(created)
             out: dict[str, Any] = {"sessionId": sid, "created": not existed}
             # The create and its message are one unit: a retry after the first attempt died
@@ -278,11 +284,13 @@ class Channel:
                 not existed
                 or not await self._call_sync(lambda: self.runtime.ever_delivered(sid), sid)
             ):
-                out.update(await self._deliver(sid, message, policy, schema))
+                out.update(await self._deliver(sid, message, policy, schema, principal))
         return JSONResponse(out, 202)
 
     async def list_sessions(self, request: Request) -> Response:
-        return JSONResponse({"sessions": await self._call_sync(self.runtime.sessions)})
+        """The sessions the caller may see (its own, its tenant's; every one for ``admin``)."""
+        rows = await self._call_sync(self.runtime.sessions)
+        return JSONResponse({"sessions": Owners.visible(principal_of(request.scope), rows)})
 
     async def list_schedules(self, request: Request) -> Response:
         rows, problems = await self._call_sync(self.runtime.schedule_rows)
@@ -305,13 +313,14 @@ class Channel:
     async def get_session(self, request: Request) -> Response:
         """The session's view (``?fromTurn=N``: only its turns from number N on, as a page
         that has the earlier ones reads it again: events change only the latest turn)."""
-        sid = self._session_id(request)
+        sid = await self._owned(request)
         first = request.query_params.get("fromTurn")
         if first is not None and not (first.isdigit() and 0 < int(first) < 10**9):
             raise ChannelError(400, f"fromTurn must be a turn number from 1, not {first!r}")
         view = await self._view(sid)
         found = await self._call_sync(lambda: self.runtime.lineage(sid), sid)
-        view["forkedFrom"], view["forks"] = found["forkedFrom"], found["forks"]
+        forks = await self._visible(request, found["forks"])
+        view["forkedFrom"], view["forks"] = found["forkedFrom"], forks
         if first is not None:
             view["turns"] = view["turns"][int(first) - 1 :]
         return JSONResponse(view)
@@ -319,10 +328,10 @@ class Channel:
     async def fork(self, request: Request) -> Response:
         """A new session from a checkpoint of this one (``at``: ``T`` or ``T.S``; none: the
         latest): 201 ``{sessionId, forkedFrom, checkpoint}``."""
-        sid = self._session_id(request)
+        sid = await self._owned(request)
         at = optional_str(await self._json(request, allow_empty=True), "at")
         try:
-            out = await self.runtime.fork(sid, at)
+            out = await self.runtime.fork(sid, at, by=Owners.by(principal_of(request.scope)))
         except Exception as exc:
             mapped = self._answer(exc, sid)
             if mapped is exc and isinstance(exc, ValueError):  # a malformed checkpoint
@@ -331,36 +340,39 @@ class Channel:
         return JSONResponse(out, 201)
 
     async def deliver(self, request: Request) -> Response:
-        sid = self._session_id(request)
+        sid = await self._owned(request)
         body = await self._json(request)
         message = optional_str(body, "message")
         schema = output_schema(body)
         responses = body.get("inputResponses")
         if (message is None) == (responses is None):
             raise ChannelError(400, "send exactly one of 'message' or 'inputResponses'")
+        principal = principal_of(request.scope)
         if message is not None:  # an unknown session is the runtime's 404
-            out = await self._deliver(sid, message, turn_policy(body), schema)
+            out = await self._deliver(sid, message, turn_policy(body), schema, principal)
             if out["disposition"] == "rejected":
                 return _rejected(sid, out)
             return JSONResponse({"sessionId": sid, **out}, 202)
         checked = input_responses(responses)
-        await self._check_pending(sid, checked)
-        receipt = receipt_body(await self._call(self.runtime.respond(sid, checked), sid))
+        await self._check_pending(sid, checked, principal)
+        answered = self.runtime.respond(sid, checked, by=Owners.by(principal))
+        receipt = receipt_body(await self._call(answered, sid))
         if receipt["disposition"] == "rejected":
             return _rejected(sid, receipt)
         self.supervisor.kick(sid)
         return JSONResponse({"sessionId": sid, "accepted": len(checked)}, 202)
 
     async def stream(self, request: Request) -> Response:
-        sid = self._session_id(request)
+        sid = await self._owned(request)
         await self._view(sid)
         return await stream_response(request, self.runtime, self.hub, sid)
 
     def _action(self, name: str) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
-            sid = self._session_id(request)
+            sid = await self._owned(request)
             await self._json(request, allow_empty=True)
-            receipt = receipt_body(await self._call(getattr(self.runtime, name)(sid), sid))
+            by = Owners.by(principal_of(request.scope))
+            receipt = receipt_body(await self._call(getattr(self.runtime, name)(sid, by=by), sid))
             if receipt["disposition"] == "rejected":
                 return _rejected(sid, receipt)
             self.supervisor.kick(sid)
@@ -377,14 +389,42 @@ class Channel:
     # -- helpers -------------------------------------------------------------------------
 
     async def _deliver(
-        self, sid: str, message: str, policy: TurnPolicy, schema: dict[str, Any] | None = None
+        self,
+        sid: str,
+        message: str,
+        policy: TurnPolicy,
+        schema: dict[str, Any] | None,
+        principal: Principal,
     ) -> dict[str, Any]:
-        delivered = self.runtime.deliver(sid, message, turn_policy=policy, output_schema=schema)
+        delivered = self.runtime.deliver(
+            sid, message, turn_policy=policy, output_schema=schema, by=Owners.by(principal)
+        )
         receipt = await self._call(delivered, sid)
         out = receipt_body(receipt)
         self.metrics.deliveries.labels(out["disposition"]).inc()
         if out["disposition"] != "rejected":
             self.supervisor.kick(sid)
+        return out
+
+    async def _owned(self, request: Request) -> str:
+        """The path's session id, when it is the caller's (another's is told it does not
+        exist: 404, as an unknown id)."""
+        sid = self._session_id(request)
+        try:
+            await self.owners.check(principal_of(request.scope), sid)
+        except NotOwned:
+            raise self._answer(SessionNotFoundError(sid), sid) from None
+        except Exception as exc:
+            raise self._answer(exc, sid) from None
+        return sid
+
+    async def _visible(self, request: Request, sids: list[str]) -> list[str]:
+        """The sessions of ``sids`` the caller may see."""
+        principal, out = principal_of(request.scope), []
+        for sid in sids:
+            with contextlib.suppress(NotOwned, LookupError):
+                await self.owners.check(principal, sid)
+                out.append(sid)
         return out
 
     def _session_id(self, request: Request) -> str:
@@ -405,8 +445,11 @@ class Channel:
         view: SessionView = await self._call_sync(lambda: self.runtime.session(sid), sid)
         return view
 
-    async def _check_pending(self, sid: str, responses: list[dict[str, Any]]) -> None:
-        """Answer only requests that are pending in this session (409 otherwise)."""
+    async def _check_pending(
+        self, sid: str, responses: list[dict[str, Any]], principal: Principal
+    ) -> None:
+        """Answer only requests that are pending in this session (409 otherwise); an approval
+        or an interrupted call's outcome needs the ``approve`` scope (a question ``send``)."""
         view = await self._view(sid)
         pending = {str(p.get("requestId", p.get("id"))) for p in view.get("pending", [])}
         for response in responses:
@@ -416,6 +459,7 @@ class Channel:
                     f"request {response['requestId']!r} is not pending in session {sid}; "
                     "GET the session to see its pending requests",
                 )
+        check(principal, answer_scope(list(view.get("pending", [])), responses))
 
     async def _call_sync(self, call: Callable[[], Any], sid: str | None = None) -> Any:
         """A sync facade call, made where the world wants it (`Runtime.call`: off the loop on

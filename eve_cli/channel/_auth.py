@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from eve_cli.auth import LOCAL, AuthRequest, Principal, Refused, Verifiers
 from eve_cli.channel._errors import error_response
+from eve_cli.channel._owners import ANONYMOUS
 from eve_cli.channel._web import WEB_PATHS
 
 # Paths anyone may call without a token: a liveness probe, the readiness probe (it names parts,
@@ -71,17 +72,6 @@ def bearer_token(header: str | None) -> str | None:
         return None
     scheme, _, given = header.partition(" ")
     return (given.strip() or None) if scheme.lower() == "bearer" else None
-
-
-# The principal of a request on an open path: it may do nothing (a route opened by mistake
-# gives no powers).
-ANONYMOUS = Principal("anonymous")
-
-
-def principal_of(scope: Scope) -> Principal:
-    """The principal :class:`AuthGate` made for this request (:data:`ANONYMOUS` if none)."""
-    found = scope.get("state", {}).get("principal")
-    return found if isinstance(found, Principal) else ANONYMOUS
 
 
 class AuthGate:

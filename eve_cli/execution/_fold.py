@@ -175,6 +175,7 @@ class SessionRow(TypedDict):
     first: NotRequired[str | None]  # added by the runtime: its first message (cut)
     bytes: NotRequired[int | None]  # added by the runtime: what the session stores
     forkedFrom: NotRequired[dict[str, Any]]  # added by the runtime: a fork's origin
+    owner: NotRequired[dict[str, str]]  # added by the runtime: who created it (SPEC §18)
     forks: NotRequired[list[str]]  # added by the runtime: the sessions forked from it
 
 

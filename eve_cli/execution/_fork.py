@@ -169,10 +169,16 @@ def _key_gen(key: str) -> int | None:
 
 
 async def fork_session(
-    engine: Engine, sid: str, events: list[dict[str, Any]], meta: dict[str, Any], ref: str | None
+    engine: Engine,
+    sid: str,
+    events: list[dict[str, Any]],
+    meta: dict[str, Any],
+    ref: str | None,
+    by: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Fork session ``sid`` (its stored ``events`` and ``meta``) at checkpoint ``ref`` (None:
-    the latest); returns ``{"sessionId", "forkedFrom", "checkpoint"}``. A session recorded
+    the latest; ``by``: who asked, kept in the fork's ``forkedFrom``); returns
+    ``{"sessionId", "forkedFrom", "checkpoint"}``. A session recorded
     before events carried checkpoints forks at its turn boundaries."""
     found = checkpoints(events)
     if not found:
@@ -180,7 +186,12 @@ async def fork_session(
     point = choose(found, ref, sid)
     world = engine.world
     streams = fork_streams(world, sid, point, events)
-    origin = {"session": sid, "checkpoint": point.ref, "at": time.time()}
+    origin = {
+        "session": sid,
+        "checkpoint": point.ref,
+        "at": time.time(),
+        **({"by": by} if by else {}),
+    }
     new = f"s_{secrets.token_hex(12)}"
     # Listed first: a crash in between leaves an id naming no session, which `lineage` skips;
     # listed after, a crash would leave a fork its original never shows.

@@ -17,6 +17,8 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from eve_cli._version import __version__
+from eve_cli.auth import LOCAL, Principal
+from eve_cli.channel import principal_of
 from eve_cli.mcp._schemas import argument_problem
 from eve_cli.mcp._service import AgentService, Progress, ServiceError
 
@@ -99,22 +101,26 @@ TOOLS = [
 ]
 _SCHEMAS = {tool.name: tool.input_schema for tool in TOOLS}
 
-Handler = Callable[[AgentService, dict[str, Any], Progress], Awaitable[dict[str, Any]]]
+# (the service, the arguments, progress, the caller) -> the answer.
+Handler = Callable[[AgentService, dict[str, Any], Progress, Principal], Awaitable[dict[str, Any]]]
 HANDLERS: dict[str, Handler] = {
-    "agent_start": lambda s, a, p: s.start(
-        a["message"], a.get("key"), a.get("wait", 0), p, a.get("outputSchema")
+    "agent_start": lambda s, a, p, w: s.start(
+        a["message"], a.get("key"), a.get("wait", 0), p, a.get("outputSchema"), w
     ),
-    "agent_send": lambda s, a, p: s.send(
+    "agent_send": lambda s, a, p, w: s.send(
         a["sessionId"],
         a["message"],
         a.get("policy", "steer"),
         a.get("wait", 0),
         p,
         a.get("outputSchema"),
+        w,
     ),
-    "agent_get": lambda s, a, p: s.get(a["sessionId"], a.get("since", 0), a.get("wait", 0)),
-    "agent_respond": lambda s, a, p: s.respond(a["sessionId"], a["responses"], a.get("wait", 0), p),
-    "agent_cancel": lambda s, a, p: s.cancel(a["sessionId"]),
+    "agent_get": lambda s, a, p, w: s.get(a["sessionId"], a.get("since", 0), a.get("wait", 0), w),
+    "agent_respond": lambda s, a, p, w: s.respond(
+        a["sessionId"], a["responses"], a.get("wait", 0), p, w
+    ),
+    "agent_cancel": lambda s, a, p, w: s.cancel(a["sessionId"], w),
 }
 
 
@@ -136,7 +142,7 @@ def build_server(service: AgentService, name: str, description: str = "") -> Ser
             await ctx.session.report_progress(count, None, message)
 
         try:
-            result = await handler(service, arguments, progress)
+            result = await handler(service, arguments, progress, _caller(ctx))
         except ServiceError as exc:
             return _error(str(exc))
         text = json.dumps(result, default=str, ensure_ascii=False)
@@ -156,6 +162,14 @@ def build_server(service: AgentService, name: str, description: str = "") -> Ser
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _caller(ctx: Any) -> Principal:
+    """The principal of a call: the HTTP request's (`/mcp` of `eve start`), or the person at
+    this machine (`eve mcp` on stdio)."""
+    request = getattr(ctx, "request", None)
+    scope = getattr(request, "scope", None)
+    return principal_of(scope) if isinstance(scope, dict) else LOCAL
 
 
 def _error(message: str) -> types.CallToolResult:

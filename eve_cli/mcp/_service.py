@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from eve_cli._facade import ServingFacade, TurnPolicy
-from eve_cli.channel import Supervisor
+from eve_cli.auth import APPROVE, LOCAL, READ, SEND, Principal
+from eve_cli.channel import NotOwned, Owners, Supervisor, answer_scope
 from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
 
 MAX_EVENTS = 200  # events in one answer; `next` says where the rest begins
@@ -36,6 +37,7 @@ class AgentService:
     def __init__(self, runtime: ServingFacade, supervisor: Supervisor) -> None:
         self.runtime = runtime
         self.supervisor = supervisor
+        self.owners = Owners(runtime)
         self._create_lock = asyncio.Lock()
 
     async def start(
@@ -45,18 +47,22 @@ class AgentService:
         wait: float = 0.0,
         progress: Progress | None = None,
         output_schema: dict[str, Any] | None = None,
+        who: Principal = LOCAL,
     ) -> dict[str, Any]:
         """A new session with its first message; the same ``key`` again is that session (its
-        message is delivered once, however the first call ended)."""
+        message is delivered once, however the first call ended). ``who``: the caller (each
+        call's principal, SPEC §18): its sessions are its own."""
+        await self._allow(who, SEND)
+        key = Owners.operation_id(who, key)
         rt = self.runtime
         # One start at a time: a repeated key must find the first one's session, and must not
         # deliver its message twice.
         async with self._create_lock:
             existed = key is not None and await rt.call(rt.operation_session, key) is not None
-            sid = await rt.create_session(operation_id=key)
+            sid = await rt.create_session(operation_id=key, meta=Owners.meta(who))
             out: dict[str, Any] = {"sessionId": sid, "created": not existed}
             if not existed or not await rt.call(rt.ever_delivered, sid):
-                out.update(await self._deliver(sid, message, "steer", output_schema))
+                out.update(await self._deliver(sid, message, "steer", output_schema, who))
         return {**out, **await self._settled(sid, 0, wait, progress)}
 
     async def send(
@@ -67,18 +73,23 @@ class AgentService:
         wait: float = 0.0,
         progress: Progress | None = None,
         output_schema: dict[str, Any] | None = None,
+        who: Principal = LOCAL,
     ) -> dict[str, Any]:
         """Deliver a message: it starts a turn, steers the running one or is queued for the
         next (``disposition`` says which)."""
+        await self._allow(who, SEND, session_id)
         since = await self._length(session_id)
-        out = await self._deliver(session_id, message, policy, output_schema)
+        out = await self._deliver(session_id, message, policy, output_schema, who)
         if out["disposition"] == "rejected":
             raise ServiceError(f"session {session_id}: message rejected: {out.get('reason')}")
         return {**out, **await self._settled(session_id, since, wait, progress)}
 
-    async def get(self, session_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any]:
+    async def get(
+        self, session_id: str, since: int = 0, wait: float = 0.0, who: Principal = LOCAL
+    ) -> dict[str, Any]:
         """The session now, with its events from ``since``; with ``wait``, first up to that
         many seconds for an event after ``since`` (a poll that returns when there is news)."""
+        await self._allow(who, READ, session_id)
         if wait > 0 and await self._length(session_id) <= since:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._next_event(session_id, since), min(wait, MAX_WAIT))
@@ -90,11 +101,16 @@ class AgentService:
         responses: list[dict[str, Any]],
         wait: float = 0.0,
         progress: Progress | None = None,
+        who: Principal = LOCAL,
     ) -> dict[str, Any]:
         """Answer pending requests: approvals ``{requestId, approved, always?}``, questions
-        ``{requestId, answer}``, interrupted calls ``{requestId, outcome, result?}``."""
+        ``{requestId, answer}``, interrupted calls ``{requestId, outcome, result?}`` (all but
+        questions need the ``approve`` scope)."""
+        await self._allow(who, SEND, session_id)
+        await self._allow_answers(who, session_id, responses)
         since = await self._length(session_id)
-        receipt = await self._guard(session_id, self.runtime.respond(session_id, responses))
+        answered = self.runtime.respond(session_id, responses, by=Owners.by(who))
+        receipt = await self._guard(session_id, answered)
         if receipt.disposition == "rejected":
             raise ServiceError(f"session {session_id}: {receipt.reason}")
         self.supervisor.kick(session_id)
@@ -103,19 +119,28 @@ class AgentService:
             **await self._settled(session_id, since, wait, progress),
         }
 
-    async def cancel(self, session_id: str) -> dict[str, Any]:
+    async def cancel(self, session_id: str, who: Principal = LOCAL) -> dict[str, Any]:
         """Cancel the running turn (nothing cancelled runs; the session stays)."""
+        await self._allow(who, SEND, session_id)
         since = await self._length(session_id)
-        receipt = await self._guard(session_id, self.runtime.cancel(session_id))
+        cancelled = self.runtime.cancel(session_id, by=Owners.by(who))
+        receipt = await self._guard(session_id, cancelled)
         if receipt.disposition == "rejected":
             raise ServiceError(f"session {session_id}: {receipt.reason}")
         self.supervisor.kick(session_id)
         return {"cancelled": True, **await self._state(session_id, since)}
 
     async def _deliver(
-        self, sid: str, message: str, policy: TurnPolicy, schema: dict[str, Any] | None = None
+        self,
+        sid: str,
+        message: str,
+        policy: TurnPolicy,
+        schema: dict[str, Any] | None,
+        who: Principal,
     ) -> dict[str, Any]:
-        delivered = self.runtime.deliver(sid, message, turn_policy=policy, output_schema=schema)
+        delivered = self.runtime.deliver(
+            sid, message, turn_policy=policy, output_schema=schema, by=Owners.by(who)
+        )
         receipt = await self._guard(sid, delivered)
         out: dict[str, Any] = {"disposition": receipt.disposition}
         if receipt.reason:
@@ -183,6 +208,27 @@ class AgentService:
         """How many events the session has (the index a call's own events begin at)."""
         last = await self._guard(sid, self.runtime.call(self.runtime.events, sid, -1))
         return int(last[-1]["index"]) + 1 if last else 0
+
+    async def _allow(self, who: Principal, scope: str, sid: str | None = None) -> None:
+        """Refuse a caller without ``scope``, and tell one that does not own ``sid`` that it
+        does not exist (as for an unknown id)."""
+        if not who.may(scope):
+            held = ", ".join(sorted(who.scopes)) or "none"
+            raise ServiceError(f"this needs the {scope!r} scope; {who.subject} has {held}")
+        if sid is not None:
+            try:
+                await self._guard(sid, self.owners.check(who, sid))
+            except NotOwned:
+                raise ServiceError(f"no session {sid!r}") from None
+
+    async def _allow_answers(
+        self, who: Principal, sid: str, responses: list[dict[str, Any]]
+    ) -> None:
+        """An answer to anything but a question (an approval, an outcome) needs ``approve``."""
+        if who.may(APPROVE):
+            return
+        view = await self._guard(sid, self.runtime.call(self.runtime.session, sid))
+        await self._allow(who, answer_scope(view.get("pending") or [], responses))
 
     async def _guard(self, sid: str, call: Awaitable[Any]) -> Any:
         try:

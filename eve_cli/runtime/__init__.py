@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 from eve_cli import _store_migration  # noqa: F401  (registers eve's part of migrations)
-from eve_cli._facade import SessionStatus, TurnPolicy
+from eve_cli._facade import By, SessionStatus, TurnPolicy
 from eve_cli._loader import AgentDefinition, AgentLoadError
 from eve_cli._schedules import Schedule
 from eve_cli.execution import Executor, ForkPointError, Lineage, SessionView
@@ -166,44 +166,51 @@ class Runtime:
         message: str,
         turn_policy: TurnPolicy = "steer",
         output_schema: dict[str, Any] | None = None,
+        *,
+        by: By | None = None,
     ) -> DeliveryReceipt:
         """Deliver a user message; the receipt says whether it starts, steers or queues.
         ``output_schema``: the JSON schema the answer to the turn it starts follows (a
-        ``result`` event; in place of the agent's own)."""
-        return await self.client.deliver(sid, message, turn_policy, output_schema)
+        ``result`` event; in place of the agent's own); ``by``: who sent it (recorded in its
+        ``message.received`` event, read by tools as ``ctx.principal``)."""
+        return await self.client.deliver(sid, message, turn_policy, output_schema, by)
 
-    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
+    async def respond(
+        self, sid: str, responses: list[dict[str, Any]], *, by: By | None = None
+    ) -> DeliveryReceipt:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
         ``answer``; an interrupted call's outcome: ``outcome`` rerun|failed|result, with
         ``result``). An answer to a request that is not pending in this session, or of the
         wrong shape, is rejected before anything is written."""
-        return await self.client.respond(sid, responses)
+        return await self.client.respond(sid, responses, by)
 
-    async def cancel(self, sid: str) -> DeliveryReceipt:
+    async def cancel(self, sid: str, *, by: By | None = None) -> DeliveryReceipt:
         """Cancel the running turn (it ends with ``turn.cancelled``): durably, at the next
         action boundary of whichever process drives the session; a model call this process
         is streaming for it stops now."""
-        return await self.client.cancel(sid)
+        return await self.client.cancel(sid, by)
 
-    async def clear(self, sid: str) -> DeliveryReceipt:
+    async def clear(self, sid: str, *, by: By | None = None) -> DeliveryReceipt:
         """Wipe the model history; identity and state stay."""
-        return await self.client.operation(sid, "clear")
+        return await self.client.operation(sid, "clear", by)
 
-    async def compact(self, sid: str) -> DeliveryReceipt:
+    async def compact(self, sid: str, *, by: By | None = None) -> DeliveryReceipt:
         """Summarise the history now."""
-        return await self.client.operation(sid, "compact")
+        return await self.client.operation(sid, "compact", by)
 
-    async def reset(self, sid: str) -> DeliveryReceipt:
+    async def reset(self, sid: str, *, by: By | None = None) -> DeliveryReceipt:
         """Wipe history and state; the session id stays."""
-        return await self.client.operation(sid, "reset")
+        return await self.client.operation(sid, "reset", by)
 
-    async def fork(self, sid: str, at: str | None = None) -> dict[str, Any]:
+    async def fork(
+        self, sid: str, at: str | None = None, *, by: By | None = None
+    ) -> dict[str, Any]:
         """A new session whose history and state are ``sid``'s as of checkpoint ``at``
         (``T``: after turn T; ``T.S``: after step S of turn T; None: the latest), recorded
         as its fork; ``sid`` is only read (another process may drive it). Returns
         ``{"sessionId", "forkedFrom", "checkpoint"}``; `ForkPointError` (a LookupError) when
         there is no such checkpoint, ValueError for a malformed ``at``."""
-        return await self.client.fork(sid, at)
+        return await self.client.fork(sid, at, by)
 
     # -- the driver's calls (`Worker`) ------------------------------------------------------
     @overload
@@ -327,6 +334,11 @@ class Runtime:
         ``sid`` was forked from, and the sessions forked from it (reads its fork list and each
         fork's meta, not every head)."""
         return self.reader.lineage(sid)
+
+    def owner(self, sid: str) -> By | None:
+        """Who created session ``sid`` (SPEC §18; None: made without principals); the
+        session's owner and ``admin`` principals may see it, no one else."""
+        return self.reader.owner(sid)
 
     def stored_model(self, sid: str) -> str | None:
         """The model string the session was started with (``-m``); None: its agent's own."""

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from eve_cli._facade import TurnPolicy
+from eve_cli._facade import By, TurnPolicy
 from eve_cli._keys import SESSION_START
 from eve_cli._loader import check_model_string
 from eve_cli._session import Snapshot, events_stream, session_base
@@ -56,6 +56,11 @@ def _accepted(sid: str, sent: str | int) -> DeliveryReceipt:
     if isinstance(sent, str):
         return DeliveryReceipt(sid, "rejected", sent)
     return DeliveryReceipt(sid, "accepted")
+
+
+def _signed(payload: dict[str, Any], by: By | None) -> dict[str, Any]:
+    """A delivery's payload with who sent it (``b``; SPEC §18), when known."""
+    return {**payload, "b": dict(by)} if by else payload
 
 
 def operation_sid(operation_id: str) -> str:
@@ -201,6 +206,7 @@ class Client:
         message: str,
         turn_policy: TurnPolicy = "steer",
         output_schema: dict[str, Any] | None = None,
+        by: By | None = None,
     ) -> DeliveryReceipt:
         if turn_policy not in ("steer", "queue"):
             raise ValueError(f"turn_policy must be steer or queue, not {turn_policy!r}")
@@ -220,7 +226,7 @@ class Client:
             status, since = await call(self.reader.status_at, sid, meta)
             if status in ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-            payload = compact_message(message, turn_policy, output_schema)
+            payload = _signed(compact_message(message, turn_policy, output_schema), by)
             sent = await self._send(sid, payload, meta)
         if isinstance(sent, str):
             return DeliveryReceipt(sid, "rejected", sent)
@@ -309,13 +315,16 @@ class Client:
         return bool(earlier)
 
     # -- answers and operations -----------------------------------------------------------
-    async def respond(self, sid: str, responses: list[dict[str, Any]]) -> DeliveryReceipt:
+    async def respond(
+        self, sid: str, responses: list[dict[str, Any]], by: By | None = None
+    ) -> DeliveryReceipt:
         problem = bad_text(responses, "responses") or await self.core.call(
             self._check_responses, sid, responses
         )
         if problem:
             return DeliveryReceipt(sid, "rejected", problem)
-        sent = await self._send(sid, {"kind": "responses", "responses": list(responses)})
+        payload = {"kind": "responses", "responses": list(responses)}
+        sent = await self._send(sid, _signed(payload, by))
         return _accepted(sid, sent)
 
     def _check_responses(self, sid: str, responses: Any) -> str | None:
@@ -339,24 +348,26 @@ class Client:
                 return f"request {rid!r} needs approved: true or false"
         return None
 
-    async def operation(self, sid: str, kind: str) -> DeliveryReceipt:
+    async def operation(self, sid: str, kind: str, by: By | None = None) -> DeliveryReceipt:
         """Deliver operation ``kind`` (clear, compact, reset, cancel) to the session."""
-        return _accepted(sid, await self._send(sid, {"kind": kind}))
+        return _accepted(sid, await self._send(sid, _signed({"kind": kind}, by)))
 
-    async def cancel(self, sid: str) -> DeliveryReceipt:
+    async def cancel(self, sid: str, by: By | None = None) -> DeliveryReceipt:
         cancels = self.core.executor.cancels
         stored = cancels.storing(sid)  # the next action boundary waits for it
         try:
-            receipt = await self.operation(sid, "cancel")
+            receipt = await self.operation(sid, "cancel", by)
         finally:
             stored()
         if receipt.disposition == "accepted":
             cancels.fire(sid)
         return receipt
 
-    async def fork(self, sid: str, at: str | None = None) -> dict[str, Any]:
+    async def fork(self, sid: str, at: str | None = None, by: By | None = None) -> dict[str, Any]:
         meta = await self.core.call(self.core.meta, sid)
         if "." in sid:
             raise ValueError(f"{sid} is a sub-agent's session: fork the session it serves")
         events = await self.core.call(functools.partial(self.reader.events, sid, texts=False))
-        return await fork_session(self.core.engine, sid, events, meta, at)
+        if by is not None:  # the fork is its maker's, and says who made it
+            meta = {**meta, "owner": by}
+        return await fork_session(self.core.engine, sid, events, meta, at, by)

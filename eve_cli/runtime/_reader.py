@@ -224,10 +224,21 @@ class Reader:
         return self.world.stream_versions([events_stream(sid)])[0]
 
     def _add_origin(self, row: SessionRow, sid: str) -> None:
-        """A fork's row names where it came from (its meta's ``forkedFrom``)."""
-        origin = (self.core.present_meta(sid) or {}).get("forkedFrom")
+        """A fork's row names where it came from (its meta's ``forkedFrom``), and a session
+        created by a principal its owner (the meta's ``owner``)."""
+        meta = self.core.present_meta(sid) or {}
+        origin = meta.get("forkedFrom")
         if isinstance(origin, dict):
             row["forkedFrom"] = origin
+        owner = meta.get("owner")
+        if isinstance(owner, dict):
+            row["owner"] = owner
+
+    def owner(self, sid: str) -> dict[str, str] | None:
+        """Who created session ``sid`` (its meta's ``owner``; None: made without principals);
+        `SessionNotFoundError` when there is no such session."""
+        owner = self.core.meta(sid).get("owner")
+        return {str(k): str(v) for k, v in owner.items()} if isinstance(owner, dict) else None
 
     def _agent_name(self, sid: str) -> str | None:
         name = (self.core.present_meta(sid) or {}).get("agent")  # no head read: being written

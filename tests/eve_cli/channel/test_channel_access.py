@@ -73,6 +73,9 @@ def test_every_route_is_guarded_or_explicitly_public(server: ServerThread) -> No
             weak = client.request(method, path, headers=auth("tok-none"), content=b"{}")
             assert weak.status_code == 403, (method, path, weak.text)
             assert "scope; nobody has none" in weak.json()["error"]["message"]
+            if sid in path:  # another user's session: it does not exist for them
+                other = client.request(method, path, headers=auth("tok-bob"), content=b"{}")
+                assert other.status_code == 404, (method, path, other.text)
     assert not any("tok-" in line for line in server.logs), "a token reached the log"
     assert any("auth: GET /eve/v1/sessions from 127.0.0.1" in line for line in server.logs)
 

@@ -83,3 +83,25 @@ def test_eve_token_makes_a_token_and_its_digest() -> None:
     again = subprocess.run([sys.executable, "-m", "eve_cli", "token", "--stdin"], input=token,
                            capture_output=True, text=True, timeout=WAIT, check=True)  # fmt: skip
     assert again.stdout.strip() == digest(token)
+
+
+def test_ownership_is_kept_with_the_session_across_kill_9(
+    eve_process: Callable[..., EveProcess], tmp_path: Path
+) -> None:
+    import signal
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text(
+        f"{digest('tok-alice')} alice scopes=read,send\n{digest('tok-bob')} bob scopes=read,send\n"
+    )
+    args = ("start", "--port", "0", "--auth-tokens", str(tokens))
+    first = eve_process(*args)
+    with httpx.Client(base_url=first.url + API, timeout=WAIT) as client:
+        sid = client.post("/session", headers=bearer("tok-alice"), json={}).json()["sessionId"]
+    first.signal(signal.SIGKILL)
+    first.wait()
+    second = eve_process(*args)
+    with httpx.Client(base_url=second.url + API, timeout=WAIT) as client:
+        assert client.get(f"/session/{sid}", headers=bearer("tok-alice")).status_code == 200
+        assert client.get(f"/session/{sid}", headers=bearer("tok-bob")).status_code == 404
+        assert client.get("/sessions", headers=bearer("tok-bob")).json()["sessions"] == []
