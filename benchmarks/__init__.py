@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "timer_wake": "benchmarks.timer_wake",
     "evals": "benchmarks.evals_bench",
     "cache": "benchmarks.cache_bench",
+    "auth": "benchmarks.auth_bench",
 }
 
 

@@ -102,6 +102,12 @@ class ToolContext:
     # What an earlier run of this call saved with :meth:`record_progress` (None: nothing).
     recorded_progress: Any = None
     recorder: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
+    # Who sent the message this turn serves, and who created the session (SPEC §18):
+    # ``{"subject": ..., "tenant": ...}`` (tenant only when there is one); None when the
+    # server verifies no one. Never a token: a tool acting for the user looks up that
+    # user's own credentials by subject.
+    principal: dict[str, str] | None = None
+    initiator: dict[str, str] | None = None
 
     def report_progress(self, message: str) -> None:
         """Record a progress line; it reaches the event stream with the tool's result."""

@@ -57,6 +57,9 @@ class Event(TypedDict, total=False):
     index: int
     sessionId: str
     at: Any  # ISO time as read; ms since the session's creation inside the writer's fold
+    # -- who asked (SPEC §18), ``{"subject", "tenant"?}``: message.received, input.resolved,
+    # turn.cancelled, context.cleared; absent when the server verifies no one
+    by: dict[str, str]
     # -- scoped events
     turnId: str
     stepIndex: int

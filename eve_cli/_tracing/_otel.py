@@ -149,6 +149,7 @@ class TurnTrace:
         self.step_usage: dict[int, tuple[int, int]] = {}
         self.cost = 0.0  # dollars, from the steps' recorded costs
         self.calls: dict[str, tuple[str, Any]] = {}
+        self.enduser: str | None = None  # who sent the turn's message (SPEC §18)
 
     # -- events -----------------------------------------------------------------------
 
@@ -158,6 +159,8 @@ class TurnTrace:
         at = time.time() if fresh else None
         if kind == "turn.started":
             self.turn_started = at if fresh else self.info.stored_at(key)
+        elif kind == "message.received" and isinstance(event.get("by"), dict):
+            self.enduser = str(event["by"].get("subject"))
         elif kind == "step.started":
             self.step = int(event["stepIndex"])
             self.step_started[self.step] = at if fresh else self.info.stored_at(key)
@@ -336,11 +339,14 @@ class TurnTrace:
     # -- helpers ----------------------------------------------------------------------
 
     def _scope(self) -> dict[str, Any]:
-        return {
+        scope = {
             "gen_ai.conversation.id": self.info.session_id,
             "eve.session.id": self.info.session_id,
             "eve.turn.id": self.info.turn_id,
         }
+        if self.enduser is not None:
+            scope["enduser.id"] = self.enduser
+        return scope
 
     def _parent(self, parent_span: int) -> otel_context.Context:
         remote = SpanContext(

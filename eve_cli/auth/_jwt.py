@@ -8,6 +8,9 @@ the key must be of that algorithm's type (an RSA key never verifies an HS256 tok
 
 from __future__ import annotations
 
+import hashlib
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,6 +26,16 @@ _KEY_TYPES = {"RS256": "RSA", "ES256": "EC", "HS256": "oct"}
 
 class KeySource(Protocol):
     async def key(self, kid: str | None) -> jwt.PyJWK | None: ...
+
+    def fresh(self) -> bool: ...
+
+
+# Tokens verified lately, by digest: a client sends the same token with every request (the
+# browser view polls each second), and checking its signature again finds the same answer
+# while the keys are fresh. Each is kept at most KEEP_VERIFIED seconds and never past its
+# `exp`; the digest, not the token, is the key.
+KEEP_VERIFIED = 60.0
+_VERIFIED_MAX = 4096
 
 
 @dataclass
@@ -53,9 +66,22 @@ class JwtVerifier:
         self._secret = jwt.PyJWK({"kty": "oct", "k": _b64(secret)}, "HS256") if secret else None
         accepted = set(rules.algorithms) | ({"HS256"} if secret else set())
         self.accepted = tuple(sorted(accepted))
+        self._verified: OrderedDict[bytes, tuple[Principal, float]] = OrderedDict()
 
     async def verify(self, token: str) -> Principal:
         """The token's principal, or :class:`Refused` saying what is wrong with it."""
+        digest = hashlib.sha256(token.encode()).digest()
+        kept = self._verified.get(digest)
+        if kept is not None and time.time() < kept[1] and (self.keys is None or self.keys.fresh()):
+            return kept[0]
+        principal = await self._verify(token)
+        until = min(float(principal.claims["exp"]), time.time() + KEEP_VERIFIED)
+        self._verified[digest] = (principal, until)
+        if len(self._verified) > _VERIFIED_MAX:
+            self._verified.popitem(last=False)
+        return principal
+
+    async def _verify(self, token: str) -> Principal:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:

@@ -74,6 +74,10 @@ class FileKeys:
     async def key(self, kid: str | None) -> jwt.PyJWK | None:
         return self.load().find(kid)
 
+    def fresh(self) -> bool:
+        """Whether the kept keys need no fetch now (a file's are read when it changes)."""
+        return True
+
 
 class UrlKeys:
     """A JWKS URL (or an issuer whose discovery document names it), fetched and kept."""
@@ -100,6 +104,10 @@ class UrlKeys:
         self._tried = -1e18  # when a fetch was last tried
         self._problem = "not fetched yet"
         self._lock = asyncio.Lock()
+
+    def fresh(self) -> bool:
+        """Whether the kept keys need no fetch now (none is due)."""
+        return self._set is not None and self.clock() - self._fetched <= self.refresh
 
     async def key(self, kid: str | None) -> jwt.PyJWK | None:
         now = self.clock()

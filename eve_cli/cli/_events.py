@@ -12,6 +12,15 @@ Event = Mapping[str, Any]
 ERROR_TYPES = frozenset({"step.failed", "turn.failed", "session.failed"})
 
 
+def who(event: Event) -> str | None:
+    """Who caused ``event`` (its ``by``, SPEC §18): ``alice`` or ``alice@acme`` (a tenant);
+    None when not recorded."""
+    by = field(event, "by")
+    if not isinstance(by, Mapping) or not by.get("subject"):
+        return None
+    return f"{by['subject']}@{by['tenant']}" if by.get("tenant") else str(by["subject"])
+
+
 def field(event: Event, name: str, default: Any = None) -> Any:
     """`event[name]`, else `event["data"][name]`, else `default`."""
     if name in event:

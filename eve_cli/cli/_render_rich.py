@@ -380,7 +380,8 @@ class RichTranscript:
         if role == "user":
             if not first:
                 self.console.print()  # a blank line between exchanges
-            self.console.print(Text(f"› {entry.get('text') or ''}", style="bold cyan"))
+            sender = f"{entry['by']}: " if entry.get("by") else ""
+            self.console.print(Text(f"› {sender}{entry.get('text') or ''}", style="bold cyan"))
         elif role == "assistant":
             self.console.print(Markdown(str(entry.get("text") or "")))
         elif role == "tool":

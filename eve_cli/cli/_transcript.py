@@ -19,6 +19,7 @@ from eve_cli.cli._events import (
     field,
     format_call,
     one_line,
+    who,
 )
 
 Role = Literal["user", "assistant", "tool", "wait", "answer", "status", "result"]
@@ -38,6 +39,7 @@ class Entry(TypedDict, total=False):
     status: str
     durationMs: int
     value: Any  # result: the turn's structured answer, parsed
+    by: str  # who sent a message, gave an answer, cancelled or cleared (SPEC §18)
 
 
 def entries(events: Iterable[Event]) -> list[Entry]:
@@ -47,6 +49,8 @@ def entries(events: Iterable[Event]) -> list[Entry]:
     for event in events:
         entry = _entry(event, calls)
         if entry is not None:
+            if (sender := who(event)) is not None:
+                entry["by"] = sender
             turn = event.get("turnId")
             if isinstance(turn, str):
                 entry["turn"] = turn
@@ -179,7 +183,8 @@ def write_plain(found: Sequence[Entry], out: TextIO) -> None:
         role = entry.get("role")
         if role == "user":
             text = str(entry.get("text") or "").replace("\n", "\n  ")
-            out.write(f"\n› {text}\n")
+            sender = f"{entry['by']}: " if entry.get("by") else ""
+            out.write(f"\n› {sender}{text}\n")
         elif role == "assistant":
             out.write(f"{str(entry.get('text') or '').rstrip()}\n")
         elif role == "tool":
@@ -187,7 +192,8 @@ def write_plain(found: Sequence[Entry], out: TextIO) -> None:
         elif role == "wait":
             out.write(f"⏸ waiting: {entry.get('text')}\n")
         else:
-            out.write(f"{entry.get('text')}\n")
+            sender = f" (by {entry['by']})" if entry.get("by") else ""
+            out.write(f"{entry.get('text')}{sender}\n")
 
 
 def dumps(found: Sequence[Entry], session_id: str, extra: Mapping[str, Any] | None = None) -> str:

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from eve_cli.cli._events import describe_request, error_text, event_request, format_call, one_line
+from eve_cli.cli._events import (
+    describe_request,
+    error_text,
+    event_request,
+    format_call,
+    one_line,
+    who,
+)
 
 Event = Mapping[str, Any]
 
@@ -33,6 +40,9 @@ def _turn(turn: Mapping[str, Any]) -> dict[str, Any]:
         "endedAt": turn.get("endedAt"),
         "steps": [_step(step) for step in turn.get("steps") or []],
     }
+    for key in ("by", "cancelledBy"):  # who sent its message, who cancelled it (SPEC §18)
+        if isinstance(turn.get(key), Mapping) and (name := who({"by": turn[key]})):
+            shown[key] = name
     if turn.get("error"):
         shown["error"] = error_text(turn)
     if turn.get("lost"):
@@ -140,16 +150,31 @@ def _failed(event: Event) -> str | None:
 
 
 _DESCRIBE: dict[str, Callable[[Event], str | None]] = {
-    "user": lambda event: f"+ user: {_whole(event.get('text') or event.get('message') or '')}",
+    "user": lambda event: f"+ {_sender(event)}: {_whole(_said(event))}",
     "assistant": _assistant,
     "calls": _calls,
     "result": _result,
     "waiting": lambda event: f"+ waiting for {describe_request(event_request(event))}",
-    "answer": lambda event: f"+ {describe_answer(event)}",
+    "answer": lambda event: f"+ {describe_answer(event)}{_by(event)}",
     "step": _step_done,
     "failed": _failed,
     "marker": lambda event: f"= {event.get('type')}",
 }
+
+
+def _sender(event: Event) -> str:
+    """``user``, or who the user is (``user alice``) when the event records it."""
+    sender = who(event)
+    return f"user {sender}" if sender else "user"
+
+
+def _said(event: Event) -> str:
+    return str(event.get("text") or event.get("message") or "")
+
+
+def _by(event: Event) -> str:
+    sender = who(event)
+    return f" by {sender}" if sender else ""
 
 
 _OUTCOME_WORDS = {"rerun": "run again", "failed": "treated as failed"}

@@ -235,7 +235,10 @@ def _turn_branch(root: Tree, turn: Mapping[str, Any]) -> None:
 
     label = Text.assemble((f"turn {turn['number']}", "bold"), f" {turn['id']}  ", status_text(turn))
     if turn.get("message"):
-        label.append(f"  “{one_line(turn['message'], 60)}”", style="italic")
+        sender = f"{turn['by']}: " if turn.get("by") else ""
+        label.append(f"  {sender}“{one_line(turn['message'], 60)}”", style="italic")
+    if turn.get("cancelledBy"):
+        label.append(f"  cancelled by {turn['cancelledBy']}", style="dim")
     if turn.get("usage"):
         label.append(f"  {format_usage(turn['usage'])}", style="dim")
     branch = root.add(label)

@@ -42,7 +42,7 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
         if snap.mode == "task":
             return _end_task(host, result)
     else:
-        await _operate(host, payload.get("kind"))
+        await _operate(host, payload.get("kind"), payload.get("b"))
     snap.gen += 1
     ctx.continue_as_new(snap.to_data(session_base(ctx.meta)))
     return None
@@ -99,19 +99,21 @@ async def _run_turn(
     return result
 
 
-async def _operate(host: SessionHost, kind: Any) -> None:
-    """A session operation between turns: ``clear``, ``reset`` or ``compact``."""
+async def _operate(host: SessionHost, kind: Any, by: Any = None) -> None:
+    """A session operation between turns: ``clear``, ``reset`` or ``compact`` (``by``: who
+    asked, kept in its ``context.cleared`` event)."""
     snap = host.snap
     keys = generation(snap.gen)
+    who = {"by": by} if isinstance(by, dict) else {}
     if kind == "clear":
         _clear(snap)
-        host.emit("context.cleared", {}, keys.cleared)
+        host.emit("context.cleared", who, keys.cleared)
     elif kind == "reset":
         _clear(snap)
         snap.state = {}
         snap.approved_tools = []
         snap.queued = []
-        host.emit("context.cleared", {"reset": True}, keys.cleared)
+        host.emit("context.cleared", {"reset": True, **who}, keys.cleared)
     elif kind == "compact":
         await compact(host, keys.compaction, None, estimate=None, force=True)
 
@@ -125,6 +127,8 @@ def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
     start: dict[str, Any] = {"h": host.append_history(message, turn(snap.turns + 1).first.user)}
     if isinstance(payload.get("d"), int):
         start["d"] = payload["d"]  # its delivery id, for the message.received event
+    if isinstance(payload.get("b"), dict):
+        start["b"] = payload["b"]  # who sent it (SPEC §18)
     if isinstance(payload.get("outputSchema"), dict):
         start["o"] = payload["outputSchema"]  # this turn's answer follows it
     return start

@@ -104,13 +104,17 @@ class TurnView(TypedDict, total=False):
     usage: UsageTotals  # over its completed steps
     result: Any  # its structured answer (the agent's output_schema), parsed
     steered: list[SteerView]  # messages folded in while it ran
+    by: dict[str, str]  # who sent its message (SPEC §18; absent: not known)
+    cancelledBy: dict[str, str]  # who cancelled it
 
 
 class SteerView(TypedDict):
-    """A message a running turn took: its text, and how many of its steps had started."""
+    """A message a running turn took: its text, how many of its steps had started, and who
+    sent it (when known)."""
 
     text: str
     atStep: int
+    by: NotRequired[dict[str, str]]
 
 
 class MarkView(TypedDict, total=False):
@@ -310,7 +314,7 @@ def phase(events: Iterable[Mapping[str, Any]]) -> Phase:
 
 
 _DISPOSITIONS = frozenset({"started", "steered", "queued"})
-_ANSWERS = frozenset({"approved", "always", "answer", "outcome", "result"})
+_ANSWERS = frozenset({"approved", "always", "answer", "outcome", "result", "by"})
 _TASK = ("name", "childSessionId", "status", "output")
 
 
@@ -515,10 +519,15 @@ class ViewFold:
         turn = self.turn
         if turn is None:
             return
+        by = event.get("by")  # who sent it (SPEC §18)
         if turn["input"] is None:
             turn["input"] = event.get("text")
+            if by:
+                turn["by"] = by
         elif event.get("text"):
             steer: SteerView = {"text": event["text"], "atStep": len(turn["steps"])}
+            if by:
+                steer["by"] = by
             turn.setdefault("steered", []).append(steer)
 
     def _message_appended(self, event: Event) -> None:
@@ -707,6 +716,8 @@ class ViewFold:
         turn["endedAt"] = self._iso(event.get("at"))
         if event.get("error"):
             turn["error"] = event["error"]
+        if event.get("by"):
+            turn["cancelledBy"] = event["by"]
         view["status"], view["parkedOn"], view["wakeAt"] = "running", None, None
         view["pending"] = []
         self._reply_status(turn["status"])

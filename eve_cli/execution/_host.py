@@ -162,6 +162,9 @@ class SessionHost:
         self._agent = agent  # or how to load it (when first used)
         self._turn = turn
         self.turn_id = turn.id if turn is not None else None
+        owner = ctx.meta.get("owner") if snap.id == ctx.run_id.split(".")[0] else None
+        self.initiator: dict[str, str] | None = owner if isinstance(owner, dict) else None
+        self.principal: dict[str, str] | None = None  # set by the turn's messages
         self.events = executor.keyed(events_stream(snap.id), snap.gen, EventKeys())
         # A session's events count their time from its creation (the root run's meta has it;
         # a sub-agent session's, a child run's, store epoch seconds).

@@ -56,7 +56,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     snap.turn_schema = start.get("o")
     # The driver stored the message in history ("h"), and says its delivery id ("d").
     await host.read_ahead(start["h"])
-    fold_message(host, "", keys.first, "started", None, start["h"], start.get("d"))
+    fold_message(host, "", keys.first, "started", None, start["h"], start.get("d"), start.get("b"))
     return await _run(host, ctx)
 
 
@@ -71,12 +71,12 @@ async def _run(host: SessionHost, ctx: WorkflowContext) -> dict[str, Any]:
     while True:
         # host.cancelled: the last step stopped its model call on a cancel signal.
         if await loop.take() or host.cancelled:
-            return await _cancel(host, loop.step)
+            return await _cancel(host, loop.step, loop.cancel_by)
         if unresolved(host):
             if snap.mode == "task" or hook is None:
                 return _finish(host, "failed", TASK_WAIT_ERROR)
             if await loop.wait_for_input(hook):
-                return await _cancel(host, loop.step)
+                return await _cancel(host, loop.step, loop.cancel_by)
             continue
         if not loop.fresh and not snap.pending:
             return _finish(host, "completed", None)
@@ -102,6 +102,7 @@ class _Deliveries:
     step: int = 0  # the index of the next step
     taken: int = 0  # deliveries taken so far (their keys count them)
     fresh: bool = True  # new input since the last model answer
+    cancel_by: Any = None  # who asked for the cancel taken (SPEC §18)
 
     async def take(self) -> bool:
         """Apply what was delivered since the last look; True when it asks for a cancel."""
@@ -129,6 +130,7 @@ class _Deliveries:
                 step=self.step,
             )
             if effect == "cancel":
+                self.cancel_by = payload.get("b")
                 return True
             self.fresh = self.fresh or effect == "steered"
         return False
@@ -148,6 +150,8 @@ class _Deliveries:
         effect = apply_delivery(
             host, payload, host.turn.delivery(self.taken), parked=True, step=self.step
         )
+        if effect == "cancel":
+            self.cancel_by = payload.get("b")
         return effect == "cancel"
 
 
@@ -169,15 +173,16 @@ def _answers_later(host: SessionHost, payload: dict[str, Any]) -> bool:
     return bool(ids) and not ids & {r["requestId"] for r in host.snap.pending}
 
 
-async def _cancel(host: SessionHost, index: int) -> dict[str, Any]:
-    """End the turn as cancelled; open calls get a 'cancelled' result so history stays valid."""
+async def _cancel(host: SessionHost, index: int, by: Any = None) -> dict[str, Any]:
+    """End the turn as cancelled (``by``: who asked, kept in ``turn.cancelled``); open calls
+    get a 'cancelled' result so history stays valid."""
     cancel_pending(host)
     await admit_resolved(host, index)
     host.executor.cancels.clear(host.snap.id)
-    return _finish(host, "cancelled", None)
+    return _finish(host, "cancelled", None, by)
 
 
-def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any]:
+def _finish(host: SessionHost, outcome: str, error: str | None, by: Any = None) -> dict[str, Any]:
     if host.snap.token:  # a session turn: messages a sub-agent handed back wait for next turn
         # (an answer kept for a request that never came again has nothing left to answer)
         kept = host.take_deferred()
@@ -185,6 +190,8 @@ def _finish(host: SessionHost, outcome: str, error: str | None) -> dict[str, Any
     data: dict[str, Any] = {}
     if error:
         data["error"] = error
+    if isinstance(by, dict):
+        data["by"] = by
     event: dict[str, EventType] = {
         "completed": "turn.completed",
         "failed": "turn.failed",

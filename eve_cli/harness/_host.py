@@ -88,6 +88,10 @@ class StepHost(Protocol):
     snap: Snapshot
     agent: AgentDefinition
     turn_id: str | None
+    # Who sent the message the turn is serving (its latest, a steer's included) and who
+    # created the session (SPEC §18): ``{"subject", "tenant"?}``; None: not known.
+    principal: dict[str, str] | None
+    initiator: dict[str, str] | None
 
     @property
     def session_id(self) -> str: ...

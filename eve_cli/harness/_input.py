@@ -38,6 +38,8 @@ def expand_delivery(payload: Any) -> Any:
         whole = {"kind": "message", "text": payload["m"], "policy": payload.get("p", "steer")}
         if isinstance(payload.get("o"), dict):
             whole["outputSchema"] = payload["o"]
+        if isinstance(payload.get("b"), dict):
+            whole["b"] = payload["b"]  # who sent it (SPEC §18)
         return whole
     return payload
 
@@ -62,12 +64,14 @@ def fold_message(
     step: int | None,
     index: int | None = None,
     delivery: Any = None,
+    by: Any = None,
 ) -> None:
     """A user message becomes part of the running turn (``index``: it is in history already).
 
     The event refers to the history item (``_h``) instead of copying the text; readers see
     the text (``execution._stored_events.EventReader``). ``delivery``: the message's delivery
-    id (``deliveryId``: how its sender's receipt is told what became of it).
+    id (``deliveryId``: how its sender's receipt is told what became of it); ``by``: who sent
+    it (SPEC §18), then the turn's principal.
     """
     if index is None:
         index = host.append_history({"role": "user", "content": text}, keys.user)
@@ -77,6 +81,9 @@ def fold_message(
     data: dict[str, Any] = {"_h": index, "disposition": disposition}
     if isinstance(delivery, int):
         data["deliveryId"] = delivery
+    if isinstance(by, dict):
+        data["by"] = by
+        host.principal = by
     host.emit("message.received", data, keys.received, step, text=held)
 
 
@@ -88,13 +95,15 @@ def apply_delivery(
     if kind == "message":
         text = str(payload.get("text", ""))
         if payload.get("policy", "steer") == "steer" and not parked:
-            fold_message(host, text, keys, "steered", step, delivery=payload.get("d"))
+            fold_message(
+                host, text, keys, "steered", step, delivery=payload.get("d"), by=payload.get("b")
+            )
             return "steered"
         host.snap.queued.append(dict(payload))
         return "none"
     if kind == "responses":
         for response in payload.get("responses") or []:
-            resolve(host, response, keys, step)
+            resolve(host, response, keys, step, payload.get("b"))
         return "none"
     if kind == "cancel":
         return "cancel"
@@ -103,8 +112,11 @@ def apply_delivery(
     return "none"
 
 
-def resolve(host: StepHost, response: dict[str, Any], keys: Delivery, step: int | None) -> None:
-    """Attach an answer to its pending request; unknown or answered ids are ignored."""
+def resolve(
+    host: StepHost, response: dict[str, Any], keys: Delivery, step: int | None, by: Any = None
+) -> None:
+    """Attach an answer to its pending request (``by``: who answered, kept in its
+    ``input.resolved`` event); unknown or answered ids are ignored."""
     rid = response.get("requestId")
     for request in host.snap.pending:
         if request["requestId"] != rid or "resolution" in request:
@@ -129,12 +141,10 @@ def resolve(host: StepHost, response: dict[str, Any], keys: Delivery, step: int 
                 tool not in host.snap.approved_tools
             ):
                 host.snap.approved_tools.append(tool)
-        host.emit(
-            "input.resolved",
-            {"requestId": rid, **resolution},
-            keys.resolved(request["requestId"]),
-            step,
-        )
+        data: dict[str, Any] = {"requestId": rid, **resolution}
+        if isinstance(by, dict):
+            data["by"] = by
+        host.emit("input.resolved", data, keys.resolved(request["requestId"]), step)
         return
 
 

@@ -117,6 +117,8 @@ async def run_tool(
         call_id=call["id"],
         idempotency_key=host.turn.tool(call["id"]).idempotency_key(host.session_id),
         turn_id=host.turn_id or "",
+        principal=host.principal,
+        initiator=host.initiator,
     )
     execute = tool_function(host, tool, call, ctx, checked)
     name = action_name(call["id"], attempt)

@@ -105,3 +105,53 @@ def test_ownership_is_kept_with_the_session_across_kill_9(
         assert client.get(f"/session/{sid}", headers=bearer("tok-alice")).status_code == 200
         assert client.get(f"/session/{sid}", headers=bearer("tok-bob")).status_code == 404
         assert client.get("/sessions", headers=bearer("tok-bob")).json()["sessions"] == []
+
+
+WHOAMI = """
+from pathlib import Path
+from eve_cli import ToolContext, tool
+
+@tool
+def whoami(ctx: ToolContext) -> str:
+    \"\"\"Who is asking (written down: counts real runs).\"\"\"
+    with open(Path(__file__).parent.parent / "runs.txt", "a") as f:
+        f.write(f"{ctx.principal} {ctx.initiator}\\n")
+    return "you are " + str((ctx.principal or {}).get("subject"))
+"""
+
+
+@pytest.mark.slow
+def test_principals_survive_kill_9_and_a_postgresql_takeover(
+    eve_process: Callable[..., EveProcess], tmp_path: Path
+) -> None:
+    import signal
+
+    from tests.eve_cli.channel.channel_support import read_events, write_agent, write_script
+    from tests.pg_support import fresh_schema
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{digest('tok-alice')} alice tenant=acme scopes=read,send\n")
+    whoami = {"name": "whoami", "arguments": {}}
+    script = write_script(tmp_path / "s.json", [
+        {"text": "w", "tool_calls": [whoami], "delay": 4.0}, {"text": "done", "tool_calls": []},
+    ])  # fmt: skip
+    agent = write_agent(tmp_path / "agent", script, WHOAMI)
+    alice = bearer("tok-alice")
+    with fresh_schema(lease="1.5") as url:
+        args = ("start", "--port", "0", "--agent", str(agent), "--world", url,
+                "--auth-tokens", str(tokens))  # fmt: skip
+        first = eve_process(*args)
+        sid = httpx.post(f"{first.url}{API}/session", json={"message": "who am i?"},
+                         headers=alice, timeout=WAIT).json()["sessionId"]  # fmt: skip
+        read_events(first.url, sid, lambda e: e["type"] == "message.appended", headers=alice)
+        second = eve_process(*args)
+        first.signal(signal.SIGKILL)
+        events = read_events(second.url, sid, lambda e: e["type"] == "turn.completed",
+                             headers=alice)  # fmt: skip
+        second.stderr_until(f"took over session {sid}")
+    who = {"subject": "alice", "tenant": "acme"}
+    assert [e["by"] for e in events if e["type"] == "message.received"] == [who]
+    runs = (agent / "runs.txt").read_text().splitlines()
+    assert runs == [f"{who} {who}"]  # run once, after the takeover, knowing who asked
+    results = [e["output"] for e in events if e["type"] == "action.result"]
+    assert results == ["you are alice"]

@@ -226,3 +226,28 @@ def test_cache_and_reasoning_tokens_and_the_turn_cost_are_span_attributes(
     assert chat.attributes["eve.usage.reasoning_tokens"] == 50
     [turn] = by_name(spans, "invoke_agent")
     assert turn.attributes["eve.turn.cost_usd"] == (1000 * 1 + 200 * 2) / 1e6
+
+
+def test_the_turns_principal_is_the_spans_enduser(
+    receiver: Receiver, make_agent: AgentFactory
+) -> None:
+    agent = make_agent(script=[reply("hi"), reply("again")], agent_args="tracing=True")
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        try:
+            sid = await rt.create_session()
+            await rt.deliver(sid, "hello", by={"subject": "alice", "tenant": "acme"})
+            await rt.drive(sid)
+            await rt.deliver(sid, "and you?")  # no principal: no enduser
+            await rt.drive(sid)
+        finally:
+            rt.close()
+
+    asyncio.run(main())
+    _tracing.shutdown()
+    spans = receiver.wait_for(lambda s: len(by_name(s, "invoke_agent")) == 2)
+    users = sorted((s.attributes["eve.turn.id"], s.name.split()[0], s.attributes.get("enduser.id"))
+                   for s in spans if s.name.startswith(("invoke_agent", "step ")))  # fmt: skip
+    assert users == [("t1", "invoke_agent", "alice"), ("t1", "step", "alice"),
+                     ("t2", "invoke_agent", None), ("t2", "step", None)]  # fmt: skip
