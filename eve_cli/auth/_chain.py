@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
 
 from eve_cli.auth._jwt import JwtVerifier
+from eve_cli.auth._keys import FETCH_TIMEOUT, discover
 from eve_cli.auth._principal import Principal, Refused
 from eve_cli.auth._static import StaticTokens
 
@@ -25,13 +29,35 @@ class AuthRequest:
 CustomVerifier = Callable[[AuthRequest], "Principal | Awaitable[Principal | None] | None"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class OidcLogin:
     """What the browser view needs to log in with the issuer (authorization code + PKCE)."""
 
     issuer: str
     client_id: str
     scope: str = "openid"
+    _endpoints: dict[str, str] | None = field(default=None, repr=False)
+
+    @property
+    def origin(self) -> str:
+        """The issuer's origin (``scheme://host[:port]``): the page may call it."""
+        parts = urlsplit(self.issuer)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    async def endpoints(self) -> dict[str, str]:
+        """The issuer's authorization and token endpoints, from its discovery document (read
+        once); `Refused` (503) while it cannot be read."""
+        if self._endpoints is None:
+            try:
+                async with httpx.AsyncClient(timeout=FETCH_TIMEOUT) as client:
+                    found = await discover(client, self.issuer)
+                self._endpoints = {
+                    "authorizationEndpoint": str(found["authorization_endpoint"]),
+                    "tokenEndpoint": str(found["token_endpoint"]),
+                }
+            except (httpx.HTTPError, ValueError, KeyError) as exc:
+                raise Refused(f"cannot read the issuer's discovery document: {exc}", 503) from None
+        return dict(self._endpoints)
 
 
 class Verifiers:

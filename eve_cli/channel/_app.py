@@ -19,7 +19,7 @@ from starlette.routing import Route
 from eve_cli._facade import ServingFacade, TurnPolicy
 from eve_cli._schedules import NAME as SCHEDULE_NAME
 from eve_cli._version import __version__
-from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, Principal, StaticTokens, Verifiers
+from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, Principal, Refused, StaticTokens, Verifiers
 from eve_cli.channel._access import NeedApp, check, need, public
 from eve_cli.channel._auth import AuthGate, is_session_id, parent_of
 from eve_cli.channel._bodies import (
@@ -186,6 +186,9 @@ class Channel:
         """Every route, each with the scope it needs or marked public (a test holds every
         route of the table to this)."""
         s = PREFIX + "/session/{sid}"
+        # The page may call the issuer it logs in with (its token endpoint), nothing else.
+        login = self.verifiers.login
+        connect = (login.origin,) if login is not None else ()
         return [
             Route(PREFIX + "/health", public(self.health), methods=["GET"]),
             Route(PREFIX + "/ready", public(self.ready), methods=["GET"]),
@@ -205,7 +208,7 @@ class Channel:
                 PREFIX + "/session/{rest:path}", need(READ, self.malformed), methods=["GET", "POST"]
             ),
             Route("/mcp", NeedApp(READ, self.mcp), methods=["GET", "POST", "DELETE"]),
-            *(Route(r.path, public(r.endpoint), methods=["GET"]) for r in web_routes()),
+            *(Route(r.path, public(r.endpoint), methods=["GET"]) for r in web_routes(connect)),
         ]
 
     # -- routes --------------------------------------------------------------------------
@@ -240,8 +243,12 @@ class Channel:
         clientId, scope}`` with an issuer to log in with, or ``{"login": "none"}``."""
         login = self.verifiers.login
         if login is not None:
+            try:
+                endpoints = await login.endpoints()
+            except Refused as exc:
+                raise ChannelError(exc.status, str(exc)) from None
             body = {"login": "oidc", "issuer": login.issuer, "clientId": login.client_id,
-                    "scope": login.scope}  # fmt: skip
+                    "scope": login.scope, **endpoints}  # fmt: skip
             return JSONResponse(body)
         return JSONResponse({"login": "token" if self.verifiers else "none"})
 

@@ -31,19 +31,27 @@ _FILES = {
 # Paths that need no token: the page's own files reveal nothing stored.
 WEB_PATHS = frozenset(_FILES)
 
-_HEADERS = {
-    "content-security-policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-    ),
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
-    "cache-control": "no-cache",
-}
+
+def _headers(connect: tuple[str, ...]) -> dict[str, str]:
+    """The page's headers; ``connect``: origins besides its own it may call (the issuer it
+    logs in with)."""
+    sources = " ".join(("'self'", *connect))
+    return {
+        "content-security-policy": (
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            f"connect-src {sources}; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'"
+        ),
+        "x-content-type-options": "nosniff",
+        "referrer-policy": "no-referrer",
+        "cache-control": "no-cache",
+    }
 
 
-def web_routes() -> list[Route]:
-    """The routes serving the page's files (each read once, here)."""
+def web_routes(connect: tuple[str, ...] = ()) -> list[Route]:
+    """The routes serving the page's files (each read once, here); ``connect``: origins the
+    page may call besides its own."""
+    headers = _headers(connect)
     routes = []
     for path, (name, media) in _FILES.items():
         body = (WEB_DIR / name).read_bytes()
@@ -51,12 +59,14 @@ def web_routes() -> list[Route]:
             # The script and style URLs carry the version: an upgraded server's page is fetched
             # afresh, never mixed with a cached older script.
             body = body.replace(b"{{version}}", __version__.encode())
-        routes.append(Route(path, _serve(body, media), methods=["GET"]))
+        routes.append(Route(path, _serve(body, media, headers), methods=["GET"]))
     return routes
 
 
-def _serve(body: bytes, media: str) -> Callable[[Request], Awaitable[Response]]:
+def _serve(
+    body: bytes, media: str, headers: dict[str, str]
+) -> Callable[[Request], Awaitable[Response]]:
     async def serve(request: Request) -> Response:
-        return Response(body, media_type=media, headers=_HEADERS)
+        return Response(body, media_type=media, headers=headers)
 
     return serve

@@ -8,6 +8,7 @@
 (() => {
   const API = "/eve/v1";
   const TOKEN_KEY = "eve.token"; // sessionStorage: the token lives as long as the tab
+  const LOGIN_KEY = "eve.login"; // sessionStorage: a login under way (PKCE verifier, state)
   const THEME_KEY = "eve.theme"; // localStorage: light | dark | (absent: the system's)
   const POLL_MS = 1000; // the session list and the dev reload state are polled
   const FINAL = new Set(["completed", "failed", "cancelled"]);
@@ -115,6 +116,7 @@
       id: "token", type: "password", autocomplete: "off", required: true,
       "aria-describedby": "token-why", placeholder: "bearer token",
     });
+    const login = el("p", { id: "login" });
     const form = el("form", { class: "card token", onsubmit: (event) => {
       event.preventDefault();
       sessionStorage.setItem(TOKEN_KEY, input.value.trim());
@@ -123,12 +125,76 @@
     } },
       el("h1", { text: "This server needs a token" }),
       el("p", { id: "token-why", class: "muted", text: reason }),
+      login,
       el("label", { for: "token", text: "Token (kept only in this tab)" }),
       input,
       el("button", { type: "submit", class: "primary", text: "Open" }),
     );
     show(form);
     input.focus();
+    offerLogin(login);
+  }
+
+  // -- logging in with the server's issuer (OpenID Connect: authorization code + PKCE) ----
+  // The code verifier and state live in this tab's sessionStorage for the round trip; the
+  // token the issuer gives back is kept as a typed one is (this tab only); nothing goes to
+  // localStorage or a cookie.
+
+  const b64url = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes)))
+    .replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  const randomText = () => b64url(crypto.getRandomValues(new Uint8Array(32)));
+  const redirectUri = () => location.origin + "/";
+
+  async function loginSettings() {
+    const response = await fetch(API + "/auth", { headers: { accept: "application/json" } });
+    return response.ok ? response.json() : { login: "token" };
+  }
+
+  async function offerLogin(box) {
+    let settings;
+    try { settings = await loginSettings(); } catch (err) { return; }
+    if (settings.login !== "oidc") return;
+    const host = new URL(settings.issuer).host;
+    box.append(el("button", { type: "button", class: "primary", id: "oidc-login",
+      text: "Log in with " + host, onclick: () => startLogin(settings) }));
+  }
+
+  async function startLogin(settings) {
+    const verifier = randomText();
+    const state = randomText();
+    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier));
+    sessionStorage.setItem(LOGIN_KEY, JSON.stringify({ verifier, state, hash: location.hash }));
+    const query = new URLSearchParams({
+      response_type: "code", client_id: settings.clientId, redirect_uri: redirectUri(),
+      scope: settings.scope, state, code_challenge: b64url(digest), code_challenge_method: "S256",
+    });
+    location.assign(settings.authorizationEndpoint + "?" + query);
+  }
+
+  /** Back from the issuer with ?code=…&state=…: trade the code for a token (once). */
+  async function finishLogin() {
+    const query = new URLSearchParams(location.search);
+    if (!query.has("code") && !query.has("error")) return;
+    const saved = JSON.parse(sessionStorage.getItem(LOGIN_KEY) || "null");
+    sessionStorage.removeItem(LOGIN_KEY);
+    history.replaceState(null, "", "/" + ((saved && saved.hash) || ""));  // the code leaves the URL
+    if (query.has("error") || !saved || saved.state !== query.get("state")) {
+      toast("the login did not complete: " + (query.get("error") || "its state does not match"), true);
+      return;
+    }
+    try {
+      const settings = await loginSettings();
+      const body = new URLSearchParams({
+        grant_type: "authorization_code", code: query.get("code"), redirect_uri: redirectUri(),
+        client_id: settings.clientId, code_verifier: saved.verifier,
+      });
+      const response = await fetch(settings.tokenEndpoint, { method: "POST", body });
+      const answer = await response.json();
+      if (!response.ok || !answer.access_token) throw new Error(answer.error || response.status);
+      sessionStorage.setItem(TOKEN_KEY, answer.access_token);
+    } catch (err) {
+      toast("the issuer did not give a token: " + err.message, true);
+    }
   }
 
   // -- formatting -----------------------------------------------------------------------
@@ -976,6 +1042,6 @@
     $("#theme").addEventListener("click", cycleTheme);
     applyTheme();
     window.addEventListener("hashchange", route);
-    route();
+    finishLogin().then(route);
   });
 })();

@@ -49,6 +49,7 @@ class Issuer:
         self.failing = False  # the JWKS answers 500 while True
         self.jwks_fetches = 0
         self.users: dict[str, dict[str, Any]] = {}  # login name -> extra claims
+        self.login_as = "alice"  # who the authorization endpoint logs in (no form: at once)
         self._codes: dict[str, dict[str, Any]] = {}
         self._server = _IssuerServer(("127.0.0.1", 0), _Handler)
         self._server.issuer = self
@@ -125,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authorize(self, query: dict[str, list[str]]) -> None:
         one = {k: v[0] for k, v in query.items()}
-        user = one.get("login_hint") or next(iter(self.server.issuer.users), "alice")
+        user = one.get("login_hint") or self.server.issuer.login_as
         code = secrets.token_urlsafe(16)
         self.server.issuer._codes[code] = {**one, "user": user}
         target = (

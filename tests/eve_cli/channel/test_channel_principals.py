@@ -155,3 +155,57 @@ def test_principals_survive_kill_9_and_a_postgresql_takeover(
     assert runs == [f"{who} {who}"]  # run once, after the takeover, knowing who asked
     results = [e["output"] for e in events if e["type"] == "action.result"]
     assert results == ["you are alice"]
+
+
+AUTH_PY = """
+from eve_cli.auth import Principal, Refused, define_auth
+
+def verify(request):
+    # A proxy in front says who the user is; this one trusts only its own shared header.
+    if request.headers.get("x-proxy-secret") != "proxy-says":
+        return None
+    user = request.headers.get("x-user", "")
+    if user == "mallory":
+        raise Refused("mallory is suspended", 403)
+    return Principal(user, scopes={"read", "send"}) if user else None
+
+auth = define_auth(verify=verify)
+"""
+
+
+def test_a_custom_verifier_in_the_agent_folder(
+    eve_process: Callable[..., EveProcess], tmp_path: Path
+) -> None:
+    from tests.eve_cli.channel.channel_support import reply, write_agent, write_script
+
+    agent = write_agent(tmp_path / "agent", write_script(tmp_path / "s.json", [reply("hi")]))
+    (agent / "auth.py").write_text(AUTH_PY)
+    server = eve_process("start", "--port", "0", "--agent", str(agent))
+    server.stderr_until(r"auth: a custom verifier")
+
+    def as_(user: str) -> dict[str, str]:
+        return {"x-proxy-secret": "proxy-says", "x-user": user,
+                "content-type": "application/json"}  # fmt: skip
+
+    with httpx.Client(base_url=server.url + API, timeout=WAIT) as client:
+        sid = client.post("/session", headers=as_("dora"), json={}).json()["sessionId"]
+        assert client.get(f"/session/{sid}", headers=as_("dora")).status_code == 200
+        assert client.get(f"/session/{sid}", headers=as_("erik")).status_code == 404
+        assert client.get("/sessions", headers={"x-user": "dora"}).status_code == 401
+        suspended = client.get("/sessions", headers=as_("mallory"))
+        assert suspended.status_code == 403
+        assert suspended.json()["error"]["message"] == "mallory is suspended"
+
+
+def test_a_broken_auth_py_is_one_line(tmp_path: Path) -> None:
+    from tests.eve_cli.channel.channel_support import reply, write_agent, write_script
+
+    agent = write_agent(tmp_path / "agent", write_script(tmp_path / "s.json", [reply("hi")]))
+    (agent / "auth.py").write_text("from eve_cli.auth import define_auth\nauth = define_auth(\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "eve_cli", "start", "--port", "0", "--agent", str(agent)],
+        capture_output=True, text=True, timeout=WAIT,
+    )  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "auth.py:" in lines[0] and "syntax error" in lines[0]
