@@ -37,6 +37,8 @@ def test_two_users_log_in_with_the_issuer_and_see_only_their_sessions(
     agent = write_agent(tmp_path / "agent", write_script(tmp_path / "s.json", [reply("hi")] * 4))
     settings = define_auth(issuer=issuer.url, audience="eve", client_id="eve-web")
     server = serve(agent, auth=settings.build(print))
+    policy = httpx.get(server.url + "/", timeout=WAIT).headers["content-security-policy"]
+    assert f"connect-src 'self' {issuer.url};" in policy  # the issuer, and nothing else
     made = {}
     for user in ("alice", "bob"):
         headers = {"authorization": f"Bearer {issuer.mint(user)}"}
