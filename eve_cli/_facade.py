@@ -10,7 +10,7 @@ which serves sessions, needs two more calls only the store's own process can ans
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ class ServingFacade(Facade, Protocol):
         operation_id: str | None = None,
         *,
         task: str | None = None,
-        meta: dict[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> str: ...
 
     async def deliver(
@@ -150,7 +150,7 @@ class ServingFacade(Facade, Protocol):
     ) -> Receipt: ...
 
     async def respond(
-        self, sid: str, responses: list[dict[str, Any]], *, by: By | None = None
+        self, sid: str, responses: Sequence[Mapping[str, Any]], *, by: By | None = None
     ) -> Receipt: ...
 
     async def cancel(self, sid: str, *, by: By | None = None) -> Receipt: ...

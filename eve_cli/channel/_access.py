@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from eve_cli.auth import Principal
+from eve_cli.auth import Principal, Refused, Verifiers
 from eve_cli.channel._errors import ChannelError, error_response
 from eve_cli.channel._owners import principal_of
 
@@ -60,6 +60,21 @@ def check(principal: Principal, scope: str) -> None:
     if not principal.may(scope):
         held = ", ".join(sorted(principal.scopes)) or "none"
         raise ChannelError(403, f"this needs the {scope!r} scope; {principal.subject} has {held}")
+
+
+async def login_settings(verifiers: Verifiers) -> dict[str, str]:
+    """How the browser view logs in (``GET /eve/v1/auth``): ``{"login": "oidc", issuer,
+    clientId, scope, authorizationEndpoint, tokenEndpoint}`` with an issuer to log in with,
+    else ``{"login": "token"}``, or ``{"login": "none"}`` with no verifier."""
+    login = verifiers.login
+    if login is None:
+        return {"login": "token" if verifiers else "none"}
+    try:
+        endpoints = await login.endpoints()
+    except Refused as exc:
+        raise ChannelError(exc.status, str(exc)) from None
+    return {"login": "oidc", "issuer": login.issuer, "clientId": login.client_id,
+            "scope": login.scope, **endpoints}  # fmt: skip
 
 
 def route_scope(endpoint: Any) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,8 @@ from starlette.routing import Route
 from eve_cli._facade import ServingFacade, TurnPolicy
 from eve_cli._schedules import NAME as SCHEDULE_NAME
 from eve_cli._version import __version__
-from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, Principal, Refused, StaticTokens, Verifiers
-from eve_cli.channel._access import NeedApp, check, need, public
+from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, Principal, StaticTokens, Verifiers
+from eve_cli.channel._access import NeedApp, check, login_settings, need, public
 from eve_cli.channel._auth import AuthGate, is_session_id, parent_of
 from eve_cli.channel._bodies import (
     input_responses,
@@ -239,18 +239,8 @@ class Channel:
         return Response(text, media_type=CONTENT_TYPE)
 
     async def auth_info(self, request: Request) -> Response:
-        """How the browser view logs in: ``{"login": "token"}``, ``{"login": "oidc", issuer,
-        clientId, scope}`` with an issuer to log in with, or ``{"login": "none"}``."""
-        login = self.verifiers.login
-        if login is not None:
-            try:
-                endpoints = await login.endpoints()
-            except Refused as exc:
-                raise ChannelError(exc.status, str(exc)) from None
-            body = {"login": "oidc", "issuer": login.issuer, "clientId": login.client_id,
-                    "scope": login.scope, **endpoints}  # fmt: skip
-            return JSONResponse(body)
-        return JSONResponse({"login": "token" if self.verifiers else "none"})
+        """How the browser view logs in (`_access.login_settings`)."""
+        return JSONResponse(await login_settings(self.verifiers))
 
     async def info(self, request: Request) -> Response:
         body = {
@@ -326,7 +316,7 @@ class Channel:
             raise ChannelError(400, f"fromTurn must be a turn number from 1, not {first!r}")
         view = await self._view(sid)
         found = await self._call_sync(lambda: self.runtime.lineage(sid), sid)
-        forks = await self._visible(request, found["forks"])
+        forks = await self.owners.visible_ids(principal_of(request.scope), found["forks"])
         view["forkedFrom"], view["forks"] = found["forkedFrom"], forks
         if first is not None:
             view["turns"] = view["turns"][int(first) - 1 :]
@@ -425,15 +415,6 @@ class Channel:
             raise self._answer(exc, sid) from None
         return sid
 
-    async def _visible(self, request: Request, sids: list[str]) -> list[str]:
-        """The sessions of ``sids`` the caller may see."""
-        principal, out = principal_of(request.scope), []
-        for sid in sids:
-            with contextlib.suppress(NotOwned, LookupError):
-                await self.owners.check(principal, sid)
-                out.append(sid)
-        return out
-
     def _session_id(self, request: Request) -> str:
         """The path's session id; a sub-agent's session can be read, not written to."""
         sid = str(request.path_params["sid"])
@@ -453,7 +434,7 @@ class Channel:
         return view
 
     async def _check_pending(
-        self, sid: str, responses: list[dict[str, Any]], principal: Principal
+        self, sid: str, responses: Sequence[Mapping[str, Any]], principal: Principal
     ) -> None:
         """Answer only requests that are pending in this session (409 otherwise); an approval
         or an interrupted call's outcome needs the ``approve`` scope (a question ``send``)."""

@@ -5,8 +5,9 @@ does not exist (404, as for an unknown id: no probing for ids)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from eve_cli._facade import By, ServingFacade
 from eve_cli.auth import ADMIN, APPROVE, LOCAL, OPERATOR, SEND, Principal
@@ -21,6 +22,9 @@ def principal_of(scope: Mapping[str, Any]) -> Principal:
     ``state``), :data:`ANONYMOUS` if none."""
     found = scope.get("state", {}).get("principal")
     return found if isinstance(found, Principal) else ANONYMOUS
+
+
+Row = TypeVar("Row", bound=Mapping[str, Any])  # a listing's row
 
 
 class NotOwned(LookupError):
@@ -43,15 +47,24 @@ class Owners:
         if not principal.owns(owner):
             raise NotOwned(sid)
 
+    async def visible_ids(self, principal: Principal, sids: list[str]) -> list[str]:
+        """The sessions of ``sids`` ``principal`` may see (gone ones left out)."""
+        out = []
+        for sid in sids:
+            with contextlib.suppress(NotOwned, LookupError):
+                await self.check(principal, sid)
+                out.append(sid)
+        return out
+
     @staticmethod
-    def visible(principal: Principal, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def visible(principal: Principal, rows: list[Row]) -> list[Row]:
         """The listing's rows ``principal`` may see."""
         if ADMIN in principal.scopes:
             return rows
         return [row for row in rows if principal.owns(row.get("owner"))]
 
     @staticmethod
-    def meta(principal: Principal) -> dict[str, Any] | None:
+    def meta(principal: Principal) -> dict[str, By] | None:
         """What a session ``principal`` creates keeps in its meta (None for the loopback
         server's one person: no owner is recorded)."""
         return None if principal is LOCAL else {"owner": principal.record}
@@ -72,7 +85,9 @@ class Owners:
         return f"{who}:{operation_id}"
 
 
-def answer_scope(pending: list[dict[str, Any]], responses: list[dict[str, Any]]) -> str:
+def answer_scope(
+    pending: Sequence[Mapping[str, Any]], responses: Sequence[Mapping[str, Any]]
+) -> str:
     """The scope answering ``responses`` needs: ``approve`` for any answer to an approval or
     an interrupted call's outcome (anything but a question), else ``send``."""
     kinds = {str(p.get("requestId")): p.get("kind") for p in pending}

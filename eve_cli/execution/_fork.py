@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from eve_cli._facade import By
 from eve_cli._session import Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._keys import EventKeys
 from eve_cli.execution._streams import KeyedStream
@@ -174,7 +175,7 @@ async def fork_session(
     events: list[dict[str, Any]],
     meta: dict[str, Any],
     ref: str | None,
-    by: dict[str, Any] | None = None,
+    by: By | None = None,
 ) -> dict[str, Any]:
     """Fork session ``sid`` (its stored ``events`` and ``meta``) at checkpoint ``ref`` (None:
     the latest; ``by``: who asked, kept in the fork's ``forkedFrom``); returns

@@ -141,10 +141,9 @@ def resolve(
                 tool not in host.snap.approved_tools
             ):
                 host.snap.approved_tools.append(tool)
-        data: dict[str, Any] = {"requestId": rid, **resolution}
-        if isinstance(by, dict):
-            data["by"] = by
-        host.emit("input.resolved", data, keys.resolved(request["requestId"]), step)
+        who = {"by": by} if isinstance(by, dict) else {}
+        event = {"requestId": rid, **resolution, **who}
+        host.emit("input.resolved", event, keys.resolved(request["requestId"]), step)
         return
 
 

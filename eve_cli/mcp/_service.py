@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from eve_cli._facade import ServingFacade, TurnPolicy
@@ -222,7 +222,7 @@ class AgentService:
                 raise ServiceError(f"no session {sid!r}") from None
 
     async def _allow_answers(
-        self, who: Principal, sid: str, responses: list[dict[str, Any]]
+        self, who: Principal, sid: str, responses: Sequence[Mapping[str, Any]]
     ) -> None:
         """An answer to anything but a question (an approval, an outcome) needs ``approve``."""
         if who.may(APPROVE):

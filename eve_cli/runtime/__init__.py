@@ -14,7 +14,7 @@ over the world and agent they share (:class:`~eve_cli.runtime._core.Core`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
@@ -142,7 +142,7 @@ class Runtime:
         operation_id: str | None = None,
         *,
         task: str | None = None,
-        meta: dict[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> str:
         """Create a session durably (it runs when driven); idempotent by ``operation_id``.
         ``task``: its first message, part of its creation (delivered once, whoever creates
@@ -176,7 +176,7 @@ class Runtime:
         return await self.client.deliver(sid, message, turn_policy, output_schema, by)
 
     async def respond(
-        self, sid: str, responses: list[dict[str, Any]], *, by: By | None = None
+        self, sid: str, responses: Sequence[Mapping[str, Any]], *, by: By | None = None
     ) -> DeliveryReceipt:
         """Answer pending input requests (approvals: ``approved``/``always``; questions:
         ``answer``; an interrupted call's outcome: ``outcome`` rerun|failed|result, with

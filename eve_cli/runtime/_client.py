@@ -10,7 +10,7 @@ import functools
 import hashlib
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -58,9 +58,9 @@ def _accepted(sid: str, sent: str | int) -> DeliveryReceipt:
     return DeliveryReceipt(sid, "accepted")
 
 
-def _signed(payload: dict[str, Any], by: By | None) -> dict[str, Any]:
+def _signed(payload: Mapping[str, Any], by: By | None) -> dict[str, object]:
     """A delivery's payload with who sent it (``b``; SPEC §18), when known."""
-    return {**payload, "b": dict(by)} if by else payload
+    return {**payload, "b": dict(by)} if by else dict(payload)
 
 
 def operation_sid(operation_id: str) -> str:
@@ -84,7 +84,7 @@ class Client:
         model: str | None,
         operation_id: str | None,
         task: str | None,
-        extra: dict[str, Any] | None,
+        extra: Mapping[str, Any] | None,
     ) -> tuple[str, bool]:
         """The session's id, and whether this call created it."""
         core = self.core
@@ -316,7 +316,7 @@ class Client:
 
     # -- answers and operations -----------------------------------------------------------
     async def respond(
-        self, sid: str, responses: list[dict[str, Any]], by: By | None = None
+        self, sid: str, responses: Sequence[Mapping[str, Any]], by: By | None = None
     ) -> DeliveryReceipt:
         problem = bad_text(responses, "responses") or await self.core.call(
             self._check_responses, sid, responses

@@ -90,3 +90,15 @@ def test_runtime_names_are_pinned() -> None:
         "AgentLoadError", "DeliveryReceipt", "ForkPointError", "InvalidSessionIdError",
         "Runtime", "RuntimeErrorBase", "SessionNotFoundError", "default_data_dir", "open_world",
     ]  # fmt: skip
+
+
+def test_auth_names_are_pinned() -> None:
+    from eve_cli import auth
+
+    assert sorted(auth.__all__) == [
+        "ADMIN", "APPROVE", "AuthRequest", "AuthSettings", "LOCAL", "OPERATOR", "OidcLogin",
+        "Principal", "READ", "Refused", "SCOPES", "SEND", "StaticTokens", "Verifiers",
+        "define_auth", "digest", "load_auth",
+    ]  # fmt: skip
+    for name in auth.__all__:
+        assert hasattr(auth, name), name
