@@ -174,7 +174,7 @@ def _said(event: Event) -> str:
 
 def _by(event: Event) -> str:
     sender = who(event)
-    return f" by {sender}" if sender else ""
+    return f" (by {sender})" if sender else ""
 
 
 _OUTCOME_WORDS = {"rerun": "run again", "failed": "treated as failed"}

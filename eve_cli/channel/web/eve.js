@@ -422,8 +422,9 @@
   /** What a checkpoint added since the previous one, one line each (as `eve inspect --step`). */
   function stepChanges(turn, step) {
     const lines = [];
-    if (step === turn.steps[0] && turn.input !== null) lines.push("+ user: " + turn.input);
-    for (const s of turn.steered || []) if (s.atStep === turn.steps.indexOf(step)) lines.push("+ user: " + s.text);
+    const user = (by) => (who(by) ? "+ user " + who(by) + ": " : "+ user: ");
+    if (step === turn.steps[0] && turn.input !== null) lines.push(user(turn.by) + turn.input);
+    for (const s of turn.steered || []) if (s.atStep === turn.steps.indexOf(step)) lines.push(user(s.by) + s.text);
     if (step.modelMs !== null && step.modelMs !== undefined) lines.push(step.text ? "+ assistant: " + step.text : "+ assistant: (tool calls only)");
     if ((step.actions || []).length) lines.push("+ tool calls: " + step.actions.map((a) => call(a.name, a.arguments)).join(", "));
     for (const a of step.actions || []) {
@@ -448,11 +449,19 @@
 
   const OUTCOME_WORDS = { rerun: "run again", failed: "treated as failed" };
 
-  /** What an answer to an input request said, in a few words (as `eve chat` prints it). */
+  /** Who a recorded principal (`by`: {subject, tenant?}) is: "alice" or "alice@acme". */
+  function who(by) {
+    if (!by || !by.subject) return null;
+    return by.tenant ? by.subject + "@" + by.tenant : by.subject;
+  }
+
+  /** What an answer to an input request said, in a few words (as `eve chat` prints it), and
+      who gave it when the server recorded that. */
   function resolved(event, limit) {
-    if ("answer" in event) return "answered: " + oneLine(event.answer, limit);
-    if ("outcome" in event) return OUTCOME_WORDS[event.outcome] || "result given: " + oneLine(event.result || "", limit);
-    return event.approved ? "approved" : "denied";
+    const by = who(event.by) ? " (by " + who(event.by) + ")" : "";
+    if ("answer" in event) return "answered: " + oneLine(event.answer, limit) + by;
+    if ("outcome" in event) return (OUTCOME_WORDS[event.outcome] || "result given: " + oneLine(event.result || "", limit)) + by;
+    return (event.approved ? "approved" : "denied") + by;
   }
 
   // -- the SSE stream, read with fetch (EventSource cannot send the token) --------------
@@ -721,8 +730,8 @@
 
     // -- the conversation: each turn's items, rendered from its view ---------------------
 
-    function userItem(text) {
-      return el("div", { class: "msg user" }, el("div", { class: "who", text: "you" }), el("div", { class: "plain", text: text || "" }));
+    function userItem(text, by) {
+      return el("div", { class: "msg user" }, el("div", { class: "who", text: who(by) || "you" }), el("div", { class: "plain", text: text || "" }));
     }
 
     function assistantItem(turn, step) {
@@ -763,18 +772,19 @@
 
     function turnItems(turn, opened) {
       const items = [];
-      if (turn.input !== null && turn.input !== undefined) items.push(userItem(turn.input));
+      if (turn.input !== null && turn.input !== undefined) items.push(userItem(turn.input, turn.by));
       const steered = turn.steered || [];
       const marks = ((view && view.marks) || []).filter((m) => m.turn === turn.number);
       turn.steps.forEach((step, n) => {
-        for (const s of steered) if (s.atStep === n) items.push(userItem(s.text));
+        for (const s of steered) if (s.atStep === n) items.push(userItem(s.text, s.by));
         for (const m of marks) if (m.atStep === n) items.push(markItem(m));
         if (step.text) items.push(assistantItem(turn, step));
         for (const a of step.actions || []) items.push(...toolItems(a, opened.has(a.callId)));
         if (step.error) items.push(el("div", { class: "msg error", text: "step failed: " + errorText(step.error) }));
       });
-      for (const s of steered) if (s.atStep >= turn.steps.length) items.push(userItem(s.text));
-      if (turn.status === "cancelled") items.push(el("div", { class: "msg divider", text: "turn cancelled" }));
+      for (const s of steered) if (s.atStep >= turn.steps.length) items.push(userItem(s.text, s.by));
+      const canceller = who(turn.cancelledBy) ? " by " + who(turn.cancelledBy) : "";
+      if (turn.status === "cancelled") items.push(el("div", { class: "msg divider", text: "turn cancelled" + canceller }));
       if (turn.status === "failed") items.push(el("div", { class: "msg error", text: "turn failed: " + errorText(turn.error) }));
       for (const m of marks) if (m.atStep === null || m.atStep === undefined || m.atStep >= turn.steps.length) items.push(markItem(m));
       return items;

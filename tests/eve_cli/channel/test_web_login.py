@@ -60,6 +60,8 @@ def test_two_users_log_in_with_the_issuer_and_see_only_their_sessions(
         token = stored[0]["eve.token"]
         assert token.count(".") == 2 and "eve.login" not in stored[0]
         assert token not in json.dumps(stored[1])
+        t.page.goto(f"{server.url}/#/s/{made[user]}")  # who said it is shown
+        expect(t.page.locator(".msg.user .who")).to_have_text(user)
         t.page.goto(f"{server.url}/#/s/{made[other]}")  # another's session: not there
         expect(t.page.get_by_text(f"{other} here")).to_have_count(0)
     assert not any("eyJ" in line for line in server.logs), "a token reached the log"
