@@ -13,7 +13,7 @@ import world
 
 ROOT = Path(world.__file__).parent
 MODULE_MAX = 1000  # lines
-CLASS_MAX = 890  # lines: LocalWorld today; the goal is 600
+CLASS_MAX = 686  # lines: PostgresWorld today (LocalWorld 677); the goal is 600
 WORLD_MEMBERS_MAX = 46  # the `World` interface's public members today; the goal is 25
 INTERFACE = "world._world"
 

@@ -9,9 +9,7 @@ import contextlib
 import fcntl
 import json
 import os
-import threading
 import time
-import zlib
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import filelock
 
 from ... import _journal
+from ..._commit import CommitQueue
 from ..._errors import (
     CorruptJournalError,
     HookConflictError,
@@ -27,7 +26,6 @@ from ..._errors import (
     RunNotFoundError,
     StorageError,
     StoreFormatError,
-    os_reason,
 )
 from ..._family import parks_on_timer
 from ..._migrations import MigrationReport
@@ -42,12 +40,8 @@ from ..._world import (
     Lease,
     Order,
     World,
-    check_name,
     check_run_id,
-    inbox_item,
     inbox_record,
-    is_run_id,
-    root_of,
 )
 from . import migrate as _migrate
 from .files import (
@@ -64,6 +58,9 @@ from .files import (
     read_whole,
     stream_root,
 )
+from .hooks import HookFiles
+from .inbox import InboxEnds, read_inbox_file
+from .intact import CheckedFiles
 from .layout import FORMAT, FORMAT_VERSION, default_data_dir, old_format_error, read_format
 from .stream_record import StreamRecords
 from .streams import StreamStore
@@ -127,27 +124,24 @@ class LocalWorld(World):
         self._run_files: dict[str, tuple[str, str, str]] = {}
         self._runs_resolved = os.path.join(os.path.realpath(self.path), "runs")  # as watched
         self._timers = TimerNotes(self.path, create=create)
-        self._unsettled: set[str] = set()  # families with a deferred record not yet durable
-        self._unsettled_lock = threading.Lock()
-        self._settle_failure: StorageError | None = None  # from a settle run by the loop
-        self._settle_due: float | None = None  # when a settle is due (`_settle_by`)
-        self._settle_timer: asyncio.AbstractEventLoop | None = None  # `_settle_when_due` on it
+        # The families whose writer holds a deferred fdatasync, and when they commit.
+        self._commits = CommitQueue(self._commit_family, EFFECT_WAIT)
         self._leased: set[str] = set()
-        self._inbox_ends: dict[str, int] = {}
-        self._inbox_paths: dict[str, str] = {}
-        self._inbox_shifts: dict[str, tuple[tuple[int, int, int], int]] = {}
-        # file -> (inode, end checked whole, the bytes just before that end, their crc32)
-        self._intact: dict[str, tuple[int, int, bytes, int]] = {}
-        self._checked: dict[str, list[str]] = {}  # family -> the files `check_intact` checks
-        self._prefix = len(os.path.join(self.path, ""))  # a file's name within the directory
+        self._inboxes = InboxEnds(self.path / "runs")
+        self._checks = CheckedFiles(len(os.path.join(self.path, "")))
         self._streams = StreamStore(self.path / "streams")
         self._streams.before_write = self._settle  # readers see no item before its record
-        self._streams.after_write = self._wrote
+        self._streams.after_write = self._checks.wrote
         self._records = StreamRecords(os.path.join(self.path, "runs"))
         self._streams.before_open = self._records.note
         self._streams.before_durable = self._records.sync
         self._stream_files = Listing(self.path / "streams", stream_root, by_name=True)
         self._hook_files = Listing(self.path / "hooks", hook_root)
+        self._hooks = HookFiles(
+            self.path / "hooks",
+            self._streams.flush,
+            lambda root: os.path.exists(self._files(root)[1]),
+        )
         # What the open migrated (`_migrate`): None unless the store was of an older format.
         self.migration: MigrationReport | None = None
         if check or create:
@@ -397,8 +391,8 @@ class LocalWorld(World):
                 "the next removal finishes it"
             ) from None
         finally:
-            for cache in (self._run_files, self._inbox_ends, self._inbox_paths, self._inbox_shifts):
-                cache.pop(root, None)
+            self._run_files.pop(root, None)
+            self._inboxes.forget(root)
 
     def verify(self) -> list[Finding]:
         from .verify import verify
@@ -431,8 +425,7 @@ class LocalWorld(World):
         return FamilyLog(records=cast("list[tuple[int, StoredRecord]]", records), start=start)
 
     def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
-        if self._settle_failure is not None:
-            self._settle()  # raises it: what was appended since may not follow what is stored
+        self._commits.check()
         writer = self._writers.get(root)
         if writer is None:
             path = self._journal_path(root)
@@ -448,10 +441,9 @@ class LocalWorld(World):
         data = frames[0] if len(frames) == 1 else b"".join(frames)
         on_loop = asyncio._get_running_loop() is not None  # called by a coroutine
         offset = writer.append(data, sync=durable, defer=durable and on_loop)
-        self._wrote(writer.path, writer.ino, offset, data)
+        self._checks.wrote(writer.path, writer.ino, offset, data)
         if writer.unsettled is not None:
-            with self._unsettled_lock:
-                self._unsettled.add(root)
+            self._commits.pending(root)
         positions = []
         for frame in frames:
             positions.append(offset)
@@ -496,7 +488,7 @@ class LocalWorld(World):
         # meeting the write sees a bad checksum and reads again; a head torn by a crash is
         # rebuilt from the journal, as a missing one is.
         folder = self._files(root)[0]
-        note = self._intact_note(root)
+        note = self._checks.note(root)
         data = _journal.frame({**head, INTACT_KEY: note} if note else head, "head")
         with guard(folder, "writing the run status"):
             fd = os.open(os.path.join(folder, "head.msgpack"), os.O_WRONLY | os.O_CREAT, 0o644)
@@ -528,7 +520,8 @@ class LocalWorld(World):
         with guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it
             self.check_intact(root)
-            end, shift = self._inbox_valid_end(root, str(path))
+            head = self.read_head(root) if root not in self._inboxes.ends else None
+            end, shift = self._inboxes.valid_end(root, str(path), head)
             header = b"" if end else _journal.frame(_journal.header(_journal.INBOX_FORMAT))
             writer = _journal.Writer(str(path), end)  # drops a torn tail first
             try:
@@ -537,28 +530,9 @@ class LocalWorld(World):
                 writer.close()
             if header:  # a new inbox: its entry durable before the delivery is acknowledged
                 _fsync_dir(folder)
-            self._inbox_ends[root] = writer.end + shift
+            self._inboxes.ends[root] = writer.end + shift
         touched(os.path.join(self._runs_resolved, root, "inbox.msgpack"))  # wakes waits here
         return offset + len(header) + shift
-
-    def _inbox_valid_end(self, root: str, path: str) -> tuple[int, int]:
-        """Where the next delivery goes (the file position after the last complete record)
-        and the file's shift (id = position + shift); under `inbox.lock`."""
-        try:
-            with open(path, "rb") as f:
-                shift = _journal.inbox_layout(f.read(_journal.HEADER_MAX))[0]
-        except FileNotFoundError:
-            return 0, 0
-        # Where a valid record ends: this process's last delivery, else the end of the last
-        # delivery the owner read (the head), so a new process does not parse every delivery.
-        known = self._inbox_ends.get(root) or (self.read_head(root) or {}).get("inbox_next", 0)
-        known = known - shift if isinstance(known, int) else 0
-        if 0 < known <= os.path.getsize(path):
-            with contextlib.suppress(CorruptJournalError):
-                result = _journal.read_file(path, known)
-                if result.end > known or result.end == os.path.getsize(path):
-                    return result.end, shift
-        return _journal.read_file(path).end, shift
 
     def check_intact(self, root: str) -> None:
         """Refuse to write to a family with damage in its journal, inbox or streams: every
@@ -571,14 +545,14 @@ class LocalWorld(World):
         the speed of zlib, not a walk over their records."""
         streams = self._family_streams(root)
         paths = [*self._files(root)[1:], *streams]
-        self._checked[root] = paths
+        self._checks.checked[root] = paths
         hints = (self.read_head(root) or {}).get(INTACT_KEY)
         for path in paths:
-            hint = hints.get(path[self._prefix :]) if isinstance(hints, dict) else None
+            hint = hints.get(path[self._checks.prefix :]) if isinstance(hints, dict) else None
             try:
-                self._check_file(path, hint)
+                self._checks.check(path, hint)
             except CorruptJournalError as exc:
-                self._intact.pop(path, None)
+                self._checks.known.pop(path, None)
                 raise CorruptJournalError(
                     exc.file,
                     exc.offset,
@@ -588,73 +562,6 @@ class LocalWorld(World):
                 ) from None
             # A stream item an earlier repair replaced is no damage here: reads return it as
             # a `LostItem`, and the family's own code decides whether it can go on without it.
-
-    def _check_file(self, path: str, hint: Any) -> _journal.ReadResult | None:
-        """The frames of `path` not checked before, checked (None: no file): after what this
-        process checked (known by inode, end and the bytes just before it: a file removed and
-        made again may get the same inode), else after `hint` (`[end, crc]`) if the crc of the
-        bytes before its end still holds, else all of them."""
-        try:
-            with open(path, "rb") as f:
-                ino = os.fstat(f.fileno()).st_ino
-                known = self._intact.get(path)
-                if known is not None and known[0] == ino and known[1]:
-                    _, end, tail, crc = known
-                    f.seek(end - len(tail))
-                    data = f.read()
-                    if data[: len(tail)] == tail:
-                        return self._checked_after(path, ino, end, crc, data[len(tail) :], tail)
-                    f.seek(0)
-                if (
-                    isinstance(hint, list)
-                    and len(hint) == 2
-                    and all(isinstance(v, int) for v in hint)
-                ):
-                    prefix = f.read(hint[0])
-                    if len(prefix) == hint[0] and zlib.crc32(prefix) == hint[1]:
-                        rest = f.read()
-                        return self._checked_after(path, ino, hint[0], hint[1], rest, prefix)
-                    f.seek(0)
-                data = f.read()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"{path}: cannot read: {os_reason(exc)}") from None
-        return self._checked_after(path, ino, 0, 0, data, b"")
-
-    def _checked_after(
-        self, path: str, ino: int, end: int, crc: int, rest: bytes, before: bytes
-    ) -> _journal.ReadResult:
-        """Check the frames of `rest` (the file from `end` on; `before`: bytes before it, `crc`
-        theirs) and remember how far the file is checked."""
-        result = _journal.parse(rest, end, path, decode=False)
-        upto = result.end - end
-        crc = zlib.crc32(rest[:upto], crc)
-        last = (before[-32:] + rest[:upto])[-32:] if result.end else b""
-        if len(self._intact) >= 4096:
-            self._intact.clear()
-        self._intact[path] = (ino, result.end, bytes(last), crc)
-        return result
-
-    def _wrote(self, path: str, ino: int, at: int, data: bytes) -> None:
-        """This process wrote the frames `data` at `at` of `path` (inode `ino`): if the file
-        was checked up to there, it is checked up to after them, so the next `check_intact`
-        does not read back and parse what this process framed itself (only their crc32 is
-        added). What a power cut may have done to them is still found by a new process: it
-        believes a head's note only where the crc of the bytes on disk matches it."""
-        known = self._intact.get(path)
-        if known is not None and known[0] == ino and known[1] == at and at:
-            tail = (known[2] + data)[-32:]
-            self._intact[path] = (ino, at + len(data), tail, zlib.crc32(data, known[3]))
-
-    def _intact_note(self, root: str) -> dict[str, list[int]]:
-        """What this process checked of the family's files, for its head (`check_intact`)."""
-        out: dict[str, list[int]] = {}
-        for path in self._checked.get(root, ()):
-            known = self._intact.get(path)
-            if known is not None and known[1]:
-                out[path[self._prefix :]] = [known[1], known[3]]
-        return out
 
     def _family_streams(self, root: str) -> list[str]:
         """The data files of the family's streams (`stream_family`): those its record names
@@ -670,21 +577,7 @@ class LocalWorld(World):
         # What this process appended before it reads the inbox is readable first: a sender
         # that sees no such item after its delivery knows the reading comes after it.
         self._streams.drain()
-        path = self._files(root)[2]
-        if not os.path.exists(path):
-            return [], start
-        result = None
-        if start > 0:
-            with contextlib.suppress(CorruptJournalError):
-                result = _journal.read_inbox_file(path, start)
-        if result is None:
-            result = _journal.read_inbox_file(path, 0)
-        items = [
-            item
-            for (pos, rec), crc in zip(result.records, result.crcs, strict=True)
-            if pos >= start and (item := inbox_item(pos, rec, crc)) is not None
-        ]
-        return items, max(result.end, start)
+        return read_inbox_file(self._files(root)[2], start)
 
     def compact_inbox(self, root: str, keep_from: int) -> bool:
         """Rewrite the inbox without its deliveries below id `keep_from` once they are at
@@ -707,99 +600,29 @@ class LocalWorld(World):
         except (OwnershipError, RunNotFoundError, PermissionError):
             return False
         if done is not None:
-            self._inbox_ends[root] = done  # ids do not move: the end as it was
+            self._inboxes.ends[root] = done  # ids do not move: the end as it was
         return done is not None
 
     def inbox_name(self, root: str) -> str:
         return self._files(root)[2]
 
     def inbox_end(self, root: str) -> int:
-        path = self._inbox_paths.get(root)
-        if path is None:  # a turn asks at every step: the path is built once
-            path = os.path.join(self.path, "runs", check_run_id(root), "inbox.msgpack")
-            if len(self._inbox_paths) > 4096:
-                self._inbox_paths.clear()
-                self._inbox_shifts.clear()
-            self._inbox_paths[root] = path
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return 0
-        # The end as an id: the size plus the file's shift, read again when the file changed
-        # (a delivery, or a compaction's rename).
-        known = self._inbox_shifts.get(root)
-        if known is not None and known[0] == (st.st_ino, st.st_size, st.st_mtime_ns):
-            return st.st_size + known[1]
-        try:
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                shift = _journal.inbox_layout(f.read(_journal.HEADER_MAX))[0]
-        except FileNotFoundError:
-            return 0
-        self._inbox_shifts[root] = ((st.st_ino, st.st_size, st.st_mtime_ns), shift)
-        return st.st_size + shift
+        return self._inboxes.end(root)
 
     # -- hooks -------------------------------------------------------------------------------
-    def _hook_path(self, token: str) -> Path:
-        return self.path / "hooks" / check_name(token, "hook token")
-
     def claim_hook(self, token: str, run_id: str) -> str:
         self._settle()
-        path = self._hook_path(token)
-        with guard(path.parent, "claiming a hook"):
-            for _ in range(2):
-                try:
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                except FileExistsError:
-                    owner = self.hook_owner(token)
-                    if owner:
-                        return owner
-                    path.unlink(missing_ok=True)  # empty: its claimer died mid-claim
-                    continue
-                try:
-                    os.write(fd, run_id.encode())
-                    # What this process appended before claiming is durable with the claim (a
-                    # session's creation: its session.started, by which it is listed).
-                    self._streams.flush()
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                _fsync_dir(path.parent)
-                return run_id
-        raise StorageError(f"{path}: cannot claim hook token")
+        return self._hooks.claim(token, run_id)
 
     def hook_owner(self, token: str) -> str | None:
-        path = os.path.join(self.path, "hooks", check_name(token, "hook token"))
-        try:
-            with open(path, encoding="utf-8") as f:
-                # Empty, or zeros a power cut left under its size: its claimer died mid-claim.
-                owner = f.read().strip().strip("\x00") or None
-        except FileNotFoundError:
-            return None
-        except UnicodeDecodeError:
-            owner = "(not text)"
-        if owner is not None and not is_run_id(owner):
-            raise CorruptJournalError(
-                path, 0, "bad hook", what=f"the hook file names {owner!r}, which is no run id"
-            )
-        if owner is not None and not os.path.exists(self._files(root_of(owner))[1]):
-            # Damaged (or left by a removal that died): deliveries to it would go nowhere.
-            raise CorruptJournalError(
-                path, 0, "dangling hook", what=f"the hook file names run {owner!r}, which does "
-                "not exist"
-            )  # fmt: skip
-        return owner
+        return self._hooks.owner(token)
 
     def release_hook(self, token: str, run_id: str) -> None:
         # What made the release right (a `done` record, the records before a close) is durable
         # before the hook goes, and the removal is durable before the caller goes on: a cut
         # must not bring back a hook whose run ended (its head may be stale) or closed it.
         self._settle()
-        if self.hook_owner(token) == run_id:
-            path = self._hook_path(token)
-            with guard(path.parent, "releasing a hook"):
-                path.unlink(missing_ok=True)
-                _fsync_dir(path.parent)
+        self._hooks.release(token, run_id)
 
     # -- ownership and wake-ups --------------------------------------------------------------
     @contextlib.contextmanager
@@ -895,58 +718,19 @@ class LocalWorld(World):
             self._settle(soon=True)
 
     def _settle(self, *, soon: bool = False) -> None:
-        """Wait until every deferred record is durable; `soon` (on an event loop):
-        `EFFECT_WAIT` later instead (`_settle_by`), a failure then raised by the next append
-        or settle. Called before anything a reader could see is written (a stream item, a
-        head, a delivery, a hook, a family), so nothing that follows from a record is seen
-        before it."""
-        if not self._unsettled and self._settle_failure is None:
-            self._settle_due = None  # (a timer finding none settles nothing early later)
-            return  # nothing deferred (most calls: several a step)
+        """Every deferred record durable now (`CommitQueue.commit`); `soon` (on an event loop):
+        `EFFECT_WAIT` later instead. Called before anything a reader could see is written (a
+        stream item, a head, a delivery, a hook, a family)."""
         if soon:
-            if self._unsettled:
-                self._settle_by(_asyncio_loop())
-            return
-        self._settle_due = None
-        failure, self._settle_failure = self._settle_failure, None
-        if failure is not None:
-            raise failure
-        # A family leaves the set only once settled: a caller finding it there waits for the
-        # one settling it (the writer's lock), never returns before the record is durable; and
-        # one whose writer took a new deferred record meanwhile stays.
-        with self._unsettled_lock:
-            roots = list(self._unsettled)
-        for root in roots:
-            writer = self._writers.get(root)
-            if writer is not None:
-                writer.settle()
-            with self._unsettled_lock:
-                if writer is None or writer.unsettled is None:
-                    self._unsettled.discard(root)
+            self._commits.commit_soon(_asyncio_loop())
+        else:
+            self._commits.commit()
 
-    def _settle_by(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Settle `EFFECT_WAIT` after the first effect no one observes since the last settle:
-        a quick one (a model's call) is followed by an effect that settles first (a tool's),
-        and the records before both share its `fdatasync`."""
-        if self._settle_due is None:
-            self._settle_due = time.monotonic() + EFFECT_WAIT
-        if self._settle_timer is not loop:
-            self._settle_timer = loop
-            loop.call_later(EFFECT_WAIT, self._settle_when_due, loop)
-
-    def _settle_when_due(self, loop: asyncio.AbstractEventLoop) -> None:
-        due = self._settle_due
-        if due is not None and due - time.monotonic() > 0.0001:
-            loop.call_later(due - time.monotonic(), self._settle_when_due, loop)
-            return
-        if self._settle_timer is loop:
-            self._settle_timer = None
-        if due is None:
-            return  # settled meanwhile
-        try:
-            self._settle()
-        except StorageError as exc:  # raised by the next append or settle, not lost here
-            self._settle_failure = exc
+    def _commit_family(self, root: str) -> bool:
+        writer = self._writers.get(root)
+        if writer is not None:
+            writer.settle()
+        return writer is None or writer.unsettled is None
 
     def stream_mark(self) -> int:
         return self._streams.appends
