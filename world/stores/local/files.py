@@ -7,10 +7,11 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ... import _faults, _journal
 from ..._errors import CorruptJournalError, StorageError, storage_error
-from ..._world import root_of, stream_family
+from ..._world import check_run_id, root_of, stream_family
 from .stream_record import stream_of
 
 STREAM_SUFFIX = ".msgpack"
@@ -179,3 +180,73 @@ def compact_inbox_file(path: Path, tmp: Path, keep_from: int, least: int) -> int
             tmp.unlink()
         return None  # the inbox stays as it was (or, renamed, holds the same ids)
     return shift + len(data)
+
+
+def read_head_file(path: str) -> dict[str, Any] | None:
+    """A head file's head (None: missing, unreadable or damaged: rebuilt from the journal)."""
+    for _ in range(3):  # a damaged head may be one being written: read it again
+        try:
+            head = _journal.head_from(read_whole(path))
+        except OSError:  # missing or unreadable: rebuilt (head_from says None for damage)
+            return None
+        if head is not None:
+            return head
+    return None
+
+
+def remove_run_folder(folder: Path) -> None:
+    """A run folder's data, then its journal and lock files, then the folder: a crash at any
+    point leaves a family still listed, or a remnant."""
+    last = ["journal.msgpack", *LOCKS]
+    for name in listdir(folder):
+        if name not in last:
+            delete(folder / name)
+    for name in last:
+        (folder / name).unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        folder.rmdir()
+
+
+def usage_of(paths: list[str]) -> tuple[int, float]:
+    """The bytes `paths` hold and their latest change (locks left out: a lock's mtime is its
+    taking, not a write)."""
+    size, last = 0, 0.0
+    for path in paths:
+        if path.endswith(".lock"):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        size += st.st_size
+        last = max(last, st.st_mtime)
+    return size, last
+
+
+class RunFiles:
+    """(folder, journal, inbox) of each family, as strings: asked for several times a turn,
+    and a `Path` costs more to build than the system call it is for."""
+
+    def __init__(self, path: Path) -> None:
+        self.runs = os.path.join(path, "runs")
+        self.known: dict[str, tuple[str, str, str]] = {}
+
+    def of(self, root: str) -> tuple[str, str, str]:
+        files = self.known.get(root)
+        if files is None:
+            folder = os.path.join(self.runs, check_run_id(root))
+            files = (
+                folder,
+                os.path.join(folder, "journal.msgpack"),
+                os.path.join(folder, "inbox.msgpack"),
+            )
+            if len(self.known) >= 4096:
+                self.known.clear()
+            self.known[root] = files
+        return files
+
+    def forget(self, root: str) -> None:
+        self.known.pop(root, None)
+
+    def clear(self) -> None:
+        self.known.clear()

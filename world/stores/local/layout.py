@@ -25,12 +25,15 @@ then it is a damaged byte, and the repair says what it does before it does it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._errors import StoreFormatError
+from ... import _journal
+from ..._errors import CorruptJournalError, StoreFormatError
+from .files import guard
 
 # Version 2: the format frozen for 0.1 (every file kind in one form, see `_journal`); a store
 # of version 1 holds pre-release forms, which this version does not read.
@@ -115,3 +118,55 @@ def old_format_error(fmt: Path, version: int) -> StoreFormatError:
 def default_data_dir() -> Path:
     """`$EVE_DATA_DIR`, else `./.workflow-data` (the one default: the runtime and CLI use it)."""
     return Path(os.environ.get("EVE_DATA_DIR") or ".workflow-data").expanduser()
+
+
+def open_format(path: Path, *, create: bool) -> int | None:
+    """Check the FORMAT of the data directory `path` as an open does: a damaged one, or one
+    a newer eve wrote, raises; a missing one is written (with the folders) when `create`.
+    The older format version to migrate from, or None."""
+    fmt = path / "FORMAT"
+    with guard(path, "opening the data directory"):
+        if fmt.exists() and not _unwritten_format(path, fmt):
+            reading = read_format(path)
+            if reading.state in ("damaged", "foreign"):  # a repair rewrites it
+                what = (
+                    f"the store's FORMAT file is {reading.detail}"
+                    if reading.state == "damaged"
+                    else "not an eve data directory (bad FORMAT file)"
+                )
+                raise CorruptJournalError(str(fmt), 0, "bad FORMAT", what=what)
+            if reading.state == "newer":
+                raise StoreFormatError(
+                    f"{fmt}: written by a newer eve (version {reading.version}; this one "
+                    f"reads {FORMAT_VERSION}): open it with that eve; if none wrote it, "
+                    "the file is damaged: `eve doctor --repair` rewrites it"
+                )
+            if reading.state == "older":
+                assert reading.version is not None
+                return reading.version
+            return None
+        if not create:
+            return None
+        _journal.make_dirs(path)
+        for sub in ("runs", "hooks", "streams"):
+            with contextlib.suppress(FileExistsError):
+                (path / sub).mkdir()
+        # FORMAT is written last, durable (its data, then its entry with the folders'):
+        # a store is one once it has FORMAT, and a cut never leaves it empty.
+        tmp = fmt.with_suffix(f".tmp{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _journal.write_all(fd, (json.dumps(FORMAT) + "\n").encode(), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, fmt)
+        _journal.fsync_dir(path)
+    return None
+
+
+def _unwritten_format(path: Path, fmt: Path) -> bool:
+    """Whether `fmt` is a FORMAT whose write a power cut undid (empty, or zeros), written
+    by an eve that did not fsync it, in a folder laid out as a store: it is written again
+    (a read-only open takes it as it would be)."""
+    return not fmt.read_bytes().strip(b"\0") and (path / "runs").is_dir()

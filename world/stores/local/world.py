@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
 import os
 import time
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
@@ -25,7 +24,6 @@ from ..._errors import (
     RunExistsError,
     RunNotFoundError,
     StorageError,
-    StoreFormatError,
 )
 from ..._family import parks_on_timer
 from ..._migrations import MigrationReport
@@ -46,22 +44,23 @@ from ..._world import (
 from . import migrate as _migrate
 from .files import (
     INTACT_KEY,
-    LOCKS,
     REMOVE_WAIT,
     STREAM_SUFFIX,
     Listing,
+    RunFiles,
     compact_inbox_file,
-    delete,
     guard,
     hook_root,
     listdir,
-    read_whole,
+    read_head_file,
+    remove_run_folder,
     stream_root,
+    usage_of,
 )
 from .hooks import HookFiles
 from .inbox import InboxEnds, read_inbox_file
 from .intact import CheckedFiles
-from .layout import FORMAT, FORMAT_VERSION, default_data_dir, old_format_error, read_format
+from .layout import FORMAT_VERSION, default_data_dir, old_format_error, open_format
 from .stream_record import StreamRecords
 from .streams import StreamStore
 from .timers import TimerNotes
@@ -121,7 +120,7 @@ class LocalWorld(World):
         self.path = Path(path) if path is not None else default_data_dir()
         self._create = create
         self._writers: dict[str, _journal.Writer] = {}
-        self._run_files: dict[str, tuple[str, str, str]] = {}
+        self._run_files = RunFiles(self.path)
         self._runs_resolved = os.path.join(os.path.realpath(self.path), "runs")  # as watched
         self._timers = TimerNotes(self.path, create=create)
         # The families whose writer holds a deferred fdatasync, and when they commit.
@@ -140,7 +139,7 @@ class LocalWorld(World):
         self._hooks = HookFiles(
             self.path / "hooks",
             self._streams.flush,
-            lambda root: os.path.exists(self._files(root)[1]),
+            lambda root: os.path.exists(self._run_files.of(root)[1]),
         )
         # What the open migrated (`_migrate`): None unless the store was of an older format.
         self.migration: MigrationReport | None = None
@@ -148,46 +147,11 @@ class LocalWorld(World):
             self._check_format()
 
     def _check_format(self) -> None:
-        fmt = self.path / "FORMAT"
-        with guard(self.path, "opening the data directory"):
-            if fmt.exists() and not self._unwritten_format(fmt):
-                reading = read_format(self.path)
-                if reading.state in ("damaged", "foreign"):  # a repair rewrites it
-                    what = (
-                        f"the store's FORMAT file is {reading.detail}"
-                        if reading.state == "damaged"
-                        else "not an eve data directory (bad FORMAT file)"
-                    )
-                    raise CorruptJournalError(str(fmt), 0, "bad FORMAT", what=what)
-                if reading.state == "newer":
-                    raise StoreFormatError(
-                        f"{fmt}: written by a newer eve (version {reading.version}; this one "
-                        f"reads {FORMAT_VERSION}): open it with that eve; if none wrote it, "
-                        "the file is damaged: `eve doctor --repair` rewrites it"
-                    )
-                if reading.state == "older":
-                    assert reading.version is not None
-                    self.migration = self._migrate_from(reading.version)
-                elif os.path.exists(os.path.join(self.path, _migrate.STAGING)):
-                    _migrate.finish_interrupted(self.path)  # cut after its FORMAT was written
-                return
-            if not self._create:
-                return
-            make_dirs(self.path)
-            for sub in ("runs", "hooks", "streams"):
-                with contextlib.suppress(FileExistsError):
-                    (self.path / sub).mkdir()
-            # FORMAT is written last, durable (its data, then its entry with the folders'):
-            # a store is one once it has FORMAT, and a cut never leaves it empty.
-            tmp = fmt.with_suffix(f".tmp{os.getpid()}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                _journal.write_all(fd, (json.dumps(FORMAT) + "\n").encode(), 0)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, fmt)
-            _fsync_dir(self.path)
+        older = open_format(self.path, create=self._create)
+        if older is not None:
+            self.migration = self._migrate_from(older)
+        elif os.path.exists(os.path.join(self.path, _migrate.STAGING)):
+            _migrate.finish_interrupted(self.path)  # cut after its FORMAT was written
 
     def _migrate_from(self, version: int) -> MigrationReport | None:
         """Migrate this store from format `version` (`_migrate`); its streams' appends, which
@@ -207,33 +171,11 @@ class LocalWorld(World):
             return None
         return _migrate.migrate_store(self, self.path, found, dry_run=True)
 
-    def _unwritten_format(self, fmt: Path) -> bool:
-        """Whether `fmt` is a FORMAT whose write a power cut undid (empty, or zeros), written
-        by an eve that did not fsync it, in a folder laid out as a store: it is written again
-        (a read-only open takes it as it would be)."""
-        return not fmt.read_bytes().strip(b"\0") and (self.path / "runs").is_dir()
-
     def _dir(self, root: str) -> Path:
         return self.path / "runs" / check_run_id(root)
 
-    def _files(self, root: str) -> tuple[str, str, str]:
-        """(folder, journal, inbox) of family `root`, as strings: asked for several times a
-        turn, and a `Path` costs more to build than the system call it is for."""
-        files = self._run_files.get(root)
-        if files is None:
-            folder = os.path.join(self.path, "runs", check_run_id(root))
-            files = (
-                folder,
-                os.path.join(folder, "journal.msgpack"),
-                os.path.join(folder, "inbox.msgpack"),
-            )
-            if len(self._run_files) >= 4096:
-                self._run_files.clear()
-            self._run_files[root] = files
-        return files
-
     def _journal_path(self, root: str) -> str:
-        path = self._files(root)[1]
+        path = self._run_files.of(root)[1]
         if not os.path.exists(path):
             raise RunNotFoundError(f"no run family {root!r} in {self.path}")
         return path
@@ -306,7 +248,7 @@ class LocalWorld(World):
         return sorted(n for n in names if os.path.exists(os.path.join(runs, n, "journal.msgpack")))
 
     def family_exists(self, root: str) -> bool:
-        return os.path.exists(self._files(root)[1])
+        return os.path.exists(self._run_files.of(root)[1])
 
     def stream_names(self) -> list[str]:
         names = {n.rpartition(".")[0] for n in listdir(self.path / "streams")}
@@ -317,24 +259,14 @@ class LocalWorld(World):
         return sorted({f.rpartition(".")[0].replace("%3A", ":") for f in files})
 
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
-        folder = self._files(root)[0]
+        folder = self._run_files.of(root)[0]
         self._trim(root)  # the data's size, not the space a writer holds ahead of it
         paths = [os.path.join(folder, name) for name in listdir(Path(folder))]
         if streams is None:
             streams = self.family_streams(root)
         for name in streams:
             paths.extend(self._streams.paths(name))
-        size, last = 0, 0.0
-        for path in paths:
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            if path.endswith(".lock"):
-                continue  # a lock's mtime is its taking, not a write
-            size += st.st_size
-            last = max(last, st.st_mtime)
-        return FamilyUsage(size, last)
+        return FamilyUsage(*usage_of(paths))
 
     def remnants(self) -> list[str]:
         roots = set(listdir(self.path / "runs"))
@@ -377,21 +309,14 @@ class LocalWorld(World):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path)
             streams.dropped(root, before)
-            last = ["journal.msgpack", *LOCKS]
-            for name in listdir(folder):
-                if name not in last:
-                    delete(folder / name)
-            for name in last:
-                (folder / name).unlink(missing_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                folder.rmdir()
+            remove_run_folder(folder)
         except OSError as exc:
             raise StorageError(
                 f"{folder}: removing run family {root} failed: {exc.strerror or exc}; "
                 "the next removal finishes it"
             ) from None
         finally:
-            self._run_files.pop(root, None)
+            self._run_files.forget(root)
             self._inboxes.forget(root)
 
     def verify(self) -> list[Finding]:
@@ -462,23 +387,12 @@ class LocalWorld(World):
         for root in names:
             folder = f"{runs}{os.sep}{root}{os.sep}"
             if os.path.exists(folder + "journal.msgpack"):
-                head = self._head_at(folder + "head.msgpack")
+                head = read_head_file(folder + "head.msgpack")
                 out.append(FamilyHead(root, head, self.inbox_end(root) if inbox else -1))
         return out
 
     def read_head(self, root: str) -> dict[str, Any] | None:
-        return self._head_at(os.path.join(self.path, "runs", check_run_id(root), "head.msgpack"))
-
-    @staticmethod
-    def _head_at(path: str) -> dict[str, Any] | None:
-        for _ in range(3):  # a damaged head may be one being written: read it again
-            try:
-                head = _journal.head_from(read_whole(path))
-            except OSError:  # missing or unreadable: rebuilt (head_from says None for damage)
-                return None
-            if head is not None:
-                return head
-        return None
+        return read_head_file(os.path.join(self.path, "runs", check_run_id(root), "head.msgpack"))
 
     def write_head(self, root: str, head: dict[str, Any]) -> None:
         self._trim(root)  # the journal's size on disk is its data's from here on
@@ -487,7 +401,7 @@ class LocalWorld(World):
         # ~0.2 ms here (ext4 flushes a file renamed over another), once a turn. A reader
         # meeting the write sees a bad checksum and reads again; a head torn by a crash is
         # rebuilt from the journal, as a missing one is.
-        folder = self._files(root)[0]
+        folder = self._run_files.of(root)[0]
         note = self._checks.note(root)
         data = _journal.frame({**head, INTACT_KEY: note} if note else head, "head")
         with guard(folder, "writing the run status"):
@@ -544,7 +458,7 @@ class LocalWorld(World):
         and the crc32 of the bytes before it): bytes unchanged since need only that crc, at
         the speed of zlib, not a walk over their records."""
         streams = self._family_streams(root)
-        paths = [*self._files(root)[1:], *streams]
+        paths = [*self._run_files.of(root)[1:], *streams]
         self._checks.checked[root] = paths
         hints = (self.read_head(root) or {}).get(INTACT_KEY)
         for path in paths:
@@ -577,7 +491,7 @@ class LocalWorld(World):
         # What this process appended before it reads the inbox is readable first: a sender
         # that sees no such item after its delivery knows the reading comes after it.
         self._streams.drain()
-        return read_inbox_file(self._files(root)[2], start)
+        return read_inbox_file(self._run_files.of(root)[2], start)
 
     def compact_inbox(self, root: str, keep_from: int) -> bool:
         """Rewrite the inbox without its deliveries below id `keep_from` once they are at
@@ -604,7 +518,7 @@ class LocalWorld(World):
         return done is not None
 
     def inbox_name(self, root: str) -> str:
-        return self._files(root)[2]
+        return self._run_files.of(root)[2]
 
     def inbox_end(self, root: str) -> int:
         return self._inboxes.end(root)
@@ -680,7 +594,7 @@ class LocalWorld(World):
             raise
         if self._records.names(root) is None:  # an older eve's family: named once, here
             with contextlib.suppress(OSError):  # (without one its streams are listed)
-                self._records.write(self._files(root)[0], self.family_streams(root))
+                self._records.write(self._run_files.of(root)[0], self.family_streams(root))
         self._leased.add(root)
         return _FileLease(self, root, lock)
 

@@ -38,11 +38,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import threading
 import time
 import uuid
-import zlib
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
@@ -54,7 +52,6 @@ from ..._errors import (
     OwnershipError,
     RunExistsError,
     RunNotFoundError,
-    StorageError,
     WorldError,
 )
 from ..._family import head_wake
@@ -66,28 +63,22 @@ from ..._world import (
     FamilyUsage,
     InboxItem,
     Lease,
-    LostItem,
     check_name,
     check_run_id,
     inbox_item,
     inbox_record,
     root_of,
 )
-from .batches import Batching, _PgLease
-from .connection import RETRY_FOR
-from .threads import _Listener
+from .batches import _PgLease
+from .streams import Streams, _stream_root
 
 if TYPE_CHECKING:
     from ..._findings import Finding
 
-# Seconds a live tail waits for a wake-up before it reads again anyway (a notification it
-# cannot get: a batch that began before its registration, of a family created meanwhile).
-TAIL_LOOK = 5.0
-DIGESTS_KEPT = 4096  # streams whose last digest this object keeps (`stream_digest`)
 COMPACT_MIN = 16 * 1024  # consumed delivery bytes an inbox keeps before dropping them
 
 
-class PostgresWorld(Batching):
+class PostgresWorld(Streams):
     """Durable storage in PostgreSQL; many processes may share one world."""
 
     io = IO.NETWORK  # every call is a round trip: see World.io
@@ -272,20 +263,6 @@ class PostgresWorld(Batching):
                 raise RunNotFoundError(f"no run family {root!r} in {self.where}")
         records = self._parse(rows, f"{self.where}: journal of run family {root}")
         return FamilyLog(records=cast("list[tuple[int, StoredRecord]]", records), start=start)
-
-    @staticmethod
-    def _parse(rows: list[tuple[Any, ...]], what: str) -> list[tuple[int, dict[str, Any]]]:
-        """Each row's `(position, frame)` as `(position, record)`; a damaged frame is
-        `CorruptJournalError` naming its position (nothing here is a torn tail)."""
-        data = b"".join(bytes(row[1]) for row in rows)
-        parsed = _journal.parse(data, 0, what) if data else _journal.ReadResult()
-        if len(parsed.records) == len(rows):
-            return [(row[0], rec) for row, (_, rec) in zip(rows, parsed.records, strict=True)]
-        for row in rows:
-            one = _journal.parse(bytes(row[1]), 0, what)
-            if len(one.records) != 1:
-                raise CorruptJournalError(what, row[0], what=f"damaged record at position {row[0]}")
-        raise CorruptJournalError(what, 0, what="records do not parse one by one")
 
     def read_head(self, root: str) -> dict[str, Any] | None:
         row = self._one("read_head", {"root": root})
@@ -478,18 +455,6 @@ class PostgresWorld(Batching):
             )
 
     # -- ownership and wake-ups --------------------------------------------------------------
-    def _listening(self) -> None:
-        """Start the listener (LISTEN, liveness lock) if needed and wait until it is up."""
-        listener = self._listener
-        if listener is None or not listener.is_alive():
-            with self._lock:
-                if self._listener is None or not self._listener.is_alive():
-                    self._listener = _Listener(self)
-                    self._listener.start()
-                listener = self._listener
-        if not listener.ready.wait(RETRY_FOR):
-            raise StorageError(self._unreachable(StorageError(listener.failure or "no answer")))
-
     def acquire(self, root: str, wait: float | None = None) -> Lease:
         check_run_id(root)
         self._writable()
@@ -567,190 +532,6 @@ class PostgresWorld(Batching):
                 self._signals.drop(key, event)
 
     # -- streams -----------------------------------------------------------------------------
-    def stream_append(self, name: str, item: Any) -> int:
-        check_name(name, "stream name")
-        self._writable()
-        frame = _journal.frame({"v": item}, "stream item")
-        root = _stream_root(name)
-        lease = self._leases.get(root) if root is not None else None
-        if lease is None:
-            return self._append_unowned(name, root, frame)
-        self._held(lease.root)
-        with self._lock:  # the index is given out now; the item is written in a batch
-            index = lease.lengths.get(name, 0)
-            lease.lengths[name] = index + 1
-            lease.pending.append((name, index, frame))
-            self._appends += 1
-            lease.last_mark = self._appends
-            first_entry = lease.since is None
-            if first_entry:
-                lease.since = time.monotonic()
-        if asyncio._get_running_loop() is None:
-            self._flush(lease)  # not on a loop (a caller that goes on at once): written now
-        elif first_entry:
-            self._flusher_now().soon()
-        return index
-
-    def _append_unowned(self, name: str, root: str | None, frame: bytes) -> int:
-        """An append by a process not holding the family's lease (a session's first event,
-        written at its creation): the database gives out the index."""
-        if root is not None:
-            self._check_not_lost(root)
-        params = {"name": name, "frame": frame, "root": root, "chan": self._channel,
-                  "note": "s" + name}  # fmt: skip
-
-        def go(conn: psycopg.Connection[Any], attempt: int) -> int:
-            if attempt:  # the first try may have committed
-                for idx, stored in conn.execute(self._sql["stream_last"], params).fetchall():
-                    if bytes(stored) == frame:
-                        return int(idx)
-            row = conn.execute(self._sql["stream_append"], params).fetchone()
-            assert row is not None
-            return int(row[0])
-
-        with self._lock:
-            self._appends += 1
-        self._settle()
-        return self._call(go)
-
-    def _check_not_lost(self, root: str) -> None:
-        if root in self._lost:
-            raise OwnershipError(self._lost_message(root))
-
-    def _settled(self, name: str) -> _PgLease | None:
-        """The lease of the family of stream `name` if this object holds it, its batch
-        written first (a read sees what this object appended)."""
-        root = _stream_root(name)
-        lease = self._leases.get(root) if root is not None else None
-        if lease is not None and (lease.pending or lease.records or lease.flushing.locked()):
-            self._flush(lease)
-        return lease
-
-    def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
-        check_name(name, "stream name")
-        if start < 0:
-            start = max(self.stream_length(name) + start, 0)
-        self._settled(name)
-        rows = self._all("stream_read", {"name": name, "start": start, "end": end})
-        # A gap record `eve doctor --repair` left for a damaged item reads as lost, and so
-        # does an item missing (a hole an older eve left in a crash of the server): every
-        # item is read at its index.
-        out: list[Any] = []
-        for idx, rec in self._parse(rows, f"{self.where}: stream {name}"):
-            out += [LostItem(missing) for missing in range(start + len(out), int(idx))]
-            out.append(LostItem(int(idx)) if "v" not in rec else rec["v"])
-        return out
-
-    def stream_length(self, name: str) -> int:
-        check_name(name, "stream name")
-        root = _stream_root(name)
-        lease = self._leases.get(root) if root is not None else None
-        if lease is not None and not lease.lost:  # known while held: no round trip
-            return lease.lengths.get(name, 0)
-        row = self._one("stream_length", {"name": name})
-        return 0 if row is None else int(row[0])
-
-    def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
-        # The row's length and version (xmin): every append updates the row, and a stream
-        # removed and made again is another row.
-        self._flush_all()  # a token taken before this object's batches are written would
-        # stand for less than they hold
-        rows = self._all("stream_versions", {"names": list(names)}) if names else []
-        found = {str(name): (int(length), str(xmin)) for name, length, xmin in rows}
-        return [found.get(name) for name in names]
-
-    def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
-        # Only the items after the longest prefix known here are read: the one `after` names,
-        # or this object's last digest of the stream while its row says no stored item was
-        # changed or removed since (an append changes neither `made` nor `rewrites`).
-        check_name(name, "stream name")
-        self._settled(name)
-        row = self._one("stream_made", {"name": name})
-        if count > (0 if row is None else int(row[0])):
-            return None
-        first, crc = 0, 0
-        token = None if row is None else (str(row[1]), int(row[2]))
-        kept = self._digests.get(name)
-        if kept is not None and kept[0] == token and kept[1] <= count:
-            first, crc = kept[1], kept[2]
-        if (
-            after is not None
-            and isinstance(after[1], tuple)
-            and after[1][0] == after[0]
-            and first < after[0] <= count
-        ):
-            first, crc = after[0], after[1][1]
-        if first < count:
-            rows = self._all("stream_read", {"name": name, "start": first, "end": count})
-            for _, frame in rows:
-                crc = zlib.crc32(bytes(frame), crc)
-        if token is not None:
-            keep = (token, count, crc)
-            if kept is not None and kept[0] == token and kept[1] > count:
-                keep = kept  # a longer prefix is known
-            with self._lock:
-                self._digests.pop(name, None)  # (the newest last: the oldest goes first)
-                self._digests[name] = keep
-                if len(self._digests) > DIGESTS_KEPT:
-                    del self._digests[next(iter(self._digests))]
-        return count, crc
-
-    async def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
-        check_name(name, "stream name")
-        await asyncio.to_thread(self._listening)
-        root = _stream_root(name)
-        if root is not None:  # before the first read: batches of it notify from here on
-            await asyncio.to_thread(self._tail_on, root)
-        try:
-            if start < 0:
-                start = max(await asyncio.to_thread(self.stream_length, name) + start, 0)
-            key = "s" + name
-            while True:
-                event = self._signals.event(key)
-                try:
-                    items = await asyncio.to_thread(self.stream_read, name, start)
-                    if not items:
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(event.wait(), TAIL_LOOK)
-                finally:
-                    self._signals.drop(key, event)
-                for item in items:
-                    yield start, item
-                    start += 1
-        finally:
-            if root is not None:  # (off the loop, without waiting: a generator closing)
-                threading.Thread(target=self._tail_off, args=(root,), daemon=True).start()
-
-    def _tail_on(self, root: str) -> None:
-        """A tail of a stream of `root` begins here: another object's batches of it notify."""
-        with self._tails_lock:
-            if not self._tails.get(root):
-                params = {"root": root, "key": self._alive_key}
-                self._call(lambda conn, _: conn.execute(self._sql["tail_on"], params))
-            self._tails[root] = self._tails.get(root, 0) + 1
-
-    def _tails_again(self, conn: psycopg.Connection[Any]) -> None:
-        """The listener is back (its liveness lock too): this object's tails register again
-        (another's registration may have taken their rows for a dead object's meanwhile);
-        every waiter is woken to look again after this."""
-        with self._tails_lock:
-            roots = list(self._tails)
-        if roots:
-            params = {"roots": roots, "key": self._alive_key}
-            conn.execute(self._sql["tails_again"], params)
-
-    def _tail_off(self, root: str) -> None:
-        with self._tails_lock:
-            left = self._tails.get(root, 0) - 1
-            if left > 0:
-                self._tails[root] = left
-                return
-            self._tails.pop(root, None)
-            if self._pool is not None:  # (a row left by a closed object costs only notifies)
-                params = {"root": root, "key": self._alive_key}
-                with contextlib.suppress(WorldError):
-                    self._call(lambda conn, _: conn.execute(self._sql["tail_off"], params))
-
     def close(self) -> None:
         with contextlib.suppress(WorldError):
             self._flush_all()
@@ -773,14 +554,3 @@ class PostgresWorld(Batching):
     def _wake_listener(self) -> None:
         params = {"chan": self._channel}
         self._call(lambda conn, _: conn.execute("SELECT pg_notify(%(chan)s, '')", params))
-
-
-def _stream_root(name: str) -> str | None:
-    """The family a stream belongs to: a stream `<kind>.<run id>[.<n>...]` is its run's."""
-    parts = name.split(".")
-    if len(parts) < 2:
-        return None
-    try:
-        return root_of(check_run_id(parts[1]))
-    except WorldError:
-        return None
