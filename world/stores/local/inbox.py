@@ -26,10 +26,10 @@ class InboxEnds:
         for cache in (self.ends, self.paths, self.shifts):
             cache.pop(root, None)
 
-    def valid_end(self, root: str, path: str, head: dict[str, Any] | None) -> tuple[int, int]:
+    def valid_end(self, root: str, path: str, head_next: Any) -> tuple[int, int]:
         """Where the next delivery goes (the file position after the last complete record)
-        and the file's shift (id = position + shift); under `inbox.lock`. `head`: the family's
-        head, read when this process delivered nothing to it yet."""
+        and the file's shift (id = position + shift); under `inbox.lock`. `head_next`: the
+        `inbox_next` of the family's head, read when this process delivered nothing to it yet."""
         try:
             with open(path, "rb") as f:
                 shift = _journal.inbox_layout(f.read(_journal.HEADER_MAX))[0]
@@ -37,7 +37,7 @@ class InboxEnds:
             return 0, 0
         # Where a valid record ends: this process's last delivery, else the end of the last
         # delivery the owner read (the head), so a new process does not parse every delivery.
-        known = self.ends.get(root) or (head or {}).get("inbox_next", 0)
+        known = self.ends.get(root) or head_next
         known = known - shift if isinstance(known, int) else 0
         if 0 < known <= os.path.getsize(path):
             with contextlib.suppress(CorruptJournalError):

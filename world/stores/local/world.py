@@ -434,8 +434,8 @@ class LocalWorld(World):
         with guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it
             self.check_intact(root)
-            head = self.read_head(root) if root not in self._inboxes.ends else None
-            end, shift = self._inboxes.valid_end(root, str(path), head)
+            head = None if root in self._inboxes.ends else self.read_head(root)
+            end, shift = self._inboxes.valid_end(root, str(path), (head or {}).get("inbox_next"))
             header = b"" if end else _journal.frame(_journal.header(_journal.INBOX_FORMAT))
             writer = _journal.Writer(str(path), end)  # drops a torn tail first
             try:
