@@ -253,6 +253,9 @@ class Channel:
         }
         if self.dev is not None:
             body["dev"] = self.dev.as_json()
+        caller = principal_of(request.scope)
+        if Owners.by(caller) is not None:  # who is asking (none on a loopback-only server)
+            body["principal"] = {**caller.record, "scopes": sorted(caller.scopes)}
         return JSONResponse(body)
 
     async def create(self, request: Request) -> Response:

@@ -980,11 +980,28 @@
 
   let devTimer = null;
 
+  /** Who this tab is signed in as, and a way out (the token leaves the tab). */
+  function showMe(principal) {
+    const me = $("#me");
+    if (!principal || !sessionStorage.getItem(TOKEN_KEY)) { me.hidden = true; return; }
+    const name = who(principal);
+    if (me.dataset.name === name && !me.hidden) return;
+    me.dataset.name = name;
+    me.hidden = false;
+    me.replaceChildren(el("span", { class: "muted", text: name }), " ",
+      el("button", { type: "button", class: "ghost", id: "logout", text: "log out", onclick: () => {
+        sessionStorage.removeItem(TOKEN_KEY);
+        me.hidden = true;
+        route();
+      } }));
+  }
+
   async function pollInfo() {
     clearTimeout(devTimer);
     try {
       const info = await api("GET", "/info");
       $("#agent").textContent = [info.agent, info.model].filter(Boolean).join(" · ");
+      showMe(info.principal);
       const bar = $("#dev");
       const dev = info.dev;
       if (!dev) { bar.hidden = true; }

@@ -94,6 +94,8 @@ def test_another_user_is_told_a_session_does_not_exist(server: ServerThread) -> 
     with client(server, "tok-alice") as alice:
         rows = alice.get("/sessions").json()["sessions"]
         assert [(r["id"], r["owner"]) for r in rows] == [(sid, {"subject": "alice"})]
+        me = alice.get("/info").json()["principal"]
+        assert me == {"subject": "alice", "scopes": ["approve", "read", "send"]}
 
 
 def test_approving_needs_the_approve_scope(server: ServerThread) -> None:

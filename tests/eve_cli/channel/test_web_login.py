@@ -64,4 +64,8 @@ def test_two_users_log_in_with_the_issuer_and_see_only_their_sessions(
         expect(t.page.locator(".msg.user .who")).to_have_text(user)
         t.page.goto(f"{server.url}/#/s/{made[other]}")  # another's session: not there
         expect(t.page.get_by_text(f"{other} here")).to_have_count(0)
+        expect(t.page.locator("#me")).to_contain_text(user)
+        t.page.locator("#logout").click()  # the token leaves the tab
+        expect(t.page.locator("form.token")).to_be_visible()
+        assert t.page.evaluate("sessionStorage.getItem('eve.token')") is None
     assert not any("eyJ" in line for line in server.logs), "a token reached the log"
