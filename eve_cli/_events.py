@@ -68,7 +68,8 @@ class Event(TypedDict, total=False):
     mode: str | None
     model: str | None
     parent: str | None
-    # -- session.waiting, turn.waiting: the session's counts so far
+    # -- session.waiting, turn.waiting: the session's counts so far (and the session's token)
+    continuationToken: str
     turns: int
     steps: int
     # -- message.*

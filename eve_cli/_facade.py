@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
 
 if TYPE_CHECKING:
-    from eve_cli._schedules import Schedule
+    from eve_cli._events import Event
+    from eve_cli._schedules import Schedule, ScheduleRow
     from eve_cli.channel.client import RemoteRuntime
-    from eve_cli.execution import Lineage, SessionView
+    from eve_cli.execution import Forked, Lineage, SessionView
     from eve_cli.runtime import Runtime
 
 TurnPolicy = Literal["steer", "queue"]
@@ -88,7 +89,7 @@ class Facade(Protocol):
         """Run the session until it waits, parks or ends (``view=False``: only its status)."""
         ...
 
-    async def fork(self, sid: str, at: str | None = None) -> dict[str, Any]:
+    async def fork(self, sid: str, at: str | None = None) -> Forked:
         """A new session from checkpoint ``at`` of ``sid`` (``T`` or ``T.S``; None: the
         latest): ``{"sessionId", "forkedFrom", "checkpoint"}`` (SPEC §15)."""
         ...
@@ -112,11 +113,11 @@ class Facade(Protocol):
         """One `SessionRow` a session, most recently active first."""
         ...
 
-    def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
+    def events(self, sid: str, start: int = 0) -> list[Event]:
         """Stored events from ``start`` (negative: from the tail), without following."""
         ...
 
-    def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+    def tail(self, sid: str, start: int = 0) -> AsyncIterator[Event]:
         """Stored events from ``start``, then live ones."""
         ...
 
@@ -161,9 +162,7 @@ class ServingFacade(Facade, Protocol):
 
     async def reset(self, sid: str, *, by: By | None = None) -> Receipt: ...
 
-    async def fork(
-        self, sid: str, at: str | None = None, *, by: By | None = None
-    ) -> dict[str, Any]: ...
+    async def fork(self, sid: str, at: str | None = None, *, by: By | None = None) -> Forked: ...
 
     def owner(self, sid: str) -> By | None:
         """Who created session ``sid`` (None: made without principals)."""
@@ -205,7 +204,7 @@ class ServingFacade(Facade, Protocol):
         """The latest tick each schedule started a session for."""
         ...
 
-    def schedule_rows(self) -> tuple[list[dict[str, Any]], list[str]]:
+    def schedule_rows(self) -> tuple[list[ScheduleRow], list[str]]:
         """What `eve schedules` and ``GET /eve/v1/schedules`` list."""
         ...
 

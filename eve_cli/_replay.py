@@ -33,6 +33,7 @@ from typing import Any
 
 from eve_cli._agent_api import ToolContext, always, never
 from eve_cli._cassette import Call, Cassette, Turn, recording
+from eve_cli._events import Event
 from eve_cli._loader import AgentDefinition
 from eve_cli._tools import InvalidArguments, Tool, ToolResult
 from eve_cli.mcp import server_of
@@ -70,7 +71,7 @@ class ReplayReport:
 
     divergences: list[Divergence]
     turns: list[Turn]
-    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    events: list[Event] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -28,7 +28,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NotRequired, TypedDict
 
 from eve_cli._cron import Cron, ScheduleError, parse_cron, parse_every, zone_of
 
@@ -189,6 +189,36 @@ def _run_py(path: Path) -> Schedule:
             raise ScheduleFileError(path, definition.line, f"{key}={value!r}: expected text")
         fields[key] = (value, definition.line)
     return _schedule(path, name, definition.message.strip(), fields)
+
+
+class ScheduleMark(TypedDict):
+    """What a session a schedule started keeps in its meta (``schedule``)."""
+
+    agent: str
+    name: str
+    tick: float  # the tick it was started for (by hand: when it was asked for)
+    manual: NotRequired[bool]  # started by hand (`eve schedules --run`), not by a tick
+
+
+class MadeSession(TypedDict):
+    tick: str  # ISO time
+    sessionId: str
+
+
+class ScheduleRow(TypedDict):
+    """One schedule as `eve schedules` and ``GET /eve/v1/schedules`` list it."""
+
+    name: str
+    when: str
+    timezone: str
+    mode: str
+    missed: str
+    next: str | None  # ISO times
+    last: str | None
+    lastSession: str | None
+    sessions: int  # how many sessions it started
+    made: list[MadeSession]  # the latest 10 of them
+    file: str
 
 
 class ScheduleFileError(ValueError):

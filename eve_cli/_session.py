@@ -16,10 +16,40 @@ driver's input, the driver generation's own snapshot for a turn's.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Required, TypedDict
+
+if TYPE_CHECKING:
+    from eve_cli._schedules import ScheduleMark
 
 SNAPSHOT_VERSION = 3
+
+
+class ForkOrigin(TypedDict):
+    """Where a fork was made: the session, its checkpoint and when (epoch seconds)."""
+
+    session: str
+    checkpoint: str
+    at: float
+    by: NotRequired[dict[str, str]]  # who asked for the fork (a principal's claims)
+
+
+class SessionMeta(TypedDict, total=False):
+    """A session's constants, kept once with its run family (``engine.info(sid).meta``),
+    as ``Runtime.create_session`` and a fork write them; a creator may add its own keys
+    (``create_session(meta=)``), which readers of this type do not see."""
+
+    eve: int
+    token: str
+    agentDir: str | None
+    model: str | None
+    mode: str
+    agent: str
+    created: float
+    forkedFrom: ForkOrigin
+    owner: dict[str, str]  # who created it (a principal's claims), when made by one
+    schedule: ScheduleMark  # `eve_cli._schedules`
 
 
 class Resolution(TypedDict, total=False):
@@ -192,7 +222,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     return {NAMES.get(k, k): v for k, v in data.items()}
 
 
-def session_base(meta: dict[str, Any]) -> Snapshot:
+def session_base(meta: Mapping[str, Any]) -> Snapshot:
     """The constants of a session as its run family's meta holds them (see
     ``Runtime.create_session``): the base of every session driver's input (version 3)."""
     return Snapshot(

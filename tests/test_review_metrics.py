@@ -14,10 +14,10 @@ REPO = Path(__file__).resolve().parents[1]
 ROOTS = [REPO / "world", REPO / "eve_cli"]
 
 WORLD_MEMBERS = 43  # methods of world.World: the interface every store implements
-COMPLEX_FUNCTIONS = 34  # cyclomatic complexity over 15
+COMPLEX_FUNCTIONS = 33  # cyclomatic complexity over 15
 CLASSES_OVER_400 = 7
 PRIVATE_IMPORTS = 14  # another package's private module (issue 33: at most 15)
-DICT_STR_ANY = {"world": 54, "eve_cli": 451}  # lines annotated `dict[str, Any]`
+DICT_STR_ANY = {"world": 54, "eve_cli": 396}  # lines annotated `dict[str, Any]`
 
 
 @functools.cache

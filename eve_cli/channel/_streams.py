@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -163,7 +163,7 @@ async def _pump(
         await queue.put(exc)
 
 
-def _frame(event: dict[str, Any], sse: bool) -> bytes:
+def _frame(event: Mapping[str, Any], sse: bool) -> bytes:
     data = json.dumps(event, separators=(",", ":"), default=str)
     if sse:
         return f"id: {event.get('index', '')}\ndata: {data}\n\n".encode()

@@ -13,13 +13,15 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
 
 if TYPE_CHECKING:
+    from eve_cli._events import Event
     from eve_cli._facade import TurnPolicy
-    from eve_cli.execution import Lineage, SessionView
+    from eve_cli._session import ForkOrigin
+    from eve_cli.execution import Forked, Lineage, SessionView
 
 T = TypeVar("T")
 
@@ -84,7 +86,7 @@ class RemoteRuntime:
         result: list[dict[str, Any]] = self._get("/sessions")["sessions"]
         return result
 
-    def events(self, sid: str, start: int = 0) -> list[dict[str, Any]]:
+    def events(self, sid: str, start: int = 0) -> list[Event]:
         """Stored events from ``start`` (negative: from the tail), without following."""
         response = self._request(f"/session/{sid}/stream", {"startIndex": start, "follow": "false"})
         return [json.loads(line) for line in response.text.splitlines() if line.strip()]
@@ -144,15 +146,21 @@ class RemoteRuntime:
     async def reset(self, sid: str) -> RemoteReceipt:
         return await self._action(sid, "reset")
 
-    async def fork(self, sid: str, at: str | None = None) -> dict[str, Any]:
+    async def fork(self, sid: str, at: str | None = None) -> Forked:
         """Fork the session at checkpoint ``at`` (None: the latest); the new session's id,
         ``forkedFrom`` and ``checkpoint``."""
-        return await self._post(f"/session/{sid}/fork", {"at": at} if at else {})
+        found = await self._post(f"/session/{sid}/fork", {"at": at} if at else {})
+        return {
+            "sessionId": str(found["sessionId"]),
+            "forkedFrom": str(found["forkedFrom"]),
+            "checkpoint": str(found["checkpoint"]),
+        }
 
     def lineage(self, sid: str) -> Lineage:
         """Where the session was forked from and its forks (from its view)."""
         view = self.session(sid)
-        found: Lineage = {"forkedFrom": view.get("forkedFrom"), "forks": view.get("forks") or []}
+        origin = cast("ForkOrigin | None", view.get("forkedFrom"))  # the fork's meta's
+        found: Lineage = {"forkedFrom": origin, "forks": view.get("forks") or []}
         return found
 
     def resumable(self) -> list[str]:
@@ -191,7 +199,7 @@ class RemoteRuntime:
                 seen = seen or event is not None
         return self.session(sid)
 
-    async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+    async def tail(self, sid: str, start: int = 0) -> AsyncIterator[Event]:
         """Stored events from ``start``, then live ones; after a dropped connection it
         reconnects from the next index."""
         async with contextlib.aclosing(self._follow(sid, start)) as events:
@@ -199,7 +207,7 @@ class RemoteRuntime:
                 if event is not None:
                     yield event
 
-    async def _follow(self, sid: str, start: int) -> AsyncGenerator[dict[str, Any] | None]:
+    async def _follow(self, sid: str, start: int) -> AsyncGenerator[Event | None]:
         """Events from ``start``; None for each heartbeat.
 
         The connection lives in a task of its own, so a caller that stops iterating without

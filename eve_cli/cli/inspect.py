@@ -77,7 +77,8 @@ def _inspect(
         try:
             view = reader.session(session)
             found = reader.lineage(session)
-            view["forkedFrom"], view["forks"] = found["forkedFrom"], found["forks"]
+            view["forkedFrom"] = dict(found["forkedFrom"]) if found["forkedFrom"] else None
+            view["forks"] = found["forks"]
             view["status"] = live_status(reader, session, str(view.get("status")))
             if view["status"] == "interrupted":
                 view["resume"] = f"eve resume {session}"

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from eve_cli.cli._context import DataOption, WorldOption, choose_world
 from eve_cli.cli._errors import CliError
 from eve_cli.cli._runtime import open_runtime
+
+if TYPE_CHECKING:
+    from eve_cli._schedules import ScheduleRow
 
 
 def schedules(
@@ -52,7 +55,7 @@ def schedules(
         raise typer.Exit(1)
 
 
-def _table(rows: list[dict[str, Any]]) -> list[str]:
+def _table(rows: list[ScheduleRow]) -> list[str]:
     header = ("NAME", "WHEN", "ZONE", "MODE", "MISSED", "NEXT", "LAST", "SESSIONS")
     body = [
         (

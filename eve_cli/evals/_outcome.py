@@ -53,9 +53,9 @@ class CaseRun:
         return [c for c in self.tool_calls if c.name == name]
 
 
-def read_run(session_id: str, events: Sequence[dict[str, Any]]) -> CaseRun:
+def read_run(session_id: str, events: Sequence[Mapping[str, Any]]) -> CaseRun:
     """The run that ``events`` (a session's whole stream) record."""
-    run = CaseRun(session_id, list(events))
+    run = CaseRun(session_id, [dict(event) for event in events])
     calls: dict[str, ToolCallMade] = {}
     for event in events:
         _take(run, calls, event)
@@ -64,7 +64,7 @@ def read_run(session_id: str, events: Sequence[dict[str, Any]]) -> CaseRun:
     return run
 
 
-def _take(run: CaseRun, calls: dict[str, ToolCallMade], event: dict[str, Any]) -> None:
+def _take(run: CaseRun, calls: dict[str, ToolCallMade], event: Mapping[str, Any]) -> None:
     kind = event.get("type")
     if kind == "message.completed" and event.get("text"):
         run.reply = str(event["text"])

@@ -21,7 +21,7 @@ from eve_cli.execution._fold import (
     opens_session,
     settles,
 )
-from eve_cli.execution._fork import ForkPointError, Lineage, fork_session, lineage
+from eve_cli.execution._fork import Forked, ForkPointError, Lineage, fork_session, lineage
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, read_window, window_messages
 from eve_cli.execution._keys import HistoryKeys
 from eve_cli.execution._lost import ContextLostError
@@ -54,6 +54,7 @@ __all__ = [
     "EventWatcher",
     "Executor",
     "ForkPointError",
+    "Forked",
     "HistoryKeys",
     "KeyedStream",
     "Lineage",

@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from eve_cli._facade import By
-from eve_cli._session import Snapshot, events_stream, history_stream, session_base
+from eve_cli._session import ForkOrigin, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution._keys import EventKeys
 from eve_cli.execution._streams import KeyedStream
 from world import Engine, World, stream_family
@@ -50,15 +50,23 @@ class Lineage(TypedDict):
     """Where a session was forked from (``{"session", "checkpoint", "at"}``; None: it was not)
     and the sessions forked from it."""
 
-    forkedFrom: dict[str, Any] | None
+    forkedFrom: ForkOrigin | None
     forks: list[str]
+
+
+class Forked(TypedDict):
+    """What a fork returns: the new session, the one it was forked from, and where."""
+
+    sessionId: str
+    forkedFrom: str
+    checkpoint: str
 
 
 class ForkPointError(LookupError):
     """No checkpoint of that name (the message lists the ones there are)."""
 
 
-def checkpoints(events: list[dict[str, Any]]) -> list[Checkpoint]:
+def checkpoints(events: Sequence[Mapping[str, Any]]) -> list[Checkpoint]:
     """The checkpoints of a session's events, in stream order."""
     numbers: dict[str, int] = {}
     out: list[Checkpoint] = []
@@ -128,7 +136,7 @@ def _list_fork(world: World, sid: str, new: str) -> None:
 
 
 def fork_streams(
-    world: World, sid: str, point: Checkpoint, events: list[dict[str, Any]]
+    world: World, sid: str, point: Checkpoint, events: Sequence[Mapping[str, Any]]
 ) -> dict[str, int]:
     """What of the session's streams the fork copies: its events up to the checkpoint's, its
     history up to its length, and the streams of sub-agent sessions started before it."""
@@ -145,7 +153,7 @@ def fork_streams(
     return streams
 
 
-def generation_checkpoints(engine: Engine, sid: str, meta: dict[str, Any]) -> list[Checkpoint]:
+def generation_checkpoints(engine: Engine, sid: str, meta: Mapping[str, Any]) -> list[Checkpoint]:
     """The turn boundaries of a session whose events carry no ``ck`` (recorded before forks,
     by a format-1 store's eve: a migration to format 2 keeps its events as they were):
     the start of each driver generation (`Engine.generations`), its history as its snapshot
@@ -172,11 +180,11 @@ def _key_gen(key: str) -> int | None:
 async def fork_session(
     engine: Engine,
     sid: str,
-    events: list[dict[str, Any]],
-    meta: dict[str, Any],
+    events: Sequence[Mapping[str, Any]],
+    meta: Mapping[str, Any],
     ref: str | None,
     by: By | None = None,
-) -> dict[str, Any]:
+) -> Forked:
     """Fork session ``sid`` (its stored ``events`` and ``meta``) at checkpoint ``ref`` (None:
     the latest; ``by``: who asked, kept in the fork's ``forkedFrom``); returns
     ``{"sessionId", "forkedFrom", "checkpoint"}``. A session recorded
@@ -204,7 +212,10 @@ async def fork_session(
 
 
 def lineage(
-    world: World, sid: str, meta: dict[str, Any], meta_of: Callable[[str], dict[str, Any] | None]
+    world: World,
+    sid: str,
+    meta: Mapping[str, Any],
+    meta_of: Callable[[str], Mapping[str, Any] | None],
 ) -> Lineage:
     """``{"forkedFrom": {"session", "checkpoint", "at"} | None, "forks": [ids]}`` of ``sid``
     (its ``meta``): its forks from its fork list (`forks_stream`), each one kept only if
@@ -218,4 +229,5 @@ def lineage(
             if found is not None and (found.get("forkedFrom") or {}).get("session") == sid:
                 forks.add(fork)
     origin = meta.get("forkedFrom")
-    return {"forkedFrom": origin if isinstance(origin, dict) else None, "forks": sorted(forks)}
+    kept = cast(ForkOrigin, origin) if isinstance(origin, dict) else None  # as the fork wrote it
+    return {"forkedFrom": kept, "forks": sorted(forks)}

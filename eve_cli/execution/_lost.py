@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eve_cli._events import Event
 from eve_cli._session import history_stream
 from world import CorruptJournalError, LostItem
 
@@ -19,7 +20,7 @@ LOST_EVENT = "event.lost"
 LOST_TEXT = "[lost in a repair: its bytes are in quarantine/]"
 
 
-def lost_event(session_id: str, index: int) -> dict[str, Any]:
+def lost_event(session_id: str, index: int) -> Event:
     """The event readers show at ``index`` for an event a repair replaced."""
     return {
         "type": LOST_EVENT,

@@ -3,10 +3,11 @@ the session's creation) and as readers see them (SPEC §8), with the texts they 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
+from eve_cli._events import Event
 from eve_cli._session import history_stream
 from eve_cli.execution._event_form import pack, unpack
 from eve_cli.execution._lost import LOST_TEXT, lost_event
@@ -37,8 +38,8 @@ def read_event(
     index: int,
     item: dict[str, Any],
     texts: dict[int, str] | None = None,
-    meta: Callable[[], dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    meta: Callable[[], Mapping[str, Any]] | None = None,
+) -> Event:
     """A stored event as readers see it (SPEC §8): with index, session id and ISO time,
     ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index),
     and a ``session.waiting`` stored without its ``continuationToken`` (the session's own)
@@ -66,10 +67,10 @@ def read_event(
     # The stream's session, whatever an older form stored (a fork's copy of it names the
     # session it was copied from).
     event["sessionId"] = session_id
-    return event
+    return cast(Event, event)  # open: an event written by a later eve keeps its fields
 
 
-def _forked(meta: Callable[[], dict[str, Any]] | None) -> bool:
+def _forked(meta: Callable[[], Mapping[str, Any]] | None) -> bool:
     return meta is not None and "forkedFrom" in meta()
 
 
@@ -109,20 +110,20 @@ class EventReader:
     """Reads one session's stored events as SPEC §8 events (see :func:`read_event`)."""
 
     def __init__(
-        self, world: World, session_id: str, meta: Callable[[], dict[str, Any]] | None = None
+        self, world: World, session_id: str, meta: Callable[[], Mapping[str, Any]] | None = None
     ) -> None:
         self.world = world
         self.session_id = session_id
         self.history = history_stream(session_id)
         self._meta = meta  # the session run's meta, asked for once when needed
-        self._known: list[dict[str, Any]] = []
+        self._known: list[Mapping[str, Any]] = []
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> Mapping[str, Any]:
         if not self._known:
             self._known.append(self._meta() if self._meta is not None else {})
         return self._known[0]
 
-    def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[dict[str, Any]]:
+    def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[Event]:
         """The events stored at ``first``, ``first + 1``, ... (as read from the stream);
         ``texts=False``: an event that refers to a history item gets ``text`` "" (no read).
 

@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from eve_cli._events import Event
 from eve_cli._facade import ServingFacade, TurnPolicy
 from eve_cli.auth import APPROVE, LOCAL, READ, SEND, Principal
 from eve_cli.channel import NotOwned, Owners, Supervisor, answer_scope
@@ -247,7 +248,7 @@ class _Told:
         self.count = 0
         self.lock = asyncio.Lock()  # held while one is told (the follower is not cancelled then)
 
-    async def tell(self, event: dict[str, Any], progress: Progress) -> None:
+    async def tell(self, event: Event, progress: Progress) -> None:
         async with self.lock:
             index = int(event.get("index", self.next))
             if index < self.next:
@@ -269,7 +270,7 @@ def current_reply(view: Any) -> dict[str, Any]:
     return {"reply": reply["text"], "turn": turn}
 
 
-def describe(event: dict[str, Any]) -> str:
+def describe(event: Event) -> str:
     """One progress line for an event."""
     kind = str(event.get("type"))
     if kind == "message.completed" and event.get("text"):

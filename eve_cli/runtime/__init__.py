@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 from eve_cli import _store_migration  # noqa: F401  (registers eve's part of migrations)
+from eve_cli._events import Event
 from eve_cli._facade import By, SessionStatus, TurnPolicy
 from eve_cli._loader import AgentDefinition, AgentLoadError
-from eve_cli._schedules import Schedule
-from eve_cli.execution import Executor, ForkPointError, Lineage, SessionView
+from eve_cli._schedules import Schedule, ScheduleRow
+from eve_cli.execution import Executor, Forked, ForkPointError, Lineage, SessionView
 from eve_cli.runtime._client import Client, DeliveryReceipt
 from eve_cli.runtime._core import (
     Core,
@@ -202,9 +203,7 @@ class Runtime:
         """Wipe history and state; the session id stays."""
         return await self.client.operation(sid, "reset", by)
 
-    async def fork(
-        self, sid: str, at: str | None = None, *, by: By | None = None
-    ) -> dict[str, Any]:
+    async def fork(self, sid: str, at: str | None = None, *, by: By | None = None) -> Forked:
         """A new session whose history and state are ``sid``'s as of checkpoint ``at``
         (``T``: after turn T; ``T.S``: after step S of turn T; None: the latest), recorded
         as its fork; ``sid`` is only read (another process may drive it). Returns
@@ -293,7 +292,7 @@ class Runtime:
         `LookupError` when the agent has no such schedule."""
         return await self.worker.run_schedule_now(name)
 
-    def schedule_rows(self) -> tuple[list[dict[str, Any]], list[str]]:
+    def schedule_rows(self) -> tuple[list[ScheduleRow], list[str]]:
         """What `eve schedules` and `GET /eve/v1/schedules` list: per schedule its file's
         settings, next tick, last run, how many sessions it made and the latest 10 of them;
         and the broken files."""
@@ -311,13 +310,13 @@ class Runtime:
 
     def events(
         self, sid: str, start: int = 0, *, texts: bool = True, end: int | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Event]:
         """Stored events from ``start`` (negative counts back from the tail) to ``end`` (not
         included; default: all), with indexes (``texts=False``: message texts left empty,
         which spares reading them)."""
         return self.reader.events(sid, start, texts=texts, end=end)
 
-    def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+    def tail(self, sid: str, start: int = 0) -> AsyncIterator[Event]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""
         return self.reader.tail(sid, start)
 

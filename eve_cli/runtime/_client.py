@@ -14,16 +14,18 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from eve_cli._events import Event
 from eve_cli._facade import By, TurnPolicy
 from eve_cli._keys import SESSION_START
 from eve_cli._loader import check_model_string
-from eve_cli._session import Snapshot, events_stream, session_base
+from eve_cli._session import SessionMeta, Snapshot, events_stream, session_base
 from eve_cli._text import bad_text
 from eve_cli.execution import (
     ENDING_WAIT,
     SESSION_WORKFLOW,
     TAKEN_SCAN,
     Disposition,
+    Forked,
     KeyedStream,
     decide,
     fork_session,
@@ -186,7 +188,7 @@ class Client:
 
     # -- delivering -----------------------------------------------------------------------
     async def _send(
-        self, sid: str, payload: dict[str, Any], meta: dict[str, Any] | None = None
+        self, sid: str, payload: dict[str, Any], meta: SessionMeta | None = None
     ) -> str | int:
         """Deliver to the session's hook (``meta``: the session's, when just read); returns the
         delivery id, or why it could not be delivered."""
@@ -248,7 +250,7 @@ class Client:
 
     # -- a delivered message's receipt ----------------------------------------------------
     async def _disposition(
-        self, sid: str, delivery: int, policy: str, since: int, meta: dict[str, Any]
+        self, sid: str, delivery: int, policy: str, since: int, meta: SessionMeta
     ) -> Disposition:
         """Where the message delivered as ``delivery`` goes (`execution._receipts`), read
         from the session's events after the delivery, from the turn under way at ``since``
@@ -269,7 +271,7 @@ class Client:
                 return "steered"  # no live drive: the turn's replay polls after this delivery
             await asyncio.sleep(0.01)
 
-    def _events_around(self, sid: str, since: int, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    def _events_around(self, sid: str, since: int, meta: SessionMeta) -> list[Event]:
         """The session's events from the last phase boundary before ``since`` on (one read,
         unless the turn under way at ``since`` began more than a few events before it)."""
         name = events_stream(sid)
@@ -286,7 +288,7 @@ class Client:
             events[:0] = reader.read(first, self.world.stream_read(name, first, start), texts=False)
             chunk *= 4
 
-    def _ahead(self, sid: str, delivery: int, events: list[dict[str, Any]]) -> bool:
+    def _ahead(self, sid: str, delivery: int, events: list[Event]) -> bool:
         """True when a message delivered to ``sid`` before ``delivery`` was not taken yet, as
         far as its events say (``events`` first, then earlier ones): it starts the next turn.
         The inbox is read from the head's mark (what its last drive had taken)."""
@@ -363,7 +365,7 @@ class Client:
             cancels.fire(sid)
         return receipt
 
-    async def fork(self, sid: str, at: str | None = None, by: By | None = None) -> dict[str, Any]:
+    async def fork(self, sid: str, at: str | None = None, by: By | None = None) -> Forked:
         meta = await self.core.call(self.core.meta, sid)
         if "." in sid:
             raise ValueError(f"{sid} is a sub-agent's session: fork the session it serves")

@@ -9,7 +9,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from eve_cli._loader import (
     DEFAULT_AGENT_DIR,
@@ -18,6 +18,7 @@ from eve_cli._loader import (
     check_model_string,
     resolve_agent_dir,
 )
+from eve_cli._session import SessionMeta
 from eve_cli.execution import SESSION_WORKFLOW, EventReader, Executor, SessionView
 from world import Engine, RunNotFoundError, World, WorldError, default_data_dir, is_database_url
 
@@ -92,7 +93,7 @@ class Core:
         self.world = world if world is not None else open_world(url or self.data_dir)
         self.executor = Executor(self.world, self.agent_dir)
         self.views = self.executor.views
-        self._metas: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._metas: OrderedDict[str, SessionMeta] = OrderedDict()
         self._agent: AgentDefinition | None = None
         if load_agent:
             self._agent = self.executor.agent_for(self.stored_dir(self.agent_dir))
@@ -138,7 +139,7 @@ class Core:
             return False
         return True
 
-    def kept_meta(self, sid: str) -> dict[str, Any] | None:
+    def kept_meta(self, sid: str) -> SessionMeta | None:
         """The meta kept of session ``sid`` (a copy), not checked against the world; None
         when none is kept."""
         if not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid):
@@ -147,32 +148,33 @@ class Core:
                 "(a sub-agent's session adds .<n> parts)"
             )
         known = self._metas.get(sid)
-        return dict(known) if known is not None else None
+        return known.copy() if known is not None else None
 
-    def meta(self, sid: str) -> dict[str, Any]:
+    def meta(self, sid: str) -> SessionMeta:
         """The meta of session ``sid``; `SessionNotFoundError` when there is none."""
         known = self.kept_meta(sid)
         if known is not None and self.world.family_exists(sid.split(".", 1)[0]):
             self._metas.move_to_end(sid)
-            return dict(known)  # asked several times a turn: one stat, not a head read
+            return known  # asked several times a turn: one stat, not a head read
         try:
             info = self.engine.info(sid)
         except RunNotFoundError:
             raise SessionNotFoundError(f"no session {sid!r}") from None
         if info.workflow != SESSION_WORKFLOW:
             raise SessionNotFoundError(f"no session {sid!r}")
-        self._metas[sid] = dict(info.meta)
+        meta = cast(SessionMeta, dict(info.meta))  # as create_session and a fork wrote it
+        self._metas[sid] = meta
         if len(self._metas) > _KEPT_METAS:
             self._metas.popitem(last=False)
-        return dict(info.meta)
+        return meta.copy()
 
-    def meta_or_none(self, sid: str) -> dict[str, Any] | None:
+    def meta_or_none(self, sid: str) -> SessionMeta | None:
         try:
             return self.meta(sid)
         except (WorldError, RuntimeErrorBase):  # not (or no longer) a session
             return None
 
-    def present_meta(self, sid: str) -> dict[str, Any] | None:
+    def present_meta(self, sid: str) -> SessionMeta | None:
         """The meta of ``sid``, whose family is known to be there (its head is being written,
         or the heads were just read): the kept one, not looked up again; None: not (or no
         longer) a session."""
@@ -186,7 +188,7 @@ class Core:
         """Drop the kept meta of ``sid`` (removed, or made again by the same create)."""
         self._metas.pop(sid, None)
 
-    def reader(self, sid: str, meta: dict[str, Any] | None = None) -> EventReader:
+    def reader(self, sid: str, meta: SessionMeta | None = None) -> EventReader:
         """The session's event reader (stored events leave out what the run's meta has: the
         continuation token, the creation time their ``at`` counts from; ``meta``: the
         session's, when just read)."""

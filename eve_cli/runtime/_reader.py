@@ -13,7 +13,8 @@ import gc
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
 
-from eve_cli._session import Snapshot, events_stream, history_stream, session_base
+from eve_cli._events import Event
+from eve_cli._session import SessionMeta, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution import (
     TAIL,
     Lineage,
@@ -52,7 +53,7 @@ class Reader:
     def session(self, sid: str) -> SessionView:
         return self.view(sid, self.core.meta(sid))
 
-    def view(self, sid: str, meta: dict[str, Any], length: int | None = None) -> SessionView:
+    def view(self, sid: str, meta: SessionMeta, length: int | None = None) -> SessionView:
         """The view of ``sid``, whose meta is ``meta`` (``length``: its events' number, when
         it is known)."""
         name = events_stream(sid)
@@ -61,7 +62,8 @@ class Reader:
         def read(start: int) -> list[dict[str, Any]]:
             if length is not None and start >= length:
                 return []
-            return reader.read(start, self.world.stream_read(name, start))
+            events = reader.read(start, self.world.stream_read(name, start))
+            return cast("list[dict[str, Any]]", events)  # the kept folds keep them as dicts
 
         # Fed only the events appended since the last read, unless the stored ones changed.
         view = self.core.views.view(sid, name, read)
@@ -80,7 +82,7 @@ class Reader:
         (the sleep tool) is ``running`` here: a message wakes it and is folded in."""
         return self.status_at(sid)[0]
 
-    def status_at(self, sid: str, meta: dict[str, Any] | None = None) -> tuple[str, int]:
+    def status_at(self, sid: str, meta: SessionMeta | None = None) -> tuple[str, int]:
         """The session's status (see :meth:`status`) and the number of events it is of
         (``meta``: the session's, when just read)."""
         name = events_stream(sid)
@@ -89,7 +91,7 @@ class Reader:
         if kept is not None:
             return live_status(kept.view), length
         reader = self.core.reader(sid, meta)
-        tail: list[dict[str, Any]] = []
+        tail: list[Event] = []
         chunk = 16
         while end > 0:
             start = max(0, end - chunk)
@@ -124,7 +126,7 @@ class Reader:
     # -- events ---------------------------------------------------------------------------
     def events(
         self, sid: str, start: int = 0, *, texts: bool = True, end: int | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Event]:
         """Stored events from ``start`` (negative counts back from the tail) to ``end`` (not
         included; default: all), with indexes (``texts=False``: message texts left empty,
         which spares reading them)."""
@@ -134,7 +136,7 @@ class Reader:
         items = self.world.stream_read(name, first, length if end is None else min(end, length))
         return self.core.reader(sid).read(first, items, texts=texts)
 
-    async def tail(self, sid: str, start: int = 0) -> AsyncIterator[dict[str, Any]]:
+    async def tail(self, sid: str, start: int = 0) -> AsyncIterator[Event]:
         """Stored events from ``start``, then live ones as they are appended (any process)."""
         await self.core.call(self.core.meta, sid)
         name = events_stream(sid)
@@ -229,7 +231,7 @@ class Reader:
         meta = self.core.present_meta(sid) or {}
         origin = meta.get("forkedFrom")
         if isinstance(origin, dict):
-            row["forkedFrom"] = origin
+            row["forkedFrom"] = dict(origin)
         owner = meta.get("owner")
         if isinstance(owner, dict):
             row["owner"] = owner

@@ -12,11 +12,11 @@ import time
 from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from eve_cli._facade import SessionStatus
-from eve_cli._schedules import Schedule, load_schedules
-from eve_cli._session import events_stream
+from eve_cli._schedules import Schedule, ScheduleMark, ScheduleRow, load_schedules
+from eve_cli._session import SessionMeta, events_stream
 from eve_cli.execution import SessionView
 from eve_cli.runtime._client import Client
 from eve_cli.runtime._core import Core, SessionNotFoundError, live_status
@@ -31,7 +31,7 @@ class _DriveEnd:
     """What a drive of a session returns (``result``: its view if ``view``, else its status),
     made by the last head write of the drive (:meth:`Worker._end_of_drive`)."""
 
-    meta: dict[str, Any]
+    meta: SessionMeta
     view: bool
     result: SessionView | SessionStatus | None = None
 
@@ -68,9 +68,8 @@ class Worker:
         # A session seen before is not looked up again: the engine's run finds out whether
         # its family is still there (one round trip, not two), and the meta is the one the
         # view needs (a session's meta never changes).
-        meta = core.kept_meta(sid)
-        if meta is None:
-            meta = await core.call(core.meta, sid)
+        known = core.kept_meta(sid)
+        meta = known if known is not None else await core.call(core.meta, sid)
         end = _DriveEnd(meta, view) if "." not in sid and sid not in self._ends else None
         if end is not None:
             self._ends[sid] = end
@@ -148,7 +147,7 @@ class Worker:
     def schedules(self) -> tuple[list[Schedule], list[str]]:
         return load_schedules(self.core.agent.directory)
 
-    def _schedule_marks(self) -> list[tuple[dict[str, Any], str]]:
+    def _schedule_marks(self) -> list[tuple[ScheduleMark, str]]:
         """``(meta["schedule"], session id)`` of every session a schedule of this agent
         started (from the heads: one call)."""
         found = []
@@ -156,7 +155,7 @@ class Worker:
         for info in self.core.engine.runs():
             mark = info.meta.get("schedule") if info.parent is None else None
             if isinstance(mark, dict) and mark.get("agent") == agent:
-                found.append((mark, info.run_id))
+                found.append((cast(ScheduleMark, mark), info.run_id))  # as run_schedule wrote it
         return found
 
     def schedule_sessions(self) -> dict[str, list[tuple[float, str]]]:
@@ -194,10 +193,10 @@ class Worker:
         )
         return sid
 
-    def schedule_rows(self) -> tuple[list[dict[str, Any]], list[str]]:
+    def schedule_rows(self) -> tuple[list[ScheduleRow], list[str]]:
         schedules, problems = self.schedules()
         made = self.schedule_sessions() if schedules else {}
-        now, rows = time.time(), []
+        now, rows = time.time(), list[ScheduleRow]()
         for schedule in schedules:
             runs = made.get(schedule.name, [])
             upcoming = schedule.next_after(now)

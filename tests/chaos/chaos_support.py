@@ -190,7 +190,7 @@ class Run:
         try:  # as readers see them (stored ones refer to history for their text)
             meta = Engine(world, {}).info(self.sid).meta
             reader = EventReader(world, self.sid, lambda: meta)
-            return reader.read(0, world.stream_read(f"events.{self.sid}"))
+            return [dict(e) for e in reader.read(0, world.stream_read(f"events.{self.sid}"))]
         finally:
             world.close()
 

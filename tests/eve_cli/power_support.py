@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ def _finished(step: dict[str, Any]) -> list[Any]:
     return [(a["callId"], a["name"], a.get("status"), a.get("output")) for a in actions]
 
 
-def shown(events: list[dict[str, Any]]) -> dict[int, Any]:
+def shown(events: Sequence[Mapping[str, Any]]) -> dict[int, Any]:
     """The events as a reader shows them, without times."""
     drop = {"at", "index", "sessionId", "durationMs", "continuationToken"}
     return {e["index"]: sorted((k, repr(v)) for k, v in e.items() if k not in drop) for e in events}

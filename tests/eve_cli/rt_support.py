@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ DANGER_TOOL = tool_file(
 _RUN_OWN = ("at", "index", "sessionId", "durationMs", "ck", "deliveryId")
 
 
-def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def brief(events: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     """Events without times, deltas and checkpoint positions (``ck``: where each run's
     journal put its records): what must be equal between two runs."""
     out: list[tuple[Any, ...]] = []
@@ -93,7 +93,7 @@ def brief(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return out
 
 
-def types(events: list[dict[str, Any]]) -> list[str]:
+def types(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return [e["type"] for e in events if e["type"] != "message.appended"]
 
 

@@ -66,7 +66,8 @@ def test_execution_and_harness_names_are_pinned() -> None:
 
     assert sorted(execution.__all__) == [
         "Change", "ContextLostError", "Disposition", "ENDING_WAIT", "EventReader",
-        "EventWatcher", "Executor", "ForkPointError", "HistoryKeys", "KeyedStream", "Lineage",
+        "EventWatcher", "Executor", "ForkPointError", "Forked", "HistoryKeys", "KeyedStream",
+        "Lineage",
         "REF", "SESSION_WORKFLOW", "SessionRow", "SessionView", "TAIL", "TAKEN_SCAN",
         "TURN_WORKFLOW", "ViewFold", "change_of", "decide", "first_message", "fold",
         "fork_session", "fresh_start", "lineage", "observe_events", "opens_session", "phase",

@@ -7,6 +7,7 @@ import asyncio
 import threading
 from typing import Any
 
+from eve_cli._events import Event
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, reply
 from world import IO, MemoryWorld
@@ -61,14 +62,14 @@ def test_a_tails_message_texts_on_a_network_world_are_read_off_the_loop(
     agent = make_agent(script=[reply("hello there")])
     world = NetworkWorld()
 
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[Event]:
         rt = Runtime(agent_dir=agent, world=world)
         sid = await rt.create_session()
         await rt.deliver(sid, "hi")
         await rt.drive(sid)
         world.threads.clear()
         world.recorded = f"history.{sid}"  # the texts the events refer to
-        seen: list[dict[str, Any]] = []
+        seen: list[Event] = []
         async for event in rt.tail(sid):
             seen.append(event)
             if event["type"] == "session.waiting" and len(seen) > 2:

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from eve_cli._events import Event
 from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, call, reply, types
@@ -25,7 +26,7 @@ async def say(rt: Runtime, sid: str, text: str) -> SessionView:
     return await rt.drive(sid)
 
 
-def of_type(rt: Runtime, sid: str, kind: str) -> list[dict[str, Any]]:
+def of_type(rt: Runtime, sid: str, kind: str) -> list[Event]:
     return [e for e in rt.events(sid) if e["type"] == kind]
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from eve_cli._events import Event
 from eve_cli._keys import Key, generation, turn
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._keys import EventKeys, HistoryKeys
@@ -43,7 +45,7 @@ def converse(rt: Runtime, messages: list[str]) -> str:
     return asyncio.run(main())
 
 
-def check_spec_shape(sid: str, events: list[dict[str, Any]]) -> None:
+def check_spec_shape(sid: str, events: Sequence[Mapping[str, Any]]) -> None:
     for position, event in enumerate(events):
         assert event["index"] == position
         assert event["sessionId"] == sid
@@ -115,7 +117,7 @@ def test_stored_events_refer_to_history_and_read_as_spec(
     assert EventReader(memory, sid).read(0, memory.stream_read(f"events.{sid}")) == events
 
     # Every reader agrees: a tail from the start, a negative start, the view's texts.
-    async def tail() -> list[dict[str, Any]]:
+    async def tail() -> list[Event]:
         seen = []
         async for event in rt.tail(sid, 0):
             seen.append(event)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from eve_cli._events import Event
 from eve_cli._losses import context_damage, losses
 from eve_cli.execution._lost import ContextLostError
 from eve_cli.runtime import Runtime
@@ -50,7 +50,7 @@ def _damage_item(path: Path, index: int) -> None:
         world.close()
 
 
-def lost_event_session(data: Path, agent: Path) -> tuple[str, list[dict[str, Any]], int]:
+def lost_event_session(data: Path, agent: Path) -> tuple[str, list[Event], int]:
     """A session of two turns whose first reply event a repair replaced: its id, its events
     as they were, the lost one's index."""
     sid = _session(data, agent, ["one", "two"])

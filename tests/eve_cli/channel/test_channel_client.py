@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ def gate() -> str:
 """
 
 
-def replies(events: list[dict[str, Any]]) -> list[str]:
+def replies(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return [e["text"] for e in events if e["type"] == "message.completed" and e.get("text")]
 
 

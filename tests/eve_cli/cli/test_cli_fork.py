@@ -10,10 +10,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from eve_cli._events import Event
 from eve_cli.execution._fork import forks_stream
 from eve_cli.runtime import Runtime
 from eve_cli.testing import chat
@@ -122,7 +122,7 @@ def test_a_killed_fork_leaves_the_original_whole_and_no_half_session(
     def runtime() -> Runtime:
         return Runtime(agent_dir=agent, world=open_world(world_spec))
 
-    async def first() -> tuple[str, list[dict[str, Any]]]:
+    async def first() -> tuple[str, list[Event]]:
         rt = runtime()
         sid = await rt.create_session()
         await chat(rt, sid, "hi")

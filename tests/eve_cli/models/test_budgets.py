@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from eve_cli._events import Event
 from eve_cli._usage import usage_totals
 from eve_cli.models import Price, price_for
 from eve_cli.runtime import Runtime
@@ -35,7 +35,7 @@ def priced_agent(make_agent: AgentFactory, limits: str, n: int = 4) -> Path:
     return folder
 
 
-def steps(rt: Runtime, sid: str) -> list[dict[str, Any]]:
+def steps(rt: Runtime, sid: str) -> list[Event]:
     """The completed steps that called the model (a step that parks at a budget calls none)."""
     return [e for e in rt.events(sid) if e["type"] == "step.completed" and "cost" in e]
 

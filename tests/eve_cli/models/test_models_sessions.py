@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def session(agent: Path, message: str) -> tuple[Runtime, str, SessionView]:
     return rt, sid, view
 
 
-def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+def of_type(events: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
     return [e for e in events if e["type"] == kind]
 
 

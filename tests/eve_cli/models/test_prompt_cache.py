@@ -44,7 +44,7 @@ def test_each_call_reads_the_cache_the_previous_one_wrote(
             for n in range(8):
                 await rt.deliver(sid, f"message {n} " + "words " * 300)
                 assert (await rt.drive(sid))["status"] == "waiting"
-            return rt.events(sid)
+            return [dict(e) for e in rt.events(sid)]
 
         events = asyncio.run(main())
     assert fake.violations == []

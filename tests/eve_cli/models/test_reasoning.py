@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from eve_cli._events import Event
 from eve_cli.runtime import Runtime
 from tests.eve_cli.models.fake_anthropic import Answer, FakeAnthropic
 from tests.eve_cli.models.fake_responses import FakeResponses, Turn
@@ -28,7 +30,7 @@ def thinking_agent(make_agent: AgentFactory, tools: dict[str, str], extra: str =
     return make_agent(agent_args=args, tools=tools)
 
 
-def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+def of_type(events: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
     return [e for e in events if e["type"] == kind]
 
 
@@ -306,7 +308,7 @@ def test_thinking_survives_compaction(
             "reserved_tokens=0)",
         )  # fmt: skip
 
-        async def main() -> list[dict[str, Any]]:
+        async def main() -> list[Event]:
             rt = Runtime(agent_dir=agent, data_dir=tmp_path / "data")
             sid = await rt.create_session()
             for n in range(8):

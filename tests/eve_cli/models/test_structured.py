@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from eve_cli import define_agent
+from eve_cli._events import Event
 from eve_cli.harness._result import parse_result
 from eve_cli.models import ModelRequest, resolve_model
 from eve_cli.runtime import Runtime
@@ -30,7 +31,7 @@ SCHEMA = {
 SCHEMA_ARG = f"output_schema={SCHEMA!r}"
 
 
-def of_type(rt: Runtime, sid: str, kind: str) -> list[dict[str, Any]]:
+def of_type(rt: Runtime, sid: str, kind: str) -> list[Event]:
     return [e for e in rt.events(sid) if e["type"] == kind]
 
 
