@@ -28,6 +28,8 @@ BENCHMARKS: dict[str, str] = {
     "evals": "benchmarks.evals_bench",
     "cache": "benchmarks.cache_bench",
     "auth": "benchmarks.auth_bench",
+    "long_turn": "benchmarks.long_turn",
+    "session_get": "benchmarks.session_get",
 }
 
 

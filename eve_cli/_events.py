@@ -38,6 +38,8 @@ EventType = Literal[
     "reasoning.appended",
     "reasoning.completed",
     "result",
+    "mcp.ready",
+    "message.queued",
 ]
 
 
@@ -76,7 +78,8 @@ class Event(TypedDict, total=False):
     role: str
     text: str
     delta: str
-    disposition: str  # message.received: started | steered | queued
+    disposition: str  # message.received: started | steered
+    deliveryId: int  # message.received / message.queued: the delivery the turn took
     # -- actions.requested / action.result
     actions: list[ActionRequest]
     callId: str
@@ -97,6 +100,10 @@ class Event(TypedDict, total=False):
     redacted: bool
     # -- result: the turn's structured answer (``output_schema``), parsed
     value: Any
+    # -- mcp.ready: the agent's MCP servers (``servers``, by name) started or asked for their
+    # tools (``tools``: how many they list) before the turn's first model call, ``durationMs``
+    servers: list[str]
+    tools: int
     # -- actions.requested / action.result of a tool the provider ran itself (web search, ...)
     providerExecuted: bool
     # -- input.requested / input.resolved

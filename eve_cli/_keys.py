@@ -171,6 +171,11 @@ class Delivery:
         """Its ``message.received`` event."""
         return Key(f"{self.base}:m", None if self.first_of is None else ())
 
+    @property
+    def queued(self) -> Key:
+        """Its ``message.queued`` event (a message held for the next turn)."""
+        return Key(f"{self.base}:q")
+
     def resolved(self, request_id: str) -> Key:
         """The ``input.resolved`` event of the answer to ``request_id`` it brought."""
         return Key(f"{self.base}:res:{request_id}")
@@ -229,6 +234,11 @@ class ModelCall(_Value):
     def result(self) -> Key:
         """Its ``result`` event (a structured answer)."""
         return Key(f"{self._base}:res")
+
+    @property
+    def mcp(self) -> Key:
+        """Its ``mcp.ready`` event (the MCP servers' tools listed before it)."""
+        return Key(f"{self._base}:mcp")
 
     @property
     def provider_requested(self) -> Key:

@@ -155,5 +155,3 @@ def _remove(rt: Runtime, entry: Entry, cutoff: float, allowed: set[str]) -> str:
         return f"skipped: {exc}"
     finally:
         lease.release()
-
-

@@ -116,7 +116,14 @@ class _Running:
 _CURRENT: ContextVar[_Running | None] = ContextVar("eve_traced_action", default=None)
 
 # Durable action names (`<prefix>:<rest>`) → the span kind their run gets.
-ACTION_KINDS = {"model": "chat", "tool": "execute_tool", "compact": "compaction"}
+# Durable actions' kinds (the name before ``:``), and the MCP servers' start-up before a turn's
+# first model call (not an action: a replay does not start them).
+ACTION_KINDS = {
+    "model": "chat",
+    "tool": "execute_tool",
+    "compact": "compaction",
+    "mcp": "mcp_tools",
+}
 
 
 def annotate_current(attributes: dict[str, Any]) -> None:
@@ -287,6 +294,8 @@ class TurnTrace:
             if self.exporter.content:
                 attributes["gen_ai.tool.call.arguments"] = _text(arguments)
             return f"execute_tool {tool}"
+        if kind == "mcp_tools":
+            return "mcp tools"  # the servers started (or asked) for their tools
         return "compaction"
 
     def _settled(self, kind: str, name: str, span: Span, result: Any) -> None:

@@ -23,8 +23,9 @@ Event = Mapping[str, Any]
 
 
 def build(view: Mapping[str, Any]) -> dict[str, Any]:
-    """`{"turns": [...], "waits": [...]}` of a session view: each turn's steps list the model
-    call (once its reply is complete) and then the tool calls."""
+    """`{"turns": [...], "waits": [...]}` of a session view: each turn's steps list the MCP
+    servers' start-up (when the step started them), the model call (once its reply is
+    complete) and then the tool calls."""
     turns = [_turn(turn) for turn in view.get("turns") or []]
     waits = [event_request(p) for p in view.get("pending") or []]
     return {"turns": turns, "waits": waits}
@@ -54,6 +55,8 @@ def _turn(turn: Mapping[str, Any]) -> dict[str, Any]:
 
 def _step(step: Mapping[str, Any]) -> dict[str, Any]:
     actions: list[dict[str, Any]] = []
+    if mcp := step.get("mcp"):  # the servers' start-up: its own line, not the model call's
+        actions.append({"kind": "mcp", "status": "completed", **mcp})
     if step.get("modelMs") is not None:  # its reply complete (the text streams before)
         actions.append(
             {

@@ -273,6 +273,10 @@ def _action_label(action: Mapping[str, Any]) -> Text:
         text = Text.assemble(("model call", "cyan"), "  ", status_text(action))
         if action.get("text"):
             text.append(f"  “{one_line(action['text'], 60)}”", style="dim")
+    elif action["kind"] == "mcp":
+        text = Text.assemble(("MCP start-up", "cyan"), "  ", status_text(action))
+        servers = ", ".join(action.get("servers") or [])
+        text.append(f"  {servers}: {action.get('tools')} tools", style="dim")
     else:
         call = format_call(str(action.get("name")), action.get("arguments"), 60)
         text = Text.assemble(("tool ", "cyan"), call, "  ", status_text(action))

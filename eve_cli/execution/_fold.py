@@ -23,13 +23,16 @@ from typing import Any, Literal, NotRequired, Required, TypedDict, cast
 
 from eve_cli._events import Event
 from eve_cli._usage import UsageTotals, add_usage, empty_usage
-from eve_cli.execution._stored_events import iso_from_ms
+from eve_cli.execution._stored_events import REF, iso_from_ms
 from world import decode, encode
 
 __all__ = [
+    "FOLD_VERSION",
     "ActionView",
     "Change",
+    "FoldState",
     "MarkView",
+    "McpView",
     "Phase",
     "ReplyView",
     "SessionView",
@@ -38,12 +41,15 @@ __all__ = [
     "TurnView",
     "ViewFold",
     "change_of",
+    "fill_inputs",
     "first_message",
     "fold",
+    "fold_state",
     "fresh_start",
     "opens_session",
     "phase",
     "receipt_boundary",
+    "restored",
     "settles",
     "taken",
 ]
@@ -84,9 +90,19 @@ class StepView(TypedDict, total=False):
     redacted: bool
     durationMs: int | None  # when it ended
     modelMs: int | None  # the model call's time, once its reply is complete
+    mcp: McpView  # the MCP servers' start-up before its model call (its own time)
     firstEvent: int  # the indexes of its first and latest events
     lastEvent: int
     error: Any
+
+
+class McpView(TypedDict):
+    """The agent's MCP servers started, or asked for their tools, before a step's model call:
+    the time it took (not the model call's), the servers, how many tools they listed."""
+
+    durationMs: int | None
+    servers: list[str]
+    tools: int | None
 
 
 class TurnView(TypedDict, total=False):
@@ -182,6 +198,10 @@ class SessionRow(TypedDict):
     owner: NotRequired[dict[str, str]]  # added by the runtime: who created it (SPEC §18)
     forks: NotRequired[list[str]]  # added by the runtime: the sessions forked from it
 
+
+# What the fold makes of events, as a number: changed whenever that changes, so a checkpoint
+# of its state that an older fold stored is not read (the session is folded afresh).
+FOLD_VERSION = 2
 
 # The fields of input.requested a pending request keeps.
 PENDING_FIELDS = (
@@ -319,19 +339,23 @@ _TASK = ("name", "childSessionId", "status", "output")
 
 
 def taken(events: Iterable[Mapping[str, Any]]) -> dict[int, str]:
-    """The deliveries ``events`` say were taken, by delivery id: how (started, steered or
-    queued; a message taken before events said how was folded in: steered)."""
+    """The deliveries ``events`` say a turn took, by delivery id: how it decided (started,
+    steered, or queued for the next turn, which it then starts: the first decision is the
+    receipt's; a message taken before events said how was folded in: steered)."""
     found: dict[int, str] = {}
     for event in events:
-        if event.get("type") == "message.received":
+        if event.get("type") in _TAKING:
             _take(found, cast(Event, event))
     return found
 
 
+_TAKING = frozenset({"message.received", "message.queued"})
+
+
 def _take(found: dict[int, str], event: Event) -> None:
     delivery = event.get("deliveryId")
-    if isinstance(delivery, int) and not isinstance(delivery, bool):
-        said = event.get("disposition")
+    if isinstance(delivery, int) and not isinstance(delivery, bool) and delivery not in found:
+        said = "queued" if event.get("type") == "message.queued" else event.get("disposition")
         found[delivery] = said if said in _DISPOSITIONS else "steered"
 
 
@@ -407,9 +431,15 @@ class ViewFold:
         self.phase: Phase = "between"  # see :func:`phase`
         self.taken: dict[int, str] = {}  # see :func:`taken`
         self._step_ms: int | None = None  # when the current step started (epoch ms)
+        self._model_ms: int | None = None  # when its model call started, if not then
         self._asked: dict[Any, int | None] = {}  # the current turn's calls: when requested
         self._index = 0  # the next event's index, for events that do not carry one
         self._early: tuple[Any, int, Any] | None = None  # a step's events before its start
+        # Turns and marks folded but not held (a writer's fold restored from a checkpoint).
+        self.before = self.marks_before = 0
+        # The history item each turn's message is (by turn number): a checkpoint stores the
+        # item's index, not the text again.
+        self.inputs: dict[int, int] = {}
 
     def feed(self, events: Sequence[Mapping[str, Any]]) -> ViewFold:
         for event in cast("Sequence[Event]", events):  # read as stored: one cast, not one each
@@ -496,7 +526,7 @@ class ViewFold:
     def _turn_started(self, event: Event) -> None:
         turn: TurnView = {
             "id": event.get("turnId"),
-            "number": len(self.view["turns"]) + 1,
+            "number": self.before + len(self.view["turns"]) + 1,
             "status": "running",
             "input": None,
             "steps": [],
@@ -524,6 +554,9 @@ class ViewFold:
             turn["input"] = event.get("text")
             if by:
                 turn["by"] = by
+            ref = cast("Mapping[str, Any]", event).get(REF)
+            if isinstance(ref, int) and isinstance(turn["input"], str):
+                self.inputs[turn.get("number", 0)] = ref
         elif event.get("text"):
             steer: SteerView = {"text": event["text"], "atStep": len(turn["steps"])}
             if by:
@@ -557,6 +590,7 @@ class ViewFold:
         }
         self.step = step
         self._step_ms = _epoch_ms(at, self._created_ms)
+        self._model_ms = None
         self.turn["steps"].append(step)
         self.view["steps"] += 1
 
@@ -566,7 +600,8 @@ class ViewFold:
             return
         text = event.get("text", "")
         step["text"] = text
-        step["modelMs"] = _span(self._step_ms, _epoch_ms(event.get("at"), self._created_ms))
+        began = self._model_ms if self._model_ms is not None else self._step_ms
+        step["modelMs"] = _span(began, _epoch_ms(event.get("at"), self._created_ms))
         reply = self.view.get("reply")
         if text and reply is not None:
             reply["text"] = text
@@ -728,7 +763,7 @@ class ViewFold:
 
     def _mark(self, mark: MarkView) -> None:
         turn = self.turn
-        mark["turn"] = len(self.view["turns"])
+        mark["turn"] = self.before + len(self.view["turns"])
         running = turn is not None and turn["status"] in ("running", "parked")
         mark["atStep"] = len(turn["steps"]) if running and turn is not None else None
         self.view.setdefault("marks", []).append(mark)
@@ -756,12 +791,124 @@ class ViewFold:
             self.turn.setdefault("lost", []).append(event.get("index", self._index - 1))
 
 
+# -- checkpoints: the fold's own state, stored with the session (`execution._view`) ----------
+FoldState = TypedDict(
+    "FoldState",
+    {
+        "view": Mapping[str, Any],  # the view but its turns and marks
+        "turns": list[TurnView],  # from number ``from + 1`` on
+        "inputs": dict[int, int],  # their messages' history items, by turn number
+        "from": int,
+        "marks": list[MarkView],  # from number ``marksFrom`` on
+        "marksFrom": int,
+        "counts": list[int],
+        "phase": Phase,
+        "taken": dict[int, str],
+        "stepMs": int | None,
+        "modelMs": int | None,
+        "asked": dict[Any, int | None],
+        "index": int,
+        "early": tuple[Any, int, Any] | None,
+        "turn": bool,  # whether the fold has a current turn (the last), and step (its last)
+        "step": bool,
+    },
+)
+
+
+def fold_state(folded: ViewFold, since: int, marks: int) -> FoldState:
+    """The state of ``folded`` as a checkpoint stores it: its turns from number ``since + 1``
+    on and its marks from ``marks`` on (a checkpoint stored the earlier ones), each turn's
+    message as its history item when the fold knows it (:func:`fill_inputs` puts it back).
+    :func:`restored` makes the fold again."""
+    folded.times()
+    view = folded.view
+    skip = max(0, since - folded.before)
+    turns: list[TurnView] = view["turns"][skip:]
+    inputs = {n: folded.inputs[n] for t in turns if (n := t.get("number", 0)) in folded.inputs}
+    stored = [
+        cast(TurnView, {**t, "input": None}) if t.get("number") in inputs else t for t in turns
+    ]
+    return {
+        "view": {k: v for k, v in view.items() if k not in ("turns", "marks")},
+        "turns": stored,
+        "inputs": inputs,
+        "from": folded.before + skip,
+        "marks": view.get("marks", [])[max(0, marks - folded.marks_before) :],
+        "marksFrom": max(marks, folded.marks_before),
+        "counts": folded.counts,
+        "phase": folded.phase,
+        "taken": dict(list(folded.taken.items())[-_TAKEN_KEPT:]),
+        "stepMs": folded._step_ms,
+        "modelMs": folded._model_ms,
+        "asked": folded._asked,
+        "index": folded._index,
+        "early": folded._early,
+        "turn": folded.turn is not None,
+        "step": folded.step is not None,
+    }
+
+
+def restored(
+    session_id: str, state: FoldState, turns: list[TurnView], marks: list[MarkView]
+) -> ViewFold:
+    """The fold whose :func:`fold_state` is ``state``, holding ``turns`` and ``marks`` before
+    the state's own (the latest of those before them; none: the fold holds only the state's,
+    enough to fold more events and checkpoint them)."""
+    folded = ViewFold(session_id)
+    held = [*turns, *state["turns"]]
+    folded.view = cast(SessionView, {**state["view"], "id": session_id, "turns": held})
+    folded.view["marks"] = [*marks, *state["marks"]]
+    folded.before = state["from"] - len(turns)
+    folded.marks_before = state["marksFrom"] - len(marks)
+    folded.inputs, folded.counts = dict(state["inputs"]), list(state["counts"])
+    folded.phase, folded.taken = state["phase"], dict(state["taken"])
+    folded._step_ms, folded._model_ms = state["stepMs"], state["modelMs"]
+    folded._asked, folded._index, folded._early = state["asked"], state["index"], state["early"]
+    if state["turn"] and held:
+        folded.turn = held[-1]
+        steps = held[-1]["steps"]
+        folded.step = steps[-1] if state["step"] and steps else None
+    return folded
+
+
+def fill_inputs(
+    turns: Sequence[TurnView], inputs: Mapping[int, int], texts: Mapping[int, str]
+) -> None:
+    """Put back the messages of checkpointed ``turns`` (``inputs``: their history items by
+    turn number, as :meth:`ViewFold.state` gives them; ``texts``: the items' texts)."""
+    for turn in turns:
+        ref = inputs.get(turn.get("number", 0))
+        if ref is not None:
+            turn["input"] = texts.get(ref, "")
+
+
+_TAKEN_KEPT = 16  # deliveries a checkpoint keeps of `ViewFold.taken` (the latest)
+
+
+# Handlers of the events that concern a moment of a turn rather than its shape.
+def _message_queued(folded: ViewFold, event: Event) -> None:
+    """A message the turn holds for the next one (which its ``message.received`` starts)."""
+    _take(folded.taken, event)
+
+
+def _mcp_ready(folded: ViewFold, event: Event) -> None:
+    """The MCP servers' start-up before the model call: its own time, not the call's."""
+    if folded.step is not None:
+        folded.step["mcp"] = {
+            "durationMs": event.get("durationMs"),
+            "servers": list(event.get("servers") or []),
+            "tools": event.get("tools"),
+        }
+    folded._model_ms = _epoch_ms(event.get("at"), folded._created_ms)
+
+
 _Handler = Callable[[ViewFold, Event], None]
 _HANDLERS: dict[str, _Handler] = {
     "session.started": ViewFold._session_started,
     "turn.started": ViewFold._turn_started,
     "message.received": ViewFold._message_received,
     "step.started": ViewFold._step_started,
+    "message.queued": _message_queued,
     "message.appended": ViewFold._message_appended,
     "message.completed": ViewFold._message_completed,
     "actions.requested": ViewFold._actions_requested,
@@ -783,6 +930,7 @@ _HANDLERS: dict[str, _Handler] = {
     "session.cancelled": ViewFold._session_ended,
     "compaction.completed": ViewFold._compaction_completed,
     "reasoning.completed": ViewFold._reasoning,
+    "mcp.ready": _mcp_ready,
     "result": ViewFold._result,
     "event.lost": ViewFold._lost,
 }

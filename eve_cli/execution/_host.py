@@ -272,6 +272,20 @@ class SessionHost:
             self._served = await self.executor.mcp_turn_tools(self.agent)
         return self._served
 
+    async def start_tools(self, key: Key, step: int) -> None:
+        agent = self.agent
+        if not agent.mcp or self._served is not None or self.ctx.is_replaying:
+            return
+        started = time.monotonic()
+        listing: Callable[[], Awaitable[Any]] = self.turn_tools
+        if (trace := self._trace if self._traced else self.trace()) is not None:
+            listing = trace.action("mcp:tools", listing)
+        tools, _ = await listing()
+        took = round((time.monotonic() - started) * 1000)
+        servers = [server.name for server in agent.mcp]
+        self.emit("mcp.ready", {"durationMs": took, "servers": servers, "tools": len(tools)},
+                  key, step)  # fmt: skip
+
     async def action(
         self,
         name: str,

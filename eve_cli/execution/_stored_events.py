@@ -39,12 +39,15 @@ def read_event(
     item: dict[str, Any],
     texts: dict[int, str] | None = None,
     meta: Callable[[], Mapping[str, Any]] | None = None,
+    refs: bool = False,
 ) -> Event:
     """A stored event as readers see it (SPEC §8): with index, session id and ISO time,
     ``text`` where the stored event refers to a history item (``_h``; ``texts`` by index),
     and a ``session.waiting`` stored without its ``continuationToken`` (the session's own)
     with it again, after ``at``, where it always was. ``meta()``: the session run's meta
-    (its ``token``, and ``created``, the base of an ``at`` stored as an int)."""
+    (its ``token``, and ``created``, the base of an ``at`` stored as an int). ``refs``: the
+    event keeps its reference (``_h``) beside the text (the session fold's checkpoints store
+    a message's text as that reference)."""
     event: dict[str, Any] = {}
     stored = unpack(item)
     waiting = stored.get("type") == "session.waiting" and (
@@ -53,6 +56,8 @@ def read_event(
     for k, v in stored.items():
         if k == REF:
             event["text"] = (texts or {}).get(v, "")
+            if refs:
+                event[REF] = v
         elif k != KEY and not (waiting and k == "continuationToken"):
             event[k] = v
         if k == "at" and waiting:
@@ -123,18 +128,21 @@ class EventReader:
             self._known.append(self._meta() if self._meta is not None else {})
         return self._known[0]
 
-    def read(self, first: int, items: list[Any], *, texts: bool = True) -> list[Event]:
+    def read(
+        self, first: int, items: list[Any], *, texts: bool = True, refs: bool = False
+    ) -> list[Event]:
         """The events stored at ``first``, ``first + 1``, ... (as read from the stream);
-        ``texts=False``: an event that refers to a history item gets ``text`` "" (no read).
+        ``texts=False``: an event that refers to a history item gets ``text`` "" (no read);
+        ``refs``: it keeps the reference too (``_h``, see :func:`read_event`).
 
         The events end before the first one whose history item is not stored: the item is
         appended before the event, so it is being written, or a power cut kept the event and
         not the item (both written after the last journal record); a resume stores the item
         again, at the same index, with the same text. Never shown as ""."""
-        refs = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
+        wanted = {i[REF] for i in items if isinstance(i, dict) and REF in i} if texts else set()
         # A reply's text may be in its delta events, which come just before the reference.
-        found = self.texts(refs, dict(enumerate(items, first)) if refs else None)
-        if len(found) < len(refs):
+        found = self.texts(wanted, dict(enumerate(items, first)) if wanted else None)
+        if len(found) < len(wanted):
             for i, item in enumerate(items):
                 if isinstance(item, dict) and REF in item and item[REF] not in found:
                     items = items[:i]
@@ -142,7 +150,7 @@ class EventReader:
         return [
             lost_event(self.session_id, first + i)
             if isinstance(item, LostItem)
-            else read_event(self.session_id, first + i, item, found, self.meta)
+            else read_event(self.session_id, first + i, item, found, self.meta, refs)
             for i, item in enumerate(items)
         ]
 

@@ -8,6 +8,7 @@ delivery from any process wakes it where it stopped.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from eve_cli._events import EventType
 from eve_cli._keys import turn
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
+from eve_cli.execution._stored_events import EventReader
 from eve_cli.harness._input import (
     apply_delivery,
     cancel_pending,
@@ -24,10 +26,12 @@ from eve_cli.harness._input import (
 )
 from eve_cli.harness._step import run_step
 from eve_cli.harness._tool_calls import admit_resolved
-from world import HookHandle, WorkflowContext
+from world import STORAGE_ERRORS, HookHandle, WorkflowContext
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
+
+_log = logging.getLogger(__name__)
 
 TASK_WAIT_ERROR = "a task cannot wait for input (approval or question); it fails instead"
 
@@ -198,6 +202,7 @@ def _finish(host: SessionHost, outcome: str, error: str | None, by: Any = None) 
         "cancelled": "turn.cancelled",
     }
     host.emit(event[outcome], data, host.turn.end)
+    _checkpoint(host)
     # Journaled three times (the turn's result, the driver's copy, the head): only what changed.
     result: dict[str, Any] = {"outcome": outcome}
     if host.before is not None:
@@ -212,3 +217,19 @@ def _finish(host: SessionHost, outcome: str, error: str | None, by: Any = None) 
     if handed := host.handed_back + host.take_deferred():
         result["handedBack"] = handed
     return result
+
+
+def _checkpoint(host: SessionHost) -> None:
+    """Checkpoint the session's fold at the turn's end (`ViewCache.checkpoint`): a root
+    session's, written now (not replayed). The fold's state is a copy of what its events
+    say: a failure to store it loses nothing (the next turn's end tries again)."""
+    ctx, sid = host.ctx, host.snap.id
+    if ctx.is_replaying or "." in sid or (end := host.emitted_index(host.turn.end)) is None:
+        return
+    reader = EventReader(host.executor.world, sid, lambda: dict(ctx.meta))
+    try:
+        host.executor.views.checkpoint(reader, end + 1)
+    except STORAGE_ERRORS:
+        raise
+    except Exception as exc:  # a checkpoint it cannot make: the view folds more events
+        _log.warning("session %s: no view checkpoint (%s: %s)", sid, type(exc).__name__, exc)

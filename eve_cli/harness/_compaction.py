@@ -48,14 +48,18 @@ def needs_compaction(host: StepHost, system: str, tools: list[ToolSpec]) -> int 
 
 
 def _tail_start(window: list[Message], budget: int) -> int:
-    """Where the kept tail begins: the earliest user message whose tail fits ``budget``,
-    else the last user message (a tail never starts inside a tool exchange)."""
-    starts = [i for i, m in enumerate(window) if m.get("role") == "user"]
-    if not starts:
-        return len(window)
-    chosen = starts[-1]
-    for i in reversed(starts):
-        if sum(message_tokens(m) for m in window[i:]) > budget:
+    """Where the kept tail begins: the earliest message that starts an exchange (a user
+    message, or the model's message of a step, before its tool results) whose tail fits
+    ``budget``, else the latest one. A tail never starts at a tool result; one turn longer
+    than the window is cut between its steps (its recent steps kept). 0: nowhere to cut;
+    ``len(window)`` when no message starts an exchange (all of it is summarised)."""
+    chosen, size = len(window), 0
+    for i in range(len(window) - 1, -1, -1):
+        message = window[i]
+        size += message_tokens(message)
+        if message.get("role") not in ("user", "assistant"):
+            continue
+        if size > budget and chosen < len(window):
             break
         chosen = i
     return chosen

@@ -123,6 +123,13 @@ class StepHost(Protocol):
         servers."""
         ...
 
+    async def start_tools(self, key: Key, step: int) -> None:
+        """Before a model call that runs now (not replayed), list the MCP servers' tools if
+        this turn has not (starting the servers this process has not): in a span of its own,
+        then an ``mcp.ready`` event under ``key`` with the time it took, so the model call's
+        time is its own."""
+        ...
+
     def solo(self) -> bool:
         """Whether this is the only session its process drives now (holding the event loop
         for a moment then stalls no other session)."""

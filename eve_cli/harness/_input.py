@@ -100,6 +100,8 @@ def apply_delivery(
             )
             return "steered"
         host.snap.queued.append(dict(payload))
+        if isinstance(delivery := payload.get("d"), int):  # what its receipt reads
+            host.emit("message.queued", {"deliveryId": delivery}, keys.queued, step)
         return "none"
     if kind == "responses":
         for response in payload.get("responses") or []:

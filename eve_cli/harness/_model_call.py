@@ -120,6 +120,7 @@ async def call_model(
         )
         return host.keep_reply(reply, deltas)  # what the step's record holds
 
+    await host.start_tools(keys.mcp, index)  # the MCP servers' start-up: not the call's time
     # Nobody observes a model's request: what came before it need not be stored before the
     # request is sent, only before anything observed follows (`ordered=False`).
     result: dict[str, Any] = await host.action(f"model:{n}", generate, ordered=False)

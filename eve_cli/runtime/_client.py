@@ -10,7 +10,7 @@ import functools
 import hashlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -254,7 +254,10 @@ class Client:
     ) -> Disposition:
         """Where the message delivered as ``delivery`` goes (`execution._receipts`), read
         from the session's events after the delivery, from the turn under way at ``since``
-        (the events' length just before it) on."""
+        (the events' length just before it) on: what a turn recorded when it took it
+        (``message.received``, ``message.queued``), else what the phase the session is in
+        decides; while a turn may be at its final poll, its next event, waited for (the
+        world tells of an append: no polling)."""
         call = self.core.call
         deadline = time.monotonic() + ENDING_WAIT
         while True:
@@ -267,9 +270,21 @@ class Client:
             answer = decide(now, policy, ahead)
             if answer is not None:
                 return answer
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return "steered"  # no live drive: the turn's replay polls after this delivery
-            await asyncio.sleep(0.01)
+            await self._next_event(sid, events[-1]["index"] + 1 if events else since, left)
+
+    async def _next_event(self, sid: str, after: int, timeout: float) -> None:
+        """Return once ``sid`` has more than ``after`` events, or ``timeout`` seconds on."""
+        # Every world's tail is an async generator (closed here, not left to the collector).
+        tail = cast("AsyncGenerator[Any, None]", self.world.stream_tail(events_stream(sid), after))
+        try:
+            await asyncio.wait_for(anext(tail), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            await tail.aclose()
 
     def _events_around(self, sid: str, since: int, meta: SessionMeta) -> list[Event]:
         """The session's events from the last phase boundary before ``since`` on (one read,

@@ -56,17 +56,9 @@ class Reader:
     def view(self, sid: str, meta: SessionMeta, length: int | None = None) -> SessionView:
         """The view of ``sid``, whose meta is ``meta`` (``length``: its events' number, when
         it is known)."""
-        name = events_stream(sid)
-        reader = self.core.reader(sid, meta)
-
-        def read(start: int) -> list[dict[str, Any]]:
-            if length is not None and start >= length:
-                return []
-            events = reader.read(start, self.world.stream_read(name, start))
-            return cast("list[dict[str, Any]]", events)  # the kept folds keep them as dicts
-
-        # Fed only the events appended since the last read, unless the stored ones changed.
-        view = self.core.views.view(sid, name, read)
+        # Fed only the events appended since the last read (or its latest checkpoint), unless
+        # the stored ones changed.
+        view = self.core.views.view(self.core.reader(sid, meta), length)
         if view["events"] == 0:  # a session has session.started: one removed just now raises
             self.core.meta(sid)
         view["agent"] = view["agent"] or meta.get("agent")

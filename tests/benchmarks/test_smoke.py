@@ -67,6 +67,13 @@ EXPECTED = {
     "timer_wake": {"timer_wake.scan", "timer_wake.idle_cpu", "timer_wake.late"},
     "evals": {"evals.overhead"},
     "cache": {"cache.full_price_input", "cache.cost"},
+    "long_turn": {"long_turn.step", "long_turn.compactions"},
+    "session_get": {
+        "session_get.local.first",
+        "session_get.local",
+        "session_get.postgres.first",
+        "session_get.postgres",
+    },
     "server_throughput": {
         "server_throughput.steps_per_s.1",
         "server_throughput.latency_p50.1",
@@ -81,7 +88,8 @@ def test_benchmark_quick(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     scratch = tmp_path / "bench"
     scratch.mkdir()
     monkeypatch.setenv("EVE_BENCH_DIR", str(scratch))
-    if name in ("postgres", "workers"):  # the tests' server (outside CI: skipped if away)
+    # The tests' server (outside CI: skipped if away).
+    if name in ("postgres", "workers", "session_get"):
         monkeypatch.setenv("EVE_BENCH_POSTGRES", require_server())
     module = importlib.import_module(BENCHMARKS[name])
     lines = list(module.run(True))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from eve_cli.execution._receipts import Phase, decide, phase, taken
+from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import AgentFactory, reply
+from tests.worlds import WorldOpener
 
 
 def _events(*kinds: str, **data: Any) -> list[dict[str, Any]]:
@@ -57,3 +61,48 @@ def test_a_taken_message_has_the_disposition_its_event_names() -> None:
         {"type": "message.received", "deliveryId": 4},
     ]
     assert taken(events) == {3: "started", 4: "steered"}
+
+
+def test_a_queued_message_keeps_the_disposition_its_turn_decided() -> None:
+    """A turn that holds a message for the next says so (``message.queued``); the next turn
+    starting with it does not change what the sender was told."""
+    events: list[dict[str, Any]] = [
+        {"type": "message.queued", "deliveryId": 5},
+        {"type": "turn.completed"},
+        {"type": "message.received", "deliveryId": 5, "disposition": "started"},
+    ]
+    assert taken(events) == {5: "queued"}
+
+
+def test_each_receipt_is_what_the_turn_recorded(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
+    """Messages sent while a turn runs: a steer one is folded in, a queue one is held, and
+    the turn records each with its delivery id (the receipt's word) as it takes it."""
+    agent = make_agent(script=[reply("working", delay=0.5), reply("second"), reply("third")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        sid = await rt.create_session()
+        await rt.deliver(sid, "first")
+        driving = asyncio.create_task(rt.drive(sid))
+        async for event in rt.tail(sid):
+            if event["type"] == "message.appended":
+                break
+        steer = await rt.deliver(sid, "folded in")
+        queue = await rt.deliver(sid, "held", turn_policy="queue")
+        assert (steer.disposition, queue.disposition) == ("steered", "queued")
+        await asyncio.wait_for(driving, 10)
+        await rt.drive(sid)
+        events = rt.events(sid)
+        decided = {e["deliveryId"]: e for e in events if e["type"] == "message.queued"}
+        received = {e["text"]: e for e in events if e["type"] == "message.received"}
+        assert received["folded in"]["disposition"] == "steered"
+        assert received["folded in"]["turnId"] == "t1"
+        held = received["held"]  # it started the next turn
+        assert held["disposition"] == "started" and held["turnId"] == "t2"
+        assert decided[held["deliveryId"]]["turnId"] == "t1"  # t1 decided: queued
+        assert taken(events)[held["deliveryId"]] == "queued"
+        rt.close()
+
+    asyncio.run(main())

@@ -9,11 +9,19 @@ from typing import Any
 from eve_cli._events import Event
 from eve_cli.execution._view import SessionView
 from eve_cli.runtime import Runtime
-from tests.eve_cli.rt_support import AgentFactory, call, reply, types
+from tests.eve_cli.rt_support import AgentFactory, call, reply, tool_file, types
 from tests.worlds import WorldOpener
 
 SMALL = "context_window=300, compaction=Compaction(threshold_percent=0.9, reserved_tokens=0)"
 LONG = "x" * 400  # about 100 tokens
+NOOP = tool_file(
+    """
+    @tool
+    def noop() -> str:
+        \"\"\"Does nothing.\"\"\"
+        return "ok"
+    """
+)
 
 
 async def start(open_world: WorldOpener, agent: Path, **kw: Any) -> tuple[Runtime, str]:
@@ -55,6 +63,31 @@ def test_compaction_before_the_model_call_keeps_recent_tail(
         assert "message 0" in history[0]["content"]  # the summary covers the oldest turn
         assert history[-1] == {"role": "assistant", "content": "answer 3", "tool_calls": []}
         assert rt.session(sid)["compactions"] >= 1
+
+    asyncio.run(main())
+
+
+def test_a_turn_longer_than_the_window_compacts_within_itself(
+    make_agent: AgentFactory, open_world: WorldOpener, tmp_path: Path
+) -> None:
+    """One turn of many steps outgrows the window: it is cut between its steps (never at a
+    tool result), its recent steps kept."""
+    steps = 12
+    script = [reply(f"step {i} {LONG}", call("noop")) for i in range(steps)] + [reply("done")]
+    agent = make_agent(script=script, agent_args=SMALL, tools={"noop": NOOP})
+
+    async def main() -> None:
+        rt, sid = await start(open_world, agent)
+        view = await say(rt, sid, "work")
+        assert view["status"] == "waiting" and len(view["turns"][0]["steps"]) == steps + 1
+        done = [e for e in of_type(rt, sid, "compaction.completed") if e["status"] == "completed"]
+        assert len(done) >= 2 and all(e["turnId"] == "t1" for e in done)  # more than once
+        assert not of_type(rt, sid, "compaction.requested")[len(done) :]  # each one cut
+        history = rt.history(sid)
+        assert history[0]["content"].startswith("[Summary of the earlier conversation]")
+        assert history[1]["role"] == "assistant"  # the tail starts at a step, not a result
+        assert history[-1]["content"] == "done"
+        assert len(history) < 2 * steps  # the window stayed small
 
     asyncio.run(main())
 

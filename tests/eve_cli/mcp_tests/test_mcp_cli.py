@@ -1,6 +1,7 @@
 """MCP tools through the real commands: `eve chat -p` says an unavailable server in one line
 on stderr (its name, what happened, the end of its stderr), no traceback, and the turn goes
-on; `eve inspect` shows an MCP call with its server and tool."""
+on; `eve inspect` shows an MCP call with its server and tool, and the servers' start-up as a
+line of its own, apart from the model call's time."""
 
 from __future__ import annotations
 
@@ -42,3 +43,14 @@ def test_chat_and_inspect_with_mcp_servers(tmp_path: Path, make_agent: AgentFact
     tree = eve("inspect", sid)
     assert tree.returncode == 0, tree.stderr
     assert "tool mcp__good__add(a=20, b=22)  completed  MCP good/add" in tree.stdout
+    lines = tree.stdout.splitlines()
+    [started] = [n for n, line in enumerate(lines) if "MCP start-up  completed" in line]
+    assert "good, bad: 6 tools" in lines[started]  # those listed (`bad` did not start)
+    assert "model call" in lines[started + 1]  # of the same step, after its start-up
+    view = json.loads(eve("inspect", sid, "--json").stdout)
+    [first, second] = view["turns"][0]["steps"]
+    mcp, model, _ = first["actions"]
+    assert (mcp["kind"], mcp["servers"], model["kind"]) == ("mcp", ["good", "bad"], "model")
+    assert [a["kind"] for a in second["actions"]] == ["model"]  # started once a turn
+    # The servers' start (a process importing the MCP SDK) is not the model call's time.
+    assert model["durationMs"] < mcp["durationMs"] <= first["durationMs"]

@@ -251,3 +251,23 @@ def test_the_turns_principal_is_the_spans_enduser(
                    for s in spans if s.name.startswith(("invoke_agent", "step ")))  # fmt: skip
     assert users == [("t1", "invoke_agent", "alice"), ("t1", "step", "alice"),
                      ("t2", "invoke_agent", None), ("t2", "step", None)]  # fmt: skip
+
+
+def test_the_mcp_servers_start_up_is_a_span_of_its_own(
+    receiver: Receiver, make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    """Started before the step's model call, in the step: the chat span is the call alone."""
+    from tests.eve_cli.mcp_tests.mcp_support import mcp_agent, stdio_entry
+
+    script = [reply("", call("mcp__good__add", a=1, b=2)), reply("three")]
+    servers = {"good": stdio_entry(tmp_path / "good")}
+    agent = mcp_agent(make_agent, script, servers, agent_args="tracing=True")
+    sid = run_turns(agent, None, "add them")
+    spans = receiver.wait_for(lambda s: len(by_name(s, "invoke_agent")) == 1)
+    [started] = by_name(spans, "mcp tools")
+    [step0] = [s for s in by_name(spans, "step ") if s.name == "step t1.0"]
+    assert started.parent_id == step0.span_id
+    assert started.trace_id == f"{_tracing.trace_id(sid, 't1'):032x}"
+    assert started.attributes["gen_ai.operation.name"] == "mcp_tools"
+    first = min(by_name(spans, "chat "), key=lambda s: s.start_ns)
+    assert started.end_ns <= first.start_ns  # not inside the model call's time

@@ -1,0 +1,127 @@
+"""The session fold is checkpointed with the session (issue 33): a process that has not read a
+session starts its view from the latest checkpoint and folds only the events after it, and the
+view it gives is the one a fold of every stored event gives, on every World."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eve_cli.execution import _view, fold
+from eve_cli.execution._view import checkpoint_stream
+from eve_cli.runtime import Runtime
+from tests.eve_cli.rt_support import DANGER_TOOL, call, reply, write_agent
+from tests.worlds import WorldOpener
+
+ADDED = ("agent", "mode", "model", "agentDir", "forkedFrom", "forks")
+
+
+def _folded(view: Any) -> dict[str, Any]:
+    return {k: v for k, v in copy.deepcopy(view).items() if k not in ADDED}
+
+
+def _script() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for n in range(30):
+        out += [call("danger", x=n), reply(f"done {n}")] if n % 3 == 1 else [reply(f"r{n}")]
+    return out
+
+
+@pytest.fixture
+def every(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Checkpoints every few events, so a short session has several."""
+    monkeypatch.setattr(_view, "EVERY", 6)
+    return 6
+
+
+def test_a_view_from_checkpoints_is_a_fold_of_every_event(
+    open_world: WorldOpener, tmp_path: Path, every: int
+) -> None:
+    agent = write_agent(tmp_path / "agent", script=_script(), tools={"danger": DANGER_TOOL})
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        sid = await rt.create_session()
+        for n in range(8):
+            await rt.deliver(sid, f"message {n}")
+            # The writer's fold kept (its view read), or not.
+            view = await rt.drive(sid) if n % 2 else await rt.drive(sid, view=False)
+            if view["status"] == "parked":
+                [asked] = rt.session(sid)["pending"]
+                await rt.respond(sid, [{"requestId": asked["requestId"], "approved": n % 4 == 1}])
+                await rt.drive(sid)
+            if n == 5:
+                await rt.deliver(sid, "steered in", "steer")
+                await rt.compact(sid)
+                await rt.drive(sid)
+            # Another process, which has read nothing of the session yet.
+            other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
+            try:
+                events = other.events(sid)
+                fresh = _folded(fold(sid, events))
+                first = other.session(sid)  # from the latest checkpoint, as decoded
+                assert _folded(first) == fresh
+                first["turns"].clear()  # the caller's: nothing kept changes
+                again = other.session(sid)  # its older turns now kept, shared read-only
+                assert _folded(again) == fresh == _folded(other.session(sid))
+                if len(again["turns"]) > 1:
+                    with pytest.raises(TypeError, match="read-only"):
+                        again["turns"][0]["status"] = "changed"
+            finally:
+                other.close()
+        records = rt.world.stream_read(checkpoint_stream(sid))
+        assert len(records) >= 3  # checkpointed as it grew, each at a turn's end
+        assert all(r["events"] - q["events"] >= every for q, r in itertools.pairwise(records))
+        rt.close()
+
+    asyncio.run(main())
+
+
+def test_a_checkpoint_that_does_not_match_the_events_is_not_read(
+    open_world: WorldOpener, tmp_path: Path, every: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another fold's version, or events that are no longer those it took: folded afresh."""
+    agent = write_agent(tmp_path / "agent", script=[reply(f"r{n}") for n in range(10)])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        sid = await rt.create_session()
+        for n in range(4):
+            await rt.deliver(sid, f"m{n}")
+            await rt.drive(sid)
+        fresh = _folded(fold(sid, rt.events(sid)))
+        name = checkpoint_stream(sid)
+        [*_, latest] = rt.world.stream_read(name)
+        # A fold of a newer version ignores it.
+        monkeypatch.setattr(_view, "FOLD_VERSION", latest["fold"] + 1)
+        other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
+        assert _folded(other.session(sid)) == fresh
+        other.close()
+        monkeypatch.setattr(_view, "FOLD_VERSION", latest["fold"])
+        # One whose last event is not the stored one (its state says something else), one
+        # that cannot be read: the view is folded afresh; the next turn's end starts afresh.
+        for wrong in (dict(latest, last={"not": "the stored event"}), dict(latest, data=b"?")):
+            rt.world.stream_append(name, wrong)
+            other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
+            assert _folded(other.session(sid)) == fresh
+            other.close()
+        before = len(rt.world.stream_read(name))
+        writer = Runtime(agent_dir=agent, world=open_world())
+        for n in range(2):
+            await writer.deliver(sid, f"after {n}")
+            await writer.drive(sid, view=False)
+        [first, *_] = rt.world.stream_read(name)[before:]
+        state = _view._decoded(first)
+        assert state is not None and state["from"] == 0  # from scratch: all turns again
+        other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
+        assert _folded(other.session(sid)) == _folded(fold(sid, rt.events(sid)))
+        other.close()
+        writer.close()
+        rt.close()
+
+    asyncio.run(main())
