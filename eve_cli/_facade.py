@@ -128,6 +128,20 @@ class ServingFacade(Facade, Protocol):
     """What a server of sessions (the HTTP channel) needs beyond :class:`Facade`: only the
     process that owns the store can answer these, so `RemoteRuntime` has no such methods."""
 
+    async def start_session(
+        self,
+        message: str | None,
+        *,
+        operation_id: str | None = None,
+        mode: str | None = None,
+        output_schema: dict[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        by: By | None = None,
+    ) -> tuple[str, bool]:
+        """Create a session with its first message in its creation record, idempotent by
+        ``operation_id`` across processes: its id, and whether this call created it."""
+        ...
+
     # The session calls again, with who asks (``by``, SPEC §18: recorded in the events) and a
     # creation's meta (its ``owner``).
     async def create_session(

@@ -92,7 +92,7 @@ def stored_blobs(spec: str) -> list[tuple[str, bytes]]:
 
 
 @contextmanager
-def throwaway_cluster() -> Iterator[tuple[str, Callable[[float], None]]]:
+def throwaway_cluster() -> Iterator[tuple[str, Callable[..., None]]]:
     """A PostgreSQL cluster of its own (initdb into a temporary directory, `pg_ctl` on a free
     port of 127.0.0.1): `(url, restart)`, `restart(down)` doing what `pg_ctlcluster restart`
     does (`pg_ctl stop -m fast`, then `start`), with `down` seconds between. Stopped and
@@ -134,8 +134,8 @@ def throwaway_cluster() -> Iterator[tuple[str, Callable[[float], None]]]:
         )  # fmt: skip
         run("-o", options, "start")
 
-        def restart(down: float) -> None:
-            run("-m", "fast", "stop")
+        def restart(down: float, mode: str = "fast") -> None:
+            run("-m", mode, "stop")  # "immediate": a crash (no shutdown checkpoint)
             time.sleep(down)
             run("-o", options, "start")
 

@@ -33,6 +33,7 @@ from ._errors import (
     StepFailedError,
     StorageError,
     StoreFormatError,
+    StoreUnavailableError,
     WorkflowNotFoundError,
     WorldError,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "StepRun",
     "StorageError",
     "StoreFormatError",
+    "StoreUnavailableError",
     "Workflow",
     "WorkflowContext",
     "WorkflowNotFoundError",

@@ -71,6 +71,11 @@ class StorageError(WorldError):
     """The storage refused an operation; nothing partial was left behind."""
 
 
+class StoreUnavailableError(StorageError):
+    """The store could not be reached (a database server down, restarting or cut off) within
+    the world's wait; a write in flight may or may not have been stored: retry it."""
+
+
 class StoreFormatError(WorldError):
     """A store, or a file of one, in a format this version does not read: a newer one, or a
     pre-release one from before the format was frozen. Nothing was read or changed."""

@@ -92,7 +92,6 @@ class Channel:
         self.metrics = ServerMetrics(runtime.sessions, runtime.resumable)
         self.supervisor = Supervisor(runtime, self.settings.log, self.metrics)
         self.hub = StreamHub(self.settings.heartbeat, self.settings.log)
-        self._create_lock = asyncio.Lock()
         self.peers = Peers(self.settings.allowed_hosts, self.settings.allowed_origins)
         self.verifiers = _verifiers(self.settings)
         self.owners = Owners(runtime)
@@ -267,24 +266,23 @@ class Channel:
         policy, schema = turn_policy(body), output_schema(body)
         if mode is not None and mode not in MODES:
             raise ChannelError(400, f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        # One create at a time: a repeated operationId must find the session made by the first,
-        # and must not deliver its message twice.
-        async with self._create_lock:
-            existed = operation_id is not None and await self._call_sync(
-                lambda: self.runtime.operation_session(operation_id)
-            )
-            created = self.runtime.create_session(
-                mode=mode, operation_id=operation_id, meta=Owners.meta(principal)
-            )
-            sid = await self._call(created)
-            out: dict[str, Any] = {"sessionId": sid, "created": not existed}
-            # The create and its message are one unit: a retry after the first attempt died
-            # between them delivers the message (nothing was delivered yet), and only then.
-            if message is not None and (
-                not existed
-                or not await self._call_sync(lambda: self.runtime.ever_delivered(sid), sid)
-            ):
-                out.update(await self._deliver(sid, message, policy, schema, principal))
+        # The session and its first message are one record: workers given the same operationId
+        # at once find one session, store the message once, and only one answers created.
+        started = self.runtime.start_session(
+            message, operation_id=operation_id, mode=mode, output_schema=schema,
+            meta=Owners.meta(principal), by=Owners.by(principal),
+        )  # fmt: skip
+        sid, created = await self._call(started)
+        out: dict[str, Any] = {"sessionId": sid, "created": created}
+        if message is not None and created:
+            out["disposition"] = "started"
+            self.metrics.deliveries.labels("started").inc()
+        elif message is not None and not await self._call_sync(
+            lambda: self.runtime.ever_delivered(sid), sid
+        ):  # made without a message by an earlier create of the same operationId
+            out.update(await self._deliver(sid, message, policy, schema, principal))
+        if message is not None:
+            self.supervisor.kick(sid)  # also when its creator died before driving it
         return JSONResponse(out, 202)
 
     async def list_sessions(self, request: Request) -> Response:

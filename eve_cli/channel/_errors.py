@@ -30,6 +30,7 @@ from world import (
     RunNotFoundError,
     SerializationError,
     StorageError,
+    StoreUnavailableError,
 )
 
 # The error codes a client can branch on, by HTTP status.
@@ -66,12 +67,18 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def error_response(status: int, message: str, code: str | None = None) -> JSONResponse:
-    """A JSON error answer with the given status."""
+    """A JSON error answer with the given status (a 503 says when to retry)."""
     headers = {"www-authenticate": "Bearer"} if status == 401 else None
+    if status == 503:
+        headers = {"retry-after": str(RETRY_AFTER)}
     return JSONResponse(
         error_body(code or _CODES.get(status, "error"), message), status, headers=headers
     )
 
+
+# Seconds a client waits before retrying a 503: a store restarting, or a session another
+# worker takes over (a lease lasts seconds; a takeover after a kill takes well under one).
+RETRY_AFTER = 1
 
 _NOTHING_LOST = (
     "nothing stored before was lost, and this request did not complete: retry it once there is "
@@ -86,11 +93,18 @@ FACADE_ERRORS: dict[type[BaseException], tuple[int, str, str]] = {
     InvalidSessionIdError: (400, "bad_request", "{error}"),
     ForkPointError: (409, "conflict", "{error}"),
     ForkError: (409, "conflict", "{error}"),
-    OwnershipError: (409, "conflict", "{error}"),
+    # This worker lost the session's lease (another one drives it now): nothing of the
+    # request was stored; the same request succeeds on retry.
+    OwnershipError: (503, "unavailable", "{error}; nothing of this request was stored: retry it"),
     HookConflictError: (409, "conflict", "{error}"),
     NoActiveRunError: (409, "conflict", "session {sid} has ended; it takes no deliveries"),
     # A value the request carried has no stored form (a body's text is checked on arrival).
     SerializationError: (400, "bad_request", "{error}"),
+    StoreUnavailableError: (
+        503,
+        "unavailable",
+        "{error}; retry the request (a create with the same operationId: it is made once)",
+    ),
     StorageError: (
         507,
         "insufficient_storage",

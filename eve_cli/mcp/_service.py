@@ -39,7 +39,6 @@ class AgentService:
         self.runtime = runtime
         self.supervisor = supervisor
         self.owners = Owners(runtime)
-        self._create_lock = asyncio.Lock()
 
     async def start(
         self,
@@ -56,14 +55,21 @@ class AgentService:
         await self._allow(who, SEND)
         key = Owners.operation_id(who, key)
         rt = self.runtime
-        # One start at a time: a repeated key must find the first one's session, and must not
-        # deliver its message twice.
-        async with self._create_lock:
-            existed = key is not None and await rt.call(rt.operation_session, key) is not None
-            sid = await rt.create_session(operation_id=key, meta=Owners.meta(who))
-            out: dict[str, Any] = {"sessionId": sid, "created": not existed}
-            if not existed or not await rt.call(rt.ever_delivered, sid):
-                out.update(await self._deliver(sid, message, "steer", output_schema, who))
+        # The session and its message are one record: servers given the same key at once
+        # find one session, store the message once, and only one answers created.
+        try:
+            sid, created = await rt.start_session(
+                message, operation_id=key, output_schema=output_schema,
+                meta=Owners.meta(who), by=Owners.by(who),
+            )  # fmt: skip
+        except ValueError as exc:
+            raise ServiceError(str(exc)) from None
+        out: dict[str, Any] = {"sessionId": sid, "created": created}
+        if created:
+            out["disposition"] = "started"
+            self.supervisor.kick(sid)
+        elif not await rt.call(rt.ever_delivered, sid):
+            out.update(await self._deliver(sid, message, "steer", output_schema, who))
         return {**out, **await self._settled(sid, 0, wait, progress)}
 
     async def send(

@@ -151,14 +151,33 @@ class Runtime:
         sid, _ = await self.client.create_session(mode, model, operation_id, task, meta)
         return sid
 
+    async def start_session(
+        self,
+        message: str | None,
+        *,
+        operation_id: str | None = None,
+        mode: str | None = None,
+        output_schema: dict[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        by: By | None = None,
+    ) -> tuple[str, bool]:
+        """Create a session whose first message (if any, sent ``by``) is part of its creation
+        record: with ``operation_id``, every process and worker that starts it finds the one
+        session, the message is stored once and exactly one caller is told it created it.
+        ``meta``: more constants kept with it. Returns the session's id and whether this call
+        created it."""
+        return await self.client.start_session(
+            message, operation_id, mode, output_schema, meta, by
+        )
+
     def operation_session(self, operation_id: str) -> str | None:
         """The id of the session a create with ``operation_id`` made, if it exists."""
         return self.client.operation_session(operation_id)
 
     def ever_delivered(self, sid: str) -> bool:
-        """True once anything was delivered to ``sid`` (its inbox was ever written): a create
-        retried by its operationId delivers its message only while this is False, so the
-        create and its first message are one unit, however the first attempt died."""
+        """True once anything was delivered to ``sid`` (its inbox was ever written) or it was
+        created with its first message: a create retried by its operationId delivers its
+        message only while this is False."""
         return self.client.ever_delivered(sid)
 
     async def deliver(

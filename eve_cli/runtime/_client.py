@@ -38,7 +38,7 @@ from eve_cli.execution import (
 from eve_cli.harness import OUTCOME, answer_problem, compact_message, expand_delivery
 from eve_cli.runtime._core import ENDED, Core
 from eve_cli.runtime._reader import Reader
-from world import NoActiveRunError, RunExistsError
+from world import NoActiveRunError, OwnershipError, RunExistsError
 
 __all__ = ["Client", "DeliveryReceipt"]
 
@@ -87,8 +87,10 @@ class Client:
         operation_id: str | None,
         task: str | None,
         extra: Mapping[str, Any] | None,
+        first: Mapping[str, Any] | None = None,
     ) -> tuple[str, bool]:
-        """The session's id, and whether this call created it."""
+        """The session's id, and whether this call created it. ``first``: a message the
+        session takes first (queued in its creation record; the meta says it has one)."""
         core = self.core
         if model is not None and (problem := check_model_string(model)):
             raise ValueError(problem)
@@ -113,6 +115,7 @@ class Client:
             mode=mode,
             created_at=time.time(),
             task=task,
+            queued=[dict(first)] if first is not None else [],
         )
         # The session's constants, kept once: every snapshot the driver journals leaves them
         # out (session_base).
@@ -126,6 +129,8 @@ class Client:
             "created": snap.created_at,
             **(extra or {}),
         }
+        if first is not None:
+            meta["first"] = True
         data = snap.to_data(session_base(meta))
         # What this process kept of an earlier session of this id (removed by `eve gc`, made
         # again from the same operationId) must not stand for the new one.
@@ -138,6 +143,26 @@ class Client:
             return sid, False
         await core.call(self._announce, snap, token)
         return sid, True
+
+    async def start_session(
+        self,
+        message: str | None,
+        operation_id: str | None,
+        mode: str | None,
+        output_schema: dict[str, Any] | None,
+        meta: Mapping[str, Any] | None = None,
+        by: By | None = None,
+    ) -> tuple[str, bool]:
+        """A session created with its first message (if any, sent ``by``) in its creation
+        record; ``meta``: more constants kept with it (its ``owner``)."""
+        if output_schema is not None and not isinstance(output_schema, dict):
+            raise ValueError("output_schema must be a JSON schema object")
+        if (problem := bad_text(message, "the message")) is not None:
+            raise ValueError(problem)  # refused before anything is stored
+        first = None
+        if message is not None:
+            first = expand_delivery(_signed(compact_message(message, "steer", output_schema), by))
+        return await self.create_session(mode, None, operation_id, None, meta, first)
 
     def _announce(self, snap: Snapshot, token: str) -> None:
         """A new session's `session.started` event and its hook claim."""
@@ -152,7 +177,11 @@ class Client:
         started = stored_event(
             "session.started", time.time(), started_event(snap, agent), snap.created_at
         )
-        KeyedStream(self.world, events_stream(snap.id), 0).append(SESSION_START, started)
+        # Unless a worker already drives it: that worker's driver writes it (a keyed no-op
+        # when it is there), and an append made beside an owner is refused by the world
+        # rather than collide with the owner's own.
+        with contextlib.suppress(OwnershipError):
+            KeyedStream(self.world, events_stream(snap.id), 0).append(SESSION_START, started)
 
     def finish_create(self, sid: str) -> None:
         """Do again what a create does after its journal record, in case the process died
@@ -182,7 +211,8 @@ class Client:
         return sid if self.core.exists(sid) else None
 
     def ever_delivered(self, sid: str) -> bool:
-        self.core.meta(sid)
+        if self.core.meta(sid).get("first"):
+            return True
         items, end = self.world.read_inbox(sid.split(".", 1)[0])
         return bool(items) or end > 0
 

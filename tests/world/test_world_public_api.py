@@ -15,7 +15,8 @@ def test_exported_names_are_pinned() -> None:
         "Order", "OwnershipError", "PostgresWorld", "RECORD", "RetryPolicy",
         "RunExistsError", "RunInfo", "RunNotFoundError", "STORAGE_ERRORS", "SerializationError",
         "StepFailedError", "StepRun",
-        "StorageError", "StoreFormatError", "Workflow", "WorkflowContext", "WorkflowNotFoundError",
+        "StorageError", "StoreFormatError", "StoreUnavailableError", "Workflow",
+        "WorkflowContext", "WorkflowNotFoundError",
         "World",
         "WorldError", "check_name", "check_run_id", "current_step", "decode", "default_data_dir",
         "encode",
@@ -29,6 +30,6 @@ def test_exported_names_are_pinned() -> None:
 
 def test_every_error_is_a_world_error_except_fatal() -> None:
     errors = [n for n in world.__all__ if n.endswith("Error")]
-    assert len(errors) == 17
+    assert len(errors) == 18
     for name in errors:
         assert issubclass(getattr(world, name), world.WorldError) == (name != "FatalError")

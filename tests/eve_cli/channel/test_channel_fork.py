@@ -23,7 +23,10 @@ def test_a_fork_over_http_is_a_session_of_its_own_with_its_lineage_both_ways(
 ) -> None:
     script = write_script(tmp_path / "s.json", [reply("first"), reply("second"), reply("third")])
     server = serve(write_agent(tmp_path / "agent", script))
-    sid = post(server, "/session", {"message": "one"}).json()["sessionId"]
+    # Made empty, then sent its message: it waited for it first (checkpoint 0). A session
+    # created with its message starts its first turn at once and has no checkpoint 0.
+    sid = post(server, "/session", {}).json()["sessionId"]
+    post(server, f"/session/{sid}", {"message": "one"})
     read_events(server.url, sid, settled())
     forked = post(server, f"/session/{sid}/fork", {"at": "0"})
     assert forked.status_code == 201, forked.text

@@ -5,6 +5,7 @@ one line that the database is away and in one that it is back, and both serve ne
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from tests.eve_cli.channel.channel_support import (
 )
 from tests.eve_cli.channel.test_channel_workers import API, COUNTING_TOOLS, JSON
 from tests.pg_support import throwaway_cluster, with_params
+
+RETRY = 3.0  # seconds the worker's world retries a call before it gives up (`?retry=`)
 
 # Kills real processes / crash states / a browser: the slow suite (`pytest -m slow`).
 pytestmark = pytest.mark.slow
@@ -84,3 +87,45 @@ def test_workers_ride_out_a_database_restart(
         lines = [line for line in worker.stderr_lines if "PostgreSQL at" in line]
         assert len(lines) == 2, worker.stderr_lines
         assert "Traceback" not in "\n".join(worker.stderr_lines)
+
+
+def test_a_delivery_while_the_database_is_away_is_a_503_to_retry(
+    eve_process: Callable[..., EveProcess],
+    tmp_path: Path,
+    cluster: tuple[str, Callable[[float], None]],
+) -> None:
+    """Longer away than a call retries (`?retry=`): the delivery is answered 503 with Retry-After
+    and one log line, never a 507 saying storage refused it; the retry once the database is
+    back is received once."""
+    server, restart = cluster
+    script = write_script(tmp_path / "s.json", [reply("first"), reply("second")])
+    worker = eve_process(
+        "start", "--port", "0", "--agent", str(write_agent(tmp_path / "agent", script)),
+        "--world", with_params(server, lease="1.5", retry=str(RETRY)),
+    )  # fmt: skip
+    sid = httpx.post(
+        f"{worker.url}{API}/session", json={"message": "one"}, headers=JSON, timeout=WAIT
+    ).json()["sessionId"]
+    first = read_events(worker.url, sid, settled())
+    away = threading.Thread(target=restart, args=(4 * RETRY,))
+    away.start()
+    try:
+        worker.stderr_until("PostgreSQL at .* is unreachable")
+        refused = httpx.post(
+            f"{worker.url}{API}/session/{sid}", json={"message": "two"}, headers=JSON,
+            timeout=3 * RETRY,
+        )  # fmt: skip
+    finally:
+        away.join()
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["code"] == "unavailable"
+    assert "retry" in refused.json()["error"]["message"]
+    worker.stderr_until("PostgreSQL at .* answers again")
+    retried = httpx.post(
+        f"{worker.url}{API}/session/{sid}", json={"message": "two"}, headers=JSON, timeout=WAIT
+    )
+    assert retried.status_code == 202, retried.text
+    events = first + read_events(worker.url, sid, settled(), start=first[-1]["index"] + 1)
+    assert [e["text"] for e in events if e["type"] == "message.received"] == ["one", "two"]
+    assert "Traceback" not in "\n".join(worker.stderr_lines)

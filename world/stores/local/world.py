@@ -191,7 +191,8 @@ class LocalWorld(World):
             if path.exists() and path.stat().st_size > 0:
                 raise RunExistsError(f"run {root!r} already exists")
             header = _journal.frame(_journal.header())
-            tmp = folder / "journal.msgpack.tmp"
+            # This process's own: two processes creating the same run each write theirs.
+            tmp = folder / f"journal.msgpack.tmp{os.getpid()}"
             writer = _journal.Writer(str(tmp), 0)
             try:
                 writer.append(header + b"".join(frames))
@@ -203,7 +204,24 @@ class LocalWorld(World):
             finally:
                 writer.close()
             StreamRecords.start(str(folder))  # before the journal: it is a family's from birth
-            os.replace(tmp, path)
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    if path.stat().st_size == 0:
+                        path.unlink()
+                # A link fails where the journal exists: of two processes creating one run at
+                # once, one makes it and the other is told it exists (a rename would let the
+                # second replace the first's).
+                os.link(tmp, path)
+            except FileExistsError:
+                raise RunExistsError(f"run {root!r} already exists") from None
+            except FileNotFoundError:  # the creator removed it as a leftover: it exists
+                raise RunExistsError(f"run {root!r} already exists") from None
+            finally:
+                tmp.unlink(missing_ok=True)
+            # What a creation killed before its link left (the run exists now: any other is
+            # a leftover, or a loser's, which then finds the journal).
+            for stale in folder.glob("journal.msgpack.tmp*"):
+                stale.unlink(missing_ok=True)
             _fsync_dir(folder)
             _fsync_dir(folder.parent)
         positions, pos = [], len(header)

@@ -15,6 +15,7 @@ import psycopg_pool
 
 from ..._errors import (
     StorageError,
+    StoreUnavailableError,
     WorldError,
 )
 from ..._signals import Signals
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from .threads import _Flusher, _Listener
 
 T = TypeVar("T")
-RETRY_FOR = 30.0  # seconds a call retries a lost connection (a database restarting)
 
 
 class Connected(World):
@@ -40,7 +40,7 @@ class Connected(World):
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         """Open (creating or migrating it unless `create` is False) the world at `url`,
-        `postgresql://[user[:password]@]host[:port]/database[?schema=S&lease=SECONDS&pool=N]`.
+        `postgresql://[user[:password]@]host[:port]/database[?schema=S&lease=SECONDS&pool=N&retry=SECONDS]`.
 
         Raises:
             StorageError: the database cannot be reached (one line: where, what to check).
@@ -87,7 +87,7 @@ class Connected(World):
                 self._exists = _pg_schema.migrate(c, self._target.schema, create=create, world=self)
                 self._server = _server_of(c)
         except psycopg.Error as exc:
-            raise StorageError(self._unreachable(exc)) from None
+            raise StoreUnavailableError(self._unreachable(exc)) from None
 
     def __repr__(self) -> str:
         return f"PostgresWorld({self.url!r})"
@@ -118,7 +118,7 @@ class Connected(World):
                         configure=self._configure,
                         open=False,
                         name="eve",
-                        timeout=RETRY_FOR,
+                        timeout=self._target.retry,
                     )
                     self._pool.open(wait=False)
                 pool = self._pool
@@ -143,9 +143,9 @@ class Connected(World):
 
     def _call(self, fn: Callable[[psycopg.Connection[Any], int], T]) -> T:
         """Run `fn(conn, attempt)` on a pooled connection, again on a fresh one while the
-        connection breaks (for up to `RETRY_FOR` seconds: a database restarting). `attempt`
-        > 0 tells a write to look first whether its previous try committed."""
-        deadline = time.monotonic() + RETRY_FOR
+        connection breaks (for up to `?retry=` seconds, 30 by default: a database restarting).
+        `attempt` > 0 tells a write to look first whether its previous try committed."""
+        deadline = time.monotonic() + self._target.retry
         pause, attempt = 0.02, 0
         while True:
             try:
@@ -159,7 +159,7 @@ class Connected(World):
                 if attempt:  # not only a connection the pool kept from before a restart
                     self._gone(exc)
                 if time.monotonic() + pause >= deadline:
-                    raise StorageError(self._unreachable(exc)) from None
+                    raise StoreUnavailableError(self._unreachable(exc)) from None
             except psycopg.Error as exc:
                 raise StorageError(f"PostgreSQL at {self._target.where}: {_reason(exc)}") from None
             attempt += 1
@@ -175,7 +175,7 @@ class Connected(World):
         if self.notice is not None:
             self.notice(
                 f"PostgreSQL at {self._target.where} is unreachable ({_reason(exc)}); "
-                f"retrying for up to {RETRY_FOR:.0f} s a call, nothing stored is lost"
+                f"retrying for up to {self._target.retry:g} s a call, nothing stored is lost"
             )
 
     def _back(self) -> None:

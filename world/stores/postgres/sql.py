@@ -242,6 +242,23 @@ SQL: dict[str, str] = {
             SELECT %(name)s, s.idx, %(frame)s FROM s RETURNING idx
         )
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
+    # An append to a family's stream by a process not owning the family: only while no live
+    # owner holds it (an owner gives out the stream's indexes itself, from the lengths it read
+    # when it took the lease). The share lock of the family row makes a takeover wait for this
+    # append, so the lengths it reads include it.
+    "stream_append_free": f"""
+        WITH f AS (
+            SELECT root FROM {{s}}.families f WHERE root = %(root)s
+                AND (owner IS NULL OR lease_until < now() OR NOT {_ALIVE}) FOR SHARE
+        ), s AS (
+            INSERT INTO {{s}}.streams (name, length, root) SELECT %(name)s, 1, f.root FROM f
+            ON CONFLICT (name) DO UPDATE SET length = {{s}}.streams.length + 1
+            RETURNING length - 1 AS idx
+        ), i AS (
+            INSERT INTO {{s}}.stream_items (name, idx, frame)
+            SELECT %(name)s, s.idx, %(frame)s FROM s RETURNING idx
+        )
+        SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
     "write_batch": """
         SELECT {s}.write_batch(%(root)s, %(epoch)s, %(first)s, %(frames)b, %(names)b,
             %(idx)b, %(items)b, %(lazy)s, %(chan)s, %(key)s)""",

@@ -18,6 +18,7 @@ from ..._errors import (
     CorruptJournalError,
     OwnershipError,
     StorageError,
+    StoreUnavailableError,
     WorldError,
 )
 from ..._world import (
@@ -27,7 +28,6 @@ from ..._world import (
     root_of,
 )
 from .batches import Batching, _PgLease
-from .connection import RETRY_FOR
 from .threads import _Listener
 
 if TYPE_CHECKING:
@@ -66,8 +66,9 @@ class Streams(Batching):
                     self._listener = _Listener(cast("PostgresWorld", self))
                     self._listener.start()
                 listener = self._listener
-        if not listener.ready.wait(RETRY_FOR):
-            raise StorageError(self._unreachable(StorageError(listener.failure or "no answer")))
+        if not listener.ready.wait(self._target.retry):
+            failure = StorageError(listener.failure or "no answer")
+            raise StoreUnavailableError(self._unreachable(failure))
 
     def stream_append(self, name: str, item: Any) -> int:
         check_name(name, "stream name")
@@ -95,25 +96,35 @@ class Streams(Batching):
 
     def _append_unowned(self, name: str, root: str | None, frame: bytes) -> int:
         """An append by a process not holding the family's lease (a session's first event,
-        written at its creation): the database gives out the index."""
+        written at its creation): the database gives out the index, refusing it while another
+        worker holds the lease (`OwnershipError`: its owner gives out the indexes)."""
         if root is not None:
             self._check_not_lost(root)
         params = {"name": name, "frame": frame, "root": root, "chan": self._channel,
                   "note": "s" + name}  # fmt: skip
 
-        def go(conn: psycopg.Connection[Any], attempt: int) -> int:
+        def go(conn: psycopg.Connection[Any], attempt: int) -> int | None:
             if attempt:  # the first try may have committed
                 for idx, stored in conn.execute(self._sql["stream_last"], params).fetchall():
                     if bytes(stored) == frame:
                         return int(idx)
-            row = conn.execute(self._sql["stream_append"], params).fetchone()
-            assert row is not None
-            return int(row[0])
+            free = root is not None and (
+                conn.execute(self._sql["family"], {"root": root}).fetchone() is not None
+            )
+            row = conn.execute(self._sql["stream_append_free" if free else "stream_append"],
+                               params).fetchone()  # fmt: skip
+            return None if row is None else int(row[0])
 
         with self._lock:
             self._appends += 1
         self._settle()
-        return self._call(go)
+        index = self._call(go)
+        if index is None:
+            raise OwnershipError(
+                f"run family {root} is owned by another worker: only its owner appends to "
+                f"stream {name} now"
+            )
+        return index
 
     def _check_not_lost(self, root: str) -> None:
         if root in self._lost:

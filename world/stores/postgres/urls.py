@@ -18,7 +18,8 @@ _MANGLED = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]+:/(?!/)|(?i:postgres(?:ql)?|p
 DEFAULT_SCHEMA = "eve"
 DEFAULT_LEASE = 10.0  # seconds a lease lasts unrenewed (a frozen owner's sessions wait this)
 DEFAULT_POOL = 8
-_OWN_PARAMS = ("schema", "lease", "pool")
+RETRY_FOR = 30.0  # seconds a call retries a lost connection by default (a database restarting)
+_OWN_PARAMS = ("schema", "lease", "pool", "retry")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class _Target:
     schema: str
     lease: float
     pool: int
+    retry: float  # seconds a call retries a lost connection (`?retry=`)
     where: str  # for messages: host:port/database, no credentials
 
 
@@ -38,18 +40,24 @@ def _target(url: str) -> _Target:
     try:
         lease = float(own.get("lease", DEFAULT_LEASE))
         pool = int(own.get("pool", DEFAULT_POOL))
+        retry = float(own.get("retry", RETRY_FOR))
         host = parts.hostname or "localhost"
         port = parts.port or 5432
     except ValueError as exc:
-        raise WorldError(f"{redact_url(url)}: {exc}; use ?lease=SECONDS&pool=N") from None
-    if lease <= 0 or pool < 1:
-        raise WorldError(f"{redact_url(url)}: lease must be > 0 seconds and pool >= 1 connection")
+        raise WorldError(
+            f"{redact_url(url)}: {exc}; use ?lease=SECONDS&pool=N&retry=SECONDS"
+        ) from None
+    if lease <= 0 or pool < 1 or retry <= 0:
+        raise WorldError(
+            f"{redact_url(url)}: lease and retry must be > 0 seconds and pool >= 1 connection"
+        )
     database = parts.path.lstrip("/") or parts.username or "postgres"
     return _Target(
         conninfo=urlunsplit(parts._replace(query=urlencode(rest))),
         schema=_pg_schema.check_schema(own.get("schema", DEFAULT_SCHEMA)),
         lease=lease,
         pool=pool,
+        retry=retry,
         where=f"{host}:{port}/{database}",
     )
 
