@@ -142,6 +142,27 @@ def test_a_frozen_worker_loses_its_sessions_and_cannot_write_when_woken(
     assert status == "waiting"  # and it serves the session as the survivor left it
 
 
+def test_every_worker_stalled_past_its_lease_at_once_loses_and_repeats_nothing(
+    eve_process: Callable[..., EveProcess], tmp_path: Path, world_url: str
+) -> None:
+    """Both workers frozen (SIGSTOP) for longer than a lease, inside the turn's model call,
+    then woken together: each finds every lease lapsed at once; the session is finished by
+    one of them, once, its tool not run again, its events whole."""
+    agent = _agent(tmp_path, pause=3.0)
+    first, second, sid = _start_turn(eve_process, agent, world_url)
+    for worker in (first, second):
+        worker.signal(signal.SIGSTOP)
+    time.sleep(4.0)  # more than twice the 1.5 s lease
+    for worker in (first, second):
+        worker.signal(signal.SIGCONT)
+    events = _finished_once(second.url, sid, agent)
+    time.sleep(0.5)  # whatever a worker that lost the race would still write
+    assert read_events(first.url, sid, settled()) == events
+    for worker in (first, second):
+        assert worker.proc.poll() is None
+        assert "Traceback" not in "\n".join(worker.stderr_lines)
+
+
 def test_a_delivery_to_another_worker_reaches_the_driving_one(
     eve_process: Callable[..., EveProcess], tmp_path: Path, world_url: str
 ) -> None:
