@@ -70,6 +70,8 @@ class Event(TypedDict, total=False):
     mode: str | None
     model: str | None
     parent: str | None
+    # -- turn.started: a digest of the agent folder's code the turn ran (`code_digest`)
+    agentDigest: str
     # -- session.waiting, turn.waiting: the session's counts so far (and the session's token)
     continuationToken: str
     turns: int

@@ -8,6 +8,7 @@ each load (never cached in ``sys.modules``), so an edited folder applies at the 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 import traceback
@@ -57,6 +58,7 @@ class AgentDefinition:
     subagents: dict[str, AgentDefinition] = field(default_factory=dict)
     mcp: tuple[ServerSpec, ...] = ()  # its MCP servers (mcp.json, define_agent(mcp_servers=))
     prices: dict[str, Price] = field(default_factory=dict)  # prices.json: model -> price
+    digest: str = ""  # of the folder's code as loaded (`code_digest`): which code ran a turn
 
     @property
     def model(self) -> str:
@@ -167,7 +169,23 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
         subagents=subagents,
         mcp=servers,
         prices=prices,
+        digest="" if is_subagent else code_digest(directory),
     )
+
+
+_CODE = (".py", ".md", ".json", ".yaml", ".yml")
+
+
+def code_digest(directory: Path) -> str:
+    """A short digest of an agent folder's code (its files' paths and bytes, sub-agents and
+    evals included): the same code in another place gives the same digest."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.suffix in _CODE and p.is_file()):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 def _model_parts(config: AgentConfig, directory: Path, where: str) -> dict[str, Price]:

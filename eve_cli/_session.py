@@ -89,6 +89,8 @@ class Snapshot:
     id: str
     token: str | None = None
     agent_dir: str | None = None
+    # The agent's name: what serves the session (any folder of that name), not where it was.
+    agent_name: str | None = None
     model: str | None = None  # the -m override; None = the agent's own model
     mode: str = "conversation"
     created_at: float = 0.0
@@ -186,7 +188,7 @@ CODES = {
     "repairs": "rp", "turn_schema": "os",
     "history_len": "hl", "summary_at": "sa", "compactions": "cp",
     "state": "st", "approved_tools": "ap", "pending": "p", "queued": "q", "task": "tk",
-    "parent": "pa", "cancel_token": "ck", "ended": "e",
+    "parent": "pa", "cancel_token": "ck", "ended": "e", "agent_name": "an",
 }  # fmt: skip
 NAMES = {code: name for name, code in CODES.items()}
 
@@ -229,6 +231,7 @@ def session_base(meta: Mapping[str, Any]) -> Snapshot:
         id="",
         token=meta.get("token"),
         agent_dir=meta.get("agentDir"),
+        agent_name=meta.get("agent"),
         model=meta.get("model"),
         mode=meta.get("mode") or "conversation",
         created_at=float(meta.get("created") or 0.0),

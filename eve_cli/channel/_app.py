@@ -402,6 +402,8 @@ class Channel:
         self.metrics.deliveries.labels(out["disposition"]).inc()
         if out["disposition"] != "rejected":
             self.supervisor.kick(sid)
+        else:
+            self.settings.log(f"session {sid}: delivery rejected: {out.get('reason')}")
         return out
 
     async def _owned(self, request: Request) -> str:

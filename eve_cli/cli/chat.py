@@ -234,17 +234,23 @@ def _introduce(
 
 
 def _check_agent(chat_loop: ChatLoop, view: Mapping[str, Any], agent: Path) -> None:
-    """Say so when ``--agent`` names another agent than the one the session belongs to."""
+    """Refuse ``--agent`` naming another agent than the one the session belongs to: an
+    agent is its name, so a folder of the same name (moved, re-cloned) continues it."""
+    from eve_cli.runtime import Runtime
+
+    rt = chat_loop.backend
+    served = rt.agent.name if isinstance(rt, Runtime) else None
+    owner = str(view.get("agent") or "default")
+    if served is None or served == owner:
+        return
     stored = view.get("agentDir")
-    same = stored is not None and Path(str(stored)).resolve() == agent.resolve()
-    if not same:
-        owner = f"{view.get('agent') or 'default'} ({stored or 'the built-in agent'})"
-        reopen = f"eve chat -s {chat_loop.sid}" + (f" --agent {stored}" if stored else "")
-        raise CliError(
-            f"--agent {agent} does not apply: session {chat_loop.sid} belongs to agent "
-            f"{owner}; reopen it with: {reopen}",
-            2,
-        )
+    raise CliError(
+        f"--agent {agent} is agent {served!r}, but session {chat_loop.sid} belongs to agent "
+        f"{owner!r} ({f'made in {stored}' if stored else 'the built-in agent'}); reopen it "
+        "with --agent "
+        f"pointing to a folder of agent {owner!r}",
+        2,
+    )
 
 
 def _converse(

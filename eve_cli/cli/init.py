@@ -14,11 +14,13 @@ _AGENT_PY = '''\
 
 Instructions come from instructions.md next to this file; tools from tools/*.py.
 Change the model with `eve chat -m openai:gpt-4o-mini` or here (`model="anthropic:..."`).
+The name is the agent's identity: its sessions continue wherever a folder of that name is
+served (the folder moved, a release switched, a checkout at another path).
 """
 
 from eve_cli import define_agent
 
-agent = define_agent(model="demo")
+agent = define_agent(name={name!r}, model="demo")
 '''
 
 _INSTRUCTIONS_MD = """\
@@ -118,6 +120,8 @@ def scaffold(target: Path) -> list[Path]:
     written = []
     try:
         for rel, text in FILES.items():
+            if rel == "agent.py":
+                text = text.format(name=target.resolve().name)
             path = target / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("x", encoding="utf-8") as handle:

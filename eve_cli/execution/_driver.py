@@ -26,7 +26,7 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
     snap = Snapshot.from_data(data, ctx.run_id, session_base(ctx.meta))
     origin = snap.copy()  # as this generation began: its turn's input leaves out the same
     # Loaded when first needed: the driver's replays at every turn mostly do not need it.
-    host = SessionHost(executor, ctx, snap, lambda: executor.agent_or_fallback(snap.agent_dir))
+    host = SessionHost(executor, ctx, snap, lambda: executor.agent_or_fallback(snap))
     await host.load_keys()
     try:
         hook = await _open_hook(host, ctx)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
-from eve_cli._session import events_stream, history_stream
+from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution._cancel import CancelSignals
 from eve_cli.execution._driver import session_workflow
 from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, WindowState
@@ -66,6 +66,10 @@ class Executor:
         self.world = world
         self.default_agent_dir = resolve_agent_dir(default_agent_dir)
         self._agents: dict[str, tuple[Any, AgentDefinition]] = {}
+        # Agent name -> the folder this process serves it from (`serve`), and the folders
+        # sessions were made in that now resolve to a served one (their sub-agents' with them).
+        self.served: dict[str, Path] = {}
+        self._moved: dict[Path, Path] = {}
         self.load_errors: dict[str, str] = {}
         # session id -> (start, history items from start, their digest); see history_window
         self._windows: OrderedDict[str, tuple[int, list[dict[str, Any]], Any]] = OrderedDict()
@@ -87,13 +91,48 @@ class Executor:
     async def _turn(self, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
         return await turn_workflow(self, ctx, data)
 
-    def agent_for(self, agent_dir: str | None) -> AgentDefinition:
-        """The current definition of an agent folder (reloaded when its files changed).
+    def serve(self, directory: Path, agent: AgentDefinition) -> None:
+        """Serve the sessions of ``agent``'s name from ``directory``, wherever they were made
+        (a folder moved, a release switched, a checkout at another path)."""
+        self.served[agent.name] = directory
+
+    def folder_of(self, agent_dir: str | None, name: str | None = None) -> Path:
+        """The folder that serves a session made in ``agent_dir`` for the agent ``name``:
+        the one this process serves that name from, else (a sub-agent's) the same place under
+        the folder its root's moved to, else ``agent_dir`` itself."""
+        if not agent_dir:
+            return self.default_agent_dir
+        stored = Path(agent_dir)
+        served = self.served.get(name) if name else None
+        if served is not None:
+            if served != stored:
+                self._moved[stored] = served
+            return served
+        for old, new in self._moved.items():
+            if stored.is_relative_to(old):
+                return new / stored.relative_to(old)
+        return stored
+
+    def agent_for(self, agent_dir: str | None, name: str | None = None) -> AgentDefinition:
+        """The current definition of the agent a session made in ``agent_dir`` for the agent
+        ``name`` runs (see :meth:`folder_of`; reloaded when its files changed).
 
         Raises:
-            AgentLoadError: the folder is broken and no earlier good load exists.
+            AgentLoadError: the folder is gone, is another agent's, or is broken and no
+                earlier good load exists.
         """
-        directory = Path(agent_dir) if agent_dir else self.default_agent_dir
+        directory = self.folder_of(agent_dir, name)
+        if name and agent_dir and name not in self.served and not directory.is_dir():
+            raise AgentLoadError(_not_served(name, directory, self.served))
+        agent = self._load(directory)
+        if name and agent_dir and agent.name != name:
+            raise AgentLoadError(
+                f"{directory}: this folder is agent {agent.name!r}, not {name!r} that the "
+                f"session belongs to; run eve with --agent pointing to a folder of agent {name!r}"
+            )
+        return agent
+
+    def _load(self, directory: Path) -> AgentDefinition:
         key = str(directory)
         signature = _signature(directory)
         cached = self._agents.get(key)
@@ -232,8 +271,22 @@ class Executor:
     def fallback_agent(self) -> AgentDefinition:
         return self.agent_for(None)
 
-    def agent_or_fallback(self, agent_dir: str | None) -> AgentDefinition:
+    def session_agent(self, snap: Snapshot) -> AgentDefinition:
+        """The agent session ``snap`` runs: a root session's by its agent's name, a
+        sub-agent's by its folder (under where its root's agent is served)."""
+        return self.agent_for(snap.agent_dir, snap.agent_name if snap.parent is None else None)
+
+    def agent_or_fallback(self, snap: Snapshot) -> AgentDefinition:
         try:
-            return self.agent_for(agent_dir)
+            return self.session_agent(snap)
         except AgentLoadError:
             return self.fallback_agent()
+
+
+def _not_served(name: str, directory: Path, served: dict[str, Path]) -> str:
+    """Why a session of agent ``name`` made in ``directory`` (gone) cannot run here."""
+    here = ", ".join(f"{n!r} ({d})" for n, d in served.items()) or "no agent folder"
+    return (
+        f"{directory}: the folder of agent {name!r} is gone and this process serves {here}; "
+        f"run eve with --agent pointing to a folder of agent {name!r}"
+    )

@@ -122,6 +122,7 @@ class TurnView(TypedDict, total=False):
     steered: list[SteerView]  # messages folded in while it ran
     by: dict[str, str]  # who sent its message (SPEC §18; absent: not known)
     cancelledBy: dict[str, str]  # who cancelled it
+    agentDigest: str  # of the agent's code that ran it
 
 
 class SteerView(TypedDict):
@@ -533,6 +534,8 @@ class ViewFold:
             "startedAt": self._iso(event.get("at")),
             "endedAt": None,
         }
+        if event.get("agentDigest"):
+            turn["agentDigest"] = str(event["agentDigest"])
         self.turn, self.step, self._asked, self._early = turn, None, {}, None
         view = self.view
         view["turns"].append(turn)

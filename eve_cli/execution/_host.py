@@ -577,6 +577,7 @@ class SessionHost:
         child = Snapshot(
             id="",
             agent_dir=str(sub.directory),
+            agent_name=self.snap.agent_name,  # its root's (a sub-agent is found by its folder)
             model=None if sub.config.model else self.model_string(),
             mode="task",
             task=task,

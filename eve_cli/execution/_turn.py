@@ -46,7 +46,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     snap.repairs = 0
     keys = turn(snap.turns)
     try:
-        agent = executor.agent_for(snap.agent_dir)
+        agent = executor.session_agent(snap)
     except Exception as exc:
         host = SessionHost(executor, ctx, snap, executor.fallback_agent(), keys, before)
         host.emit("turn.started", {}, keys.start)
@@ -55,7 +55,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     if not ctx.is_replaying:  # a cancel signalled before this turn began is not for it
         executor.cancels.clear(snap.id)
     await host.load_keys()
-    host.emit("turn.started", {}, keys.start)
+    host.emit("turn.started", {"agentDigest": agent.digest} if agent.digest else {}, keys.start)
     start = data["start"]
     snap.turn_schema = start.get("o")
     # The driver stored the message in history ("h"), and says its delivery id ("d").

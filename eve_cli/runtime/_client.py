@@ -17,7 +17,7 @@ from typing import Any, Literal, cast
 from eve_cli._events import Event
 from eve_cli._facade import By, TurnPolicy
 from eve_cli._keys import SESSION_START
-from eve_cli._loader import check_model_string
+from eve_cli._loader import AgentLoadError, check_model_string
 from eve_cli._session import SessionMeta, Snapshot, events_stream, session_base
 from eve_cli._text import bad_text
 from eve_cli.execution import (
@@ -111,6 +111,7 @@ class Client:
             id=sid,
             token=token,
             agent_dir=core.stored_dir(core.agent_dir),
+            agent_name=core.agent.name,
             model=model or core.model,
             mode=mode,
             created_at=time.time(),
@@ -217,6 +218,14 @@ class Client:
         return bool(items) or end > 0
 
     # -- delivering -----------------------------------------------------------------------
+    def _agent_problem(self, meta: dict[str, Any]) -> str | None:
+        """Why this process cannot run the agent of the session ``meta`` is of (None: it can)."""
+        try:
+            self.core.executor.session_agent(session_base(meta))
+        except AgentLoadError as exc:
+            return f"its agent cannot run here: {exc}"
+        return None
+
     async def _send(
         self, sid: str, payload: dict[str, Any], meta: SessionMeta | None = None
     ) -> str | int:
@@ -258,6 +267,8 @@ class Client:
             status, since = await call(self.reader.status_at, sid, meta)
             if status in ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
+            if (problem := self._agent_problem(meta)) is not None:
+                return DeliveryReceipt(sid, "rejected", problem)  # not a turn that fails later
             payload = _signed(compact_message(message, turn_policy, output_schema), by)
             sent = await self._send(sid, payload, meta)
         if isinstance(sent, str):

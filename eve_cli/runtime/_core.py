@@ -96,7 +96,7 @@ class Core:
         self._metas: OrderedDict[str, SessionMeta] = OrderedDict()
         self._agent: AgentDefinition | None = None
         if load_agent:
-            self._agent = self.executor.agent_for(self.stored_dir(self.agent_dir))
+            self._agent = self._served(self.executor.agent_for(self.stored_dir(self.agent_dir)))
 
     @property
     def engine(self) -> Engine:
@@ -107,7 +107,9 @@ class Core:
         """The agent folder's current definition (loaded now by a reader's first use)."""
         if self._agent is None:
             try:
-                self._agent = self.executor.agent_for(self.stored_dir(self.agent_dir))
+                self._agent = self._served(
+                    self.executor.agent_for(self.stored_dir(self.agent_dir))
+                )
             except AgentLoadError:
                 self._agent = self.executor.agent_for(str(DEFAULT_AGENT_DIR))
         return self._agent
@@ -117,8 +119,14 @@ class Core:
         """How a session stores its agent folder (None: the built-in agent)."""
         return None if directory == DEFAULT_AGENT_DIR else str(directory)
 
+    def _served(self, agent: AgentDefinition) -> AgentDefinition:
+        """``agent``, this process's: its sessions run from this folder, wherever made."""
+        if self.agent_dir != DEFAULT_AGENT_DIR:
+            self.executor.serve(self.agent_dir, agent)
+        return agent
+
     def reload_agent(self) -> AgentDefinition:
-        self._agent = self.executor.reload(self.stored_dir(self.agent_dir))
+        self._agent = self._served(self.executor.reload(self.stored_dir(self.agent_dir)))
         return self._agent
 
     def agent_error(self) -> str | None:

@@ -44,7 +44,8 @@ def test_agent_given_for_a_session_of_another_agent_is_reported(
     done = eve_proc("chat", "-s", sid, "--agent", str(other), input="what time is it?\n")
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
-    assert f"--agent {other} does not apply: session {sid} belongs to agent default" in line
+    assert f"--agent {other} is agent 'other', but session {sid} belongs to agent" in line
+    assert "(the built-in agent)" in line
     assert done.stdout == ""  # nothing was sent to it
     assert eve_proc("log", sid).stdout.count("› ") == 1
 
