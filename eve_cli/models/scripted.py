@@ -6,7 +6,8 @@ counted from its durable history) answers entry N, so a re-run gets the same ans
 are produced deterministically and consume no entry. Test-only extras per entry: ``"delay"``
 (seconds to wait after the first delta), ``"error"`` (the call fails with that message),
 ``"usage"`` (what the call reports instead of an estimate: ``input``, ``output``,
-``cache_read``, ``cache_write``, ``reasoning`` tokens); at
+``cache_read``, ``cache_write``, ``reasoning`` tokens), ``"reasoning"`` (text the model
+shows of its reasoning, as a compatible server's ``reasoning_content``); at
 the top level of the object form, ``"summary_error"`` makes every summary fail.
 """
 
@@ -103,7 +104,9 @@ class ScriptedModel(Model):
                 await asyncio.sleep(delay)
             await stream_words(text, on_delta)
         usage = _usage(entry.get("usage")) or estimate_usage(request, text, calls)
-        return ModelResponse(text, calls, usage, "end_turn")
+        shown = entry.get("reasoning")  # what a model showed of its reasoning (plain text)
+        reasoning = {"format": "text", "text": str(shown)} if shown else None
+        return ModelResponse(text, calls, usage, "end_turn", reasoning=reasoning)
 
 
 def _usage(raw: Any) -> Usage | None:

@@ -734,6 +734,13 @@
       return el("div", { class: "msg user" }, el("div", { class: "who", text: who(by) || "you" }), el("div", { class: "plain", text: text || "" }));
     }
 
+    /** What the model showed of its reasoning: dimmed, folded until opened. */
+    function reasoningItem(turn, step, open) {
+      const key = turn.id + ":" + step.index;
+      return el("details", { class: "msg reasoning", "data-key": key, open: open || null },
+        el("summary", { text: "reasoning" }), el("div", { class: "plain", text: step.reasoning }));
+    }
+
     function assistantItem(turn, step) {
       const streaming = step.modelMs === null || step.modelMs === undefined;
       return el("div", { class: "msg assistant" + (streaming ? " streaming" : ""), "data-key": turn.id + ":" + step.index },
@@ -778,6 +785,7 @@
       turn.steps.forEach((step, n) => {
         for (const s of steered) if (s.atStep === n) items.push(userItem(s.text, s.by));
         for (const m of marks) if (m.atStep === n) items.push(markItem(m));
+        if (step.reasoning) items.push(reasoningItem(turn, step, opened.has(turn.id + ":" + step.index)));
         if (step.text) items.push(assistantItem(turn, step));
         for (const a of step.actions || []) items.push(...toolItems(a, opened.has(a.callId)));
         if (step.error) items.push(el("div", { class: "msg error", text: "step failed: " + errorText(step.error) }));
@@ -791,7 +799,8 @@
     }
 
     function renderConversation() {
-      const opened = new Set([...conv.querySelectorAll("details.msg.tool[open]")].map((d) => d.dataset.call));
+      const opened = new Set([...conv.querySelectorAll("details.msg.tool[open]")].map((d) => d.dataset.call)
+        .concat([...conv.querySelectorAll("details.msg.reasoning[open]")].map((d) => d.dataset.key)));
       before.replaceChildren(...((view && view.marks) || []).filter((m) => m.turn === 0).map(markItem));
       for (let i = changedFrom; i < turns.length; i++) {
         if (!turnNodes[i]) {

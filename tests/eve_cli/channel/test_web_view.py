@@ -140,6 +140,29 @@ def test_a_streamed_reply_renders_progressively_as_safe_markdown(
     assert t.page.evaluate("window.pwned") is None
 
 
+def test_reasoning_is_shown_dimmed_and_folded_until_opened(
+    eve_process: Start, tab: Callable[..., Tab], tmp_path: Path
+) -> None:
+    thought = "First I weigh <b>both</b> options, then I answer."
+    agent = agent_with(tmp_path, [{**reply("the answer"), "reasoning": thought}])
+    server = eve_process("start", "--port", "0", "--agent", str(agent))
+    sid = create(server, "think")
+    read_events(server.url, sid, settled())
+    t = tab()
+    t.page.goto(f"{server.url}/#/s/{sid}")
+    folded = t.page.locator("details.msg.reasoning")
+    expect(folded).to_have_count(1)
+    assert folded.get_attribute("open") is None  # folded: the answer is what shows
+    expect(folded.locator(".plain")).not_to_be_visible()
+    expect(t.page.locator(".msg.assistant")).to_have_text("the answer")
+    folded.locator("summary").click()
+    expect(folded.locator(".plain")).to_have_text(thought)  # as text, never as markup
+    assert folded.locator("b").count() == 0
+    muted = folded.evaluate("d => getComputedStyle(d).color")
+    body = t.page.evaluate("getComputedStyle(document.body).color")
+    assert muted != body  # dimmed against the page's text
+
+
 def test_an_approval_clicked_in_the_page_resumes_the_parked_turn(
     eve_process: Start, tab: Callable[..., Tab], tmp_path: Path, world_spec: str
 ) -> None:
