@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import _faults, _journal
-from ..._errors import CorruptJournalError, StorageError, storage_error
+from ..._errors import CorruptJournalError, RunExistsError, StorageError, storage_error
 from ..._world import check_run_id, root_of, stream_family
 from .stream_record import stream_of
 
@@ -136,6 +136,25 @@ class Listing:
             self._by_root.pop(root, None)
             self._stamp = self.stamp()
         self._names_stamp = None  # listed again when next asked (removals are rare)
+
+
+def place_once(tmp: Path, path: Path, what: str) -> None:
+    """Put the written file ``tmp`` in place as ``path`` unless ``path`` exists (an empty one
+    counts as absent; `RunExistsError` naming ``what``). A link, not a rename: of two
+    processes placing one file at once, exactly one succeeds (a rename lets the second replace
+    the first's). ``tmp`` is gone afterwards, and so are the ``path.tmp*`` a process killed
+    before placing left."""
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_size == 0:
+                path.unlink()
+        os.link(tmp, path)
+    except (FileExistsError, FileNotFoundError):  # (the winner removed ``tmp`` as a leftover)
+        raise RunExistsError(f"{what} already exists") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    for stale in path.parent.glob(path.name + ".tmp*"):  # another one is a loser's or dead
+        stale.unlink(missing_ok=True)
 
 
 def stream_root(folder: Path, name: str) -> str | None:

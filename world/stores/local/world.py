@@ -52,6 +52,7 @@ from .files import (
     guard,
     hook_root,
     listdir,
+    place_once,
     read_head_file,
     remove_run_folder,
     stream_root,
@@ -191,8 +192,7 @@ class LocalWorld(World):
             if path.exists() and path.stat().st_size > 0:
                 raise RunExistsError(f"run {root!r} already exists")
             header = _journal.frame(_journal.header())
-            # This process's own: two processes creating the same run each write theirs.
-            tmp = folder / f"journal.msgpack.tmp{os.getpid()}"
+            tmp = folder / f"journal.msgpack.tmp{os.getpid()}"  # this process's own
             writer = _journal.Writer(str(tmp), 0)
             try:
                 writer.append(header + b"".join(frames))
@@ -204,24 +204,7 @@ class LocalWorld(World):
             finally:
                 writer.close()
             StreamRecords.start(str(folder))  # before the journal: it is a family's from birth
-            try:
-                with contextlib.suppress(FileNotFoundError):
-                    if path.stat().st_size == 0:
-                        path.unlink()
-                # A link fails where the journal exists: of two processes creating one run at
-                # once, one makes it and the other is told it exists (a rename would let the
-                # second replace the first's).
-                os.link(tmp, path)
-            except FileExistsError:
-                raise RunExistsError(f"run {root!r} already exists") from None
-            except FileNotFoundError:  # the creator removed it as a leftover: it exists
-                raise RunExistsError(f"run {root!r} already exists") from None
-            finally:
-                tmp.unlink(missing_ok=True)
-            # What a creation killed before its link left (the run exists now: any other is
-            # a leftover, or a loser's, which then finds the journal).
-            for stale in folder.glob("journal.msgpack.tmp*"):
-                stale.unlink(missing_ok=True)
+            place_once(tmp, path, f"run {root!r}")
             _fsync_dir(folder)
             _fsync_dir(folder.parent)
         positions, pos = [], len(header)
