@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from eve_cli.runtime import Runtime
 
 TurnPolicy = Literal["steer", "queue"]
+JsonSchema = dict[str, Any]  # a JSON schema object (a turn's output schema)
 # Who asked (SPEC §18): a principal's record, ``{"subject", "tenant"?}``, kept in the events.
 By = dict[str, str]
 T = TypeVar("T")
@@ -55,7 +56,7 @@ class Facade(Protocol):
         sid: str,
         message: str,
         turn_policy: TurnPolicy = "steer",
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
     ) -> Receipt:
         """Start, steer or queue a turn with ``message`` (whose answer follows
         ``output_schema``, when given), or say why not."""
@@ -134,7 +135,7 @@ class ServingFacade(Facade, Protocol):
         *,
         operation_id: str | None = None,
         mode: str | None = None,
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
         meta: Mapping[str, Any] | None = None,
         by: By | None = None,
     ) -> tuple[str, bool]:
@@ -159,7 +160,7 @@ class ServingFacade(Facade, Protocol):
         sid: str,
         message: str,
         turn_policy: TurnPolicy = "steer",
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
         *,
         by: By | None = None,
     ) -> Receipt: ...

@@ -19,7 +19,7 @@ import httpx
 
 if TYPE_CHECKING:
     from eve_cli._events import Event
-    from eve_cli._facade import TurnPolicy
+    from eve_cli._facade import JsonSchema, TurnPolicy
     from eve_cli._session import ForkOrigin
     from eve_cli.execution import Forked, Lineage, SessionView
 
@@ -106,7 +106,7 @@ class RemoteRuntime:
         sid: str,
         message: str,
         turn_policy: TurnPolicy = "steer",
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
     ) -> RemoteReceipt:
         """Deliver a message; the server starts, steers, queues or rejects it."""
         body: dict[str, Any] = {"message": message, "turnPolicy": turn_policy}

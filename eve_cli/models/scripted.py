@@ -93,20 +93,23 @@ class ScriptedModel(Model):
             raise ModelError("scripted", str(entry["error"]))
         text = str(entry.get("text") or "")
         calls = [_tool_call(c, n, i) for i, c in enumerate(entry.get("tool_calls") or [])]
-        delay = float(entry.get("delay") or 0)
-        if delay and on_delta is not None and text:
-            first, rest = text[:1], text[1:]
-            await on_delta(first)
-            await asyncio.sleep(delay)
-            await stream_words(rest, on_delta)
-        else:
-            if delay:
-                await asyncio.sleep(delay)
-            await stream_words(text, on_delta)
+        await _stream(text, float(entry.get("delay") or 0), on_delta)
         usage = _usage(entry.get("usage")) or estimate_usage(request, text, calls)
         shown = entry.get("reasoning")  # what a model showed of its reasoning (plain text)
         reasoning = {"format": "text", "text": str(shown)} if shown else None
         return ModelResponse(text, calls, usage, "end_turn", reasoning=reasoning)
+
+
+async def _stream(text: str, delay: float, on_delta: DeltaCallback | None) -> None:
+    """Stream ``text`` word by word; with ``delay``, wait that long after its first delta."""
+    if delay and on_delta is not None and text:
+        await on_delta(text[:1])
+        await asyncio.sleep(delay)
+        await stream_words(text[1:], on_delta)
+        return
+    if delay:
+        await asyncio.sleep(delay)
+    await stream_words(text, on_delta)
 
 
 def _usage(raw: Any) -> Usage | None:

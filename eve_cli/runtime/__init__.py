@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from eve_cli import _store_migration  # noqa: F401  (registers eve's part of migrations)
 from eve_cli._events import Event
-from eve_cli._facade import By, SessionStatus, TurnPolicy
+from eve_cli._facade import By, JsonSchema, SessionStatus, TurnPolicy
 from eve_cli._loader import AgentDefinition, AgentLoadError
 from eve_cli._schedules import Schedule, ScheduleRow
 from eve_cli.execution import Executor, Forked, ForkPointError, Lineage, SessionView
@@ -157,7 +157,7 @@ class Runtime:
         *,
         operation_id: str | None = None,
         mode: str | None = None,
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
         meta: Mapping[str, Any] | None = None,
         by: By | None = None,
     ) -> tuple[str, bool]:
@@ -185,7 +185,7 @@ class Runtime:
         sid: str,
         message: str,
         turn_policy: TurnPolicy = "steer",
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
         *,
         by: By | None = None,
     ) -> DeliveryReceipt:

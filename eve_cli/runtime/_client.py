@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from eve_cli._events import Event
-from eve_cli._facade import By, TurnPolicy
+from eve_cli._facade import By, JsonSchema, TurnPolicy
 from eve_cli._keys import SESSION_START
 from eve_cli._loader import AgentLoadError, check_model_string
 from eve_cli._session import SessionMeta, Snapshot, events_stream, session_base
@@ -150,7 +150,7 @@ class Client:
         message: str | None,
         operation_id: str | None,
         mode: str | None,
-        output_schema: dict[str, Any] | None,
+        output_schema: JsonSchema | None,
         meta: Mapping[str, Any] | None = None,
         by: By | None = None,
     ) -> tuple[str, bool]:
@@ -218,10 +218,10 @@ class Client:
         return bool(items) or end > 0
 
     # -- delivering -----------------------------------------------------------------------
-    def _agent_problem(self, meta: dict[str, Any]) -> str | None:
-        """Why this process cannot run the agent of the session ``meta`` is of (None: it can)."""
+    def _agent_problem(self, session: Snapshot) -> str | None:
+        """Why this process cannot run the agent of ``session`` (None: it can)."""
         try:
-            self.core.executor.session_agent(session_base(meta))
+            self.core.executor.session_agent(session)
         except AgentLoadError as exc:
             return f"its agent cannot run here: {exc}"
         return None
@@ -246,7 +246,7 @@ class Client:
         sid: str,
         message: str,
         turn_policy: TurnPolicy = "steer",
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
         by: By | None = None,
     ) -> DeliveryReceipt:
         if turn_policy not in ("steer", "queue"):
@@ -267,7 +267,7 @@ class Client:
             status, since = await call(self.reader.status_at, sid, meta)
             if status in ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-            if (problem := self._agent_problem(meta)) is not None:
+            if (problem := self._agent_problem(session_base(meta))) is not None:
                 return DeliveryReceipt(sid, "rejected", problem)  # not a turn that fails later
             payload = _signed(compact_message(message, turn_policy, output_schema), by)
             sent = await self._send(sid, payload, meta)
