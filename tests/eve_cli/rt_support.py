@@ -75,8 +75,9 @@ DANGER_TOOL = tool_file(
 
 
 # Differ between equal runs (a delivery id is where the delivery sits in its world: a
-# PostgreSQL sequence number is not the same for two sessions).
-_RUN_OWN = ("at", "index", "sessionId", "durationMs", "ck", "deliveryId")
+# PostgreSQL sequence number is not the same for two sessions; each run's agent folder names
+# its own script file, so its code digest is its own).
+_RUN_OWN = ("at", "index", "sessionId", "durationMs", "ck", "deliveryId", "agentDigest")
 
 
 def brief(events: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
