@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import sys
 import traceback
 import types
@@ -180,9 +181,12 @@ def code_digest(directory: Path) -> str:
     """A short digest of an agent folder's code (its files' paths and bytes, sub-agents and
     evals included): the same code in another place gives the same digest."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.suffix in _CODE and p.is_file()):
-        if "__pycache__" in path.parts:
-            continue
+    found: list[Path] = []
+    for folder, subfolders, files in os.walk(directory):
+        # Not code: caches, and hidden folders (a .venv, .git or .workflow-data inside it).
+        subfolders[:] = [d for d in subfolders if d != "__pycache__" and not d.startswith(".")]
+        found += [Path(folder, name) for name in files if Path(name).suffix in _CODE]
+    for path in sorted(found):
         digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]

@@ -50,8 +50,8 @@ def _scan(folder: str, entries: list[tuple[str, int, int]]) -> None:
     except (PermissionError, FileNotFoundError):
         return
     for entry in found:
-        if entry.name == "__pycache__":
-            continue
+        if entry.name == "__pycache__" or entry.name.startswith("."):
+            continue  # not code: caches, hidden folders (a .venv or .workflow-data inside it)
         if os.path.splitext(entry.name)[1] in (".py", ".md", ".json"):
             stat = os.stat(entry.path)
             entries.append((entry.path, stat.st_mtime_ns, stat.st_size))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eve_cli._loader import AgentLoadError, load_agent
+from eve_cli._loader import AgentLoadError, code_digest, load_agent
 from tests.eve_cli.rt_support import AgentFactory
 
 TOOL = '''
@@ -76,3 +76,21 @@ def test_subagents_load(make_agent: AgentFactory) -> None:
     folder = make_agent(subagents={"researcher": {"instructions": "Find facts."}})
     agent = load_agent(folder)
     assert agent.subagents["researcher"].description == "Find facts."
+
+
+def test_the_code_digest_covers_code_only_and_not_where_it_sits(tmp_path: Path) -> None:
+    first = tmp_path / "a" / "agent"
+    (first / "tools").mkdir(parents=True)
+    (first / "agent.py").write_text("from eve_cli import define_agent\nagent = define_agent()\n")
+    (first / "tools" / "t.py").write_text("X = 1\n")
+    before = code_digest(first)
+    for hidden in (".workflow-data", ".venv", "tools/__pycache__"):
+        (first / hidden).mkdir(parents=True, exist_ok=True)
+        (first / hidden / "noise.json").write_text("{}")
+    assert code_digest(first) == before  # caches and hidden folders are not code
+    elsewhere = tmp_path / "b" / "agent"
+    elsewhere.parent.mkdir()
+    first.rename(elsewhere)
+    assert code_digest(elsewhere) == before  # the same code anywhere
+    (elsewhere / "tools" / "t.py").write_text("X = 2\n")
+    assert code_digest(elsewhere) != before
