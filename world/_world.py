@@ -440,7 +440,8 @@ class World(ABC):
         """Append an item; its index. It is durable before a record whose `Order.streams`
         covers it, and readable by others once `before_effect` returns. A family's stream
         (`stream_family`) takes appends only from the world object holding the family's lease
-        while one holds it (a world may refuse another's, and fence the owner's next write);
+        while one holds it (a world may refuse another's with `OwnershipError` — PostgreSQL
+        does — or fence the owner's next write);
         a stream of no family takes appends from anyone."""
 
     @abstractmethod

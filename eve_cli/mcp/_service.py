@@ -67,9 +67,9 @@ class AgentService:
         out: dict[str, Any] = {"sessionId": sid, "created": created}
         if created:
             out["disposition"] = "started"
-            self.supervisor.kick(sid)
         elif not await rt.call(rt.ever_delivered, sid):
             out.update(await self._deliver(sid, message, "steer", output_schema, who))
+        self.supervisor.kick(sid)  # also when its creator died before driving it (as over HTTP)
         return {**out, **await self._settled(sid, 0, wait, progress)}
 
     async def send(
