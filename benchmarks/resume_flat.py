@@ -83,10 +83,10 @@ def reopen(agent: Path, data: Path, sid: str, message: str) -> tuple[float, floa
     clock = _Clock()
     original = scripted.ScriptedModel.generate
 
-    async def timed(self: Any, request: Any, on_delta: Any = None) -> Any:
+    async def timed(self: Any, request: Any, on_delta: Any = None, on_reasoning: Any = None) -> Any:
         if clock.first_call is None:
             clock.first_call = time.perf_counter()
-        return await original(self, request, on_delta)
+        return await original(self, request, on_delta, on_reasoning)
 
     async def main() -> tuple[float, float, float]:
         started = time.perf_counter()

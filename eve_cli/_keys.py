@@ -26,6 +26,7 @@ __all__ = [
     "SESSION_START",
     "Compaction",
     "Delivery",
+    "DeltaKeys",
     "Generation",
     "Key",
     "ModelCall",
@@ -255,29 +256,57 @@ class ModelCall(_Value):
         return Key(f"{self._base}:fix")
 
     @property
+    def text_deltas(self) -> DeltaKeys:
+        """The keys of its ``message.appended`` events."""
+        return DeltaKeys(f"{self._base}:d@", self.m == 0)
+
+    @property
+    def reasoning_deltas(self) -> DeltaKeys:
+        """The keys of its ``reasoning.appended`` events."""
+        return DeltaKeys(f"{self._base}:rd@", False)
+
+    @property
     def delta_head(self) -> str:
         """What the text of every delta key of this call starts with."""
-        return f"{self._base}:d@"
+        return self.text_deltas.head
 
     def delta(self, start: int, length: int) -> Key:
         """The ``message.appended`` event of its text from ``start``, ``length`` long."""
-        return Key(f"{self._base}:d@{start}+{length}", (start,) if self.m == 0 else None)
+        return self.text_deltas.delta(start, length)
 
     def delta_of(self, text: str) -> tuple[int, int, Key] | None:
         """``(start, length, key)`` of the delta key of this call whose text is ``text``
         (None: it is not one)."""
-        head = self.delta_head
-        if not text.startswith(head):
-            return None
-        start, plus, length = text[len(head) :].partition("+")
-        if not (plus and start.isdigit() and length.isdigit()):
-            return None
-        return int(start), int(length), self.delta(int(start), int(length))
+        return self.text_deltas.delta_of(text)
 
     @property
     def compaction(self) -> Compaction:
         """The compaction checked before this call."""
         return Compaction(self._base)
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaKeys:
+    """The keys of one model call's streamed deltas of one kind: ``{head}{start}+{length}``,
+    the offset and length of the text each event holds; ``compact``: the stream may store
+    the start alone (the first call of a step's text)."""
+
+    head: str
+    compact: bool
+
+    def delta(self, start: int, length: int) -> Key:
+        """The event of the text from ``start``, ``length`` long."""
+        return Key(f"{self.head}{start}+{length}", (start,) if self.compact else None)
+
+    def delta_of(self, text: str) -> tuple[int, int, Key] | None:
+        """``(start, length, key)`` of the delta key whose text is ``text`` (None: it is not
+        one of these)."""
+        if not text.startswith(self.head):
+            return None
+        start, plus, length = text[len(self.head) :].partition("+")
+        if not (plus and start.isdigit() and length.isdigit()):
+            return None
+        return int(start), int(length), self.delta(int(start), int(length))
 
 
 class Step(_Value):

@@ -382,9 +382,12 @@ class TracedModel(Model):
         self.context_window = inner.context_window
 
     async def generate(
-        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        on_reasoning: DeltaCallback | None = None,
     ) -> ModelResponse:
-        response = await self.inner.generate(request, on_delta)
+        response = await self.inner.generate(request, on_delta, on_reasoning)
         running = _CURRENT.get()
         if running is not None:
             self.trace.model_done(running, request, response)

@@ -65,6 +65,7 @@ class RichRenderer:
         self._input = input_fn or (lambda prompt: self.console.input(prompt, markup=False))
         self._live: Live | None = None
         self._text = ""
+        self._thought = ""  # what streamed of the reasoning
         self._calls: dict[str, tuple[str, Any, float]] = {}
         self._announced: str | None = None  # the request the last `⏸` line described
 
@@ -231,15 +232,22 @@ class RichRenderer:
 
     # -- event handlers ------------------------------------------------------------------
     def _on_step_started(self, event: Event) -> None:
-        self._text = ""
+        self._text = self._thought = ""
         self._thinking()
 
     def _on_delta(self, event: Event) -> None:
         self._text += str(field(event, "delta") or field(event, "text") or "")
         self._show(Markdown(self._text))
 
+    def _on_reasoning_delta(self, event: Event) -> None:
+        """What the model shows of its reasoning as it streams, dimmed, in the live area."""
+        self._thought += str(field(event, "delta") or "")
+        self._show(Text(self._thought.strip(), style="dim italic"))
+
     def _on_reasoning(self, event: Event) -> None:
-        """What the model showed of its reasoning, dimmed, before its answer."""
+        """What the model showed of its reasoning, dimmed, before its answer (whole: it
+        replaces what streamed)."""
+        self._thought = ""
         text = str(field(event, "text") or "").strip()
         if field(event, "redacted") and not text:
             text = "(reasoning kept encrypted)"
@@ -344,6 +352,7 @@ _HANDLERS: dict[str, Callable[[RichRenderer, Event], None]] = {
     "turn.started": RichRenderer._on_step_started,
     "message.appended": RichRenderer._on_delta,
     "message.completed": RichRenderer._on_message_completed,
+    "reasoning.appended": RichRenderer._on_reasoning_delta,
     "reasoning.completed": RichRenderer._on_reasoning,
     "actions.requested": RichRenderer._on_actions_requested,
     "action.result": RichRenderer._on_action_result,

@@ -121,7 +121,7 @@ def describe_change(event: Event) -> str | None:
     from eve_cli.execution import change_of  # the runtime's import, not the listing's
 
     change = change_of(event)
-    if change is None or change in ("delta", "parked"):
+    if change is None or change in ("delta", "thinking", "parked"):
         return None
     return _DESCRIBE[change](event)
 

@@ -364,7 +364,7 @@ def event_line(event: Mapping[str, Any]) -> str:
     kind = str(event.get("type"))
     summary = _tree.describe_change(event) or ""
     change = change_of(event)
-    if change == "delta":
+    if change in ("delta", "thinking"):
         summary = repr(event.get("delta", ""))
     elif change == "failed" and not summary:
         summary = error_text(event)

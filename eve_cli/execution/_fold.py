@@ -223,6 +223,7 @@ Change = Literal[
     "user",  # a message was taken (text)
     "assistant",  # the model's reply of a step is complete (text)
     "delta",  # more of the reply streamed (delta)
+    "thinking",  # more of what the model shows of its reasoning streamed (delta)
     "calls",  # the step asked for tool calls (actions)
     "result",  # a tool call ended (name, status, output)
     "waiting",  # an input request (approval, question, outcome)
@@ -236,6 +237,7 @@ _CHANGES: dict[str, Change] = {
     "message.received": "user",
     "message.completed": "assistant",
     "message.appended": "delta",
+    "reasoning.appended": "thinking",
     "actions.requested": "calls",
     "action.result": "result",
     "input.requested": "waiting",
@@ -678,6 +680,7 @@ class ViewFold:
             step["error"] = event["error"]
 
     def _reasoning(self, event: Event) -> None:
+        """What the model showed of its reasoning, whole (it replaces what streamed)."""
         if self.step is not None:
             self.step["reasoning"] = event.get("text", "")
             if event.get("redacted"):
@@ -894,6 +897,13 @@ def _message_queued(folded: ViewFold, event: Event) -> None:
     _take(folded.taken, event)
 
 
+def _reasoning_appended(folded: ViewFold, event: Event) -> None:
+    """More of what the model shows of its reasoning, while its call runs."""
+    step = folded.step
+    if step is not None and step["modelMs"] is None and event.get("delta"):
+        step["reasoning"] = step.get("reasoning", "") + event["delta"]
+
+
 def _mcp_ready(folded: ViewFold, event: Event) -> None:
     """The MCP servers' start-up before the model call: its own time, not the call's."""
     if folded.step is not None:
@@ -932,6 +942,7 @@ _HANDLERS: dict[str, _Handler] = {
     "session.failed": ViewFold._session_ended,
     "session.cancelled": ViewFold._session_ended,
     "compaction.completed": ViewFold._compaction_completed,
+    "reasoning.appended": _reasoning_appended,
     "reasoning.completed": ViewFold._reasoning,
     "mcp.ready": _mcp_ready,
     "result": ViewFold._result,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli import _tracing
 from eve_cli._events import EventType
-from eve_cli._keys import Key, ModelCall, Turn
+from eve_cli._keys import DeltaKeys, Key, Turn
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import SUMMARY_ROLE, Snapshot, events_stream, history_stream, session_base
 from eve_cli._tools import Tool
@@ -349,8 +349,8 @@ class SessionHost:
         ):  # (`trace()` inline once decided: asked at every event)
             trace.event(type, key, event, fresh=index is not None)
 
-    def emitted_deltas(self, call: ModelCall) -> list[tuple[int, int, Key]]:
-        stored = (call.delta_of(text) for text in self.events.keys_starting(call.delta_head))
+    def emitted_deltas(self, keys: DeltaKeys) -> list[tuple[int, int, Key]]:
+        stored = (keys.delta_of(text) for text in self.events.keys_starting(keys.head))
         return [delta for delta in stored if delta is not None]
 
     def emitted_event(self, key: Key) -> dict[str, Any] | None:

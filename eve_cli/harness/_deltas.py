@@ -1,14 +1,15 @@
-"""A model call's streamed text as ``message.appended`` events (see :class:`DeltaBuffer`)."""
+"""A model call's streamed text as ``message.appended`` events, and what it shows of its
+reasoning as ``reasoning.appended`` events (see :class:`DeltaBuffer`)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from eve_cli._keys import Key, ModelCall
+from eve_cli._keys import DeltaKeys, Key
 from eve_cli._text import repair_str
 from eve_cli.harness._host import StepHost
 
-DELTA_MAX = 2000  # characters of one message.appended event at most
+DELTA_MAX = 2000  # characters of one delta event at most
 
 
 class DeltaBuffer:
@@ -18,12 +19,15 @@ class DeltaBuffer:
     event (at most :data:`DELTA_MAX` characters). A reader sees text at most 0.2 s after the
     model sent it, and a fast stream stores a few events a second, not one per token.
 
-    Keys carry the text offset (:meth:`ModelCall.delta`): when an interrupted call runs
-    again, the part of its text already streamed is not appended a second time.
+    Keys carry the text offset (:meth:`DeltaKeys.delta`): when an interrupted call runs
+    again, the part of its text already streamed is not appended a second time. With
+    ``reasoning``, the same over the call's reasoning keys as ``reasoning.appended`` events.
     """
 
-    def __init__(self, host: StepHost, call: ModelCall, step: int) -> None:
-        self.host, self.call, self.step = host, call, step
+    def __init__(
+        self, host: StepHost, keys: DeltaKeys, step: int, *, reasoning: bool = False
+    ) -> None:
+        self.host, self.keys, self.step, self.reasoning = host, keys, step, reasoning
         self.held: list[str] = []
         self.size = 0  # characters held
         self.offset = 0  # characters flushed so far
@@ -57,8 +61,11 @@ class DeltaBuffer:
             return  # stored by an earlier run of this call
         if start < self.streamed:
             text, start = text[self.streamed - start :], self.streamed
-        key = self.call.delta(start, len(text))
-        self.host.emit("message.appended", {"delta": text}, key, self.step)
+        key = self.keys.delta(start, len(text))
+        if self.reasoning:
+            self.host.emit("reasoning.appended", {"delta": text}, key, self.step)
+        else:
+            self.host.emit("message.appended", {"delta": text}, key, self.step)
         self.sent.append(text)
         index = self.host.emitted_index(key)
         if index is not None:
@@ -66,7 +73,7 @@ class DeltaBuffer:
 
     def spans(self) -> list[tuple[int, int, Key]]:
         """``(start, length, key)`` of each delta event of this call stored so far."""
-        return self.host.emitted_deltas(self.call)
+        return self.host.emitted_deltas(self.keys)
 
     def holds(self, text: str) -> bool:
         """True when this run's events hold ``text`` whole (none came from an earlier run,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eve_cli._events import EventType
-from eve_cli._keys import Key, ModelCall, Turn
+from eve_cli._keys import DeltaKeys, Key, Turn
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
 from eve_cli._tools import Tool
@@ -167,9 +167,9 @@ class StepHost(Protocol):
         an ``_h`` in ``data`` refers to (what readers see; the writer need not read it)."""
         ...
 
-    def emitted_deltas(self, call: ModelCall) -> list[tuple[int, int, Key]]:
-        """``(start, length, key)`` of each delta event of model call ``call`` already
-        stored for this generation."""
+    def emitted_deltas(self, keys: DeltaKeys) -> list[tuple[int, int, Key]]:
+        """``(start, length, key)`` of each delta event of the family ``keys`` (one model
+        call's text or reasoning) already stored for this generation."""
         ...
 
     def emitted_event(self, key: Key) -> dict[str, Any] | None:

@@ -74,7 +74,12 @@ async def call_model(
     snap = host.snap
     n = snap.model_calls
     model = host.model()
-    deltas = DeltaBuffer(host, keys, index)
+    deltas = DeltaBuffer(host, keys.text_deltas, index)
+    thoughts = DeltaBuffer(host, keys.reasoning_deltas, index, reasoning=True)
+
+    async def text(delta: str) -> None:
+        thoughts.flush()  # what streamed of the reasoning is stored before the answer
+        await deltas.add(delta)
 
     async def ask() -> ModelResponse:
         messages, (_, tokens) = host.read_history(), host.history_tokens()
@@ -89,13 +94,14 @@ async def call_model(
             output_schema=output_schema(host)[0],
             provider_tools=list(host.agent.config.provider_tools),
         )
-        return await model.generate(request, deltas.add)
+        return await model.generate(request, text, thoughts.add)
 
     async def generate() -> dict[str, Any]:
         try:
             try:
                 response = await unless_cancelled(host, ask())
             finally:
+                thoughts.flush()
                 deltas.flush()
         except ModelError as exc:
             return {"error": str(exc)}

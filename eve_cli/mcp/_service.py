@@ -260,7 +260,8 @@ class _Told:
             if index < self.next:
                 return
             self.next = index + 1
-            if event.get("type") != "message.appended":  # deltas are for streams
+            if event.get("type") not in ("message.appended", "reasoning.appended"):
+                # deltas are for streams
                 self.count += 1
                 await progress(self.count, describe(event))
 

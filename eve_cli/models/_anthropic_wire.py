@@ -13,6 +13,7 @@ from typing import Any
 
 from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
 from eve_cli.models._calls import history_arguments, make_tool_call
+from eve_cli.models._shown import ShownReasoning
 
 __all__ = ["ERROR_STATUS", "EventReader", "mark_cache", "to_messages", "to_tools"]
 
@@ -185,7 +186,7 @@ class StreamError(Exception):
 
 
 @dataclass
-class EventReader:
+class EventReader(ShownReasoning):
     """Folds Messages stream events (or one whole ``message`` object) into an answer."""
 
     blocks: dict[int, _Block] = field(default_factory=dict)
@@ -241,8 +242,11 @@ class EventReader:
         if new.kind == "text" and block.get("text"):
             new.text.append(str(block["text"]))
         elif new.kind == "thinking":
+            if any(b.kind == "thinking" for b in self.blocks.values()):
+                self.shown.append("\n\n")  # as :meth:`reasoning` joins the blocks' text
             new.text.append(str(block.get("thinking") or ""))
             new.signature.append(str(block.get("signature") or ""))
+            self.shown.append(new.text[0])
         elif new.kind == "redacted_thinking":
             new.data = str(block.get("data") or "")
         elif new.kind == "tool_use":
@@ -262,7 +266,9 @@ class EventReader:
         if delta.get("type") == "input_json_delta":
             block.json.append(str(delta.get("partial_json") or ""))
         elif delta.get("type") == "thinking_delta":
-            block.text.append(str(delta.get("thinking") or ""))
+            thought = str(delta.get("thinking") or "")
+            block.text.append(thought)
+            self.shown.append(thought)
         elif delta.get("type") == "signature_delta":
             block.signature.append(str(delta.get("signature") or ""))
         return ""

@@ -146,9 +146,14 @@ class Model(ABC):
 
     @abstractmethod
     async def generate(
-        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        on_reasoning: DeltaCallback | None = None,
     ) -> ModelResponse:
-        """Run one call, forwarding text deltas to ``on_delta`` as they arrive.
+        """Run one call, forwarding text deltas to ``on_delta`` as they arrive, and what may
+        be shown of the model's reasoning to ``on_reasoning`` (the response's ``reasoning``
+        stays authoritative: a provider may show less while streaming).
 
         Raises:
             ModelError: the provider failed after its retries; the message is user-facing.

@@ -349,23 +349,35 @@ async def _read_body(response: httpx.Response, deadline: float, provider: str) -
 
 
 class DeltaRelay:
-    """Forwards text deltas once, across retried attempts of one call.
+    """Forwards text deltas once, across retried attempts of one call (and, through
+    :meth:`reasoning`, reasoning deltas the same way).
 
     A retried attempt usually streams the same text again: its deltas are held back until they
     go past what was already forwarded. If a retry's text differs from what was forwarded, the
     rest of that attempt's deltas are held back; the final response text is authoritative.
     """
 
-    def __init__(self, on_delta: DeltaCallback | None) -> None:
+    def __init__(
+        self, on_delta: DeltaCallback | None, on_reasoning: DeltaCallback | None = None
+    ) -> None:
         self._on_delta = on_delta
         self._sent = ""
         self._pos = 0  # how much of the current attempt's text matches what was sent
         self._diverged = False
+        # The same for what may be shown of the model's reasoning.
+        self._reasoning = DeltaRelay(on_reasoning) if on_reasoning is not None else None
 
     def restart(self) -> None:
         """A new attempt begins."""
         self._pos = 0
         self._diverged = False
+        if self._reasoning is not None:
+            self._reasoning.restart()
+
+    async def reasoning(self, text: str) -> None:
+        """Forward a reasoning delta (once across attempts, as text deltas)."""
+        if self._reasoning is not None and text:
+            await self._reasoning(text)
 
     async def __call__(self, text: str) -> None:
         if not text or self._diverged:

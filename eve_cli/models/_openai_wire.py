@@ -13,6 +13,7 @@ from typing import Any
 
 from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
 from eve_cli.models._calls import history_arguments, is_json_object, make_tool_call
+from eve_cli.models._shown import ShownReasoning
 
 __all__ = ["ChunkReader", "ToolCallAssembler", "to_messages", "to_tools"]
 
@@ -156,7 +157,7 @@ def _text(value: Any) -> str:
 
 
 @dataclass
-class ChunkReader:
+class ChunkReader(ShownReasoning):
     """Folds ``chat.completion.chunk`` objects into text, tool calls, usage and finish reason."""
 
     text: list[str] = field(default_factory=list)
@@ -191,6 +192,7 @@ class ChunkReader:
                 thought = delta.get(key)
                 if isinstance(thought, str) and thought:
                     self.thought.append(thought)
+                    self.shown.append(thought)
                     break
             for position, fragment in enumerate(delta.get("tool_calls") or ()):
                 if whole and isinstance(fragment, dict):

@@ -86,9 +86,13 @@ class HTTPModel(Model):
         return urlsplit(self.base_url).hostname == urlsplit(self.default_base_url).hostname
 
     async def generate(
-        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        on_reasoning: DeltaCallback | None = None,
     ) -> ModelResponse:
-        """Stream one call, retrying per :attr:`retry`; deltas reach ``on_delta`` once."""
+        """Stream one call, retrying per :attr:`retry`; deltas reach ``on_delta`` and
+        ``on_reasoning`` once."""
         if self._api_key is None and self._is_public_endpoint:
             raise ModelError(
                 self.name,
@@ -101,7 +105,7 @@ class HTTPModel(Model):
                 f"{self.base_var} must start with http:// or https://, got "
                 f"{redact(self.base_url, self._secrets)!r}",
             )
-        relay = DeltaRelay(on_delta)
+        relay = DeltaRelay(on_delta, on_reasoning)
         # One client per call: no connection outlives the event loop that opened it.
         timeout = httpx.Timeout(connect=self.retry.connect_timeout, read=None, write=60, pool=60)
         try:

@@ -10,11 +10,13 @@ its message, its function calls) are kept whole in the history item's ``reasonin
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
 from eve_cli.models._calls import history_arguments, make_tool_call
+from eve_cli.models._shown import ShownReasoning
 
 __all__ = ["KIND", "ResponseReader", "to_input", "to_tools"]
 
@@ -77,7 +79,7 @@ def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 
 
 @dataclass
-class ResponseReader:
+class ResponseReader(ShownReasoning):
     """Folds Responses stream events into an answer."""
 
     items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> done item
@@ -86,6 +88,7 @@ class ResponseReader:
     status: str | None = None
     error: str | None = None
     done: bool = False
+    summary_at: tuple[Any, Any] | None = None  # (item, summary part) of the last summary delta
 
     def feed(self, data: dict[str, Any]) -> str:
         """Take one event; returns its text delta (possibly empty)."""
@@ -94,7 +97,9 @@ class ResponseReader:
             delta = str(data.get("delta") or "")
             self.text.append(delta)
             return delta
-        if kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+        if kind == "response.reasoning_summary_text.delta":
+            self._summary_delta(data)
+        elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
             self.items[_int(data.get("output_index"), len(self.items))] = data["item"]
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             response = data.get("response")
@@ -103,6 +108,15 @@ class ResponseReader:
             self.error = str(data.get("message") or data.get("code") or "error")
             self.done = True
         return ""
+
+    def _summary_delta(self, data: Mapping[str, Any]) -> None:
+        """A reasoning summary's text as it streams: a new part (or item) starts after a
+        blank line, as :meth:`reasoning` joins them."""
+        at = (data.get("item_id", data.get("output_index")), data.get("summary_index"))
+        if self.summary_at is not None and at != self.summary_at:
+            self.shown.append("\n\n")
+        self.summary_at = at
+        self.shown.append(str(data.get("delta") or ""))
 
     def _finish(self, response: dict[str, Any]) -> None:
         self.done = True

@@ -123,7 +123,9 @@ class AnthropicModel(HTTPModel):
                 continue
             data.setdefault("type", event.event)
             try:
-                await relay(reader.feed(data))
+                text = reader.feed(data)
+                await relay.reasoning(reader.take_shown())  # shown before the text
+                await relay(text)
             except StreamError as err:
                 raise self._fail(
                     f"{err.kind}: {err.message}" if err.message else err.kind,

@@ -33,7 +33,10 @@ class DemoModel(Model):
         self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
 
     async def generate(
-        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        on_reasoning: DeltaCallback | None = None,
     ) -> ModelResponse:
         if request.purpose == "summary":
             text = offline_summary(request.messages)

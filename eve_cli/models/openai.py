@@ -100,7 +100,9 @@ class OpenAIModel(HTTPModel):
                 chunk = self._decode(event.data)
                 if event.event == WHOLE_BODY:
                     done = True
-                await relay(reader.feed(chunk))
+                text = reader.feed(chunk)
+                await relay.reasoning(reader.take_shown())  # shown before the text
+                await relay(text)
         except CallError as err:
             if err.status == 400 and self._stream_options and "stream_options" in err.message:
                 self._stream_options = False

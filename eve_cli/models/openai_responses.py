@@ -90,7 +90,9 @@ class OpenAIResponsesModel(HTTPModel):
             if not isinstance(data, dict):
                 continue
             data.setdefault("type", event.event)
-            await relay(reader.feed(data))
+            text = reader.feed(data)
+            await relay.reasoning(reader.take_shown())  # shown before the text
+            await relay(text)
             if reader.done:
                 break
         if reader.error is not None:

@@ -7,7 +7,8 @@ are produced deterministically and consume no entry. Test-only extras per entry:
 (seconds to wait after the first delta), ``"error"`` (the call fails with that message),
 ``"usage"`` (what the call reports instead of an estimate: ``input``, ``output``,
 ``cache_read``, ``cache_write``, ``reasoning`` tokens), ``"reasoning"`` (text the model
-shows of its reasoning, as a compatible server's ``reasoning_content``); at
+shows of its reasoning, as a compatible server's ``reasoning_content``, streamed before the
+answer), ``"reasoning_delay"`` (seconds to wait after its first delta); at
 the top level of the object form, ``"summary_error"`` makes every summary fail.
 """
 
@@ -71,7 +72,10 @@ class ScriptedModel(Model):
         return data, summary_error
 
     async def generate(
-        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+        self,
+        request: ModelRequest,
+        on_delta: DeltaCallback | None = None,
+        on_reasoning: DeltaCallback | None = None,
     ) -> ModelResponse:
         entries, summary_error = self._load()
         if request.purpose == "summary":
@@ -93,9 +97,11 @@ class ScriptedModel(Model):
             raise ModelError("scripted", str(entry["error"]))
         text = str(entry.get("text") or "")
         calls = [_tool_call(c, n, i) for i, c in enumerate(entry.get("tool_calls") or [])]
+        shown = entry.get("reasoning")  # what a model showed of its reasoning (plain text)
+        if shown:
+            await _stream(str(shown), float(entry.get("reasoning_delay") or 0), on_reasoning)
         await _stream(text, float(entry.get("delay") or 0), on_delta)
         usage = _usage(entry.get("usage")) or estimate_usage(request, text, calls)
-        shown = entry.get("reasoning")  # what a model showed of its reasoning (plain text)
         reasoning = {"format": "text", "text": str(shown)} if shown else None
         return ModelResponse(text, calls, usage, "end_turn", reasoning=reasoning)
 

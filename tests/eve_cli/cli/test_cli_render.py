@@ -359,3 +359,21 @@ def test_a_reopened_sessions_tool_line_keeps_its_arguments() -> None:
     bare = io.StringIO()
     RichRenderer(Console(file=bare, width=120, highlight=False)).event(result)
     assert "pay()" in bare.getvalue()  # what a renderer that knows no call says
+
+
+def test_rich_streams_reasoning_dimmed_as_it_arrives() -> None:
+    console, buf = rich_console()
+    r = RichRenderer(console)
+    r.event(ev(0, "step.started"))
+    r.event(ev(1, "reasoning.appended", delta="The user "))
+    r.event(ev(2, "reasoning.appended", delta="greets me."))
+    assert r._live is not None  # the live area (transient) shows it as it streams, dimmed
+    area, out = rich_console()
+    area.print(r._live.renderable)
+    assert visible(out) == "The user greets me."
+    assert "\x1b[2;3m" in out.getvalue()
+    r.event(ev(3, "reasoning.completed", text="The user greets me."))
+    r.event(ev(4, "message.completed", role="assistant", text="Hello!"))
+    r.close()
+    text = visible(buf)  # (the live area's frames are in the buffer too)
+    assert text.rindex("The user greets me.") < text.index("Hello!")  # kept, before the answer

@@ -85,6 +85,11 @@ class FakeResponses:
             },
         ]
         events: list[dict[str, Any]] = [{"type": "response.created", "response": {}}]
+        # The summary streams first (as with `"summary": "auto"`), in two pieces.
+        half = len(turn.summary) // 2
+        for piece in (turn.summary[:half], turn.summary[half:]):
+            events.append({"type": "response.reasoning_summary_text.delta", "item_id": rid,
+                           "output_index": 0, "summary_index": 0, "delta": piece})  # fmt: skip
         events.append({"type": "response.output_item.done", "output_index": 0, "item": output[0]})
         if turn.text:
             events.append(

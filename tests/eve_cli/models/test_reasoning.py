@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from eve_cli._events import Event
+from eve_cli.execution import fold
 from eve_cli.runtime import Runtime
 from tests.eve_cli.models.fake_anthropic import Answer, FakeAnthropic
 from tests.eve_cli.models.fake_responses import FakeResponses, Turn
@@ -32,6 +33,24 @@ def thinking_agent(make_agent: AgentFactory, tools: dict[str, str], extra: str =
 
 def of_type(events: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
     return [e for e in events if e["type"] == kind]
+
+
+def streamed(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per step that showed reasoning, its ``reasoning.appended`` deltas joined, after
+    checking each step's reasoning streamed before its answer and whole before it ended."""
+    steps: dict[Any, list[Mapping[str, Any]]] = {}
+    for event in events:
+        steps.setdefault((event.get("turnId"), event.get("stepIndex")), []).append(event)
+    out = []
+    for step in steps.values():
+        kinds = [e["type"] for e in step]
+        if "reasoning.appended" not in kinds:
+            continue
+        last = max(i for i, k in enumerate(kinds) if k == "reasoning.appended")
+        for answer in ("message.appended", "actions.requested", "reasoning.completed"):
+            assert answer not in kinds[:last], kinds  # reasoning first, then the answer
+        out.append("".join(e["delta"] for e in step if e["type"] == "reasoning.appended"))
+    return out
 
 
 def test_thinking_is_kept_and_sent_back_unchanged(
@@ -55,6 +74,10 @@ def test_thinking_is_kept_and_sent_back_unchanged(
             events = rt.events(sid)
             shown = of_type(events, "reasoning.completed")
             assert [e["text"] for e in shown] == [THOUGHT, "Noted; now answer.", "A second turn."]
+            assert streamed(events) == [e["text"] for e in shown]  # as it streamed, once
+            # The view shows the reasoning as it streams (read before its step completed).
+            before = fold(sid, events[: shown[0]["index"]])
+            assert before["turns"][0]["steps"][0]["reasoning"] == THOUGHT
             assert shown[0]["redacted"] is True
             stored = rt.history(sid)[1]["reasoning"]
             assert stored["blocks"][0]["thinking"] == THOUGHT  # byte-exact
@@ -112,7 +135,8 @@ def test_thinking_survives_kill_9_mid_stream_and_mid_tool(
         rt = Runtime(data_dir=data, agent_dir=agent)
         sid = asyncio.run(rt.create_session())
         asyncio.run(rt.deliver(sid, "record a"))
-        Proc(data, str(agent), "drive", sid, env=env).kill_at("EVENT message.appended")
+        # Killed as its reasoning streams (its answer's text then pauses 3 s).
+        Proc(data, str(agent), "drive", sid, env=env).kill_at("EVENT reasoning.appended")
         Path(str(log) + ".stall").write_text("")
         Proc(data, str(agent), "drive", sid, env=env).kill_at("TOOL-STALL")
         lines = Proc(data, str(agent), "drive", sid, env=env).finish()
@@ -127,6 +151,8 @@ def test_thinking_survives_kill_9_mid_stream_and_mid_tool(
     }
     texts = [e["text"] for e in of_type(events, "reasoning.completed")]
     assert texts == [THOUGHT, "The record is done."]
+    # The killed call's reasoning was partly stored; its re-run stored only the rest.
+    assert streamed(events) == texts
 
 
 def test_responses_api_reasoning_items_travel_in_history(
@@ -153,6 +179,7 @@ def test_responses_api_reasoning_items_travel_in_history(
             events = rt.events(sid)
             texts = [e["text"] for e in of_type(events, "reasoning.completed")]
             assert texts == ["Plan: note it.", "Done, say so.", "Greet back."]
+            assert streamed(events) == texts
             usage = of_type(events, "step.completed")[0]["usage"]
             assert (usage["cacheReadTokens"], usage["reasoningTokens"]) == (60, 20)
             assert [m["content"] for m in rt.history(sid) if m["role"] == "assistant"] == [
@@ -237,6 +264,7 @@ def test_reasoning_content_of_compatible_servers_is_shown_and_kept(
                 assert (await rt.drive(sid))["status"] == "waiting"
             [shown] = of_type(rt.events(sid), "reasoning.completed")
             assert shown["text"] == "Hmm, greet."
+            assert streamed(rt.events(sid)) == ["Hmm, greet."]
             assert rt.history(sid)[1]["reasoning"] == {"format": "text", "text": "Hmm, greet."}
 
         asyncio.run(main())
