@@ -195,6 +195,10 @@ class ServingFacade(Facade, Protocol):
         """Why the agent folder does not load as it is now (None: it loads)."""
         ...
 
+    def now(self) -> float:
+        """The world's clock, which timers and schedule ticks are compared with."""
+        ...
+
     def timers(self, sid: str | None = None) -> dict[str, float]:
         """When each session parked on a timer is due (every session's, or ``sid``'s)."""
         ...

@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from world import (
-    RECORD,
     FamilyLog,
     FamilyUsage,
     InboxItem,
     Lease,
-    Order,
     OwnershipError,
     RunExistsError,
     RunNotFoundError,
@@ -93,8 +91,8 @@ class OutsideWorld(World):
         records = [(pos, decode(bodies[pos - 1])) for pos in range(first, len(bodies) + 1)]
         return FamilyLog(records=records, start=first if first > 1 else 0)
 
-    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
-        with self._lock:  # every call is whole before it returns: any Order is met
+    def append(self, root: str, bodies: list[bytes]) -> list[int]:
+        with self._lock:  # every call is whole before it returns
             family = self._family(root)
             first = len(family.records) + 1
             family.records.extend(bodies)

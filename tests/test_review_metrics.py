@@ -13,7 +13,7 @@ from scripts.review_metrics import gates, private_imports
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = [REPO / "world", REPO / "eve_cli"]
 
-WORLD_MEMBERS = 43  # methods of world.World: the interface every store implements
+WORLD_MEMBERS = 39  # methods of world.World: the interface every store implements
 COMPLEX_FUNCTIONS = 33  # cyclomatic complexity over 15
 CLASSES_OVER_400 = 7
 PRIVATE_IMPORTS = 14  # another package's private module (issue 33: at most 15)

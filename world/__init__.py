@@ -43,16 +43,12 @@ from ._migrations import MigratingRecord, MigrationReport, MigrationStep, regist
 from ._records import JournalRecord
 from ._select import open_world
 from ._world import (
-    IO,
-    LAZY,
-    RECORD,
     FamilyHead,
     FamilyLog,
     FamilyUsage,
     InboxItem,
     Lease,
     LostItem,
-    Order,
     World,
     check_name,
     check_run_id,
@@ -68,9 +64,6 @@ if TYPE_CHECKING:
     from .stores.postgres.world import PostgresWorld
 
 __all__ = [
-    "IO",
-    "LAZY",
-    "RECORD",
     "STORAGE_ERRORS",
     "ChildFailedError",
     "ChildHandle",
@@ -98,7 +91,6 @@ __all__ = [
     "MigrationReport",
     "MigrationStep",
     "NoActiveRunError",
-    "Order",
     "OwnershipError",
     "PostgresWorld",
     "RetryPolicy",

@@ -34,7 +34,8 @@ from ._errors import (
 )
 from ._family import Family, Run
 from ._records import JournalRecord, RunError, Waiting
-from ._world import LAZY, RECORD, InboxItem, Order, World, check_name
+from ._store import LAZY, RECORD, Order, Scheduling
+from ._world import InboxItem, check_name
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -98,7 +99,7 @@ class StepRun:
         ctx = self._ctx
         engine, family, run = ctx._engine, ctx._family, ctx._run
         stored = engine.append_now(family, run, {"t": "prog", "name": self.name, "v": value})
-        engine.world.before_effect()  # a record deferred by the loop's thread is durable now
+        engine._store.before_effect()  # a record deferred by the loop's thread is durable now
         ctx._advance(stored)
         self.progress, self.recorded = stored.get("v"), True
 
@@ -254,7 +255,7 @@ class WorkflowContext:
     async def _record(
         self, rec: JournalRecord, *, label: str = "", order: Order = RECORD
     ) -> JournalRecord:
-        """Journal a command (`order`: see `World.append`). Stream items appended by workflow
+        """Journal a command (`order`: see `Scheduling.append`). Stream items appended by workflow
         code before it are appended again by the replay of this generation (callers
         deduplicate), so they need not be durable before it; only those a step function
         appended (`Order.streams`, from the step's `stream_mark`), which a replay does not
@@ -342,7 +343,7 @@ class WorkflowContext:
         its effects can read them, and every record before it is durable; ``ordered=False``
         (for a function no one observes, such as a request to a model) leaves the items and
         the records before it to be written and made durable a moment later or by the next
-        ordered step, whichever comes first (see `World.before_effect`). ``tracked``: each
+        ordered step, whichever comes first (see `Scheduling.before_effect`). ``tracked``: each
         run of `fn` is journaled (durably) before it begins, so a run after a crash knows
         the one before was interrupted (`current_step().interrupted`). `fn` may journal
         progress (`StepRun.record`).
@@ -354,10 +355,10 @@ class WorkflowContext:
         if done is not None:
             return self._outcome(done)  # type: ignore[no-any-return]
         policy = retry or DEFAULT_RETRY
-        world = self._engine.world
+        store = self._engine._store
         while True:
             run.attempt += 1
-            mark = world.stream_mark()
+            mark = store.stream_mark()
             if tracked:
                 rec = await self._record({"t": "began", "name": name, "n": run.attempt})
                 run.began = rec["at"] if run.began is None else run.began
@@ -381,13 +382,13 @@ class WorkflowContext:
                 raise  # the store's failure, not the step's: the drive stops, resumed later
             except Exception as exc:
                 self._busy, run.interrupted = "", False
-                await self._failed(run, exc, policy, _own(world, mark))  # raises at the last
+                await self._failed(run, exc, policy, _own(store, mark))  # raises at the last
                 continue
             finally:
                 self._busy = ""
                 _current_step.reset(token)
             rec = {"t": "step", "name": name, "ok": value, "n": run.attempt}
-            stored = await self._record(rec, label=f"step {name!r}", order=_own(world, mark))
+            stored = await self._record(rec, label=f"step {name!r}", order=_own(store, mark))
             return stored["ok"]  # type: ignore[no-any-return]
 
     async def _failed(self, run: StepRun, exc: Exception, policy: RetryPolicy, own: Order) -> None:
@@ -506,7 +507,7 @@ class WorkflowContext:
             return (await self._take(token, items))[0]
         if deadline is None:
             raise self._park({"hook": token})
-        if time.time() < deadline:
+        if self._engine.world.now() < deadline:
             raise self._park({"hook": token, "timer": deadline})
         await self._record({"t": "wake"})
         raise TimeoutError(f"nothing delivered to hook {token!r} by its deadline")
@@ -539,7 +540,8 @@ class WorkflowContext:
     async def _pending(self, token: str, limit: int | None) -> list[InboxItem]:
         family, world = self._family, self._engine.world
         items = family.take(token, limit)
-        if not items and not family.inbox_unchanged(world.known_inbox_end(family.root)):
+        known = self._engine._store.known_inbox_end(family.root)
+        if not items and not family.inbox_unchanged(known):
             read = await self._engine.off_loop(family.read_inbox, world)
             if read:
                 items = family.take(token, limit)
@@ -577,7 +579,7 @@ class WorkflowContext:
         if self._peek({"wake"}, "sleep") is not None:
             self._advance(self._run.records[self._pos])
             return
-        if time.time() < until:
+        if self._engine.world.now() < until:
             raise self._park({"timer": until})
         await self._record({"t": "wake"})
 
@@ -628,10 +630,10 @@ def _timestamp(when: dt.datetime) -> float:
     return (when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
-def _own(world: World, mark: int) -> Order:
+def _own(store: Scheduling, mark: int) -> Order:
     """A step record's order: the stream items its function appended (after `mark`) are
     durable before it; a step that appended none waits for none."""
-    return Order(streams=mark) if world.stream_mark() != mark else RECORD
+    return Order(streams=mark) if store.stream_mark() != mark else RECORD
 
 
 class HookHandle:

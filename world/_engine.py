@@ -14,7 +14,6 @@ import contextlib
 import datetime as dt
 import functools
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,7 +36,8 @@ from ._errors import (
 from ._family import FINISHED, Family, Run, build_head, load_family
 from ._fork import ForkPlan, check_plan, plan_fork
 from ._records import InboxState, JournalRecord, StoredRecord
-from ._world import IO, LAZY, RECORD, Order, World, check_name, check_run_id, root_of
+from ._store import IO, LAZY, RECORD, Order, Scheduling, scheduling
+from ._world import World, check_name, check_run_id, root_of
 
 Workflow = Callable[[WorkflowContext, Any], Awaitable[Any]]
 T = TypeVar("T")
@@ -150,6 +150,11 @@ class Engine:
         """How many run families this engine is driving now."""
         return self._driving
 
+    @property
+    def _store(self) -> Scheduling:
+        """How this engine schedules durability with its world (`_store`)."""
+        return scheduling(self.world)
+
     def _write_head(self, family: Family) -> dict[str, Any]:
         head = build_head(family)
         if self.head_note is not None:
@@ -169,7 +174,7 @@ class Engine:
         write in flight), then goes through: the record may be durable without the caller
         knowing, as after a crash at that moment, which replay repairs.
         """
-        io = self.world.io
+        io = self._store.io
         if io is IO.MEMORY or (io is IO.DISK and self._driving < 2):
             return fn(*args, **kwargs)
         # The pool's future tells a loop future of its own from the pool's thread (not
@@ -240,6 +245,7 @@ class Engine:
         planned = functools.partial(plan_fork, at=at, streams=streams, meta=meta, aliases=aliases)
         plan = await self.off_loop(planned, self.world, source, target)
         await self.off_loop(check_plan, self.world, plan)
+        await self.before_effect(observed=True)  # what this process appended comes first
         await self.io(
             self.world.fork_family, target, plan.bodies, streams=plan.streams, hooks=plan.hooks
         )
@@ -287,17 +293,17 @@ class Engine:
         """`World.before_effect` for a step about to begin its effect, made where it may wait:
         an observed effect on a network world waits for a round trip (on the loop where the
         world can, else off it); anything else returns at once or waits for a local disk."""
-        world = self.world
-        if observed and world.io is IO.NETWORK:
-            if not await world.before_effect_on_loop():
-                await self.io(world.before_effect)
+        store = self._store
+        if observed and store.io is IO.NETWORK:
+            if not await store.before_effect_on_loop():
+                await self.io(store.before_effect)
         else:
-            world.before_effect(observed=observed)
+            store.before_effect(observed=observed)
 
     async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         """A call that waits only on a network world: made off the loop there (`io`),
         inline on the others (reads, and writes whose wait is their own)."""
-        if self.world.io is not IO.NETWORK:
+        if self._store.io is not IO.NETWORK:
             return fn(*args)
         return await self.io(fn, *args)
 
@@ -367,7 +373,7 @@ class Engine:
 
     def runnable(self) -> list[str]:
         """Runs that can progress now: interrupted, due timers, pending deliveries."""
-        now, found = time.time(), []
+        now, found = self.world.now(), []
         # One call, however many families are parked (a world may answer it from an index).
         for family in self.world.heads(runnable=True):
             head = family.head
@@ -435,11 +441,11 @@ class Engine:
             for e in head.get("runs", {}).values()
             if e.get("status") == "parked" and "timer" in (e.get("waiting") or {})
         ]
-        until = min([time.time() + timeout, *timers])
+        until = min([self.world.now() + timeout, *timers])
         mark = head.get("inbox_mark", -1)
-        if await self.world.wait_inbox(root, mark, max(until - time.time(), 0.0)):
+        if await self.world.wait_inbox(root, mark, max(until - self.world.now(), 0.0)):
             return True
-        return bool(timers) and min(timers) <= time.time()
+        return bool(timers) and min(timers) <= self.world.now()
 
     # -- driving ---------------------------------------------------------------------------------
     async def _drive_family(self, family: Family) -> None:
@@ -465,7 +471,7 @@ class Engine:
         if "hook" in waiting and family.take(waiting["hook"], 1):
             return True
         if "timer" in waiting:  # alone, or a hook's deadline
-            return bool(waiting["timer"] <= time.time())
+            return bool(waiting["timer"] <= self.world.now())
         if "hook" in waiting:
             return False
         if "child" in waiting:
@@ -574,19 +580,20 @@ class Engine:
     async def _append(self, root: str, bodies: list[bytes], order: Order) -> list[int]:
         """`World.append`, inline when it waits for nothing now (`World.append_waits`), else
         where `io` makes calls."""
-        if not self.world.append_waits(root, order):
-            return self.world.append(root, bodies, order)
-        return await self.io(self.world.append, root, bodies, order)
+        store = self._store
+        if not store.append_waits(root, order):
+            return store.append(root, bodies, order)
+        return await self.io(store.append, root, bodies, order)
 
     def append_now(self, family: Family, run: Run, rec: JournalRecord) -> JournalRecord:
         """`append` for callers that cannot await (on a network world it waits on the loop);
         what the run appended is durable first (a hook's record: deliveries may follow)."""
         body = self._body(family, run, rec, "", "")
-        [pos] = self.world.append(family.root, [body], Order(streams=0))
+        [pos] = self._store.append(family.root, [body], Order(streams=0))
         return family.apply(pos, _codec.decode(body))
 
     def _body(self, family: Family, run: Run, rec: JournalRecord, label: str, key: str) -> bytes:
-        whole: JournalRecord = {"t": rec["t"], "run": run.id, "g": run.g, "at": time.time()}
+        whole: JournalRecord = {"t": rec["t"], "run": run.id, "g": run.g, "at": self.world.now()}
         whole.update(rec)  # `t` first, then as `rec` has them: the stored form keeps the order
         stored = family.pack(whole, run.gen_at)
         return self._encode(stored, key or _value_key(stored), label or f"run {run.id}")
@@ -600,7 +607,7 @@ class Engine:
         lone `start` is an orphan that the parent adopts when its replay reaches this point
         again (the child id is derived, so it is the same), instead of starting it twice.
         """
-        at = time.time()
+        at = self.world.now()
         link: JournalRecord = {"run": parent.id, "g": parent.g, "at": at, "t": "child",
                 "child": child_id, "workflow": workflow}  # fmt: skip
         bodies = [_codec.encode(family.pack(link, parent.gen_at))]
@@ -640,7 +647,7 @@ class Engine:
         self, run_id: str, workflow: str, input: Any, parent: str | None,
         meta: dict[str, Any], inbox: InboxState,
     ) -> JournalRecord:  # fmt: skip
-        return {"run": run_id, "g": 0, "at": time.time(), "t": "start",
+        return {"run": run_id, "g": 0, "at": self.world.now(), "t": "start",
                 "workflow": workflow, "input": input, "parent": parent, "meta": meta,
                 "inbox": inbox, "nc": 0}  # fmt: skip
 

@@ -5,24 +5,24 @@ append-only journal of records, an inbox of deliveries, a head (status cache), a
 owner at a time), plus hook tokens and named streams. Positions are opaque integers (a byte
 offset for files, a sequence number elsewhere). No file path crosses this interface.
 
-Storage calls are synchronous (the journal append must finish before the work after it
-proceeds); only waiting for changes is async. `World.io` tells a caller on an event loop
-where to make them. The ordering a caller needs is said per append (`Order`) and before an
-effect (`World.before_effect`); how a world meets it (deferred fsyncs, batches, reserved
-space, transactions) is its own business. Records cross as `encode`d bodies; framing and
-checksums are the world's.
+Storage calls are synchronous; only waiting for changes is async. Through this interface
+every write is durable when it returns (records before anything that follows them); a built-in
+store may defer what it can and lets the engine say when it must be durable through the
+engine's private side of the store (`_store.Store`: appends' order, before an effect, where
+calls are made), which a store of this interface alone needs none of. Records cross as
+`encode`d bodies; framing and checksums are the world's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._clock import local_now
 from ._errors import HookConflictError, InvalidNameError, RunExistsError, WorldError
 from ._records import StoredRecord
 
@@ -145,39 +145,6 @@ def inbox_item(pos: int, rec: Any, check: int) -> InboxItem | None:
     return None
 
 
-class IO(enum.Enum):
-    """How a world's calls wait (`World.io`), which says where a caller on an event loop
-    makes them."""
-
-    MEMORY = "memory"  # they return at once: called inline
-    # Durable ones wait for a disk: made on threads while several families are driven (their
-    # fsyncs then overlap: a group commit), inline for one (a thread hop costs more).
-    DISK = "disk"
-    NETWORK = "network"  # every call is a round trip: always made off the loop
-
-
-@dataclass(frozen=True, slots=True)
-class Order:
-    """What an appended record waits for, and what waits for it (`World.append`).
-
-    `lazy`: losing the record in a crash is harmless (a replay writes it again: a `park`, a
-    received delivery, a new generation, a child's start); it is durable no later than the
-    family's next record that is not lazy, and needs no wait of its own.
-    `streams`: a `stream_mark()`: the stream items this world object appended from that mark
-    on are durable before the record is (a replay will not append them again: a step's
-    function appended them, or the run ends or moves on); 0 covers every one, None none
-    (a replay re-runs the code that appended them). A world that commits every call
-    transactionally meets both by committing each call before it returns.
-    """
-
-    lazy: bool = False
-    streams: int | None = None
-
-
-RECORD = Order()  # durable before anything that follows it; the stream items before it wait
-LAZY = Order(lazy=True)
-
-
 class Lease(ABC):
     """Ownership of one family; released explicitly or when the owning process dies."""
 
@@ -194,11 +161,6 @@ class Lease(ABC):
 class World(ABC):
     """Durable storage for run families, hooks and streams."""
 
-    # How long its calls wait, so callers on an event loop know where to make them (`IO`):
-    # off the loop, on threads (calls for different families may overlap; calls for one
-    # family never do), so one session's wait does not stall the others or the HTTP server.
-    io: IO = IO.MEMORY
-
     # True when processes on other machines may drive the same families: a family whose owner
     # died there is freed by the world (its lease lapses) but no process of this machine learns
     # of it, so a server of a shared world looks for runnable families now and then (the local
@@ -208,6 +170,14 @@ class World(ABC):
     # Where a world says what its operator should know while it goes on by itself (a database
     # away and back, one line each); None: it says nothing. A server sets it to its log.
     notice: Callable[[str], None] | None = None
+
+    def now(self) -> float:
+        """The world's clock, in seconds since the epoch: what every durable time is read from
+        (a record's time, a sleep's wake time, a delivery's, a schedule's tick) and compared
+        with (is a timer due). Workers sharing a world agree on it whatever their own clocks
+        say: a shared world gives its database's clock (this process's, corrected by the
+        offset it measured); the others give this process's."""
+        return local_now()
 
     # -- families and their journals ---------------------------------------------------------
     @abstractmethod
@@ -299,7 +269,6 @@ class World(ABC):
             owner = self.claim_hook(token, run_id)
             if owner != run_id:
                 raise HookConflictError(f"hook token {token!r} is owned by run {owner}")
-        self.before_effect()
         return self.create_family(root, bodies)
 
     def verify(self) -> list[Finding]:
@@ -316,41 +285,10 @@ class World(ABC):
         """Records from position `start` on (header excluded); an invalid start reads all."""
 
     @abstractmethod
-    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
+    def append(self, root: str, bodies: list[bytes]) -> list[int]:
         """Append records (each the `encode`d body of one; the world frames and checksums
-        them) to the family's journal; return their positions. The caller holds the lease.
-
-        `order` says what the records wait for and what waits for them (`Order`). Whatever it
-        says, nothing is seen or done after a non-lazy record before that record is durable:
-        the world makes it durable before the next `before_effect` returns and before it
-        stores anything a reader could see (a head, a delivery, a hook, a stream item).
-        """
-
-    def append_waits(self, root: str, order: Order) -> bool:
-        """Whether `append(root, ..., order)` may wait now (for a disk or a round trip): a
-        caller on an event loop then makes it where `io` says, else inline. A world that only
-        keeps the record for its next write (and blocks on nothing) says False."""
-        return self.io is IO.NETWORK or not (order.lazy and order.streams is None)
-
-    def before_effect(self, *, observed: bool = True) -> None:  # noqa: B027 - nothing pends
-        """Call before an effect outside the world begins (a step's function): every record
-        appended so far is durable before it, and every stream item appended so far can be
-        read by anyone who sees the effect. `observed=False`, for an effect no one observes
-        (a request to a model): the world may let the effect begin while it makes them so, and
-        wait a moment (a few ms) for the next effect to make them so with its own; they are
-        still durable before anything that follows is stored or seen."""
-
-    async def before_effect_on_loop(self) -> bool:
-        """`before_effect()` for a caller on an event loop, made without a thread where the
-        world can (a network world sending what pends and waiting for the answer on the
-        loop); False if it did nothing: the caller then makes `before_effect` where `io`
-        says. A cancellation waits for what was sent before it goes through."""
-        return False
-
-    def stream_mark(self) -> int:
-        """A mark for `Order.streams`: the stream items this world object appended from now
-        on (a count; the engine compares it around a step to know whether it appended)."""
-        return 0
+        them) to the family's journal, durably, after the stream items appended before them;
+        return their positions. The caller holds the lease."""
 
     @abstractmethod
     def read_head(self, root: str) -> dict[str, Any] | None:
@@ -398,12 +336,6 @@ class World(ABC):
     def inbox_end(self, root: str) -> int:
         """A cheap mark that grows with every delivery (compare to detect new ones)."""
 
-    def known_inbox_end(self, root: str) -> int | None:
-        """`inbox_end` when the world knows it without a wait (a network world hearing every
-        delivery to a family it leases); None: ask `inbox_end`. A caller on an event loop
-        may then skip a trip off the loop when nothing came."""
-        return None
-
     def inbox_name(self, root: str) -> str:
         """Where the family's inbox is, for error messages."""
         return f"inbox of run family {root}"
@@ -437,8 +369,7 @@ class World(ABC):
     # -- streams -----------------------------------------------------------------------------------
     @abstractmethod
     def stream_append(self, name: str, item: Any) -> int:
-        """Append an item; its index. It is durable before a record whose `Order.streams`
-        covers it, and readable by others once `before_effect` returns. A family's stream
+        """Append an item, durably, readable by others; its index. A family's stream
         (`stream_family`) takes appends only from the world object holding the family's lease
         while one holds it (a world may refuse another's with `OwnershipError` — PostgreSQL
         does — or fence the owner's next write);

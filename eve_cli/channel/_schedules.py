@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 from collections.abc import Callable
 
 from eve_cli._facade import ServingFacade
@@ -40,9 +39,11 @@ class Scheduler:
         runtime: ServingFacade,
         kick: Callable[[str], None],
         log: Callable[[str], None],
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        self._runtime, self._kick, self._log, self._clock = runtime, kick, log, clock
+        # The world's clock by default: the one every worker sharing the world agrees on.
+        self._runtime, self._kick, self._log = runtime, kick, log
+        self._clock = clock or runtime.now
         self._known: dict[str, Schedule] = {}
         self._next: dict[str, float | None] = {}
         self._reported: set[str] = set()

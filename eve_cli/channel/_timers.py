@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Hashable
 
 from eve_cli._facade import ServingFacade
@@ -93,22 +92,22 @@ class Timers:
         while True:
             self._changed.clear()
             try:
-                if self._read_all or time.time() >= rescan:
+                if self._read_all or self._runtime.now() >= rescan:
                     self._read_all = False
                     self._due = await asyncio.to_thread(self._runtime.timers)
-                    rescan = time.time() + self._scan
+                    rescan = self._runtime.now() + self._scan
                 while self._driven:
                     sid = self._driven.pop()
                     self._due.pop(sid, None)
                     self._due.update(await self._runtime.call(self._runtime.timers, sid))
             except Exception as exc:  # the store away for a moment: look again later
                 self._log(f"reading session timers: {type(exc).__name__}: {exc}")
-                rescan = time.time() + 1.0
-            now = time.time()
+                rescan = self._runtime.now() + 1.0
+            now = self._runtime.now()  # the world's clock: the one the timers were set by
             for sid, when in sorted(self._due.items(), key=lambda item: item[1]):
                 if when <= now:
                     del self._due[sid]
                     self._kick(sid)
-            wait = min([rescan, *self._due.values()]) - time.time()
+            wait = min([rescan, *self._due.values()]) - now
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), max(wait, 0.01))

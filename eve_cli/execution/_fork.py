@@ -131,8 +131,8 @@ def forks_stream(sid: str) -> str:
 
 
 def _list_fork(world: World, sid: str, new: str) -> None:
+    # Durable before the fork exists (`World.fork_family`): whoever sees the fork sees its id.
     world.stream_append(forks_stream(sid), {"session": new})
-    world.before_effect()  # written before the fork exists: whoever sees the fork sees its id
 
 
 def fork_streams(

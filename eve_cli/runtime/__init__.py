@@ -264,6 +264,11 @@ class Runtime:
         """Sessions with work to do now (interrupted, or with undelivered input)."""
         return self.worker.resumable()
 
+    def now(self) -> float:
+        """The world's clock (`World.now`): what session timers and schedule ticks are
+        compared with, the same on every worker sharing the world."""
+        return self.core.world.now()
+
     def timers(self, sid: str | None = None) -> dict[str, float]:
         """When each session parked on a timer (a sleeping turn) is due, by session id
         (seconds since the epoch): every session's (one read of the heads), or ``sid``'s."""

@@ -8,7 +8,6 @@ back in a round trip of their own after the drive.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -186,7 +185,7 @@ class Worker:
             known = ", ".join(sorted(found)) or "none"
             directory = self.core.agent.directory
             raise LookupError(f"no schedule {name!r} in {directory} (known: {known})")
-        schedule, now = found[name], time.time()
+        schedule, now = found[name], self.core.world.now()
         mark = {"agent": self.core.agent.name, "name": name, "tick": now, "manual": True}
         sid, _ = await self.client.create_session(
             schedule.mode, None, None, schedule.message, {"schedule": mark}
@@ -196,7 +195,7 @@ class Worker:
     def schedule_rows(self) -> tuple[list[ScheduleRow], list[str]]:
         schedules, problems = self.schedules()
         made = self.schedule_sessions() if schedules else {}
-        now, rows = time.time(), list[ScheduleRow]()
+        now, rows = self.core.world.now(), list[ScheduleRow]()
         for schedule in schedules:
             runs = made.get(schedule.name, [])
             upcoming = schedule.next_after(now)

@@ -10,7 +10,8 @@ from typing import Any
 from eve_cli._events import Event
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, reply
-from world import IO, MemoryWorld
+from world import MemoryWorld
+from world._store import IO
 
 
 class NetworkWorld(MemoryWorld):

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tests.power_cut import Disk
-from world import LocalWorld, Order, WorldError, encode
+from world import LocalWorld, WorldError, encode
+from world._store import Order
 from world.stores.local import stream_index as _stream_index
 from world.stores.local.stream_index import HEADER, encode_index, index_offsets
 

@@ -8,7 +8,8 @@ import threading
 import time
 from typing import Any
 
-from world import IO, Engine, HookConflictError, MemoryWorld, NoActiveRunError, WorkflowContext
+from world import Engine, HookConflictError, MemoryWorld, NoActiveRunError, WorkflowContext
+from world._store import IO
 
 DELAY = 0.04  # seconds each storage call of the slow world takes (a round trip)
 # Storage calls the engine makes while it creates, drives and delivers (not waits, not reads

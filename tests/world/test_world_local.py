@@ -14,14 +14,12 @@ import msgpack
 import pytest
 
 from world import (
-    RECORD,
     CorruptJournalError,
     Engine,
     JournalRecord,
     LocalWorld,
     MigratingRecord,
     MigrationStep,
-    Order,
     OwnershipError,
     StorageError,
     StoreFormatError,
@@ -37,6 +35,7 @@ from world import (
 from world import _migrations as _migrate
 from world._family import Family, load_family
 from world._records import StoredRecord
+from world._store import RECORD, Order
 from world._world import unpack_token
 
 

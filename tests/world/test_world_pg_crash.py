@@ -16,7 +16,8 @@ import pytest
 
 from tests.pg_cluster import Cluster, throwaway_cluster
 from tests.pg_support import fresh_schema, with_params
-from world import LAZY, Engine, StorageError, WorkflowContext
+from world import Engine, StorageError, WorkflowContext
+from world._store import LAZY
 from world.stores.postgres.world import PostgresWorld
 
 RECORD_BODY = b"\x93\x01\x00\xc4\x00"

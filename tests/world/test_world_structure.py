@@ -14,7 +14,7 @@ import world
 ROOT = Path(world.__file__).parent
 MODULE_MAX = 1000  # lines
 CLASS_MAX = 600  # lines
-WORLD_MEMBERS_MAX = 46  # the `World` interface's public members today; the goal is 25
+WORLD_MEMBERS_MAX = 41  # `World`'s public members today (methods, attributes); the goal: 25
 INTERFACE = "world._world"
 
 

@@ -25,14 +25,12 @@ from .._errors import (
 from .._family import parks_on_timer
 from .._records import StoredRecord
 from .._signals import Signals
+from .._store import RECORD, Order, Store
 from .._world import (
-    RECORD,
     FamilyLog,
     FamilyUsage,
     InboxItem,
     Lease,
-    Order,
-    World,
     check_name,
     check_run_id,
     inbox_item,
@@ -59,7 +57,7 @@ class _MemoryLease(Lease):
         self._world._release(self._root, self)
 
 
-class MemoryWorld(World):
+class MemoryWorld(Store):
     """An in-memory world: nothing survives the process, everything else behaves the same."""
 
     def __init__(self) -> None:
@@ -232,7 +230,7 @@ class MemoryWorld(World):
 
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:
-        frame = _journal.frame(inbox_record(token, payload, time.time()), "payload")
+        frame = _journal.frame(inbox_record(token, payload, self.now()), "payload")
         with self._lock:
             family = self._family(root)
             inbox = family.inbox

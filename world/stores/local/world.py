@@ -28,16 +28,13 @@ from ..._errors import (
 from ..._family import parks_on_timer
 from ..._migrations import MigrationReport
 from ..._records import StoredRecord
+from ..._store import IO, RECORD, Order, Store
 from ..._world import (
-    IO,
-    RECORD,
     FamilyHead,
     FamilyLog,
     FamilyUsage,
     InboxItem,
     Lease,
-    Order,
-    World,
     check_run_id,
     inbox_record,
 )
@@ -99,10 +96,10 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
 
-class LocalWorld(World):
+class LocalWorld(Store):
     """Durable storage in files; the default world."""
 
-    io = IO.DISK  # fsync: see World.io
+    io = IO.DISK  # fsync: see Store.io
 
     def __init__(
         self,
@@ -430,7 +427,7 @@ class LocalWorld(World):
         self._settle()
         folder = self._dir(root)
         self._journal_path(root)
-        item = _journal.frame(inbox_record(token, payload, time.time()), "payload")
+        item = _journal.frame(inbox_record(token, payload, self.now()), "payload")
         path = folder / "inbox.msgpack"
         with guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it

@@ -42,11 +42,8 @@ from ..._errors import (
     StorageError,
     WorldError,
 )
-from ..._world import (
-    RECORD,
-    Lease,
-    Order,
-)
+from ..._store import RECORD, Order
+from ..._world import Lease
 from .connection import Connected
 from .sql import (
     _LOOP_FORMATS,

@@ -13,15 +13,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 import psycopg_pool
 
+from ..._clock import local_now
 from ..._errors import (
     StorageError,
     StoreUnavailableError,
     WorldError,
 )
 from ..._signals import Signals
-from ..._world import (
-    World,
-)
+from ..._store import Store
 from . import schema as _pg_schema
 from .sql import _LOOP_BATCH, _configure, _reason, _server_of
 from .sql import SQL as _SQL
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Connected(World):
+class Connected(Store):
     """A `PostgresWorld`'s state and connections (the layers above: `Batching`, `PostgresWorld`)."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
@@ -78,6 +77,7 @@ class Connected(World):
         self._lock = threading.Lock()
         self._away = False  # the database stopped answering (`_gone`), said once
         self._server = ""  # the server run last seen (`_server_of`)
+        self._offset = 0.0  # the database's clock less this process's (`clock_offset`)
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._listener: _Listener | None = None
         self._flusher: _Flusher | None = None
@@ -86,6 +86,7 @@ class Connected(World):
             with psycopg.connect(self._target.conninfo, autocommit=True, connect_timeout=5) as c:
                 self._exists = _pg_schema.migrate(c, self._target.schema, create=create, world=self)
                 self._server = _server_of(c)
+                self._offset = clock_offset(c)
         except psycopg.Error as exc:
             raise StoreUnavailableError(self._unreachable(exc)) from None
 
@@ -127,6 +128,12 @@ class Connected(World):
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         _configure(conn)
         self._seen_server(_server_of(conn))
+        self._offset = clock_offset(conn)  # at every (re)connect: a server may have moved
+
+    def now(self) -> float:
+        """The database's clock: this process's, corrected by the offset measured when a
+        connection was made (`World.now`)."""
+        return local_now() + self._offset
 
     def _seen_server(self, server: str) -> None:
         """A new connection talks to `server`: if that is another server run than before,
@@ -200,3 +207,17 @@ class Connected(World):
     def _writable(self) -> None:
         if not self._exists:
             raise WorldError(f"{self.where}: no eve world here (opened for reading only)")
+
+
+def clock_offset(conn: psycopg.Connection[Any], rounds: int = 3) -> float:
+    """How far the database's clock is ahead of this process's (seconds; negative: behind):
+    the median of `rounds` readings, each taken as the database's time less this process's
+    at the middle of the round trip (so half the round trip is corrected for)."""
+    offsets = []
+    for _ in range(rounds):
+        before = local_now()
+        row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        after = local_now()
+        if row is not None:
+            offsets.append(float(row[0]) - (before + after) / 2)
+    return sorted(offsets)[len(offsets) // 2] if offsets else 0.0

@@ -56,8 +56,8 @@ from ..._errors import (
 )
 from ..._family import head_wake
 from ..._records import StoredRecord
+from ..._store import IO
 from ..._world import (
-    IO,
     FamilyHead,
     FamilyLog,
     FamilyUsage,
@@ -81,7 +81,7 @@ COMPACT_MIN = 16 * 1024  # consumed delivery bytes an inbox keeps before droppin
 class PostgresWorld(Streams):
     """Durable storage in PostgreSQL; many processes may share one world."""
 
-    io = IO.NETWORK  # every call is a round trip: see World.io
+    io = IO.NETWORK  # every call is a round trip: see Store.io
     shared = True  # any number of workers on any machines: see World.shared
 
     # -- families ----------------------------------------------------------------------------
@@ -169,7 +169,7 @@ class PostgresWorld(Streams):
 
     def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
         # The marks cost nothing here; `runnable` reads only the families with work.
-        rows = self._all("runnable_heads", {"now": time.time()}) if runnable else None
+        rows = self._all("runnable_heads", {"now": self.now()}) if runnable else None
         return [
             FamilyHead(str(root), self._head(head), int(end))
             for root, head, end in (rows if rows is not None else self._all("heads", {}))
@@ -310,7 +310,7 @@ class PostgresWorld(Streams):
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:
         self._writable()
-        frame = _journal.frame(inbox_record(token, payload, time.time()), "payload")
+        frame = _journal.frame(inbox_record(token, payload, self.now()), "payload")
         params = {"root": root, "frame": frame, "key": uuid.uuid4(), "chan": self._channel,
                   "note": "i" + root}  # fmt: skip
 

@@ -1,0 +1,123 @@
+"""The engine's private side of a built-in store: when what it appends becomes durable.
+
+The public `World` says every write is durable when it returns. A built-in store does better
+by deferring (a local journal's `fdatasync`, a PostgreSQL owner's batch) and lets the engine,
+which knows what follows, say when it must not wait any longer: the order of each append
+(`Order`), before an effect (`Store.before_effect`), and where a call is made from an event
+loop (`Store.io`). A world of the public interface alone has none of this: `scheduling`
+gives the engine one that says each call is durable when it returns.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import abstractmethod
+from dataclasses import dataclass
+
+from ._world import World
+
+
+class IO(enum.Enum):
+    """How a world's calls wait (`Store.io`), which says where a caller on an event loop
+    makes them."""
+
+    MEMORY = "memory"  # they return at once: called inline
+    # Durable ones wait for a disk: made on threads while several families are driven (their
+    # fsyncs then overlap: a group commit), inline for one (a thread hop costs more).
+    DISK = "disk"
+    NETWORK = "network"  # every call is a round trip: always made off the loop
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """What an appended record waits for, and what waits for it (`Store.append`).
+
+    `lazy`: losing the record in a crash is harmless (a replay writes it again: a `park`, a
+    received delivery, a new generation, a child's start); it is durable no later than the
+    family's next record that is not lazy, and needs no wait of its own.
+    `streams`: a `stream_mark()`: the stream items this world object appended from that mark
+    on are durable before the record is (a replay will not append them again: a step's
+    function appended them, or the run ends or moves on); 0 covers every one, None none
+    (a replay re-runs the code that appended them). A world that commits every call
+    transactionally meets both by committing each call before it returns.
+    """
+
+    lazy: bool = False
+    streams: int | None = None
+
+
+RECORD = Order()  # durable before anything that follows it; the stream items before it wait
+LAZY = Order(lazy=True)
+
+
+class Scheduling:
+    """What the engine asks of a store about durability and waiting; the defaults are those of
+    a world whose every call is durable when it returns and never waits long."""
+
+    # How long its calls wait, so callers on an event loop know where to make them (`IO`):
+    # off the loop, on threads (calls for different families may overlap; calls for one
+    # family never do), so one session's wait does not stall the others or the HTTP server.
+    io: IO = IO.MEMORY
+
+    @abstractmethod
+    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
+        """`World.append`, saying what the records wait for and what waits for them
+        (`Order`). Whatever it says, nothing is seen or done after a non-lazy record before
+        that record is durable: the store makes it durable before the next `before_effect`
+        returns and before it stores anything a reader could see (a head, a delivery, a hook,
+        a stream item)."""
+
+    def append_waits(self, root: str, order: Order) -> bool:
+        """Whether `append(root, ..., order)` may wait now (for a disk or a round trip): a
+        caller on an event loop then makes it where `io` says, else inline. A store that only
+        keeps the record for its next write (and blocks on nothing) says False."""
+        return self.io is IO.NETWORK or not (order.lazy and order.streams is None)
+
+    def before_effect(self, *, observed: bool = True) -> None:
+        """Call before an effect outside the world begins (a step's function): every record
+        appended so far is durable before it, and every stream item appended so far can be
+        read by anyone who sees the effect. `observed=False`, for an effect no one observes
+        (a request to a model): the store may let the effect begin while it makes them so, and
+        wait a moment (a few ms) for the next effect to make them so with its own; they are
+        still durable before anything that follows is stored or seen."""
+
+    async def before_effect_on_loop(self) -> bool:
+        """`before_effect()` for a caller on an event loop, made without a thread where the
+        store can (a network store sending what pends and waiting for the answer on the
+        loop); False if it did nothing: the caller then makes `before_effect` where `io`
+        says. A cancellation waits for what was sent before it goes through."""
+        return False
+
+    def stream_mark(self) -> int:
+        """A mark for `Order.streams`: the stream items this store object appended from now
+        on (a count; the engine compares it around a step to know whether it appended)."""
+        return 0
+
+    def known_inbox_end(self, root: str) -> int | None:
+        """`inbox_end` when the store knows it without a wait (a network store hearing every
+        delivery to a family it leases); None: ask `inbox_end`. A caller on an event loop
+        may then skip a trip off the loop when nothing came."""
+        return None
+
+
+class Store(World, Scheduling):
+    """A built-in store: the public `World` and the engine's `Scheduling` of it."""
+
+    @abstractmethod
+    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
+        """See `Scheduling.append`."""
+
+
+class _Plain(Scheduling):
+    """The scheduling of a world of the public interface alone: every call durable on return."""
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+
+    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
+        return self._world.append(root, bodies)
+
+
+def scheduling(world: World) -> Scheduling:
+    """How the engine schedules durability with `world`: its own if a built-in store."""
+    return world if isinstance(world, Scheduling) else _Plain(world)
