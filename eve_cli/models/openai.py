@@ -45,6 +45,9 @@ class OpenAIModel(HTTPModel):
     def _configure(self, settings: Mapping[str, str]) -> None:
         # Some servers reject ``stream_options``; dropped for good after such a refusal.
         self._stream_options = True
+        # Some servers know only the older ``json_object`` form with a ``schema`` (llama.cpp's
+        # Python server, several hosted ones): taken for good after such a refusal.
+        self._schema_object = False
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
@@ -82,7 +85,9 @@ class OpenAIModel(HTTPModel):
             out["parallel_tool_calls"] = given.parallel_tool_calls
         if (effort := given.effort()) is not None:
             out["reasoning_effort"] = effort
-        if request.output_schema is not None:
+        if request.output_schema is not None and self._schema_object:
+            out["response_format"] = {"type": "json_object", "schema": request.output_schema}
+        elif request.output_schema is not None:
             schema = json_schema_format(request.output_schema)
             out["response_format"] = {"type": "json_schema", "json_schema": schema}
         return out
@@ -109,6 +114,11 @@ class OpenAIModel(HTTPModel):
                 raise CallError(
                     self.name, err.message, status=400, retryable=True, retry_after=0
                 ) from None
+            if self._refused_json_schema(err, request):
+                self._schema_object = True
+                raise CallError(
+                    self.name, err.message, status=err.status, retryable=True, retry_after=0
+                ) from None
             raise
         if not done and reader.finish_reason is None:
             raise self._fail("the stream ended before the answer was complete", retryable=True)
@@ -121,6 +131,18 @@ class OpenAIModel(HTTPModel):
             usage=usage,
             stop_reason=reader.finish_reason,
             reasoning=reader.reasoning(),
+        )
+
+    def _refused_json_schema(self, err: CallError, request: ModelRequest) -> bool:
+        """The server refused ``response_format``'s ``json_schema`` type, naming the
+        ``json_object`` form it takes instead (a 400, 422, or a 500 from a server that
+        validates the body late)."""
+        return (
+            request.output_schema is not None
+            and not self._schema_object
+            and err.status in (400, 422, 500)
+            and "json_object" in err.message
+            and ("json_schema" in err.message or "response_format" in err.message)
         )
 
     def _decode(self, data: str) -> dict[str, Any]:
