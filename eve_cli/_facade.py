@@ -138,9 +138,12 @@ class ServingFacade(Facade, Protocol):
         output_schema: JsonSchema | None = None,
         meta: Mapping[str, Any] | None = None,
         by: By | None = None,
-    ) -> tuple[str, bool]:
+        turn_policy: TurnPolicy = "steer",
+    ) -> tuple[str, bool, Receipt | None]:
         """Create a session with its first message in its creation record, idempotent by
-        ``operation_id`` across processes: its id, and whether this call created it."""
+        ``operation_id`` across processes: its id, whether this call created it, and its
+        message's receipt (delivered now if an earlier create made it without one; None: no
+        message, or it had one already)."""
         ...
 
     # The session calls again, with who asks (``by``, SPEC §18: recorded in the events) and a
@@ -197,6 +200,10 @@ class ServingFacade(Facade, Protocol):
 
     def now(self) -> float:
         """The world's clock, which timers and schedule ticks are compared with."""
+        ...
+
+    def store_id(self) -> str | None:
+        """The id of the store this runtime serves, read from it now (`world.store_identity`)."""
         ...
 
     def timers(self, sid: str | None = None) -> dict[str, float]:

@@ -41,7 +41,7 @@ from ._findings import Finding
 from ._fork import ForkPlan
 from ._migrations import MigratingRecord, MigrationReport, MigrationStep, register_migration_step
 from ._records import JournalRecord
-from ._select import open_world
+from ._select import StoreIdentity, open_world, store_identity
 from ._world import (
     FamilyHead,
     FamilyLog,
@@ -102,6 +102,7 @@ __all__ = [
     "StepRun",
     "StorageError",
     "StoreFormatError",
+    "StoreIdentity",
     "StoreUnavailableError",
     "Workflow",
     "WorkflowContext",
@@ -120,6 +121,7 @@ __all__ = [
     "register_migration_step",
     "repair",
     "root_of",
+    "store_identity",
     "stream_family",
     "verify",
 ]

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from eve_cli._facade import ServingFacade, TurnPolicy
+from eve_cli._facade import Receipt, ServingFacade, TurnPolicy
 from eve_cli._schedules import NAME as SCHEDULE_NAME
 from eve_cli._version import __version__
 from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, Principal, StaticTokens, Verifiers
@@ -81,6 +81,21 @@ class ChannelSettings:
     # start and every `retention_every` seconds (see `_housekeeping`).
     retention: RetentionJob | None = None
     retention_every: float = 3600.0
+
+
+async def _store_problems(runtime: ServingFacade, settings: ChannelSettings) -> list[str]:
+    """What `/ready` says of the store: unreachable, or another store than the one the server
+    started on (`info["world"]["storeId"]`: a database or directory replaced under it)."""
+    seen = (settings.info.get("world") or {}).get("storeId")
+    try:  # the cheapest read every store answers: the store's id
+        now = await runtime.call(runtime.store_id)
+    except Exception as exc:  # logged (the flood guard bounds a probe's every second)
+        settings.log(f"not ready: the store: {type(exc).__name__}: {exc}")
+        return ["store unreachable"]
+    if seen is not None and now != seen:
+        settings.log(f"not ready: the world is now store {now}, not {seen}")
+        return ["store changed"]
+    return []
 
 
 class Channel:
@@ -219,12 +234,7 @@ class Channel:
         """200 when this worker can serve: its store answers (opened and migrated before the
         server started) and its agent loaded; else 503 naming which. Open like `/health` (a
         load balancer's probe has no token), so it names the part, not the error."""
-        problems: list[str] = []
-        try:  # the cheapest read every store answers: one lookup
-            await self._call_sync(lambda: self.runtime.operation_session("eve-ready-probe"))
-        except Exception as exc:  # logged (the flood guard bounds a probe's every second)
-            problems.append("store unreachable")
-            self.settings.log(f"not ready: the store: {type(exc).__name__}: {exc}")
+        problems = await _store_problems(self.runtime, self.settings)
         if self.runtime.agent_error() is not None:
             problems.append("agent failed to load")
         body: dict[str, Any] = {"ready": not problems}
@@ -270,17 +280,12 @@ class Channel:
         # at once find one session, store the message once, and only one answers created.
         started = self.runtime.start_session(
             message, operation_id=operation_id, mode=mode, output_schema=schema,
-            meta=Owners.meta(principal), by=Owners.by(principal),
+            meta=Owners.meta(principal), by=Owners.by(principal), turn_policy=policy,
         )  # fmt: skip
-        sid, created = await self._call(started)
+        sid, created, receipt = await self._call(started)
         out: dict[str, Any] = {"sessionId": sid, "created": created}
-        if message is not None and created:
-            out["disposition"] = "started"
-            self.metrics.deliveries.labels("started").inc()
-        elif message is not None and not await self._call_sync(
-            lambda: self.runtime.ever_delivered(sid), sid
-        ):  # made without a message by an earlier create of the same operationId
-            out.update(await self._deliver(sid, message, policy, schema, principal))
+        if receipt is not None:
+            out.update(self._received(sid, receipt))
         if message is not None:
             self.supervisor.kick(sid)  # also when its creator died before driving it
         return JSONResponse(out, 202)
@@ -397,7 +402,10 @@ class Channel:
         delivered = self.runtime.deliver(
             sid, message, turn_policy=policy, output_schema=schema, by=Owners.by(principal)
         )
-        receipt = await self._call(delivered, sid)
+        return self._received(sid, await self._call(delivered, sid))
+
+    def _received(self, sid: str, receipt: Receipt) -> dict[str, str]:
+        """A message's receipt as answered, counted, its session driven unless refused."""
         out = receipt_body(receipt)
         self.metrics.deliveries.labels(out["disposition"]).inc()
         if out["disposition"] != "rejected":

@@ -114,6 +114,16 @@ RetentionOption = Annotated[
         show_default=False,
     ),
 ]
+StoreIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store-id",
+        metavar="ID",
+        help="Refuse to start unless the world is this store (its id, as `eve start` prints "
+        "it; default: EVE_STORE_ID): a worker pointed at the wrong database does not start.",
+        show_default=False,
+    ),
+]
 GraceOption = Annotated[
     float,
     typer.Option(
@@ -153,6 +163,7 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
         allow_host: AllowHostOption = None,
         allow_origin: AllowOriginOption = None,
         retention: RetentionOption = None,
+        store_id: StoreIdOption = None,
         auth_tokens: AuthTokensOption = None,
         auth_jwks: AuthJwksOption = None,
         auth_issuer: AuthIssuerOption = None,
@@ -174,6 +185,7 @@ def _serve_command(reload: bool, doc: str) -> Callable[..., int]:
         return run(
             host, port, token, agent, model, grace, where,
             reload=reload, peers=peers, retention=retention, auth=auth,
+            store_id=store_id or os.environ.get("EVE_STORE_ID") or None,
         )  # fmt: skip
 
     command.__doc__ = doc
@@ -196,11 +208,12 @@ def run(
     peers: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
     retention: str | None = None,
     auth: _AuthOptions | None = None,
+    store_id: str | None = None,
 ) -> int:
     """Serve until SIGTERM (exit 0) or SIGINT (exit 130); ``peers``: the allowed host names
     and browser origins besides the server's own; ``retention``: an age or "off" (None:
     EVE_RETENTION, else 30 days); ``auth``: the `--auth-*` options over the agent folder's
-    ``auth.py``."""
+    ``auth.py``; ``store_id``: the store the world must be (else it refuses to start)."""
     from eve_cli.channel import (
         BindRefusedError,
         Channel,
@@ -221,13 +234,18 @@ def run(
         raise
     except Exception as exc:  # a broken agent folder or model string: one line, file and line
         raise CliError(f"cannot load the agent: {exc}") from None
+    try:
+        identity = _store_of(runtime, store_id)
+    except BaseException:
+        runtime.close()
+        raise
     verifiers = _verifiers(Path(runtime.agent_dir), auth or _AuthOptions())
     try:
         check_bind(host, token or verifiers)
     except BindRefusedError as exc:
         runtime.close()
         raise CliError(user_message(exc)) from None
-    info = _agent_info(runtime, data_dir)
+    info = {**_agent_info(runtime, data_dir), "world": identity}
     options = ServeOptions(
         host=host,
         port=port,
@@ -258,7 +276,11 @@ def run(
 
     def ready(url: str) -> None:
         mode = "dev (hot reload)" if reload else "start"
-        typer.echo(f"eve {mode}: serving {url} (agent {info.get('agent')}, data {data_dir})")
+        schema = f", schema {identity['schema']}" if identity.get("schema") else ""
+        typer.echo(
+            f"eve {mode}: serving {url} (agent {info.get('agent')}, data {data_dir}, store "
+            f"{identity['storeId']}, format {identity['format']}{schema})"
+        )
 
     background = _reloader(runtime, log_line, channel) if reload else None
     server = ChannelServer(channel, sock, on_ready=ready)
@@ -348,6 +370,21 @@ def _names(given: list[str] | None, variable: str) -> tuple[str, ...]:
     """The option's values, or the variable's comma-separated ones."""
     values = given or os.environ.get(variable, "").split(",")
     return tuple(v.strip() for v in values if v.strip())
+
+
+def _store_of(runtime: Any, expected: str | None) -> dict[str, str | int | None]:
+    """The identity of the world ``runtime`` serves (`world.store_identity`), as `/info` gives
+    it; ``expected``: the store id it must have (`--store-id`), else one line refuses."""
+    from world import store_identity
+
+    found = store_identity(runtime.world)
+    if expected is not None and expected.strip().lower() != (found.id or "").lower():
+        raise CliError(
+            f"the world at {found.where} is store {found.id or '(none yet)'}, not "
+            f"{expected.strip()} (--store-id / EVE_STORE_ID): not starting against another store"
+        )
+    return {"where": found.where, "storeId": found.id, "format": found.format,
+            "schema": found.schema}  # fmt: skip
 
 
 def _agent_info(runtime: Any, data_dir: Where) -> dict[str, Any]:

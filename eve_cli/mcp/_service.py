@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from eve_cli._events import Event
-from eve_cli._facade import ServingFacade, TurnPolicy
+from eve_cli._facade import Receipt, ServingFacade, TurnPolicy
 from eve_cli.auth import APPROVE, LOCAL, READ, SEND, Principal
 from eve_cli.channel import NotOwned, Owners, Supervisor, answer_scope
 from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
@@ -58,17 +58,15 @@ class AgentService:
         # The session and its message are one record: servers given the same key at once
         # find one session, store the message once, and only one answers created.
         try:
-            sid, created = await rt.start_session(
+            sid, created, receipt = await rt.start_session(
                 message, operation_id=key, output_schema=output_schema,
                 meta=Owners.meta(who), by=Owners.by(who),
             )  # fmt: skip
         except ValueError as exc:
             raise ServiceError(str(exc)) from None
         out: dict[str, Any] = {"sessionId": sid, "created": created}
-        if created:
-            out["disposition"] = "started"
-        elif not await rt.call(rt.ever_delivered, sid):
-            out.update(await self._deliver(sid, message, "steer", output_schema, who))
+        if receipt is not None:
+            out.update(_received(receipt))
         self.supervisor.kick(sid)  # also when its creator died before driving it (as over HTTP)
         return {**out, **await self._settled(sid, 0, wait, progress)}
 
@@ -149,12 +147,9 @@ class AgentService:
             sid, message, turn_policy=policy, output_schema=schema, by=Owners.by(who)
         )
         receipt = await self._guard(sid, delivered)
-        out: dict[str, Any] = {"disposition": receipt.disposition}
-        if receipt.reason:
-            out["reason"] = receipt.reason
         if receipt.disposition != "rejected":
             self.supervisor.kick(sid)
-        return out
+        return _received(receipt)
 
     async def _settled(
         self, sid: str, since: int, wait: float, progress: Progress | None
@@ -244,6 +239,13 @@ class AgentService:
             raise ServiceError(f"malformed session id {sid!r}") from None
         except SessionNotFoundError:
             raise ServiceError(f"no session {sid!r}") from None
+
+
+def _received(receipt: Receipt) -> dict[str, str]:
+    out = {"disposition": receipt.disposition}
+    if receipt.reason:
+        out["reason"] = receipt.reason
+    return out
 
 
 class _Told:

@@ -34,7 +34,7 @@ from eve_cli.runtime._core import (
 )
 from eve_cli.runtime._reader import Reader
 from eve_cli.runtime._worker import Worker
-from world import Engine, World, default_data_dir
+from world import Engine, World, default_data_dir, store_identity
 
 __all__ = [
     "AgentLoadError",
@@ -126,6 +126,11 @@ class Runtime:
         good definition serves. Looks at the files' signatures, loading only if they changed."""
         return self.core.agent_error()
 
+    def store_id(self) -> str | None:
+        """The id of the store this runtime's world is, read from it now
+        (`world.store_identity`: made once, when the store was created)."""
+        return store_identity(self.world).id
+
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Make a call of this facade's that reads or writes the world from an event loop:
         off the loop on a world whose every call is a round trip (`World.io`: the loop goes
@@ -160,14 +165,17 @@ class Runtime:
         output_schema: JsonSchema | None = None,
         meta: Mapping[str, Any] | None = None,
         by: By | None = None,
-    ) -> tuple[str, bool]:
+        turn_policy: TurnPolicy = "steer",
+    ) -> tuple[str, bool, DeliveryReceipt | None]:
         """Create a session whose first message (if any, sent ``by``) is part of its creation
         record: with ``operation_id``, every process and worker that starts it finds the one
         session, the message is stored once and exactly one caller is told it created it.
-        ``meta``: more constants kept with it. Returns the session's id and whether this call
-        created it."""
+        ``meta``: more constants kept with it. Returns the session's id, whether this call
+        created it and the message's receipt: ``started`` for its creator; delivered now
+        (``turn_policy``) when an earlier create of the operation made it without one; None
+        without a message, or when the session already had its message."""
         return await self.client.start_session(
-            message, operation_id, mode, output_schema, meta, by
+            message, operation_id, mode, output_schema, meta, by, turn_policy
         )
 
     def operation_session(self, operation_id: str) -> str | None:

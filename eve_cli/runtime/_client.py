@@ -153,9 +153,13 @@ class Client:
         output_schema: JsonSchema | None,
         meta: Mapping[str, Any] | None = None,
         by: By | None = None,
-    ) -> tuple[str, bool]:
+        turn_policy: TurnPolicy = "steer",
+    ) -> tuple[str, bool, DeliveryReceipt | None]:
         """A session created with its first message (if any, sent ``by``) in its creation
-        record; ``meta``: more constants kept with it (its ``owner``)."""
+        record; ``meta``: more constants kept with it (its ``owner``). The message's receipt:
+        ``started`` when this call created the session; when an earlier create of the same
+        ``operation_id`` made it without a message, the message is delivered now (with
+        ``turn_policy``); None when there is no message or the session already had one."""
         if output_schema is not None and not isinstance(output_schema, dict):
             raise ValueError("output_schema must be a JSON schema object")
         if (problem := bad_text(message, "the message")) is not None:
@@ -163,7 +167,14 @@ class Client:
         first = None
         if message is not None:
             first = expand_delivery(_signed(compact_message(message, "steer", output_schema), by))
-        return await self.create_session(mode, None, operation_id, None, meta, first)
+        sid, created = await self.create_session(mode, None, operation_id, None, meta, first)
+        if message is None:
+            return sid, created, None
+        if created:
+            return sid, created, DeliveryReceipt(sid, "started")
+        if await self.core.call(self.ever_delivered, sid):
+            return sid, created, None
+        return sid, created, await self.deliver(sid, message, turn_policy, output_schema, by)
 
     def _announce(self, snap: Snapshot, token: str) -> None:
         """A new session's `session.started` event and its hook claim."""

@@ -314,6 +314,8 @@ def test_a_damaged_format_is_named_by_doctor_and_repaired(
 ) -> None:
     data, sid, before = stored
     fmt = data / "FORMAT"
+    kept = json.loads(fmt.read_text())["id"]  # the store's id, kept by the repair
+    text = text.replace("{", f'{{"id": "{kept}", ', 1)
     fmt.write_text(text)
     refused = runner.invoke(app, ["inspect", sid])
     assert refused.exit_code != 0
@@ -326,7 +328,7 @@ def test_a_damaged_format_is_named_by_doctor_and_repaired(
     assert finding["detail"].endswith("rewrites it as version 2 (the old one in quarantine/)")
     repaired = runner.invoke(app, ["doctor", "--repair"])
     assert repaired.exit_code == 0, repaired.output
-    assert json.loads(fmt.read_text()) == {"format": "eve-world", "version": 2}
+    assert json.loads(fmt.read_text()) == {"format": "eve-world", "version": 2, "id": kept}
     assert [p.read_text() for p in data.glob("quarantine/*/FORMAT")] == [text]
     shown = runner.invoke(app, ["inspect", sid])
     assert shown.exit_code == 0 and shown.stderr == "", shown.output

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,10 +66,9 @@ def test_file_count_grows_with_runs_not_steps(tmp_path: Path) -> None:
         "FORMAT", "hooks/t-fixed", "runs/fixed/head.msgpack", "runs/fixed/journal.msgpack",
         "runs/fixed/owner.lock", "runs/fixed/streams.list",
     ]  # fmt: skip
-    assert json.loads((tmp_path / "ten" / "FORMAT").read_text()) == {
-        "format": "eve-world",
-        "version": 2,
-    }
+    found = json.loads((tmp_path / "ten" / "FORMAT").read_text())
+    assert found == {"format": "eve-world", "version": 2, "id": found["id"]}
+    assert str(uuid.UUID(found["id"])) == found["id"]
 
 
 def test_journal_is_plain_msgpack_with_checksummed_records(tmp_path: Path) -> None:

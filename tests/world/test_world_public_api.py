@@ -15,13 +15,13 @@ def test_exported_names_are_pinned() -> None:
         "OwnershipError", "PostgresWorld", "RetryPolicy",
         "RunExistsError", "RunInfo", "RunNotFoundError", "STORAGE_ERRORS", "SerializationError",
         "StepFailedError", "StepRun",
-        "StorageError", "StoreFormatError", "StoreUnavailableError", "Workflow",
+        "StorageError", "StoreFormatError", "StoreIdentity", "StoreUnavailableError", "Workflow",
         "WorkflowContext", "WorkflowNotFoundError",
         "World",
         "WorldError", "check_name", "check_run_id", "current_step", "decode", "default_data_dir",
         "encode",
         "is_database_url", "open_world", "redact_url", "register_migration_step", "repair",
-        "root_of", "stream_family",
+        "root_of", "store_identity", "stream_family",
         "verify",
     ]  # fmt: skip
     for name in world.__all__:

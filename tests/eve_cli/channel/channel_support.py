@@ -225,6 +225,7 @@ class EveProcess:
     proc: subprocess.Popen[str]
     url: str
     stderr_lines: list[str]
+    line: str = ""  # the serving line it printed
 
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)

@@ -58,7 +58,7 @@ def eve_process() -> Iterator[Callable[..., EveProcess]]:
             proc.kill()
             _, err = proc.communicate(timeout=WAIT)
             raise AssertionError(f"no serving line: {line!r} stderr: {err}")
-        process = EveProcess(proc, match.group(1), [])
+        process = EveProcess(proc, match.group(1), [], line)
         started.append(process)
         return process
 

@@ -1,7 +1,7 @@
 """The layout of a data directory:
 
 ```
-FORMAT                          {"format": "eve-world", "version": 2}
+FORMAT                          {"format": "eve-world", "version": 2, "id": "<uuid>"}
 runs/<root>/journal.msgpack     every record of the family (root run and its children)
 runs/<root>/inbox.msgpack       deliveries, appended by any process under inbox.lock
 runs/<root>/head.msgpack        status cache, one checksummed frame (the journal is the truth)
@@ -14,13 +14,16 @@ What a data directory's FORMAT file says, and whether the files under it agree: 
 for `LocalWorld`'s open and for `verify`/`repair`, so the open's error and `eve doctor` give
 the same verdict and the same advice.
 
-FORMAT is ``{"format": "eve-world", "version": 2}``. A version the files contradict is damage,
-not a store of another format: every family's record of its streams (``streams.list``) is
-written only by format 2, so a FORMAT saying 1 over such files is not migrated (the migration
-would read format-2 files as format 1) but rewritten by a repair; a version no eve ever wrote
-(not a positive integer, the key misspelled) is damage too. A version above this eve's is a
-newer eve's store, unless the files are all in this format's forms and hold its records:
-then it is a damaged byte, and the repair says what it does before it does it.
+FORMAT is ``{"format": "eve-world", "version": 2, "id": …}``; ``id`` names the store, made
+once when it is created (one made before it had ids gets one at its next open for writing)
+and kept by every rewrite of FORMAT (a migration, a repair). A version the files contradict
+is damage, not a store of another format: every family's record of its streams
+(``streams.list``) is written only by format 2, so a FORMAT saying 1 over such files is not
+migrated (the migration would read format-2 files as format 1) but rewritten by a repair; a
+version no eve ever wrote (not a positive integer, the key misspelled) is damage too. A
+version above this eve's is a newer eve's store, unless the files are all in this format's
+forms and hold its records: then it is a damaged byte, and the repair says what it does
+before it does it.
 """
 
 from __future__ import annotations
@@ -28,8 +31,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+import filelock
 
 from ... import _journal
 from ..._errors import CorruptJournalError, StoreFormatError
@@ -41,6 +48,8 @@ FORMAT_VERSION = 2
 FORMAT = {"format": "eve-world", "version": FORMAT_VERSION}
 # Written only by format 2 (a family's record of its streams, `_stream_record.RECORD`).
 _FORMAT_2_FILE = "streams.list"
+# A store id as FORMAT holds it; found even in a FORMAT damaged elsewhere (a repair keeps it).
+_ID = re.compile(r'"id"\s*:\s*"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"')
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,22 @@ def read_format(path: Path) -> FormatReading:
         "newer", version, f"version {version}: written by a newer eve (this one reads "
         f"{FORMAT_VERSION}); if no newer eve wrote it, FORMAT is damaged"
     )  # fmt: skip
+
+
+def store_id(path: Path) -> str | None:
+    """The id of the store at ``path`` (a data directory), as its FORMAT says; None when it
+    has none (yet) or no FORMAT."""
+    try:
+        raw = (path / "FORMAT").read_bytes()
+    except OSError:
+        return None
+    found = _ID.search(raw.decode("utf-8", "replace"))
+    return found.group(1) if found else None
+
+
+def format_text(keep: str | None) -> bytes:
+    """What FORMAT holds: this format and the store id ``keep`` (a new one when None)."""
+    return (json.dumps({**FORMAT, "id": keep or str(uuid.uuid4())}) + "\n").encode()
 
 
 def _damaged(why: str) -> FormatReading:
@@ -144,6 +169,8 @@ def open_format(path: Path, *, create: bool) -> int | None:
             if reading.state == "older":
                 assert reading.version is not None
                 return reading.version
+            if create and store_id(path) is None:
+                _name_store(path)
             return None
         if not create:
             return None
@@ -152,17 +179,37 @@ def open_format(path: Path, *, create: bool) -> int | None:
             with contextlib.suppress(FileExistsError):
                 (path / sub).mkdir()
         # FORMAT is written last, durable (its data, then its entry with the folders'):
-        # a store is one once it has FORMAT, and a cut never leaves it empty.
-        tmp = fmt.with_suffix(f".tmp{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _journal.write_all(fd, (json.dumps(FORMAT) + "\n").encode(), 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, fmt)
-        _journal.fsync_dir(path)
+        # a store is one once it has FORMAT, and a cut never leaves it empty. Two processes
+        # creating it at once: the first FORMAT stays (one store id).
+        _write_format(path, store_id(path), first=not fmt.exists())
     return None
+
+
+def _name_store(path: Path) -> None:
+    """Give the store at ``path``, made before stores had ids, its id: once, under the lock
+    a migration takes (two processes opening it at once agree on one)."""
+    with filelock.FileLock(str(path / "migrate.lock"), timeout=60, preserve_lock_file=True):
+        if store_id(path) is None and read_format(path).state == "ok":
+            _write_format(path, None, first=False)
+
+
+def _write_format(path: Path, keep: str | None, *, first: bool) -> None:
+    fmt = path / "FORMAT"
+    tmp = fmt.with_suffix(f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _journal.write_all(fd, format_text(keep), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if first:
+        # Another process that created the store meanwhile: its FORMAT (and id) stays.
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, fmt)
+        os.unlink(tmp)
+    else:
+        os.replace(tmp, fmt)
+    _journal.fsync_dir(path)
 
 
 def _unwritten_format(path: Path, fmt: Path) -> bool:

@@ -239,7 +239,7 @@ def _commit(staging: Path, roots: list[str]) -> None:
 def _roll_forward(path: Path) -> int:
     """Move every staged file over the one it replaces, then write FORMAT, then remove the
     staging folder; each part may be cut and done again. Returns the number of families."""
-    from .layout import FORMAT
+    from .layout import format_text, store_id
 
     staging = path / STAGING
     roots = json.loads((staging / COMMITTED).read_text())["families"]
@@ -255,7 +255,7 @@ def _roll_forward(path: Path) -> int:
             _faults.migrate_point("moved", n)
     fmt = path / "FORMAT"
     tmp = fmt.with_suffix(f".tmp{os.getpid()}")
-    _write_synced(tmp, (json.dumps(FORMAT) + "\n").encode())
+    _write_synced(tmp, format_text(store_id(path)))  # the store keeps its id
     os.replace(tmp, fmt)
     _journal.fsync_dir(path)
     shutil.rmtree(staging)

@@ -30,7 +30,6 @@ import contextlib
 import errno
 import fcntl
 import itertools
-import json
 import os
 import shutil
 import time
@@ -48,7 +47,7 @@ from ..._family import GAP, load_family
 from ..._findings import Finding
 from ..._world import stream_family
 from . import stream_record as _stream_record
-from .layout import FORMAT, FORMAT_VERSION, read_format, written_by_format_2
+from .layout import FORMAT_VERSION, format_text, read_format, store_id, written_by_format_2
 from .stream_index import encode_index, index_form, index_offsets
 
 if TYPE_CHECKING:
@@ -457,8 +456,9 @@ def _repair_one(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Fi
     if found.kind == "format":
         if read_format(root).state == "newer" and not written_by_format_2(root):
             return _replace(found, found.state, found.detail)  # a newer eve's, maybe: kept
+        keep = store_id(root)  # the store keeps its id when FORMAT still shows it
         where = bin_.move(file, "unreadable")
-        _write_format(file)
+        _write_format(file, keep)
         return _replace(found, "repaired", f"rewritten; the damaged one moved to {where}")
     if found.kind == "hook" and found.state == "corrupt":
         return _rewrite_hook(root, bin_, found, file)
@@ -626,9 +626,9 @@ def _padded(record: dict[str, Any], size: int) -> bytes | None:
     return None
 
 
-def _write_format(file: Path) -> None:
+def _write_format(file: Path, keep: str | None) -> None:
     tmp = file.with_name(f"FORMAT.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(FORMAT) + "\n")
+    tmp.write_bytes(format_text(keep))
     _fsync(tmp)
     os.replace(tmp, file)
     _fsync(file.parent)

@@ -98,6 +98,13 @@ class Connected(Store):
         """Where this world is, for messages: `postgresql://host:port/db (schema S)`."""
         return f"postgresql://{self._target.where} (schema {self._target.schema})"
 
+    def store_id(self) -> str | None:
+        """This store's id, made once with its schema (`world.store_identity`); None: no
+        world here (opened for reading only)."""
+        if not self._exists:
+            return None
+        return self._call(lambda conn, _: _pg_schema.store_id(conn, self._target.schema))
+
     def _unreachable(self, exc: BaseException) -> str:
         return (
             f"cannot use PostgreSQL at {self._target.where}: {_reason(exc)}; check that the "

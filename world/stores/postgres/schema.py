@@ -398,6 +398,30 @@ def _fill_store_format_2(conn: Any, s: str, world: Any) -> None:
 FILLS[5] = _fill_store_format_2
 
 
+# The store's identity (`world.store_identity`): one row, its id made once, when the schema is
+# created (or, for a schema made before stores had ids, at its next open); outside the numbered
+# migrations, so an older eve still opens the schema.
+IDENTITY = """
+CREATE TABLE IF NOT EXISTS {s}.store_identity (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    created timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO {s}.store_identity DEFAULT VALUES ON CONFLICT DO NOTHING;
+"""
+
+
+def store_id(conn: Any, schema: str) -> str | None:
+    """The id of the store in `schema` (None: no store there)."""
+    try:
+        row = conn.execute(f'SELECT id::text FROM "{schema}".store_identity').fetchone()
+    except Exception as exc:  # psycopg.errors.UndefinedTable, without importing psycopg here
+        if getattr(exc, "sqlstate", None) in ("42P01", "3F000"):  # no such table / schema
+            return None
+        raise
+    return None if row is None else str(row[0])
+
+
 def check_schema(name: str) -> str:
     if not _SCHEMA.fullmatch(name):
         raise WorldError(
@@ -434,4 +458,5 @@ def migrate(conn: Any, schema: str, *, create: bool = True, world: Any = None) -
             if version in FILLS:
                 FILLS[version](conn, f'"{schema}"', world)
             conn.execute(f'INSERT INTO "{schema}".schema_version (version) VALUES (%s)', [version])
+        conn.execute(IDENTITY.format(s=f'"{schema}"'))
     return True
