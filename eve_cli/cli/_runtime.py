@@ -44,11 +44,14 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def open_world_at(where: Where, *, create: bool = True) -> World | None:
-    """The world `where` names when it is not a data directory (which `Runtime` opens
-    itself): a database that cannot be reached, or whose schema is newer, is one line."""
-    if where.url is None:
-        return None
+    """The world `where` names when it is not a data directory for writing (which `Runtime`
+    opens itself): a database that cannot be reached, or whose schema is newer, is one line."""
     import world
+
+    if where.url is None:  # a reader's opens it as it is (nothing written: no FORMAT, no id)
+        from eve_cli.runtime import open_world
+
+        return None if create else open_world(where.path, create=False)
 
     try:
         return world.open_world(where.url, create=create)
