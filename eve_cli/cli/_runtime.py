@@ -48,7 +48,7 @@ def open_world_at(where: Where, *, create: bool = True) -> World | None:
     opens itself): a database that cannot be reached, or whose schema is newer, is one line."""
     import world
 
-    if where.url is None:  # a reader's opens it as it is (nothing written: no FORMAT, no id)
+    if where.url is None:  # a reader opens it as it is (writing nothing)
         from eve_cli.runtime import open_world
 
         return None if create else open_world(where.path, create=False)
