@@ -40,6 +40,7 @@ EventType = Literal[
     "result",
     "mcp.ready",
     "message.queued",
+    "session.moved",
 ]
 
 
@@ -65,8 +66,9 @@ class Event(TypedDict, total=False):
     # -- scoped events
     turnId: str
     stepIndex: int
-    # -- session.started
+    # -- session.started; session.moved (the agent it moved to), and turn.started after a move
     agent: str
+    previous: str | None  # session.moved: the agent it belonged to
     mode: str | None
     model: str | None
     parent: str | None

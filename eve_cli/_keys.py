@@ -145,6 +145,10 @@ class Generation:
         return Key(f"g{self.gen}:clear")
 
     @property
+    def moved(self) -> Key:
+        return Key(f"g{self.gen}:move")
+
+    @property
     def compaction(self) -> Compaction:
         return Compaction(f"g{self.gen}")
 

@@ -224,14 +224,15 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     return {NAMES.get(k, k): v for k, v in data.items()}
 
 
-def session_base(meta: Mapping[str, Any]) -> Snapshot:
+def session_base(meta: Mapping[str, Any], agent: str | None = None) -> Snapshot:
     """The constants of a session as its run family's meta holds them (see
-    ``Runtime.create_session``): the base of every session driver's input (version 3)."""
+    ``Runtime.create_session``): the base of every session driver's input (version 3).
+    ``agent``: the agent it was moved to, if it was (its events say)."""
     return Snapshot(
         id="",
         token=meta.get("token"),
         agent_dir=meta.get("agentDir"),
-        agent_name=meta.get("agent"),
+        agent_name=agent or meta.get("agent"),
         model=meta.get("model"),
         mode=meta.get("mode") or "conversation",
         created_at=float(meta.get("created") or 0.0),

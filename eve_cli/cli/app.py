@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "log": "log",
     "mcp": "mcp",
     "fork": "fork",
+    "session": "session",
     "replay": "replay",
     "export": "export",
     "schedules": "schedules",

@@ -247,8 +247,8 @@ def _check_agent(chat_loop: ChatLoop, view: Mapping[str, Any], agent: Path) -> N
     raise CliError(
         f"--agent {agent} is agent {served!r}, but session {chat_loop.sid} belongs to agent "
         f"{owner!r} ({f'made in {stored}' if stored else 'the built-in agent'}); reopen it "
-        "with --agent "
-        f"pointing to a folder of agent {owner!r}",
+        f"with --agent pointing to a folder of agent {owner!r}, or move it: eve session move "
+        f"{chat_loop.sid} --agent {agent}",
         2,
     )
 

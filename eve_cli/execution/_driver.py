@@ -9,6 +9,7 @@ session's age. A task session (a sub-agent, or ``mode="task"``) runs one turn an
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._keys import SESSION_END, SESSION_START, generation, turn
@@ -42,7 +43,7 @@ async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[
         if snap.mode == "task":
             return _end_task(host, result)
     else:
-        await _operate(host, payload.get("kind"), payload.get("b"))
+        await _operate(host, payload)
     snap.gen += 1
     ctx.continue_as_new(snap.to_data(session_base(ctx.meta)))
     return None
@@ -99,11 +100,12 @@ async def _run_turn(
     return result
 
 
-async def _operate(host: SessionHost, kind: Any, by: Any = None) -> None:
-    """A session operation between turns: ``clear``, ``reset`` or ``compact`` (``by``: who
-    asked, kept in its ``context.cleared`` event)."""
+async def _operate(host: SessionHost, payload: Mapping[str, Any]) -> None:
+    """A session operation between turns: ``clear``, ``reset``, ``compact`` or ``move`` (its
+    ``b``: who asked, kept in its event)."""
     snap = host.snap
     keys = generation(snap.gen)
+    kind, by = payload.get("kind"), payload.get("b")
     who = {"by": by} if isinstance(by, dict) else {}
     if kind == "clear":
         _clear(snap)
@@ -116,6 +118,12 @@ async def _operate(host: SessionHost, kind: Any, by: Any = None) -> None:
         host.emit("context.cleared", {"reset": True, **who}, keys.cleared)
     elif kind == "compact":
         await compact(host, keys.compaction, None, estimate=None, force=True)
+    elif kind == "move" and isinstance(payload.get("agent"), str):
+        moved = {"agent": payload["agent"], "previous": snap.agent_name, **who}
+        snap.agent_name = payload["agent"]  # its next turns run that agent
+        if isinstance(payload.get("agentDir"), str):
+            snap.agent_dir = payload["agentDir"]
+        host.emit("session.moved", moved, keys.moved)
 
 
 def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:

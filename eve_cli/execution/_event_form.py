@@ -21,7 +21,7 @@ TYPES = (
     "step.started", "step.completed", "step.failed", "actions.requested", "action.result",
     "input.requested", "input.resolved", "compaction.requested", "compaction.completed",
     "context.cleared", "task.started", "task.settled", "reasoning.appended",
-    "reasoning.completed", "result", "mcp.ready", "message.queued",
+    "reasoning.completed", "result", "mcp.ready", "message.queued", "session.moved",
 )  # fmt: skip
 TYPE_CODES = {name: code for code, name in enumerate(TYPES)}  # a type's stored number
 FIELDS = {

@@ -538,6 +538,8 @@ class ViewFold:
         }
         if event.get("agentDigest"):
             turn["agentDigest"] = str(event["agentDigest"])
+        if event.get("agent"):  # a moved session's turns name its agent
+            self.view["agent"] = event["agent"]
         self.turn, self.step, self._asked, self._early = turn, None, {}, None
         view = self.view
         view["turns"].append(turn)
@@ -904,6 +906,11 @@ def _reasoning_appended(folded: ViewFold, event: Event) -> None:
         step["reasoning"] = step.get("reasoning", "") + event["delta"]
 
 
+def _session_moved(fold: ViewFold, event: Event) -> None:
+    if event.get("agent"):
+        fold.view["agent"] = event["agent"]
+
+
 def _mcp_ready(folded: ViewFold, event: Event) -> None:
     """The MCP servers' start-up before the model call: its own time, not the call's."""
     if folded.step is not None:
@@ -918,6 +925,7 @@ def _mcp_ready(folded: ViewFold, event: Event) -> None:
 _Handler = Callable[[ViewFold, Event], None]
 _HANDLERS: dict[str, _Handler] = {
     "session.started": ViewFold._session_started,
+    "session.moved": _session_moved,
     "turn.started": ViewFold._turn_started,
     "message.received": ViewFold._message_received,
     "step.started": ViewFold._step_started,

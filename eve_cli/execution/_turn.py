@@ -55,7 +55,10 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     if not ctx.is_replaying:  # a cancel signalled before this turn began is not for it
         executor.cancels.clear(snap.id)
     await host.load_keys()
-    host.emit("turn.started", {"agentDigest": agent.digest} if agent.digest else {}, keys.start)
+    started = {"agentDigest": agent.digest} if agent.digest else {}
+    if snap.parent is None and snap.agent_name and snap.agent_name != ctx.meta.get("agent"):
+        started["agent"] = snap.agent_name  # moved: a fold from this turn on knows its agent
+    host.emit("turn.started", started, keys.start)
     start = data["start"]
     snap.turn_schema = start.get("o")
     # The driver stored the message in history ("h"), and says its delivery id ("d").

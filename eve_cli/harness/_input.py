@@ -3,10 +3,10 @@
 A delivery payload is a dict with ``kind``: ``message`` (``text``, ``policy`` steer|queue),
 ``responses`` (``responses``: ``[{"requestId", "approved", "always"} | {"requestId",
 "answer"} | {"requestId", "outcome"[, "result"]}]``), ``cancel``, or a session operation
-(``clear``, ``compact``, ``reset``) which a running turn holds for the driver. A message is
-delivered in a compact form, ``{"m": text[, "p": "queue"]}`` (stored once per message in the
-session's inbox): :func:`expand_delivery` gives the form above, and is applied to every
-payload taken from the hook.
+(``clear``, ``compact``, ``reset``, ``move``) which a running turn holds for the driver. A
+message is delivered in a compact form, ``{"m": text[, "p": "queue"]}`` (stored once per
+message in the session's inbox): :func:`expand_delivery` gives the form above, and is applied
+to every payload taken from the hook.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def apply_delivery(
         return "none"
     if kind == "cancel":
         return "cancel"
-    if kind in ("clear", "compact", "reset"):
+    if kind in ("clear", "compact", "reset", "move"):
         host.snap.queued.append(dict(payload))
     return "none"
 

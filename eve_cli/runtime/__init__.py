@@ -178,6 +178,15 @@ class Runtime:
             message, operation_id, mode, output_schema, meta, by, turn_policy
         )
 
+    async def move_session(
+        self, sid: str, agent: str, agent_dir: str | None = None, *, by: By | None = None
+    ) -> DeliveryReceipt:
+        """Give session ``sid`` to agent ``agent`` (its name; ``agent_dir``: a folder of it,
+        used where no process serves that name): applied by its driver before anything
+        delivered after it, recorded as ``session.moved``, its next turns run that agent.
+        Rejected while a turn is under way (answer or cancel it first) or once it ended."""
+        return await self.client.move(sid, agent, agent_dir, by)
+
     def operation_session(self, operation_id: str) -> str | None:
         """The id of the session a create with ``operation_id`` made, if it exists."""
         return self.client.operation_session(operation_id)

@@ -229,12 +229,14 @@ class Client:
         return bool(items) or end > 0
 
     # -- delivering -----------------------------------------------------------------------
-    def _agent_problem(self, session: Snapshot) -> str | None:
-        """Why this process cannot run the agent of ``session`` (None: it can)."""
+    def _agent_problem(self, sid: str, session: Snapshot) -> str | None:
+        """Why this process cannot run the agent of session ``sid`` (None: it can)."""
         try:
             self.core.executor.session_agent(session)
         except AgentLoadError as exc:
-            return f"its agent cannot run here: {exc}"
+            here = self.core.agent.name
+            move = f", or move it: eve session move {sid} --agent {here}"
+            return f"its agent cannot run here: {exc}{move if here != session.agent_name else ''}"
         return None
 
     async def _send(
@@ -275,10 +277,10 @@ class Client:
             # The session looked up once: its status, the events' length and its hook's token
             # all come from that one look.
             meta = await call(self.core.meta, sid)
-            status, since = await call(self.reader.status_at, sid, meta)
+            status, since, agent = await call(self.reader.status_at, sid, meta)
             if status in ENDED:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
-            if (problem := self._agent_problem(session_base(meta))) is not None:
+            if (problem := self._agent_problem(sid, session_base(meta, agent))) is not None:
                 return DeliveryReceipt(sid, "rejected", problem)  # not a turn that fails later
             payload = _signed(compact_message(message, turn_policy, output_schema), by)
             sent = await self._send(sid, payload, meta)
@@ -416,6 +418,23 @@ class Client:
             elif not isinstance(response.get("approved"), bool):
                 return f"request {rid!r} needs approved: true or false"
         return None
+
+    async def move(
+        self, sid: str, agent: str, agent_dir: str | None, by: By | None = None
+    ) -> DeliveryReceipt:
+        """Deliver the move of session ``sid`` to agent ``agent`` (served from ``agent_dir``
+        when no folder of that name is served), which its driver applies between turns."""
+        if "." in sid:
+            raise ValueError(f"{sid} is a sub-agent's session: move the session it serves")
+        meta = await self.core.call(self.core.meta, sid)
+        status = (await self.core.call(self.reader.status_at, sid, meta))[0]
+        if status in ENDED:
+            return DeliveryReceipt(sid, "rejected", f"the session has {status}")
+        if status != "waiting":
+            return DeliveryReceipt(sid, "rejected", f"it has a turn under way ({status}): "
+                                   "answer or cancel it first, then move it")  # fmt: skip
+        move = {"kind": "move", "agent": agent, "agentDir": agent_dir}
+        return _accepted(sid, await self._send(sid, _signed(move, by), meta))
 
     async def operation(self, sid: str, kind: str, by: By | None = None) -> DeliveryReceipt:
         """Deliver operation ``kind`` (clear, compact, reset, cancel) to the session."""

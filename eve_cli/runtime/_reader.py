@@ -74,14 +74,15 @@ class Reader:
         (the sleep tool) is ``running`` here: a message wakes it and is folded in."""
         return self.status_at(sid)[0]
 
-    def status_at(self, sid: str, meta: SessionMeta | None = None) -> tuple[str, int]:
-        """The session's status (see :meth:`status`) and the number of events it is of
-        (``meta``: the session's, when just read)."""
+    def status_at(self, sid: str, meta: SessionMeta | None = None) -> tuple[str, int, str | None]:
+        """The session's status (see :meth:`status`), the number of events it is of and its
+        agent when its events name it since the last turn began (a moved session's; None:
+        its meta's) (``meta``: the session's, when just read)."""
         name = events_stream(sid)
         end = length = self.world.stream_length(name)
         kept = self.core.views.fold_at(sid, end)  # a fold of every stored event, kept: no read
         if kept is not None:
-            return live_status(kept.view), length
+            return live_status(kept.view), length, kept.view["agent"]
         reader = self.core.reader(sid, meta)
         tail: list[Event] = []
         chunk = 16
@@ -90,9 +91,11 @@ class Reader:
             tail[:0] = reader.read(start, self.world.stream_read(name, start, end), texts=False)
             for i in range(len(tail) - 1, -1, -1):
                 if fresh_start(tail[i]):
-                    return live_status(fold(sid, tail[i:])), length
+                    view = fold(sid, tail[i:])
+                    return live_status(view), length, view["agent"]
             end, chunk = start, chunk * 4
-        return live_status(fold(sid, tail)), length
+        view = fold(sid, tail)
+        return live_status(view), length, view["agent"]
 
     def stored_model(self, sid: str) -> str | None:
         model = self.core.meta(sid).get("model")
