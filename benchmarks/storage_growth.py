@@ -47,7 +47,7 @@ def converse(root: Path, turns: int, seed: int = 1) -> tuple[int, int, int]:
             await rt.deliver(sid, text(rng, USER_CHARS))
             await rt.drive(sid)
         view = rt.session(sid)
-        if view["status"] != "waiting" or len(view["turns"]) != turns:
+        if view["status"] != "waiting" or view.get("turnCount") != turns:
             raise RuntimeError(f"conversation ended {view['status']} after {view['turns']}")
         return rt.history(sid)
 

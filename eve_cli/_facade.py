@@ -108,7 +108,12 @@ class Facade(Protocol):
         """Sessions this process should drive on: interrupted ones with work left."""
         ...
 
-    def session(self, sid: str) -> SessionView: ...
+    def session(
+        self, sid: str, turns: int | None = ..., from_turn: int | None = None
+    ) -> SessionView:
+        """The view with a page of its turns: the latest ``turns`` (None: all), or ``turns``
+        from number ``from_turn`` (None: all from there); ``turnCount``: how many it has."""
+        ...
 
     def sessions(self) -> list[dict[str, Any]]:
         """One `SessionRow` a session, most recently active first."""

@@ -48,7 +48,7 @@ from eve_cli.channel._streams import StreamHub, stream_response
 from eve_cli.channel._supervisor import Supervisor
 from eve_cli.channel._timers import Timers
 from eve_cli.channel._web import web_routes
-from eve_cli.execution import SessionView
+from eve_cli.execution import PAGE, SessionView
 from eve_cli.mcp import McpEndpoint
 from eve_cli.runtime import SessionNotFoundError
 
@@ -314,19 +314,14 @@ class Channel:
         return JSONResponse({"sessionId": sid}, 202)
 
     async def get_session(self, request: Request) -> Response:
-        """The session's view (``?fromTurn=N``: only its turns from number N on, as a page
-        that has the earlier ones reads it again: events change only the latest turn)."""
+        """The session's view with a page of its turns (see :func:`_page_asked`)."""
         sid = await self._owned(request)
-        first = request.query_params.get("fromTurn")
-        if first is not None and not (first.isdigit() and 0 < int(first) < 10**9):
-            raise ChannelError(400, f"fromTurn must be a turn number from 1, not {first!r}")
-        view = await self._view(sid)
+        count, first = _page_asked(request)
+        view = await self._view(sid, count, first)
         found = await self._call_sync(lambda: self.runtime.lineage(sid), sid)
         forks = await self.owners.visible_ids(principal_of(request.scope), found["forks"])
         view["forkedFrom"], view["forks"] = found["forkedFrom"], forks
-        if first is not None:
-            view["turns"] = view["turns"][int(first) - 1 :]
-        return JSONResponse(view)
+        return JSONResponse({**view, "earlier": _earlier(view.get("turnsFrom", 1))})
 
     async def fork(self, request: Request) -> Response:
         """A new session from a checkpoint of this one (``at``: ``T`` or ``T.S``; none: the
@@ -439,9 +434,14 @@ class Channel:
             )
         raise ChannelError(400, f"malformed session id {sid!r}")
 
-    async def _view(self, sid: str) -> SessionView:
-        """The session's view; raises 404 when it does not exist."""
-        view: SessionView = await self._call_sync(lambda: self.runtime.session(sid), sid)
+    async def _view(
+        self, sid: str, turns: int | None = 0, from_turn: int | None = None
+    ) -> SessionView:
+        """The session's view (no turns unless asked: see `Runtime.session`); raises 404 when
+        it does not exist."""
+        view: SessionView = await self._call_sync(
+            lambda: self.runtime.session(sid, turns, from_turn), sid
+        )
         return view
 
     async def _check_pending(
@@ -508,3 +508,31 @@ def _rejected(sid: str, receipt: dict[str, Any]) -> JSONResponse:
     reason = receipt.get("reason") or "the session does not accept this now"
     body = error_body("rejected", reason, sessionId=sid, disposition="rejected", reason=reason)
     return JSONResponse(body, 409)
+
+
+def _page_asked(request: Request) -> tuple[int | None, int | None]:
+    """The page of turns ``GET /session/{id}`` asks for, as (how many, from which): the latest
+    :data:`PAGE` by default; ``?fromTurn=N``: the turns from number N on; ``?turns=K`` (or
+    ``all``): K of them. The answer has ``turnCount``, ``turnsFrom`` and ``earlier``."""
+    first = _turn_number(request.query_params.get("fromTurn"), "fromTurn")
+    asked = request.query_params.get("turns")
+    if asked == "all":
+        return None, first
+    if asked is not None:
+        return _turn_number(asked, "turns", 0), first
+    return (PAGE if first is None else None), first
+
+
+def _earlier(start: int) -> str | None:
+    """The query of the page before one starting at turn ``start`` (None: it is the first)."""
+    before = min(start - 1, PAGE)
+    return f"?fromTurn={start - before}&turns={before}" if before > 0 else None
+
+
+def _turn_number(text: str | None, name: str, least: int = 1) -> int | None:
+    """A query's turn number or count (None: not given); 400 when it is not one."""
+    if text is None:
+        return None
+    if not (text.isdigit() and least <= int(text) < 10**9):
+        raise ChannelError(400, f"{name} must be a whole number from {least}, not {text!r}")
+    return int(text)

@@ -76,9 +76,14 @@ class RemoteRuntime:
         result: dict[str, Any] = self._get("/info")
         return result
 
-    def session(self, sid: str) -> SessionView:
-        """The session's view, as ``Runtime.session``."""
-        result: SessionView = self._get(f"/session/{sid}")
+    def session(
+        self, sid: str, turns: int | None = 20, from_turn: int | None = None
+    ) -> SessionView:
+        """The session's view, as ``Runtime.session`` (the latest 20 turns by default)."""
+        params: dict[str, int | str] = {"turns": "all" if turns is None else turns}
+        if from_turn is not None:
+            params["fromTurn"] = from_turn
+        result: SessionView = self._request(f"/session/{sid}", params).json()
         return result
 
     def sessions(self) -> list[dict[str, Any]]:

@@ -28,11 +28,12 @@ def branch(command: str, chat_loop: ChatLoop, renderer: Renderer) -> None:
             renderer.notice(USAGE)
             return
         back = int(words[1]) if len(words) == 2 else 1
-        turns = rt.session(old)["turns"]
-        if not 1 <= back <= len(turns):
-            renderer.notice(f"cannot go back {back} turn(s): session {old} has {len(turns)}")
+        view = rt.session(old, max(1, back))  # its latest turns: those left behind
+        turns, count = view["turns"], view.get("turnCount", len(view["turns"]))
+        if not 1 <= back <= count:
+            renderer.notice(f"cannot go back {back} turn(s): session {old} has {count}")
             return
-        at = str(len(turns) - back)
+        at = str(count - back)
         gone = [f"“{one_line(t.get('input') or '', 40)}”" for t in turns[len(turns) - back :]]
         left = f"left behind {back} turn(s) of {old} ({', '.join(gone)}); "
     try:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
     from eve_cli.runtime import Runtime
 
+RECENT = 20  # turns `eve inspect SESSION` shows without --all: the latest
+
 SESSION_KEYS = ("id", "status", "parkedOn", "agent", "model", "turns", "steps", "updatedAt")
 
 
@@ -41,6 +43,9 @@ def inspect(
         int, typer.Option("--start", metavar="N", help="First event (negative: from the end).")
     ] = 0,
     json_: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
+    all_turns: Annotated[
+        bool, typer.Option("--all", help="Every turn of the session, not only the latest.")
+    ] = False,
     data: DataOption = None,
     world: WorldOption = None,
 ) -> None:
@@ -51,7 +56,7 @@ def inspect(
         raise CliError("use --step or --events, not both", 2)
     where = choose_world(data, world)
     if where.url is not None:
-        _inspect(where, session, step, events, start, json_)
+        _inspect(where, session, step, events, start, json_, all_turns)
         return
     data_dir = where.path
     existing = next((p for p in (data_dir, *data_dir.parents) if p.exists()), data_dir)
@@ -62,11 +67,17 @@ def inspect(
             raise CliError(f"no data directory {data_dir}; nothing to inspect")
         _emit_sessions([], json_, where)
         return
-    _inspect(where, session, step, events, start, json_)
+    _inspect(where, session, step, events, start, json_, all_turns)
 
 
 def _inspect(
-    where: Where, session: str | None, step: str | None, events: bool, start: int, json_: bool
+    where: Where,
+    session: str | None,
+    step: str | None,
+    events: bool,
+    start: int,
+    json_: bool,
+    all_turns: bool = False,
 ) -> None:
     with open_reader(where) as reader:
         if session is None:
@@ -75,7 +86,8 @@ def _inspect(
             return
         damage = _damage(reader, session, where)
         try:
-            view = reader.session(session)
+            # The latest turns (a checkpoint of turn T needs those before it too).
+            view = reader.session(session, None if all_turns or step else RECENT)
             found = reader.lineage(session)
             view["forkedFrom"] = dict(found["forkedFrom"]) if found["forkedFrom"] else None
             view["forks"] = found["forks"]
@@ -189,9 +201,11 @@ def session_object(view: Mapping[str, Any]) -> dict[str, Any]:
     tree = _tree.build(view)
     obj = {key: view[key] for key in SESSION_KEYS if key in view}
     obj.update({k: v for k, v in view.items() if k not in obj and k not in ("turns", "steps")})
-    obj["turnCount"] = len(tree["turns"])
+    # A page of the latest turns (`turnsFrom` the first's number) counts them all.
+    obj["turnCount"] = view.get("turnCount", len(tree["turns"]))
     obj["turns"] = tree["turns"]
-    obj["steps"] = sum(len(t["steps"]) for t in tree["turns"])
+    whole = view.get("turnsFrom", 1) == 1
+    obj["steps"] = sum(len(t["steps"]) for t in tree["turns"]) if whole else view.get("steps")
     obj["waits"] = tree["waits"]
     return obj
 
@@ -219,6 +233,9 @@ def _emit_session(view: Mapping[str, Any], json_: bool) -> None:
         root.add(Text(f"fork of {origin.get('session')} at checkpoint {origin.get('checkpoint')}"))
     if obj.get("forks"):
         root.add(Text(f"forks: {', '.join(obj['forks'])}"))
+    if (earlier := int(obj.get("turnsFrom") or 1) - 1) > 0:
+        hint = f"eve inspect {obj.get('id')} --all"
+        root.add(Text(f"{earlier} earlier turn(s) not shown ({hint})", style="dim"))
     for turn in obj["turns"]:
         _turn_branch(root, turn)
     for wait in obj["waits"]:

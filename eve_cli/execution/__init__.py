@@ -38,10 +38,11 @@ from eve_cli.execution._receipts import (
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._stored_events import REF, EventReader, stored_event
 from eve_cli.execution._streams import KeyedStream
-from eve_cli.execution._view import TAIL, summary
+from eve_cli.execution._view import PAGE, TAIL, summary
 
 __all__ = [
     "ENDING_WAIT",
+    "PAGE",
     "REF",
     "SESSION_WORKFLOW",
     "TAIL",

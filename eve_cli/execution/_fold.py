@@ -41,7 +41,7 @@ __all__ = [
     "TurnView",
     "ViewFold",
     "change_of",
-    "fill_inputs",
+    "fill_texts",
     "first_message",
     "fold",
     "fold_state",
@@ -49,9 +49,11 @@ __all__ = [
     "opens_session",
     "phase",
     "receipt_boundary",
+    "refs_of",
     "restored",
     "settles",
     "taken",
+    "trim",
 ]
 
 
@@ -181,6 +183,10 @@ class SessionView(TypedDict):
     # from ({"session", "checkpoint", "at"}) and the sessions forked from it.
     forkedFrom: NotRequired[dict[str, Any] | None]
     forks: NotRequired[list[str]]
+    # A page of the view (`ViewCache.view`): the session's turns in all, and the number of
+    # the first one ``turns`` holds (its marks are those of these turns).
+    turnCount: NotRequired[int]
+    turnsFrom: NotRequired[int]
 
 
 class SessionRow(TypedDict):
@@ -202,7 +208,7 @@ class SessionRow(TypedDict):
 
 # What the fold makes of events, as a number: changed whenever that changes, so a checkpoint
 # of its state that an older fold stored is not read (the session is folded afresh).
-FOLD_VERSION = 2
+FOLD_VERSION = 3
 
 # The fields of input.requested a pending request keeps.
 PENDING_FIELDS = (
@@ -440,9 +446,10 @@ class ViewFold:
         self._early: tuple[Any, int, Any] | None = None  # a step's events before its start
         # Turns and marks folded but not held (a writer's fold restored from a checkpoint).
         self.before = self.marks_before = 0
-        # The history item each turn's message is (by turn number): a checkpoint stores the
-        # item's index, not the text again.
+        # The history items of each turn's message and its steps' replies (by turn number,
+        # then step position): a checkpoint stores their indexes, not the texts again.
         self.inputs: dict[int, int] = {}
+        self.replies: dict[int, dict[int, int]] = {}
 
     def feed(self, events: Sequence[Mapping[str, Any]]) -> ViewFold:
         for event in cast("Sequence[Event]", events):  # read as stored: one cast, not one each
@@ -607,6 +614,7 @@ class ViewFold:
             return
         text = event.get("text", "")
         step["text"] = text
+        _note_reply(self, event)
         began = self._model_ms if self._model_ms is not None else self._step_ms
         step["modelMs"] = _span(began, _epoch_ms(event.get("at"), self._created_ms))
         reply = self.view.get("reply")
@@ -806,6 +814,7 @@ FoldState = TypedDict(
         "view": Mapping[str, Any],  # the view but its turns and marks
         "turns": list[TurnView],  # from number ``from + 1`` on
         "inputs": dict[int, int],  # their messages' history items, by turn number
+        "replies": dict[int, dict[int, int]],  # their steps' replies' (turn, step position)
         "from": int,
         "marks": list[MarkView],  # from number ``marksFrom`` on
         "marksFrom": int,
@@ -826,20 +835,20 @@ FoldState = TypedDict(
 def fold_state(folded: ViewFold, since: int, marks: int) -> FoldState:
     """The state of ``folded`` as a checkpoint stores it: its turns from number ``since + 1``
     on and its marks from ``marks`` on (a checkpoint stored the earlier ones), each turn's
-    message as its history item when the fold knows it (:func:`fill_inputs` puts it back).
-    :func:`restored` makes the fold again."""
+    message and each step's reply as its history item when the fold knows it (not the text
+    again: :func:`fill_texts` puts it back). :func:`restored` makes the fold again."""
     folded.times()
     view = folded.view
     skip = max(0, since - folded.before)
     turns: list[TurnView] = view["turns"][skip:]
-    inputs = {n: folded.inputs[n] for t in turns if (n := t.get("number", 0)) in folded.inputs}
-    stored = [
-        cast(TurnView, {**t, "input": None}) if t.get("number") in inputs else t for t in turns
-    ]
+    numbers = [t.get("number", 0) for t in turns]
+    inputs = {n: folded.inputs[n] for n in numbers if n in folded.inputs}
+    replies = {n: dict(folded.replies[n]) for n in numbers if n in folded.replies}
     return {
         "view": {k: v for k, v in view.items() if k not in ("turns", "marks")},
-        "turns": stored,
+        "turns": [_without_texts(t, t.get("number", 0) in inputs, replies) for t in turns],
         "inputs": inputs,
+        "replies": replies,
         "from": folded.before + skip,
         "marks": view.get("marks", [])[max(0, marks - folded.marks_before) :],
         "marksFrom": max(marks, folded.marks_before),
@@ -856,12 +865,29 @@ def fold_state(folded: ViewFold, since: int, marks: int) -> FoldState:
     }
 
 
+def _without_texts(
+    turn: TurnView, referred: bool, replies: Mapping[int, Mapping[int, int]]
+) -> TurnView:
+    """``turn`` without the texts a history item holds (its message when ``referred``, its
+    steps' replies that ``replies`` refers to), the rest shared."""
+    refs = replies.get(turn.get("number", 0), {})
+    if not referred and not refs:
+        return turn
+    out = cast(TurnView, {**turn, "input": None} if referred else dict(turn))
+    if refs:
+        out["steps"] = [
+            cast(StepView, {**step, "text": ""}) if at in refs else step
+            for at, step in enumerate(turn["steps"])
+        ]
+    return out
+
+
 def restored(
     session_id: str, state: FoldState, turns: list[TurnView], marks: list[MarkView]
 ) -> ViewFold:
     """The fold whose :func:`fold_state` is ``state``, holding ``turns`` and ``marks`` before
     the state's own (the latest of those before them; none: the fold holds only the state's,
-    enough to fold more events and checkpoint them)."""
+    enough to fold more events, checkpoint them and show its latest turns)."""
     folded = ViewFold(session_id)
     held = [*turns, *state["turns"]]
     folded.view = cast(SessionView, {**state["view"], "id": session_id, "turns": held})
@@ -869,6 +895,7 @@ def restored(
     folded.before = state["from"] - len(turns)
     folded.marks_before = state["marksFrom"] - len(marks)
     folded.inputs, folded.counts = dict(state["inputs"]), list(state["counts"])
+    folded.replies = {n: dict(r) for n, r in state["replies"].items()}
     folded.phase, folded.taken = state["phase"], dict(state["taken"])
     folded._step_ms, folded._model_ms = state["stepMs"], state["modelMs"]
     folded._asked, folded._index, folded._early = state["asked"], state["index"], state["early"]
@@ -879,18 +906,56 @@ def restored(
     return folded
 
 
-def fill_inputs(
-    turns: Sequence[TurnView], inputs: Mapping[int, int], texts: Mapping[int, str]
-) -> None:
-    """Put back the messages of checkpointed ``turns`` (``inputs``: their history items by
-    turn number, as :meth:`ViewFold.state` gives them; ``texts``: the items' texts)."""
+def trim(folded: ViewFold, turns: int, marks: int) -> None:
+    """Let ``folded`` hold only its turns from number ``turns`` on and its marks from number
+    ``marks`` on (a checkpoint holds the earlier ones): what it holds stays flat."""
+    drop = max(0, min(turns - 1 - folded.before, len(folded.view["turns"]) - 1))
+    if drop:
+        del folded.view["turns"][:drop]
+        folded.before += drop
+        for n in [n for n in folded.inputs if n <= folded.before]:
+            del folded.inputs[n]
+        for n in [n for n in folded.replies if n <= folded.before]:
+            del folded.replies[n]
+    held = folded.view.get("marks", [])
+    cut = max(0, min(marks - folded.marks_before, len(held)))
+    if cut:
+        del held[:cut]
+        folded.marks_before += cut
+
+
+def refs_of(state: FoldState, numbers: Iterable[int] | None = None) -> set[int]:
+    """The history items whose texts the turns of checkpoint ``state`` refer to (those of
+    turns ``numbers`` only, when given)."""
+    inputs, replies = state["inputs"], state["replies"]
+    wanted = set(inputs) | set(replies) if numbers is None else set(numbers)
+    found = {inputs[n] for n in wanted if n in inputs}
+    return found.union(*(replies[n].values() for n in wanted if n in replies))
+
+
+def fill_texts(turns: Sequence[TurnView], state: FoldState, texts: Mapping[int, str]) -> None:
+    """Put back the messages and replies of checkpointed ``turns`` (``state``: the checkpoint
+    that refers to them, see :func:`fold_state`; ``texts``: the history items' texts)."""
+    inputs, replies = state["inputs"], state["replies"]
     for turn in turns:
-        ref = inputs.get(turn.get("number", 0))
+        number = turn.get("number", 0)
+        ref = inputs.get(number)
         if ref is not None:
             turn["input"] = texts.get(ref, "")
+        for at, ref in replies.get(number, {}).items():
+            if at < len(turn["steps"]):
+                turn["steps"][at]["text"] = texts.get(ref, "")
 
 
 _TAKEN_KEPT = 16  # deliveries a checkpoint keeps of `ViewFold.taken` (the latest)
+
+
+def _note_reply(folded: ViewFold, event: Event) -> None:
+    """The history item a step's reply is (a checkpoint stores it, not the text again)."""
+    ref = cast("Mapping[str, Any]", event).get(REF)
+    if isinstance(ref, int) and folded.turn is not None and isinstance(event.get("text"), str):
+        number, at = folded.turn.get("number", 0), len(folded.turn["steps"]) - 1
+        folded.replies.setdefault(number, {})[at] = ref
 
 
 # Handlers of the events that concern a moment of a turn rather than its shape.
@@ -962,9 +1027,10 @@ FIRST_CHARS = 200  # of a session's first message in its listing row
 
 
 def first_message(view: SessionView) -> str | None:
-    """The first message of the session ``view`` folded from its first event (cut)."""
+    """The first message of the session ``view`` folded from its first event (cut; None
+    when its turns start later)."""
     turns = view["turns"]
-    text = turns[0]["input"] if turns else None
+    text = turns[0]["input"] if turns and turns[0].get("number", 1) == 1 else None
     return text[:FIRST_CHARS] if isinstance(text, str) else None
 
 

@@ -7,8 +7,8 @@ import copy
 import pickle
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, TypedDict, cast
 
 from eve_cli._session import events_stream
 from eve_cli.execution._fold import (
@@ -21,10 +21,12 @@ from eve_cli.execution._fold import (
     StepView,
     TurnView,
     ViewFold,
-    fill_inputs,
+    fill_texts,
     fold,
     fold_state,
+    refs_of,
     restored,
+    trim,
 )
 from eve_cli.execution._frozen import freeze
 from eve_cli.execution._replies import runs
@@ -32,6 +34,7 @@ from eve_cli.execution._stored_events import EventReader
 from world import World, WorldError, decode, encode
 
 __all__ = [
+    "PAGE",
     "TAIL",
     "ActionView",
     "Checkpoint",
@@ -41,43 +44,59 @@ __all__ = [
     "TurnView",
     "ViewCache",
     "ViewFold",
+    "bounds",
     "checkpoint_stream",
     "fold",
     "summary",
 ]
 
 
+PAGE = 20  # turns a view holds by default: the latest
+
+
 class _Kept:
     """A session's fold as kept: the digest of the first ``count`` events (what was checked
-    against the stream, at most what the fold took) and its finished turns frozen. A fold
-    restored from a checkpoint hands its first ``given`` turns out as they were decoded,
-    once; ``older`` decodes them again to be shared from then on."""
+    against the stream, at most what the fold took); its held turns before the last, frozen
+    (by number); ``base``: the index of the checkpoint record that holds the turns before
+    the held ones (-1: none needed); ``older``: checkpoint records decoded for pages of
+    earlier turns, by index (their turns frozen)."""
 
-    __slots__ = ("count", "digest", "fold", "frozen", "given", "older")
+    __slots__ = ("base", "count", "digest", "due", "fold", "frozen", "older")
 
-    def __init__(
-        self,
-        fold: ViewFold,
-        count: int = 0,
-        digest: Any = None,
-        older: Callable[[], list[TurnView]] | None = None,
-        given: int = 0,
-    ) -> None:
-        self.fold, self.count, self.digest = fold, count, digest
-        self.frozen: list[Any] = []
-        self.older, self.given = older, given
+    def __init__(self, fold: ViewFold, count: int = 0, digest: Any = None, base: int = -1) -> None:
+        self.fold, self.count, self.digest, self.base = fold, count, digest, base
+        self.frozen: dict[int, Any] = {}
+        self.older: OrderedDict[int, _Part] = OrderedDict()
+        # Restored from a checkpoint: its state, and the turns whose texts are not read yet.
+        self.due: tuple[FoldState, set[int]] | None = None
 
+
+class _Part(NamedTuple):
+    """One checkpoint record, decoded: its turns (from number ``since + 1`` to ``turns``,
+    frozen, texts filled), its marks (from number ``marksFrom`` to ``marks``, frozen)."""
+
+    since: int
+    turns: int
+    marks_from: int
+    marks: int
+    held: list[TurnView]
+    held_marks: list[MarkView]
+
+
+_RECORDS_KEPT = 8  # decoded checkpoint records a kept fold keeps for pages of earlier turns
 
 class Checkpoint(TypedDict):
     """A checkpoint of a session's fold, as stored: the fold's version, the events it took
-    (``events``; the last of them as stored, their digest), the turns and marks it had, and
-    its state (`FoldState`, msgpack, zlib-compressed)."""
+    (``events``; the last of them as stored, their digest), the turns it had (``turns``; its
+    state holds those after ``since``) and marks, and its state (`FoldState`, msgpack,
+    zlib-compressed)."""
 
     fold: int
     events: int
     last: Any
     digest: Any
     turns: int
+    since: int
     marks: int
     data: bytes
 
@@ -90,6 +109,16 @@ def checkpoint_stream(session_id: str) -> str:
 EVERY = 512  # events folded at most between a session's checkpoints (at a turn's end)
 
 
+def bounds(total: int, first: int | None, count: int | None) -> tuple[int, int]:
+    """The numbers of the first and last turns of a page of a session of ``total`` turns:
+    ``count`` turns from number ``first`` (None: all from there), or with no ``first`` the
+    latest ``count`` (None: every turn)."""
+    if first is None:
+        return (1 if count is None else max(1, total - count + 1)), total
+    first = max(1, first)
+    return first, total if count is None else min(total, first + max(0, count) - 1)
+
+
 class ViewCache:
     """Session views folded so far, each fed only the events appended since.
 
@@ -97,20 +126,23 @@ class ViewCache:
     damage to stored events is reported on the next read just as a fresh fold reports it. A
     world without digests folds afresh every time. The process that writes a session's
     events feeds them to its kept fold as it writes them (:meth:`fold_at`), so a view after
-    a turn reads none of them back; the digest then takes their stored bytes in. Callers get
-    a copy of the view; its turns before the last (which events no longer change) are
-    read-only and shared by every copy handed out since (see
-    :mod:`eve_cli.execution._frozen`): copying them anew for each call cost what the
-    session's age does.
+    a turn reads none of them back; the digest then takes their stored bytes in.
+
+    A view is a page of the session's turns (the latest :data:`PAGE` by default, with
+    ``turnCount`` and ``turnsFrom``): a kept fold holds only the turns since its latest
+    checkpoint, and a page of earlier ones decodes only the checkpoints that hold them.
+    Callers get a copy; turns before the last (which events no longer change) are read-only
+    and shared by every copy handed out since (see :mod:`eve_cli.execution._frozen`).
 
     Checkpoints: at the end of a turn, once :data:`EVERY` events were written since the last
-    one, the writer stores the fold's state (:meth:`ViewFold.state`: the turns since the last
+    one, the writer stores the fold's state (:func:`fold_state`: the turns since the last
     checkpoint and what the fold holds besides, its texts as history indexes) in the
-    session's :func:`checkpoint_stream` (:meth:`checkpoint`). A process without a kept fold
-    starts from the latest one of its fold's version whose last event is still the stored
-    one, and folds only the events after it: a view costs the events since the checkpoint
-    and the decoding of the turns, not a fold of the session's whole history. A checkpoint
-    is believed as the session's snapshot is (the events it took are not read back).
+    session's :func:`checkpoint_stream` (:meth:`checkpoint`), and its kept fold lets the
+    turns before go. A process without a kept fold starts from the latest one of its fold's
+    version whose last event is still the stored one, and folds only the events after it: a
+    view costs the events since the checkpoint and the turns it shows, not the session's
+    age. A checkpoint is believed as the session's snapshot is (the events it took are not
+    read back); one missing or unreadable where a page needs it: the session is folded afresh.
     """
 
     def __init__(self, world: World, size: int = 32) -> None:
@@ -122,7 +154,8 @@ class ViewCache:
     def fold_at(self, session_id: str, count: int) -> ViewFold | None:
         """The kept fold of ``session_id`` if it has taken exactly ``count`` events, else
         None: the writer of event ``count`` feeds it then, and with ``count`` the stream's
-        length its status and row are the stored events' (no read)."""
+        length its status and row are the stored events' (no read). It holds the turns
+        since its latest checkpoint (``before``: how many it does not)."""
         kept = self._folds.get(session_id)
         return kept.fold if kept is not None and kept.fold.view["events"] == count else None
 
@@ -131,8 +164,26 @@ class ViewCache:
         self._folds.pop(session_id, None)
         self._marks.pop(session_id, None)
 
-    def view(self, reader: EventReader, length: int | None = None) -> SessionView:
-        """The view of ``reader``'s session (``length``: its events' number, when known)."""
+    def view(
+        self,
+        reader: EventReader,
+        length: int | None = None,
+        first: int | None = None,
+        count: int | None = PAGE,
+    ) -> SessionView:
+        """The view of ``reader``'s session (``length``: its events' number, when known),
+        its turns a page (see :func:`bounds`)."""
+        kept = self._kept(reader, length)
+        page = self._page(reader, kept, first, count)
+        if page is None:  # a checkpoint the page needs is missing: fold afresh
+            afresh = _Kept(ViewFold(reader.session_id).feed(self._read(reader, 0, length)))
+            afresh.fold.times()
+            page = self._page(reader, afresh, first, count)
+            assert page is not None  # holds every turn
+        return page
+
+    def _kept(self, reader: EventReader, length: int | None) -> _Kept:
+        """The kept fold of ``reader``'s session, fed every stored event."""
         session_id = reader.session_id
         stream = events_stream(session_id)
         kept = self._folds.pop(session_id, None)
@@ -151,17 +202,59 @@ class ViewCache:
             folded = kept.fold
             folded.feed(self._read(reader, 0, length))
             digest = self.world.stream_digest(stream, folded.view["events"])
-        given, kept.given = kept.given, 0
-        if kept.older is not None and not given:  # handed out as decoded before: now shared
-            again, kept.older = kept.older(), None
-            folded.view["turns"][: len(again)] = again
         folded.times()
         if digest is not None:
             kept.count, kept.digest = folded.view["events"], digest
             self._folds[session_id] = kept
             while len(self._folds) > self.size:
                 self._folds.popitem(last=False)
-        return _copy(folded.view, kept.frozen, given)
+        return kept
+
+    def _page(
+        self, reader: EventReader, kept: _Kept, first: int | None, count: int | None
+    ) -> SessionView | None:
+        """A copy of ``kept``'s view with the turns of the page (and their marks); None: a
+        checkpoint holding earlier turns it needs cannot be read."""
+        folded = kept.fold
+        before, held = folded.before, folded.view["turns"]
+        total = before + len(held)
+        lo, hi = bounds(total, first, count)
+        low = lo if lo > 1 else 0  # marks after turn 0 come before the first turn
+        turns: list[Any] = []
+        marks: list[Any] = []
+        if before and lo <= min(hi, before + 1):  # earlier turns (or the first held's marks)
+            older = self._older(reader, kept, lo, min(hi, before + 1))
+            if older is None:
+                return None
+            found, marks = older
+            if any(n not in found for n in range(lo, min(hi, before) + 1)):
+                return None
+            turns = [found[n] for n in range(lo, min(hi, before) + 1)]
+        start, end = max(0, lo - before - 1), max(0, hi - before)
+        self._fill(reader, kept, range(before + start + 1, before + end + 1))
+        turns += _frozen_turns(kept, start, end)
+        last = [held[-1]] if held and end == len(held) and start < end else []
+        own = [m for m in folded.view.get("marks", []) if low <= m["turn"] <= hi]
+        copied = _pickled({**folded.view, "turns": last, "marks": own})
+        copied["turns"][:0] = turns
+        copied["marks"][:0] = marks
+        copied["turnCount"], copied["turnsFrom"] = total, lo
+        return copied
+
+    @staticmethod
+    def _fill(reader: EventReader, kept: _Kept, numbers: range) -> None:
+        """Read the texts of the held turns ``numbers`` that a checkpoint restored without."""
+        if kept.due is None:
+            return
+        state, unread = kept.due
+        wanted = unread.intersection(numbers)
+        if not wanted:
+            return
+        turns = [t for t in kept.fold.view["turns"] if t.get("number", 0) in wanted]
+        fill_texts(turns, state, _messages(reader, refs_of(state, wanted)))
+        unread -= wanted
+        if not unread:
+            kept.due = None
 
     def _read(
         self, reader: EventReader, start: int, length: int | None
@@ -172,53 +265,114 @@ class ViewCache:
         stream = events_stream(reader.session_id)
         return reader.read(start, self.world.stream_read(stream, start), refs=True)
 
+    # -- pages of earlier turns ------------------------------------------------------------------
+    def _older(
+        self, reader: EventReader, kept: _Kept, lo: int, hi: int
+    ) -> tuple[dict[int, Any], list[Any]] | None:
+        """The turns ``lo`` to ``hi`` (by number) and their marks from the checkpoints that
+        hold the turns before ``kept``'s held ones, from its ``base`` record back as far as
+        needed; None: one of them is missing, of another version, or unreadable."""
+        turns: dict[int, Any] = {}
+        parts: list[list[Any]] = []
+        want, marks = kept.fold.before + 1, kept.fold.marks_before  # what the base must hold
+        index = kept.base
+        while True:
+            part = self._part(reader, kept, index) if index >= 0 else None
+            if part is None or part.turns != want or part.marks != marks:
+                return None
+            _take_part(part, lo, hi, turns, parts)
+            if part.since + 1 <= lo or part.since == 0:
+                break
+            want, marks, index = part.since + 1, part.marks_from, index - 1
+        return turns, [m for found in reversed(parts) for m in found]
+
+    def _part(self, reader: EventReader, kept: _Kept, index: int) -> _Part | None:
+        """Checkpoint record ``index`` of ``kept``'s session, decoded (kept a while)."""
+        part = kept.older.get(index)
+        if part is not None:
+            kept.older.move_to_end(index)
+            return part
+        records = self.world.stream_read(checkpoint_stream(reader.session_id), index, index + 1)
+        record = records[0] if records else None
+        state = _decoded(record)
+        if state is None or not isinstance(record, dict):
+            return None
+        turns = state["turns"]
+        fill_texts(turns, state, _messages(reader, refs_of(state)))
+        part = _Part(
+            state["from"],
+            record["turns"],
+            state["marksFrom"],
+            record["marks"],
+            freeze(turns),
+            freeze(state["marks"]),
+        )
+        kept.older[index] = part
+        while len(kept.older) > _RECORDS_KEPT:
+            kept.older.popitem(last=False)
+        return part
+
     # -- checkpoints ---------------------------------------------------------------------------
     def checkpoint(self, reader: EventReader, count: int) -> None:
         """At the end of a turn whose last event is event ``count - 1``: store the fold's
         state once :data:`EVERY` events were written since the latest checkpoint (the
         caller writes the session's events)."""
         session_id = reader.session_id
-        mark = self._marks.get(session_id)
-        latest: Checkpoint | None = None
-        if mark is None:
-            latest = self._latest(session_id)
-            mark = self._marks[session_id] = latest["events"] if latest is not None else 0
+        if session_id in self._marks and count - self._marks[session_id] < EVERY:
+            return
+        latest = self._latest(session_id)
+        mark = self._marks[session_id] = latest["events"] if latest is not None else 0
         if count - mark < EVERY:
             return
-        if latest is None:
-            latest = self._latest(session_id)
         stream = events_stream(session_id)
-        # The next checkpoint holds what came since the latest (and that one's last turn
-        # again), when the latest is one this fold reads: else it starts afresh.
-        state = self._state_of(session_id, latest) if latest is not None else None
-        since, marks, base = 0, 0, None
-        if latest is not None and state is not None:
-            since, marks = max(0, latest["turns"] - 1), latest["marks"]
-            base = (latest["events"], latest["digest"])
+        state, since, marks, base = self._after(session_id, latest)
+        kept = self._folds.get(session_id)
         folded = self.fold_at(session_id, count)
         if folded is None or folded.before > since:
-            # Restored without the turns stored before (not read again), or folded afresh.
-            folded = restored(session_id, state, [], []) if state else ViewFold(session_id)
-            start = folded.view["events"]
-            folded.feed(reader.read(start, self.world.stream_read(stream, start, count), refs=True))
+            kept, folded = None, self._refold(reader, state, count)
         if folded.view["events"] != count:
             return  # fewer stored than the turn wrote (a read racing a write): next time
         last = self.world.stream_read(stream, count - 1, count)
         digest = self.world.stream_digest(stream, count, base)
         if len(last) != 1 or digest is None:
             return
-        kept = fold_state(folded, since, marks)
         record: Checkpoint = {
             "fold": FOLD_VERSION,
             "events": count,
             "last": last[0],
             "digest": digest,
             "turns": folded.before + len(folded.view["turns"]),
+            "since": since if state is not None else 0,
             "marks": folded.marks_before + len(folded.view.get("marks", [])),
-            "data": zlib.compress(encode(kept, "a session's view"), 9),
+            "data": zlib.compress(encode(fold_state(folded, since, marks), "a session's view"), 9),
         }
-        self.world.stream_append(checkpoint_stream(session_id), record)
+        index = self.world.stream_append(checkpoint_stream(session_id), record)
         self._marks[session_id] = count
+        if kept is not None and kept.fold is folded:  # the turns before are the record's now
+            trim(folded, record["turns"], record["marks"])
+            kept.base = index
+
+    def _after(
+        self, session_id: str, latest: Checkpoint | None
+    ) -> tuple[FoldState | None, int, int, tuple[int, Any] | None]:
+        """What the next checkpoint follows: the latest's state, turns and marks it holds
+        after (it holds that one's last turn again) and its events and digest, when the
+        latest is one this fold reads; else (None, 0, 0, None): it starts afresh."""
+        state = self._state_of(session_id, latest) if latest is not None else None
+        if latest is None or state is None:
+            return None, 0, 0, None
+        base = (latest["events"], latest["digest"])
+        return state, max(0, latest["turns"] - 1), latest["marks"], base
+
+    def _refold(self, reader: EventReader, state: FoldState | None, count: int) -> ViewFold:
+        """A fold of the first ``count`` events from checkpoint ``state`` (restored without the
+        turns stored before it, not read again), or afresh."""
+        session_id = reader.session_id
+        folded = restored(session_id, state, [], []) if state else ViewFold(session_id)
+        start = folded.view["events"]
+        stream = events_stream(session_id)
+        folded.feed(reader.read(start, self.world.stream_read(stream, start, count), refs=True))
+        return folded
 
     def _state_of(self, session_id: str, record: Checkpoint) -> FoldState | None:
         """The fold state checkpoint ``record`` of ``session_id`` holds, when it is of this
@@ -238,34 +392,54 @@ class ViewCache:
         return cast(Checkpoint, items[0]) if items and _current(items[0]) else None
 
     def _restore(self, reader: EventReader) -> _Kept | None:
-        """The fold of ``reader``'s session as its latest checkpoint stored it, when that
-        checkpoint is one this fold reads (see :meth:`_state_of`; else None: fold afresh)."""
+        """The fold of ``reader``'s session as its latest checkpoint stored it, holding that
+        checkpoint's turns only, when it is one this fold reads (see :meth:`_state_of`; else
+        None: fold afresh)."""
         session_id = reader.session_id
-        records = self.world.stream_read(checkpoint_stream(session_id))
-        if not records or not _current(records[-1]):
+        name = checkpoint_stream(session_id)
+        end = self.world.stream_length(name)
+        records = self.world.stream_read(name, end - 1, end) if end else []
+        if not records or not _current(records[0]):
             return None
-        latest = cast(Checkpoint, records[-1])
+        latest = cast(Checkpoint, records[0])
         state = self._state_of(session_id, latest)
         if state is None:
             return None
-        first, marks = state["from"], state["marksFrom"]  # the turns and marks before its own
-        turns, older_marks, inputs = _parts(records[:-1])
-        if any(n not in turns for n in range(1, first + 1)) or len(older_marks) < marks:
-            return None  # a checkpoint is missing: fold afresh
-        inputs.update(state["inputs"])
-        texts = _messages(reader, set(inputs.values()))
-        fill_inputs(state["turns"], inputs, texts)
-        decoded = [turns]  # used once as decoded here; after that, decoded afresh
+        folded = restored(session_id, state, [], [])
+        kept = _Kept(folded, latest["events"], latest["digest"], end - 2)
+        numbers = {t.get("number", 0) for t in state["turns"]}
+        kept.due = (state, numbers) if refs_of(state) else None  # read as pages show them
+        self._fill(reader, kept, range(1, 2))  # the first message (a listing's row) now
+        return kept
 
-        def older() -> list[TurnView]:
-            """The turns before the latest checkpoint's, decoded (again)."""
-            found = decoded.pop() if decoded else _parts(records[:-1])[0]
-            out = [found[n] for n in range(1, first + 1)]
-            fill_inputs(out, inputs, texts)
-            return out
 
-        folded = restored(session_id, state, older(), older_marks[:marks])
-        return _Kept(folded, latest["events"], latest["digest"], older, first)
+def _take_part(
+    part: _Part, lo: int, hi: int, turns: dict[int, Any], parts: list[list[Any]]
+) -> None:
+    """Add checkpoint ``part``'s turns ``lo`` to ``hi`` to ``turns`` (a later record's copy,
+    taken first, counts) and its marks of them to ``parts``."""
+    low = lo if lo > 1 else 0
+    for turn in part.held:
+        number = turn.get("number", 0)
+        if lo <= number <= hi and number not in turns:
+            turns[number] = turn
+    parts.append([m for m in part.held_marks if low <= m["turn"] <= hi])
+
+
+def _frozen_turns(kept: _Kept, start: int, end: int) -> list[Any]:
+    """``kept``'s held turns ``start`` to ``end`` (positions) but its last, frozen once."""
+    folded = kept.fold
+    before, held = folded.before, folded.view["turns"]
+    frozen = kept.frozen
+    if len(frozen) > len(held):
+        kept.frozen = frozen = {n: t for n, t in frozen.items() if n > before}
+    out = []
+    for i in range(start, min(end, len(held) - 1)):
+        number = before + i + 1
+        if number not in frozen:
+            frozen[number] = freeze(held[i])
+        out.append(frozen[number])
+    return out
 
 
 def _decoded(record: Any) -> FoldState | None:
@@ -299,49 +473,9 @@ def _messages(reader: EventReader, refs: set[int]) -> dict[int, str]:
 _SPANS = 16  # spans of history read apart at most (else one read over all of them)
 
 
-def _parts(
-    records: list[Any],
-) -> tuple[dict[int, TurnView], list[MarkView], dict[int, int]]:
-    """The turns (by number), marks (in order) and the turns' messages (history items by
-    turn number) checkpoint ``records`` hold: each holds those since the one before, and
-    that one's last turn again (the latest copy counts; one that cannot be read, none)."""
-    turns: dict[int, TurnView] = {}
-    marks: list[MarkView] = []
-    inputs: dict[int, int] = {}
-    for record in records:
-        state = _decoded(record)
-        if state is None:
-            continue
-        for turn in state["turns"]:
-            turns[turn.get("number", 0)] = turn
-        inputs.update(state["inputs"])
-        del marks[state["marksFrom"] :]
-        marks.extend(state["marks"])
-    return turns, marks, inputs
-
-
 def _current(record: Any) -> bool:
     """Whether ``record`` is a checkpoint this fold reads (of its version)."""
     return isinstance(record, dict) and record.get("fold") == FOLD_VERSION
-
-
-def _copy(view: SessionView, frozen: list[Any], given: int = 0) -> SessionView:
-    """A copy of ``view`` sharing nothing changeable with the fold. Events change only the
-    last turn, so each turn before it is frozen once (into ``frozen``) and shared from then
-    on; the rest is copied afresh. ``given``: the first turns are handed out as they are
-    (just decoded from a checkpoint; the fold never reads them, its cache decodes them again
-    before sharing them)."""
-    turns = view["turns"]
-    if given:
-        rest: SessionView = {**view, "turns": turns[given:]}
-        copied = _pickled(rest)
-        copied["turns"][:0] = turns[:given]
-        return copied
-    while len(frozen) < len(turns) - 1:
-        frozen.append(freeze(turns[len(frozen)]))
-    copied = _pickled({**view, "turns": turns[len(frozen) :]})
-    copied["turns"][:0] = frozen
-    return copied
 
 
 def _pickled(rest: SessionView) -> SessionView:

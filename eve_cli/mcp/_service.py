@@ -189,7 +189,7 @@ class AgentService:
 
     async def _state(self, sid: str, since: int) -> dict[str, Any]:
         rt = self.runtime
-        view = await self._guard(sid, rt.call(rt.session, sid))
+        view = await self._guard(sid, rt.call(rt.session, sid, 0))  # no turns: its reply
         events = await rt.call(rt.events, sid, max(0, since))
         page = events[:MAX_EVENTS]
         state: dict[str, Any] = {
@@ -197,6 +197,7 @@ class AgentService:
             "status": view["status"],
             "pending": view.get("pending") or [],
             **current_reply(view),
+            "turnCount": view.get("turnCount"),
             "events": page,
             "next": max(0, since) + len(page),
         }

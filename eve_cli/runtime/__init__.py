@@ -23,7 +23,7 @@ from eve_cli._events import Event
 from eve_cli._facade import By, JsonSchema, SessionStatus, TurnPolicy
 from eve_cli._loader import AgentDefinition, AgentLoadError
 from eve_cli._schedules import Schedule, ScheduleRow
-from eve_cli.execution import Executor, Forked, ForkPointError, Lineage, SessionView
+from eve_cli.execution import PAGE, Executor, Forked, ForkPointError, Lineage, SessionView
 from eve_cli.runtime._client import Client, DeliveryReceipt
 from eve_cli.runtime._core import (
     Core,
@@ -340,9 +340,13 @@ class Runtime:
         return self.worker.schedule_rows()
 
     # -- the reader's calls (`Reader`) ------------------------------------------------------
-    def session(self, sid: str) -> SessionView:
-        """The session's view: status, turns with steps and actions, pending requests."""
-        return self.reader.session(sid)
+    def session(
+        self, sid: str, turns: int | None = PAGE, from_turn: int | None = None
+    ) -> SessionView:
+        """The session's view: status, pending requests and a page of its turns with steps
+        and actions: the latest ``turns`` (None: all), or ``turns`` from number
+        ``from_turn`` on (None: all from there); ``turnCount`` says how many it has."""
+        return self.reader.session(sid, turns, from_turn)
 
     def sessions(self) -> list[dict[str, Any]]:
         """One row per session, most recently active first (reads only each stream's tail);

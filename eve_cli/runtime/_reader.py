@@ -16,6 +16,7 @@ from typing import Any, cast
 from eve_cli._events import Event
 from eve_cli._session import SessionMeta, Snapshot, events_stream, history_stream, session_base
 from eve_cli.execution import (
+    PAGE,
     TAIL,
     Lineage,
     SessionRow,
@@ -50,15 +51,27 @@ class Reader:
         self.world = core.world
 
     # -- one session ----------------------------------------------------------------------
-    def session(self, sid: str) -> SessionView:
-        return self.view(sid, self.core.meta(sid))
+    def session(
+        self, sid: str, turns: int | None = PAGE, from_turn: int | None = None
+    ) -> SessionView:
+        """The view of ``sid`` with its latest ``turns`` turns (None: all), or ``turns``
+        from number ``from_turn`` on (None: all from there): see `ViewCache.view`."""
+        return self.view(sid, self.core.meta(sid), None, turns, from_turn)
 
-    def view(self, sid: str, meta: SessionMeta, length: int | None = None) -> SessionView:
+    def view(
+        self,
+        sid: str,
+        meta: SessionMeta,
+        length: int | None = None,
+        turns: int | None = PAGE,
+        from_turn: int | None = None,
+    ) -> SessionView:
         """The view of ``sid``, whose meta is ``meta`` (``length``: its events' number, when
-        it is known)."""
+        it is known; ``turns``, ``from_turn``: the page, as :meth:`session`)."""
         # Fed only the events appended since the last read (or its latest checkpoint), unless
         # the stored ones changed.
-        view = self.core.views.view(self.core.reader(sid, meta), length)
+        reader = self.core.reader(sid, meta)
+        view = self.core.views.view(reader, length, from_turn, turns)
         if view["events"] == 0:  # a session has session.started: one removed just now raises
             self.core.meta(sid)
         view["agent"] = view["agent"] or meta.get("agent")
@@ -201,7 +214,11 @@ class Reader:
         kept = self.core.views.fold_at(root, self.world.stream_length(events_stream(root)))
         row = kept.row() if kept is not None else None
         if row is not None and kept is not None:
-            row["first"] = first_message(kept.view)  # a kept fold took every event
+            row["first"] = (
+                first_message(kept.view)  # a kept fold took every event
+                if not kept.before
+                else first_message(fold(root, self.events(root, 0, end=_FIRST_EVENTS)))
+            )
             row["agent"] = row["agent"] or self._agent_name(root)
             row["bytes"] = self._bytes(root)
             self._add_origin(row, root)

@@ -111,8 +111,10 @@ OPS = st.lists(
     min_size=1,
     max_size=10,
 )
-# Fields the runtime adds to the fold's view (its meta, its folder).
-ADDED = ("agent", "mode", "model", "agentDir", "forkedFrom", "forks")
+# Fields the runtime adds to the fold's view (its meta, its folder, the page of its turns).
+ADDED: tuple[str, ...] = ("agent", "mode", "model", "agentDir", "forkedFrom", "forks")
+ADDED += ("turnCount", "turnsFrom")
+ADDED += ("earlier",)
 
 
 def _folded(view: dict[str, Any]) -> dict[str, Any]:

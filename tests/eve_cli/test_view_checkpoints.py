@@ -18,7 +18,7 @@ from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import DANGER_TOOL, call, reply, write_agent
 from tests.worlds import WorldOpener
 
-ADDED = ("agent", "mode", "model", "agentDir", "forkedFrom", "forks")
+ADDED = ("agent", "mode", "model", "agentDir", "forkedFrom", "forks", "turnCount", "turnsFrom")
 
 
 def _folded(view: Any) -> dict[str, Any]:
@@ -64,14 +64,17 @@ def test_a_view_from_checkpoints_is_a_fold_of_every_event(
             try:
                 events = other.events(sid)
                 fresh = _folded(fold(sid, events))
-                first = other.session(sid)  # from the latest checkpoint, as decoded
+                first = other.session(sid, None)  # from the checkpoints, as decoded
                 assert _folded(first) == fresh
+                assert first["turnCount"] == len(fresh["turns"]) and first["turnsFrom"] == 1
                 first["turns"].clear()  # the caller's: nothing kept changes
-                again = other.session(sid)  # its older turns now kept, shared read-only
-                assert _folded(again) == fresh == _folded(other.session(sid))
+                again = other.session(sid, None)  # its older turns now kept, shared read-only
+                assert _folded(again) == fresh == _folded(other.session(sid, None))
                 if len(again["turns"]) > 1:
                     with pytest.raises(TypeError, match="read-only"):
                         again["turns"][0]["status"] = "changed"
+                for reading in (other, rt):  # pages: a fresh process's and the writer's
+                    _pages_agree(reading, sid, fresh)
             finally:
                 other.close()
         records = rt.world.stream_read(checkpoint_stream(sid))
@@ -80,6 +83,26 @@ def test_a_view_from_checkpoints_is_a_fold_of_every_event(
         rt.close()
 
     asyncio.run(main())
+
+
+def _pages_agree(rt: Runtime, sid: str, fresh: dict[str, Any]) -> None:
+    """Every page of the session's turns is the fold's, with the marks of its turns."""
+    total = len(fresh["turns"])
+    for size in (1, 2, 3, None):
+        latest = rt.session(sid, size)
+        start = 1 if size is None else max(1, total - size + 1)
+        assert latest["turnCount"] == total and latest["turnsFrom"] == start
+        assert latest["turns"] == fresh["turns"][start - 1 :]
+        for first in range(1, total + 2):
+            page = rt.session(sid, size, first)
+            end = total if size is None else min(total, first + size - 1)
+            assert page["turnsFrom"] == first
+            assert page["turns"] == fresh["turns"][first - 1 : end]
+            low = first if first > 1 else 0
+            assert page["marks"] == [m for m in fresh["marks"] if low <= m["turn"] <= end]
+            assert _folded({**page, "turns": [], "marks": []}) == _folded(
+                {**fresh, "turns": [], "marks": []}
+            )
 
 
 def test_a_checkpoint_that_does_not_match_the_events_is_not_read(
@@ -100,7 +123,7 @@ def test_a_checkpoint_that_does_not_match_the_events_is_not_read(
         # A fold of a newer version ignores it.
         monkeypatch.setattr(_view, "FOLD_VERSION", latest["fold"] + 1)
         other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
-        assert _folded(other.session(sid)) == fresh
+        assert _folded(other.session(sid, None)) == fresh
         other.close()
         monkeypatch.setattr(_view, "FOLD_VERSION", latest["fold"])
         # One whose last event is not the stored one (its state says something else), one
@@ -108,7 +131,7 @@ def test_a_checkpoint_that_does_not_match_the_events_is_not_read(
         for wrong in (dict(latest, last={"not": "the stored event"}), dict(latest, data=b"?")):
             rt.world.stream_append(name, wrong)
             other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
-            assert _folded(other.session(sid)) == fresh
+            assert _folded(other.session(sid, None)) == fresh
             other.close()
         before = len(rt.world.stream_read(name))
         writer = Runtime(agent_dir=agent, world=open_world())
@@ -119,7 +142,7 @@ def test_a_checkpoint_that_does_not_match_the_events_is_not_read(
         state = _view._decoded(first)
         assert state is not None and state["from"] == 0  # from scratch: all turns again
         other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
-        assert _folded(other.session(sid)) == _folded(fold(sid, rt.events(sid)))
+        assert _folded(other.session(sid, None)) == _folded(fold(sid, rt.events(sid)))
         other.close()
         writer.close()
         rt.close()

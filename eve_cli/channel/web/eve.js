@@ -658,12 +658,15 @@
   // the server's view of it; its event stream only says when to read the view again.
   function sessionView(sid, stepRef) {
     let view = null; // the latest view's head (status, pending, …)
-    const turns = []; // the view's turns, by number - 1
+    const turns = []; // the view's turns read so far, by number - 1 (the latest page first)
+    const marks = new Map(); // their marks (compactions, clears), by turn number
     const conv = el("div", { class: "conv", id: "conv", "aria-live": "polite" });
     const before = el("div", { class: "turn-items" }); // what happened before the first turn
+    const earlier = el("div", { class: "earlier" }); // asks for the turns before those read
     const turnNodes = []; // one container per turn
     const tail = el("div", { class: "turn-items" }); // the session's own error
-    conv.append(before, tail);
+    conv.append(before, earlier, tail);
+    const loaded = () => turns.filter(Boolean);
     const pendingBox = el("div", { class: "pending", id: "pending" });
     const tree = el("div", { class: "tree", id: "tree" });
     const detail = el("div", { class: "detail", id: "step-detail" });
@@ -781,10 +784,10 @@
       const items = [];
       if (turn.input !== null && turn.input !== undefined) items.push(userItem(turn.input, turn.by));
       const steered = turn.steered || [];
-      const marks = ((view && view.marks) || []).filter((m) => m.turn === turn.number);
+      const own = marks.get(turn.number) || [];
       turn.steps.forEach((step, n) => {
         for (const s of steered) if (s.atStep === n) items.push(userItem(s.text, s.by));
-        for (const m of marks) if (m.atStep === n) items.push(markItem(m));
+        for (const m of own) if (m.atStep === n) items.push(markItem(m));
         if (step.reasoning) items.push(reasoningItem(turn, step, opened.has(turn.id + ":" + step.index)));
         if (step.text) items.push(assistantItem(turn, step));
         for (const a of step.actions || []) items.push(...toolItems(a, opened.has(a.callId)));
@@ -794,18 +797,24 @@
       const canceller = who(turn.cancelledBy) ? " by " + who(turn.cancelledBy) : "";
       if (turn.status === "cancelled") items.push(el("div", { class: "msg divider", text: "turn cancelled" + canceller }));
       if (turn.status === "failed") items.push(el("div", { class: "msg error", text: "turn failed: " + errorText(turn.error) }));
-      for (const m of marks) if (m.atStep === null || m.atStep === undefined || m.atStep >= turn.steps.length) items.push(markItem(m));
+      for (const m of own) if (m.atStep === null || m.atStep === undefined || m.atStep >= turn.steps.length) items.push(markItem(m));
       return items;
     }
 
     function renderConversation() {
       const opened = new Set([...conv.querySelectorAll("details.msg.tool[open]")].map((d) => d.dataset.call)
         .concat([...conv.querySelectorAll("details.msg.reasoning[open]")].map((d) => d.dataset.key)));
-      before.replaceChildren(...((view && view.marks) || []).filter((m) => m.turn === 0).map(markItem));
+      before.replaceChildren(...(marks.get(0) || []).map(markItem));
+      const first = turns.findIndex(Boolean);
+      earlier.replaceChildren(...(first > 0 ? [el("button", { type: "button", class: "more", id: "earlier",
+        onclick: readEarlier, text: "show earlier turns (" + first + " more)" })] : []));
       for (let i = changedFrom; i < turns.length; i++) {
+        if (!turns[i]) continue;
         if (!turnNodes[i]) {
           turnNodes[i] = el("div", { class: "turn-items", "data-turn": i + 1 });
-          conv.insertBefore(turnNodes[i], tail);
+          let next = i + 1;
+          while (next < turnNodes.length && !turnNodes[next]) next++;
+          conv.insertBefore(turnNodes[i], turnNodes[next] || tail);
         }
         turnNodes[i].replaceChildren(...turnItems(turns[i], opened));
       }
@@ -828,9 +837,7 @@
           const from = Math.max(1, turns.length);
           const got = await api("GET", `/session/${encodeURIComponent(sid)}?fromTurn=${from}`);
           if (stopped) return;
-          view = got;
-          changedFrom = Math.min(changedFrom, from - 1);
-          for (const turn of got.turns) turns[turn.number - 1] = turn;
+          take(got);
           schedule();
         }
       } catch (err) {
@@ -839,6 +846,33 @@
         reading = false;
       }
       return view;
+    }
+
+    /** Keeps a page of the view: its head, its turns and their marks. */
+    function take(got) {
+      view = got;
+      const from = got.turnsFrom || 1;
+      changedFrom = Math.min(changedFrom, from - 1);
+      for (const turn of got.turns) turns[turn.number - 1] = turn;
+      const last = from + got.turns.length - 1;
+      for (let n = from > 1 ? from : 0; n <= last; n++) marks.delete(n);
+      for (const m of got.marks || []) marks.set(m.turn, [...(marks.get(m.turn) || []), m]);
+    }
+
+    /** Reads the page of turns before the first one read (the server says which). */
+    async function readEarlier() {
+      const first = turns.findIndex(Boolean);
+      if (first <= 0) return;
+      const from = Math.max(1, first - 20);
+      try {
+        const got = await api("GET", `/session/${encodeURIComponent(sid)}?fromTurn=${from}&turns=${first + 1 - from}`);
+        if (stopped) return;
+        const head = view;
+        take(got);
+        view = head; // the page's head is older than the latest read's
+        changedFrom = from - 1;
+        schedule();
+      } catch (err) { toast(err.message, true); }
     }
 
     // Rendering Markdown, the tree and the pending requests once per frame, not per read.
@@ -914,7 +948,7 @@
     }
 
     function renderTree() {
-      tree.replaceChildren(...turns.map((turn) => el("div", { class: "turn" },
+      tree.replaceChildren(...loaded().map((turn) => el("div", { class: "turn" },
         el("div", { class: "turn-head" }, el("strong", { text: "turn " + turn.number }), " ", badge(turn.status),
           turn.input ? el("span", { class: "muted", text: " “" + oneLine(turn.input, 60) + "”" }) : null),
         turn.error ? el("div", { class: "error", text: errorText(turn.error) }) : null,
@@ -937,7 +971,7 @@
     /** The checkpoint before `step` in the session's order (maybe an earlier turn's last). */
     function previous(step) {
       let last = null;
-      for (const turn of turns) {
+      for (const turn of loaded()) {
         for (const s of turn.steps) {
           if (s === step) return last;
           last = { turn, step: s };
@@ -949,7 +983,7 @@
     function renderDetail() {
       if (!selected) { detail.replaceChildren(); return; }
       const [t, s] = selected.split(".");
-      const turn = turns.find((x) => String(x.number) === t);
+      const turn = loaded().find((x) => String(x.number) === t);
       const step = turn && turn.steps.find((x) => String(x.index) === s);
       if (!step) { detail.replaceChildren(el("p", { class: "muted", text: "no step " + selected + " (yet)" })); return; }
       const last = previous(step);
@@ -970,8 +1004,7 @@
     // The view first, then its stream from the events it had: each new event reads it again.
     api("GET", `/session/${encodeURIComponent(sid)}`).then((got) => {
       if (stopped) return;
-      view = got;
-      got.turns.forEach((turn, i) => { turns[i] = turn; });
+      take(got);
       schedule();
       follow = new Follow(sid, () => read(), onState, got.events || 0);
     }).catch((err) => {

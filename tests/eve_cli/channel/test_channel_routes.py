@@ -253,3 +253,50 @@ def test_ended_task_session_rejects_deliveries_and_its_stream_ends(server: Serve
     replayed = httpx.get(f"{server.url}{API}/session/{sid}/stream", timeout=WAIT)
     lines = [line for line in replayed.text.splitlines() if line.strip()]
     assert len(lines) == len(events)
+
+
+def test_a_session_is_read_a_page_of_turns_at_a_time(
+    serve: Callable[..., ServerThread], tmp_path: Path
+) -> None:
+    """GET /session/{id}: the latest 20 turns, their count and the query for the page before;
+    ?fromTurn and ?turns ask for any page (RemoteRuntime.session the same)."""
+    import asyncio
+
+    from eve_cli.channel.client import RemoteRuntime
+    from eve_cli.runtime import Runtime
+
+    script = write_script(tmp_path / "script.json", [reply(f"r{n}") for n in range(23)])
+    agent = write_agent(tmp_path / "agent", script)
+    rt = Runtime(data_dir=Path(os.environ["EVE_DATA_DIR"]), agent_dir=agent)
+
+    async def build() -> str:
+        sid = await rt.create_session()
+        for n in range(23):
+            await rt.deliver(sid, f"m{n}")
+            await rt.drive(sid, view=False)
+        return sid
+
+    sid = asyncio.run(build())
+    rt.close()
+    server = serve(agent)
+    latest = get(server, f"/session/{sid}").json()
+    shape = (latest["turnCount"], latest["turnsFrom"], latest["earlier"])
+    assert shape == (23, 4, "?fromTurn=1&turns=3")
+    assert [t["input"] for t in latest["turns"]] == [f"m{n}" for n in range(3, 23)]
+    assert latest["turns"][-1]["steps"][0]["text"] == "r22"
+    earlier = get(server, f"/session/{sid}{latest['earlier']}").json()
+    assert [t["number"] for t in earlier["turns"]] == [1, 2, 3] and earlier["earlier"] is None
+    assert earlier["turns"][0]["steps"][0]["text"] == "r0"
+    last = get(server, f"/session/{sid}?fromTurn=22").json()["turns"]
+    assert [t["number"] for t in last] == [22, 23]
+    assert len(get(server, f"/session/{sid}?turns=all").json()["turns"]) == 23
+    assert get(server, f"/session/{sid}?turns=0").json()["turns"] == []
+    for bad in ("fromTurn=0", "fromTurn=x", "turns=-1", "turns=some"):
+        assert_error(get(server, f"/session/{sid}?{bad}"), 400)
+    remote = RemoteRuntime(server.url)
+    try:
+        assert remote.session(sid)["turns"] == latest["turns"]
+        assert len(remote.session(sid, None)["turns"]) == 23
+        assert [t["number"] for t in remote.session(sid, 2, 5)["turns"]] == [5, 6]
+    finally:
+        remote.close()

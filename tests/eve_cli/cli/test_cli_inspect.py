@@ -186,3 +186,21 @@ def test_listing_runs_no_agent_code_and_a_broken_agent_stops_no_reading(eve: Eve
     assert shown.exit_code == 0, shown.output
     assert Path("agent-ran").exists()
     assert json.loads(shown.stdout)["model"] == "demo"
+
+
+def test_a_long_session_shows_its_latest_turns_and_all_with_a_flag(eve: Eve) -> None:
+    """`eve inspect SID` shows the latest 20 turns and how many came before; --all every one."""
+    sid = new_session(eve, "".join(f"hello {n}\n" for n in range(23)))
+    tree = eve("inspect", sid)
+    assert tree.exit_code == 0, tree.output
+    assert "3 earlier turn(s) not shown" in tree.stdout
+    assert f"eve inspect {sid} --all" in tree.stdout
+    assert "turn 4 " in tree.stdout and "turn 3 " not in tree.stdout and "turn 23 " in tree.stdout
+    shown = json.loads(eve("inspect", sid, "--json").stdout)
+    assert (shown["turnCount"], shown["turnsFrom"], len(shown["turns"])) == (23, 4, 20)
+    assert [t["number"] for t in shown["turns"]] == list(range(4, 24))
+    every = json.loads(eve("inspect", sid, "--json", "--all").stdout)
+    assert (every["turnCount"], every["turnsFrom"], len(every["turns"])) == (23, 1, 23)
+    assert every["turns"][0]["message"] == "hello 0" and every["steps"] == shown["steps"]
+    assert "not shown" not in eve("inspect", sid, "--all").stdout
+    assert eve("inspect", sid, "--step", "1.0").exit_code == 0  # an early checkpoint still

@@ -40,9 +40,10 @@ def _files(data: Path) -> dict[str, bytes]:
 
 
 # Fields the JSON gained since: usage totals (issue 34); the session view's and its listing
-# row's (issue 33: the one fold).
+# row's (issue 33: the one fold; a page of its turns).
 ADDED = frozenset(
     {"first", "reply", "usage", "marks", "modelMs", "steered", "answer", "answeredIn", "endedIn"}
+    | {"turnsFrom"}
 )
 
 
