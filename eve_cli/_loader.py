@@ -107,7 +107,15 @@ def load_agent(agent_dir: Path | str | None = None) -> AgentDefinition:
     return _load(directory, name=None, is_subagent=False)
 
 
-def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefinition:
+def agent_model(directory: Path) -> str:
+    """The model the agent folder ``directory`` runs on (its ``define_agent(model=)``, else
+    the default), read from its ``agent.py`` alone: its tools, sub-agents and MCP servers
+    are not loaded (what a read-only command shows needs no more)."""
+    return _config(directory).model or DEFAULT_MODEL
+
+
+def _config(directory: Path) -> AgentConfig:
+    """The `AgentConfig` an agent folder's ``agent.py`` defines (none: the default one)."""
     agent_py = directory / "agent.py"
     if not directory.is_dir():
         raise AgentLoadError(f"{directory}: agent folder not found")
@@ -126,6 +134,12 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
                 )
             found = candidates[0]
         config = found
+    return config
+
+
+def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefinition:
+    config = _config(directory)
+    agent_py = directory / "agent.py"
     where = f"{config.source_file or agent_py}:{config.source_line or 1}"
     prices = _model_parts(config, directory, where)
     instructions = config.instructions

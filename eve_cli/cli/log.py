@@ -43,7 +43,7 @@ def log(
             if not rows:
                 raise CliError(f"no session in {where}; start one with: eve chat")
             session = str(rows[0]["id"])  # most recently active first
-        reader.session(session)  # an unknown id is one clear line
+        reader.session(session, 0)  # an unknown id is one clear line (no turns read)
         events = reader.events(session)
         found = entries(events)
         totals, by_turn = usage_totals(events)

@@ -15,6 +15,7 @@ from eve_cli._loader import (
     DEFAULT_AGENT_DIR,
     AgentDefinition,
     AgentLoadError,
+    agent_model,
     check_model_string,
     resolve_agent_dir,
 )
@@ -113,6 +114,17 @@ class Core:
             except AgentLoadError:
                 self._agent = self.executor.agent_for(str(DEFAULT_AGENT_DIR))
         return self._agent
+
+    @property
+    def agent_model(self) -> str:
+        """The model of :attr:`agent`, from its folder's ``agent.py`` alone when it is not
+        loaded yet (a reader's view names it; its tools need not be imported)."""
+        if self._agent is not None:
+            return self._agent.model
+        try:
+            return agent_model(self.executor.folder_of(self.stored_dir(self.agent_dir)))
+        except AgentLoadError:
+            return self.agent.model  # as a load of it says (the built-in agent's, broken)
 
     @staticmethod
     def stored_dir(directory: Path) -> str | None:

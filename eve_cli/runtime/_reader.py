@@ -76,7 +76,7 @@ class Reader:
             self.core.meta(sid)
         view["agent"] = view["agent"] or meta.get("agent")
         view["mode"] = view["mode"] or meta.get("mode")
-        view["model"] = meta.get("model") or self.core.agent.model
+        view["model"] = meta.get("model") or self.core.agent_model
         view["agentDir"] = meta.get("agentDir")
         return view
 

@@ -204,3 +204,19 @@ def test_a_long_session_shows_its_latest_turns_and_all_with_a_flag(eve: Eve) -> 
     assert every["turns"][0]["message"] == "hello 0" and every["steps"] == shown["steps"]
     assert "not shown" not in eve("inspect", sid, "--all").stdout
     assert eve("inspect", sid, "--step", "1.0").exit_code == 0  # an early checkpoint still
+
+
+def test_reading_a_session_imports_no_tool_of_the_agent(eve: Eve) -> None:
+    """`eve inspect SID` and `eve log SID` name the agent's model from its agent.py alone:
+    its tools are not imported (a read-only command pays for no agent code beyond that)."""
+    sid = new_session(eve, "hello\n")
+    Path("agent/tools").mkdir(parents=True)
+    Path("agent/agent.py").write_text(
+        "from eve_cli import define_agent\n\nagent = define_agent(model='demo', name='default')\n"
+    )
+    Path("agent/tools/mark.py").write_text("from pathlib import Path\n\nPath('tool-ran').touch()\n")
+    shown = eve("inspect", sid, "--json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["model"] == "demo"
+    assert eve("log", sid).exit_code == 0
+    assert not Path("tool-ran").exists()
