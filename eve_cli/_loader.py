@@ -29,7 +29,7 @@ from eve_cli._tools import (
     sleep_tool,
 )
 from eve_cli.mcp import PREFIX as MCP_PREFIX
-from eve_cli.mcp import McpConfigError, ServerSpec, load_servers
+from eve_cli.mcp import McpConfigError, ServerSpec, load_servers, sdk_missing
 from eve_cli.models import ModelSettings, Price, PriceTableError, load_prices, settings_problem
 
 DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
@@ -156,6 +156,8 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
         servers = load_servers(directory, config.mcp_servers, where)
     except McpConfigError as exc:
         raise AgentLoadError(str(exc)) from None
+    if servers and (missing := sdk_missing()) is not None:
+        raise AgentLoadError(f"{where}: the agent has MCP servers: {missing}")
     if config.sleep:
         if SLEEP in tools:
             raise AgentLoadError(

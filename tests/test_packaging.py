@@ -55,13 +55,20 @@ def _works(eve: Path, home: Path) -> None:
         "eve: error: a PostgreSQL world needs psycopg, which is not installed: "
         "pip install 'eve-durable[postgres]'"
     ]
+    no_mcp = subprocess.run([eve, "mcp"], cwd=home, capture_output=True, text=True, timeout=60)
+    assert no_mcp.returncode == 1
+    assert no_mcp.stderr.strip().splitlines() == [
+        "eve: error: MCP needs the mcp package, which is not installed: "
+        "pip install 'eve-durable[mcp]'"
+    ]
 
 
 def test_the_distribution_has_a_name_of_its_own_and_one_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "eve-durable"
     assert "version" in project["dynamic"] and "version" not in project
-    assert set(project["optional-dependencies"]) >= {"postgres", "otel"}
+    assert set(project["optional-dependencies"]) >= {"postgres", "otel", "mcp"}
+    assert not [d for d in project["dependencies"] if d.startswith("mcp")]
 
 
 @pytest.mark.timeout(900)  # two fresh environments, each installing every dependency

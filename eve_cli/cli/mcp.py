@@ -43,7 +43,10 @@ def command(
     import asyncio
 
     from eve_cli.cli._runtime import runtime_at
+    from eve_cli.mcp import sdk_missing
 
+    if (missing := sdk_missing()) is not None:
+        raise CliError(missing)
     where = choose_world(data, world, create=True)
     try:
         runtime = runtime_at(where, agent_dir=agent, model=model)

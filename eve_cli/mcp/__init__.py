@@ -17,6 +17,7 @@ imports from ``eve_cli.cli``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -52,7 +53,14 @@ _WHERE = {
     "turn_tools": "_tool",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = sorted([*_WHERE, "sdk_missing"])
+
+
+def sdk_missing() -> str | None:
+    """Why MCP cannot be used here, in one line: the SDK is an extra (None: it is installed)."""
+    if all(importlib.util.find_spec(name) is not None for name in ("mcp", "mcp_types")):
+        return None
+    return "MCP needs the mcp package, which is not installed: pip install 'eve-durable[mcp]'"
 
 
 def __getattr__(name: str) -> object:

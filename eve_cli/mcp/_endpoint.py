@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
 
+from eve_cli.mcp import sdk_missing
+
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -33,6 +35,12 @@ class McpEndpoint:
         self._task: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._app is None and (missing := sdk_missing()) is not None:
+            from starlette.responses import JSONResponse
+
+            error = {"error": {"code": "not_implemented", "message": missing}}
+            await JSONResponse(error, 501)(scope, receive, send)
+            return
         if self._app is None:
             await self._start()
         assert self._app is not None
