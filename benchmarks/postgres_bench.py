@@ -65,8 +65,8 @@ def schema() -> Iterator[tuple[str, str]]:
 def _stored(conn: Any, name: str) -> int:
     """Bytes of the journal records and stream items stored in schema `name`."""
     row = conn.execute(
-        f'SELECT (SELECT coalesce(sum(octet_length(frame)), 0) FROM "{name}".records)'
-        f' + (SELECT coalesce(sum(octet_length(frame)), 0) FROM "{name}".stream_items)'
+        f'SELECT (SELECT coalesce(sum(octet_length(body)), 0) FROM "{name}".records)'
+        f' + (SELECT coalesce(sum(octet_length(item)), 0) FROM "{name}".stream_items)'
     ).fetchone()
     return int(row[0]) if row else 0
 

@@ -18,19 +18,15 @@ import pytest
 from tests.pg_support import fresh_schema, require_server, with_params
 from world import (
     Engine,
-    MigratingRecord,
-    MigrationStep,
     OwnershipError,
     StorageError,
     WorkflowContext,
     WorldError,
     _codec,
-    register_migration_step,
 )
-from world import _migrations as _migrate
 from world.stores.local.layout import FORMAT_VERSION
 from world.stores.postgres import threads as postgres
-from world.stores.postgres.schema import VERSION, store_format
+from world.stores.postgres.schema import STORE_FORMAT, VERSION
 from world.stores.postgres.sql import _array, _ByteaArray, _configure, _int8_array, _TextArray
 from world.stores.postgres.threads import BATCH_WAIT
 from world.stores.postgres.urls import redact_url as redact
@@ -89,7 +85,7 @@ def test_workers_starting_together_migrate_once(url: str) -> None:
         w.close()
     assert errors == [] and len(worlds) == 4
     rows = _sql(f'SELECT version FROM "{_schema(url)}".schema_version ORDER BY version')
-    assert rows == [(v,) for v in range(1, VERSION + 1)]
+    assert rows == [(VERSION,)]
 
 
 def test_a_reader_creates_nothing_and_sees_an_empty_world() -> None:
@@ -420,7 +416,7 @@ def test_a_stream_digest_reads_only_what_came_since_the_last_one(url: str) -> No
         assert world.stream_digest(name, 300) == first
         assert other.stream_digest(name, 310) == world.stream_digest(name, 310)
         assert read == [10]  # (the 300 were known)
-        _sql(f"UPDATE {s}.stream_items SET frame = frame || '\\x00'::bytea "
+        _sql(f"UPDATE {s}.stream_items SET item = item || '\\x00'::bytea "
              "WHERE name = %s AND idx = 3", name)  # fmt: skip
         changed = world.stream_digest(name, 300)
         assert changed != first and changed == other.stream_digest(name, 300)
@@ -506,24 +502,6 @@ def test_the_sweep_reads_only_the_families_with_work(url: str) -> None:
         other.close()
 
 
-def test_an_older_world_s_families_are_filled_in_for_the_sweep(url: str) -> None:
-    world = PostgresWorld(url)
-    engine = Engine(world, {"waits": _waits})
-    parked = asyncio.run(engine.start("waits", "hook"))
-    asyncio.run(engine.run(parked))
-    fresh = asyncio.run(engine.start("waits", "hook"))
-    world.close()
-    s = f'"{_schema(url)}"'  # back to how version 2 left it
-    _sql(f"ALTER TABLE {s}.families DROP COLUMN due, DROP COLUMN hook_mark")
-    _sql(f"DROP TABLE {s}.quarantine")
-    _sql(f"DELETE FROM {s}.schema_version WHERE version >= 3")
-    again = PostgresWorld(url)
-    try:
-        assert _swept(again) == {fresh}
-    finally:
-        again.close()
-
-
 def test_a_run_goes_on_when_its_connections_are_cut_between_steps(url: str) -> None:
     tag = f"eve-cut-{_schema(url)}"
     world = PostgresWorld(with_params(url, application_name=tag))
@@ -577,12 +555,12 @@ def test_a_repair_leaves_a_family_a_live_worker_drives_alone(url: str) -> None:
     try:
         rid = asyncio.run(Engine(world, {"steps": _steps}).start("steps", 1))
         s = f'"{_schema(url)}"'
-        _sql(f"UPDATE {s}.records SET frame = '\\x00' WHERE root = %s AND pos = 1", rid)
+        _sql(f"UPDATE {s}.records SET body = '\\x00' WHERE root = %s AND pos = 1", rid)
         assert [f.state for f in doctor.verify() if f.kind == "journal"] == ["corrupt"]
         with world.acquire(rid):
             [busy] = doctor.repair()
             assert (busy.path, busy.state) == (f"{rid}/journal", "busy")
-            assert _sql(f"SELECT frame FROM {s}.records WHERE root = %s AND pos = 1", rid) == [
+            assert _sql(f"SELECT body FROM {s}.records WHERE root = %s AND pos = 1", rid) == [
                 (b"\x00",)
             ]
         [done] = doctor.repair()
@@ -591,6 +569,30 @@ def test_a_repair_leaves_a_family_a_live_worker_drives_alone(url: str) -> None:
     finally:
         world.close()
         doctor.close()
+
+
+def test_a_record_s_columns_say_what_its_body_does_and_doctor_sets_them_back(url: str) -> None:
+    world = PostgresWorld(url)
+    s = f'"{_schema(url)}"'
+    columns = f"SELECT pos, run, gen, kind FROM {s}.records WHERE root = %s ORDER BY pos"
+    try:
+        engine = Engine(world, {"steps": _steps})
+        rid = asyncio.run(engine.start("steps", 2))
+        asyncio.run(engine.run(rid))
+        rows = _sql(columns, rid)
+        assert [(run, gen, kind) for _, run, gen, kind in rows][:3] == [
+            (rid, 0, "start"), (rid, 0, "step"), (rid, 0, "step")
+        ]  # fmt: skip
+        assert [kind for *_, kind in rows] == [r["t"] for _, r in engine.journal(rid)]
+        _sql(f"UPDATE {s}.records SET kind = 'done', gen = 7 WHERE root = %s AND pos = 2", rid)
+        [journal] = [f for f in world.verify() if f.kind == "journal"]
+        assert (journal.state, journal.offset) == ("corrupt", 2) and "disagrees" in journal.detail
+        [done] = world.repair()
+        assert done.state == "repaired" and "set from their bodies" in done.detail
+        assert _sql(columns, rid) == rows
+        assert [f.state for f in world.verify() if f.state != "ok"] == []
+    finally:
+        world.close()
 
 
 def test_hook_lookups_of_a_leased_family_make_no_round_trip(
@@ -621,50 +623,8 @@ def test_hook_lookups_of_a_leased_family_make_no_round_trip(
         other.close()
 
 
-async def _old_payloads(ctx: WorkflowContext, n: int) -> Any:
-    await ctx.step("kept", lambda: {"form": "old", "n": n})
-    return {"form": "old"}
-
-
-def test_store_format_2_runs_the_registered_steps_once_over_an_older_schema(url: str) -> None:
-    """Schema migration 5 is store format 2: what a user of the world registered for it runs
-    over every record once; a record it changed is stored again at its position, and the
-    head's copy of a run's result with it."""
-    world = PostgresWorld(url)
-    engine = Engine(world, {"old": _old_payloads})
-    rid = asyncio.run(engine.start("old", 7))
-    asyncio.run(engine.run(rid))
-    positions = [pos for pos, _ in engine.journal(rid)]
-    world.close()
-    _sql(f'DELETE FROM "{_schema(url)}".schema_version WHERE version >= 5')  # as before it
-    calls: list[str] = []
-
-    def newer(rec: MigratingRecord) -> None:
-        calls.append(rec.record["t"])
-        for key in ("ok", "result"):
-            value = rec.record.get(key)
-            if isinstance(value, dict) and value.get("form") == "old":
-                rec.record[key] = {**value, "form": "new"}
-
-    register_migration_step(MigrationStep(2, "test.newer", newer))
-    try:
-        again = PostgresWorld(url)
-        PostgresWorld(url).close()  # at schema version 5 already: not run again
-    finally:
-        _migrate._STEPS.pop("test.newer")
-    try:
-        migrated = Engine(again, {"old": _old_payloads})
-        journal = migrated.journal(rid)
-        assert [pos for pos, _ in journal] == positions and calls.count("done") == 1
-        [step] = [rec for _, rec in journal if rec["t"] == "step"]
-        assert step["ok"] == {"form": "new", "n": 7}
-        assert migrated.info(rid).result == {"form": "new"}  # the head's copy too
-    finally:
-        again.close()
-
-
 def test_the_schema_s_store_format_is_the_data_directory_s() -> None:
-    assert store_format(VERSION) == FORMAT_VERSION and store_format(4) == 1
+    assert STORE_FORMAT == FORMAT_VERSION
 
 
 def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(

@@ -95,14 +95,18 @@ def test_gc_and_doctor_work_on_the_database(eve: Eve, url: str) -> None:
 
 
 def _damage(url: str, sid: str) -> str:
-    """Flip a byte of the session's second journal record and of its second event, make its
-    head unreadable, leave a hook claim of a family that is gone; the schema's quoted name."""
+    """Make the session's second journal record and its second event bytes that are no
+    msgpack (a byte no encoding begins with, before them), make its head unreadable, leave a
+    hook claim of a family that is gone; the schema's quoted name."""
     s = '"' + url.rsplit("schema=", 1)[1].split("&")[0] + '"'
-    flip = "set_byte(frame, length(frame) - 1, get_byte(frame, length(frame) - 1) # 1)"
     with psycopg.connect(require_server(), autocommit=True) as conn:
-        conn.execute(f"UPDATE {s}.records SET frame = {flip} WHERE root = %s AND pos = 2", [sid])
         conn.execute(
-            f"UPDATE {s}.stream_items SET frame = {flip} WHERE name = %s AND idx = 1",
+            f"UPDATE {s}.records SET body = '\\xc1'::bytea || body WHERE root = %s AND pos = 2",
+            [sid],
+        )
+        conn.execute(
+            f"UPDATE {s}.stream_items SET item = '\\xc1'::bytea || item "
+            "WHERE name = %s AND idx = 1",
             [f"events.{sid}"],
         )
         conn.execute(f"UPDATE {s}.heads SET head = '\\x00ff' WHERE root = %s", [sid])
@@ -130,8 +134,8 @@ def test_doctor_finds_and_repairs_damage_in_the_database(eve: Eve, url: str) -> 
         damaged = {
             row[0]: bytes(row[1])
             for row in conn.execute(
-                f"SELECT 'r', frame FROM {s}.records WHERE root = %s AND pos = 2 UNION ALL "
-                f"SELECT 'e', frame FROM {s}.stream_items WHERE name = %s AND idx = 1",
+                f"SELECT 'r', body FROM {s}.records WHERE root = %s AND pos = 2 UNION ALL "
+                f"SELECT 'e', item FROM {s}.stream_items WHERE name = %s AND idx = 1",
                 [sid, f"events.{sid}"],
             )
         }

@@ -18,8 +18,8 @@ and the family's drive stops: a resume reloads it), so nothing is ever appended 
 After a connection broke, and when a new connection finds another server (its start time or
 system identifier changed: it restarted, or a standby took over), every owner reads its
 journal end and stream lengths again before its next batch, and stops (its family reloaded)
-if the database kept less than it had written. Records arrive as bodies and are stored framed
-(`_journal.frame_body`), as the other worlds store them.
+if the database kept less than it had written. Records arrive as bodies and are stored as
+they are, with their run, generation and kind beside them (`rows.record_row`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import psycopg_pool
 
-from ... import _faults, _journal
+from ... import _faults
 from ..._errors import (
     OwnershipError,
     RunNotFoundError,
@@ -45,12 +45,14 @@ from ..._errors import (
 from ..._store import RECORD, Order
 from ..._world import Lease
 from .connection import Connected
+from .rows import record_row
 from .sql import (
     _LOOP_FORMATS,
     _LOOP_NAME,
     _LOOP_TYPES,
     _array,
     _ByteaArray,
+    _int4_array,
     _int8_array,
     _TextArray,
 )
@@ -62,13 +64,31 @@ if TYPE_CHECKING:
 LOOP_GETCONN = 0.002  # seconds the loop may wait for a connection the pool said was idle
 
 
+# A record to be written: its body, run, generation and kind (`rows.record_row`).
+Row = tuple[bytes, str | None, int | None, str | None]
+
+
 @dataclass(slots=True)
 class _Batch:
     """An owner's pending records and stream items, taken from its lease to be written."""
 
     first: int  # the position of its first record
-    frames: list[bytes]
-    items: list[tuple[str, int, bytes]]  # (stream, index, frame)
+    records: list[Row]
+    items: list[tuple[str, int, bytes]]  # (stream, index, item)
+
+    def arrays(self) -> list[bytes]:
+        """The batch's arrays as `write_batch` takes them (binary): bodies, runs,
+        generations, kinds, stream names, indexes, items."""
+        records, items = self.records, self.items
+        return [
+            _array(_ByteaArray, [r[0] for r in records]),
+            _array(_TextArray, [None if r[1] is None else r[1].encode() for r in records]),
+            _int4_array([r[2] for r in records]),
+            _array(_TextArray, [None if r[3] is None else r[3].encode() for r in records]),
+            _array(_TextArray, [i[0].encode() for i in items]),
+            _int8_array([i[1] for i in items]),
+            _array(_ByteaArray, [i[2] for i in items]),
+        ]
 
 
 class _PgLease(Lease):
@@ -82,8 +102,10 @@ class _PgLease(Lease):
         self.lengths: dict[str, int] = {}
         self.pending: list[tuple[str, int, bytes]] = []
         # The owner's records not written yet (their positions given out: they end at
-        # `next_pos`).
-        self.records: list[bytes] = []
+        # `next_pos`), and the generation of each run of the family as far as it knows
+        # (from the records it loaded and appended: a record's `gen` column).
+        self.records: list[Row] = []
+        self.gens: dict[str, int] = {}
         self.last_mark = 0  # the world's stream mark after this family's latest append
         self.flushing = threading.Lock()
         self.since: float | None = None  # when the batch got its first entry (monotonic)
@@ -135,15 +157,15 @@ class Batching(Connected):
         # before the next effect (`before_effect`), before anything a reader could see, and
         # by `BATCH_WAIT` at the latest (the flusher): one transaction for a step's records and
         # the items around them, committed synchronously (a lazy record too: see the module).
-        frames = [_journal.frame_body(body) for body in bodies]
         lease = self._held(root)
+        rows = [(body, *record_row(root, body, lease.gens)) for body in bodies]
         if order.streams is not None:
             self._flush_others(lease, order.streams)
         fault = self._write_fault()  # (what was appended before it is written first)
         with self._lock:
             first = lease.next_pos
-            lease.records += frames
-            lease.next_pos += len(frames)
+            lease.records += rows
+            lease.next_pos += len(rows)
             first_entry = lease.since is None
             if first_entry:
                 lease.since = time.monotonic()
@@ -152,7 +174,7 @@ class Batching(Connected):
             self._after_write(fault)
         elif first_entry:
             self._flusher_now().soon()
-        return list(range(first, first + len(frames)))
+        return list(range(first, first + len(rows)))
 
     def append_waits(self, root: str, order: Order) -> bool:
         # An owner's append only keeps the records for the family's next batch (made inline
@@ -183,29 +205,27 @@ class Batching(Connected):
         """What the lease has pending, taken from it (the caller holds `lease.flushing`)."""
         with self._lock:
             items, lease.pending = lease.pending, []
-            frames, lease.records = lease.records, []
-            first = lease.next_pos - len(frames)
+            records, lease.records = lease.records, []
+            first = lease.next_pos - len(records)
             lease.since = None
             lease.taken += 1
         if lease.failure is not None:
             raise lease.failure
-        if not items and not frames:
+        if not items and not records:
             return None
-        return _Batch(first, frames, items)
+        return _Batch(first, records, items)
 
     def _send_batch(self, lease: _PgLease, batch: _Batch, retried: bool = False) -> None:
         """Write a taken batch (`retried`: a try of it may have committed: look first)."""
-        root, first, frames, items = lease.root, batch.first, batch.frames, batch.items
-        params = {"root": root, "epoch": lease.epoch, "first": first,
-                  "frames": _array(_ByteaArray, frames),
-                  "names": _array(_TextArray, [i[0].encode() for i in items]),
-                  "idx": _int8_array([i[1] for i in items]),
-                  "items": _array(_ByteaArray, [i[2] for i in items]),
-                  "lazy": False, "chan": self._channel,
-                  "key": self._alive_key}  # fmt: skip
+        root, first = lease.root, batch.first
+        arrays = dict(zip(("bodies", "runs", "gens", "kinds", "names", "idx", "items"),
+                          batch.arrays(), strict=True))  # fmt: skip
+        params = {"root": root, "epoch": lease.epoch, "first": first, **arrays,
+                  "chan": self._channel, "key": self._alive_key}  # fmt: skip
+        bodies = [r[0] for r in batch.records]
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
-            if (attempt or retried) and self._batch_stored(conn, root, first, frames, items):
+            if (attempt or retried) and self._batch_stored(conn, root, first, bodies, batch.items):
                 return  # the first try committed; its answer was lost
             if lease.recheck:
                 self._recheck(conn, lease, batch)
@@ -267,14 +287,14 @@ class Batching(Connected):
         conn: psycopg.Connection[Any],
         root: str,
         first: int,
-        frames: list[bytes],
+        bodies: list[bytes],
         items: list[tuple[str, int, bytes]],
     ) -> bool:
-        if frames:
-            return self._stored(conn, root, first, frames)
-        name, idx, frame = items[0]
+        if bodies:
+            return self._stored(conn, root, first, bodies)
+        name, idx, item = items[0]
         row = conn.execute(self._sql["stream_item"], {"name": name, "idx": idx}).fetchone()
-        return row is not None and bytes(row[0]) == frame
+        return row is not None and row[0] is not None and bytes(row[0]) == item
 
     def _flush(self, lease: _PgLease) -> None:
         """Write the family's pending records and stream items now, after the records other
@@ -425,12 +445,7 @@ class Batching(Connected):
         cancellation waits for the answer first: the lease's positions must be known
         written or not before its `flushing` is released."""
         params = [lease.root.encode(), b"%d" % lease.epoch, b"%d" % batch.first,
-                  _array(_ByteaArray, batch.frames),
-                  _array(_TextArray, [i[0].encode() for i in batch.items]),
-                  _int8_array([i[1] for i in batch.items]),
-                  _array(_ByteaArray, [i[2] for i in batch.items]),
-                  b"f", self._channel.encode(),
-                  b"%d" % self._alive_key]  # fmt: skip
+                  *batch.arrays(), self._channel.encode(), b"%d" % self._alive_key]  # fmt: skip
         pgconn, cancelled, code = conn.pgconn, False, None
         ready = conn in self._prepared
         if not ready:  # once a connection: the statement parsed and planned once
@@ -502,12 +517,12 @@ class Batching(Connected):
         )
 
     def _stored(
-        self, conn: psycopg.Connection[Any], root: str, first: int, frames: list[bytes]
+        self, conn: psycopg.Connection[Any], root: str, first: int, bodies: list[bytes]
     ) -> bool:
         rows = conn.execute(
-            self._sql["load_range"], {"root": root, "start": first, "end": first + len(frames)}
+            self._sql["load_range"], {"root": root, "start": first, "end": first + len(bodies)}
         ).fetchall()
-        return [bytes(r[1]) for r in rows] == frames
+        return [bytes(r[1]) for r in rows] == bodies
 
     def _still_held(self, conn: psycopg.Connection[Any], lease: _PgLease) -> tuple[Any, ...]:
         """The family's `(epoch, journal end)`, if `lease` still holds it (else it is lost)."""

@@ -84,7 +84,7 @@ class Connected(Store):
         self._exists = True  # while it migrates: a migration step reads streams through it
         try:
             with psycopg.connect(self._target.conninfo, autocommit=True, connect_timeout=5) as c:
-                self._exists = _pg_schema.migrate(c, self._target.schema, create=create, world=self)
+                self._exists = _pg_schema.migrate(c, self._target.schema, create=create)
                 self._server = _server_of(c)
                 self._offset = clock_offset(c)
         except psycopg.Error as exc:

@@ -33,6 +33,10 @@ class _Int8Array(_Array):
     pass
 
 
+class _Int4Array(_Array):
+    pass
+
+
 class _ArrayDumper(Dumper):
     format = Format.BINARY
 
@@ -52,20 +56,40 @@ class _Int8ArrayDumper(_ArrayDumper):
     oid = 1016  # bigint[]
 
 
+class _Int4ArrayDumper(_ArrayDumper):
+    oid = 1007  # integer[]
+
+
 _ELEMENTS: dict[type[_Array], tuple[int, type[Dumper]]] = {
     _ByteaArray: (17, _ByteaArrayDumper),  # bytea
     _TextArray: (25, _TextArrayDumper),  # text
     _Int8Array: (20, _Int8ArrayDumper),  # bigint
+    _Int4Array: (23, _Int4ArrayDumper),  # integer
 }
 
 
-def _array(kind: type[_Array], values: Sequence[bytes]) -> _Array:
-    """`values` (each an element's binary form) as a `kind` array in binary form."""
+def _array(kind: type[_Array], values: Sequence[bytes | None]) -> _Array:
+    """`values` (each an element's binary form, None a NULL) as a `kind` array in binary
+    form."""
     element = _ELEMENTS[kind][0]
     if not values:
         return kind(struct.pack("!iii", 0, 0, element))
-    head = struct.pack("!iiiii", 1, 0, element, len(values), 1)
-    return kind(head + b"".join([struct.pack("!i", len(v)) + v for v in values]))
+    nulls = None in values
+    head = struct.pack("!iiiii", 1, int(nulls), element, len(values), 1)
+    if not nulls:
+        return kind(
+            head + b"".join([struct.pack("!i", len(v)) + v for v in values if v is not None])
+        )
+    return kind(
+        head + b"".join([_NULL if v is None else struct.pack("!i", len(v)) + v for v in values])
+    )
+
+
+_NULL = struct.pack("!i", -1)
+
+
+def _int4_array(values: Sequence[int | None]) -> _Array:
+    return _array(_Int4Array, [None if v is None else struct.pack("!i", v) for v in values])
 
 
 def _int8_array(values: Sequence[int]) -> _Array:
@@ -111,10 +135,11 @@ def _reason(exc: BaseException) -> str:
 
 
 # `write_batch` as the loop sends it over libpq: the scalars as text, the arrays in binary.
-_LOOP_BATCH = "SELECT {s}.write_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+_LOOP_BATCH = "SELECT {s}.write_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
 _LOOP_NAME = b"eve_write_batch"  # (psycopg names its own `_pg3_<n>`)
-_LOOP_TYPES = [25, 20, 20, 1001, 1009, 1016, 1001, 16, 25, 20]  # text, bigint, ..., bytea[], ...
-_LOOP_FORMATS = [0, 0, 0, 1, 1, 1, 1, 0, 0, 0]
+# text, bigint, bigint, bytea[], text[], integer[], text[], text[], bigint[], bytea[], text, bigint
+_LOOP_TYPES = [25, 20, 20, 1001, 1009, 1007, 1009, 1009, 1016, 1001, 25, 20]
+_LOOP_FORMATS = [0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0]
 
 # Statements, `{s}` the quoted schema. Each is one transaction (autocommit).
 # An owner is alive while its liveness lock is held, and taken for alive for a lease's time
@@ -131,9 +156,10 @@ SQL: dict[str, str] = {
             INSERT INTO {s}.families (root, next_pos, created_by)
             VALUES (%(root)s, %(next)s, %(token)s) ON CONFLICT (root) DO NOTHING RETURNING root
         ), r AS (
-            INSERT INTO {s}.records (root, pos, frame)
-            SELECT f.root, u.i, u.frame
-            FROM f, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)
+            INSERT INTO {s}.records (root, pos, run, gen, kind, body)
+            SELECT f.root, u.i, u.run, u.gen, u.kind, u.body
+            FROM f, unnest(%(bodies)s::bytea[], %(runs)s::text[], %(gens)s::integer[],
+                %(kinds)s::text[]) WITH ORDINALITY AS u(body, run, gen, kind, i)
         )
         SELECT count(*) FROM f""",
     "fork": """
@@ -141,17 +167,18 @@ SQL: dict[str, str] = {
             INSERT INTO {s}.families (root, next_pos, created_by)
             VALUES (%(root)s, %(next)s, %(token)s) ON CONFLICT (root) DO NOTHING RETURNING root
         ), r AS (
-            INSERT INTO {s}.records (root, pos, frame)
-            SELECT f.root, u.i, u.frame
-            FROM f, unnest(%(frames)s::bytea[]) WITH ORDINALITY AS u(frame, i)
+            INSERT INTO {s}.records (root, pos, run, gen, kind, body)
+            SELECT f.root, u.i, u.run, u.gen, u.kind, u.body
+            FROM f, unnest(%(bodies)s::bytea[], %(runs)s::text[], %(gens)s::integer[],
+                %(kinds)s::text[]) WITH ORDINALITY AS u(body, run, gen, kind, i)
         ), st AS (
             INSERT INTO {s}.streams (name, length, root)
             SELECT u.name, u.n, u.root
             FROM f, unnest(%(names)s::text[], %(counts)s::bigint[], %(roots)s::text[])
                 AS u(name, n, root)
         ), si AS (
-            INSERT INTO {s}.stream_items (name, idx, frame)
-            SELECT u.name, i.idx, i.frame
+            INSERT INTO {s}.stream_items (name, idx, item)
+            SELECT u.name, i.idx, i.item
             FROM f, unnest(%(names)s::text[], %(sources)s::text[], %(counts)s::bigint[])
                 AS u(name, source, n)
             JOIN {s}.stream_items i ON i.name = u.source AND i.idx < u.n
@@ -164,9 +191,9 @@ SQL: dict[str, str] = {
     "created_by": "SELECT created_by FROM {s}.families WHERE root = %(root)s",
     "families": 'SELECT root FROM {s}.families ORDER BY root COLLATE "C"',
     "family": "SELECT 1 FROM {s}.families WHERE root = %(root)s",
-    "load": "SELECT pos, frame FROM {s}.records WHERE root = %(root)s AND pos >= %(start)s "
-    "ORDER BY pos",
-    "load_range": "SELECT pos, frame FROM {s}.records WHERE root = %(root)s "
+    "load": "SELECT pos, run, gen, body FROM {s}.records WHERE root = %(root)s "
+    "AND pos >= %(start)s ORDER BY pos",
+    "load_range": "SELECT pos, body FROM {s}.records WHERE root = %(root)s "
     "AND pos >= %(start)s AND pos < %(end)s ORDER BY pos",
     "lease_state": "SELECT epoch, next_pos FROM {s}.families WHERE root = %(root)s",
     "read_head": "SELECT head FROM {s}.heads WHERE root = %(root)s",
@@ -191,21 +218,22 @@ SQL: dict[str, str] = {
                 due = CASE WHEN hook_mark IS NULL THEN due ELSE '-Infinity' END
             WHERE root = %(root)s RETURNING inbox_next - 1 AS id
         ), i AS (
-            INSERT INTO {s}.inbox (root, id, frame, key)
-            SELECT %(root)s, f.id, %(frame)s, %(key)s FROM f RETURNING id
+            INSERT INTO {s}.inbox (root, id, key, token, at, body)
+            SELECT %(root)s, f.id, %(key)s, %(token)s, to_timestamp(%(at)s), %(body)s FROM f
+            RETURNING id
         )
         SELECT id, pg_notify(%(chan)s, %(note)s) FROM i""",
     "delivered": "SELECT id FROM {s}.inbox WHERE root = %(root)s AND key = %(key)s",
     "read_inbox": """
-        SELECT f.inbox_next, i.id, i.frame FROM {s}.families f
+        SELECT f.inbox_next, i.id, i.body FROM {s}.families f
         LEFT JOIN {s}.inbox i ON i.root = f.root AND i.id >= %(start)s
         WHERE f.root = %(root)s ORDER BY i.id""",
     # Like the local world's: only once the consumed deliveries take COMPACT_MIN bytes and no
     # fewer than the ones kept (a short inbox keeps every delivery, for anyone auditing it).
     "compact_inbox": """
         DELETE FROM {s}.inbox WHERE root = %(root)s AND id < %(keep)s AND (
-            SELECT coalesce(sum(octet_length(frame)) FILTER (WHERE id < %(keep)s), 0)
-                >= greatest(%(least)s, coalesce(sum(octet_length(frame))
+            SELECT coalesce(sum(octet_length(body)) FILTER (WHERE id < %(keep)s), 0)
+                >= greatest(%(least)s, coalesce(sum(octet_length(body))
                     FILTER (WHERE id >= %(keep)s), 0))
             FROM {s}.inbox WHERE root = %(root)s)""",
     "inbox_end": "SELECT inbox_next FROM {s}.families WHERE root = %(root)s",
@@ -238,8 +266,8 @@ SQL: dict[str, str] = {
             ON CONFLICT (name) DO UPDATE SET length = {s}.streams.length + 1
             RETURNING length - 1 AS idx
         ), i AS (
-            INSERT INTO {s}.stream_items (name, idx, frame)
-            SELECT %(name)s, s.idx, %(frame)s FROM s RETURNING idx
+            INSERT INTO {s}.stream_items (name, idx, item)
+            SELECT %(name)s, s.idx, %(item)s FROM s RETURNING idx
         )
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
     # An append to a family's stream by a process not owning the family: only while no live
@@ -255,14 +283,14 @@ SQL: dict[str, str] = {
             ON CONFLICT (name) DO UPDATE SET length = {{s}}.streams.length + 1
             RETURNING length - 1 AS idx
         ), i AS (
-            INSERT INTO {{s}}.stream_items (name, idx, frame)
-            SELECT %(name)s, s.idx, %(frame)s FROM s RETURNING idx
+            INSERT INTO {{s}}.stream_items (name, idx, item)
+            SELECT %(name)s, s.idx, %(item)s FROM s RETURNING idx
         )
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
     "write_batch": """
-        SELECT {s}.write_batch(%(root)s, %(epoch)s, %(first)s, %(frames)b, %(names)b,
-            %(idx)b, %(items)b, %(lazy)s, %(chan)s, %(key)s)""",
-    "stream_item": "SELECT frame FROM {s}.stream_items WHERE name = %(name)s AND idx = %(idx)s",
+        SELECT {s}.write_batch(%(root)s, %(epoch)s, %(first)s, %(bodies)b, %(runs)b,
+            %(gens)b, %(kinds)b, %(names)b, %(idx)b, %(items)b, %(chan)s, %(key)s)""",
+    "stream_item": "SELECT item FROM {s}.stream_items WHERE name = %(name)s AND idx = %(idx)s",
     # The share lock of the family row waits for a batch in flight (which then committed
     # before the tail's first read) or makes the next one wait and see the row. The rows of
     # objects no longer alive (their liveness lock is free) go.
@@ -280,9 +308,9 @@ SQL: dict[str, str] = {
         ON CONFLICT DO NOTHING""",
     "tail_off": "DELETE FROM {s}.tails WHERE root = %(root)s AND key = %(key)s",
     "family_lengths": "SELECT name, length FROM {s}.streams WHERE root = %(root)s",
-    "stream_last": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "
+    "stream_last": "SELECT idx, item FROM {s}.stream_items WHERE name = %(name)s "
     "ORDER BY idx DESC LIMIT 8",
-    "stream_read": "SELECT idx, frame FROM {s}.stream_items WHERE name = %(name)s "
+    "stream_read": "SELECT idx, item FROM {s}.stream_items WHERE name = %(name)s "
     "AND idx >= %(start)s AND (%(end)s::bigint IS NULL OR idx < %(end)s) ORDER BY idx",
     "stream_length": "SELECT length FROM {s}.streams WHERE name = %(name)s",
     "stream_made": "SELECT length, made, rewrites FROM {s}.streams WHERE name = %(name)s",
@@ -315,13 +343,13 @@ SQL: dict[str, str] = {
             SELECT name FROM {s}.streams
             WHERE (%(names)s::text[] IS NULL AND root = %(root)s) OR name = ANY(%(names)s::text[])
         ), sizes AS (
-            SELECT coalesce(sum(octet_length(frame)), 0) AS n FROM {s}.records
+            SELECT coalesce(sum(octet_length(body)), 0) AS n FROM {s}.records
                 WHERE root = %(root)s
-            UNION ALL SELECT coalesce(sum(octet_length(frame)), 0) FROM {s}.inbox
+            UNION ALL SELECT coalesce(sum(octet_length(body)), 0) FROM {s}.inbox
                 WHERE root = %(root)s
             UNION ALL SELECT coalesce(sum(octet_length(head)), 0) FROM {s}.heads
                 WHERE root = %(root)s
-            UNION ALL SELECT coalesce(sum(octet_length(i.frame)), 0)
+            UNION ALL SELECT coalesce(sum(octet_length(i.item)), 0)
                 FROM {s}.stream_items i JOIN st ON st.name = i.name
         ), f AS (
             SELECT greatest(f.created, h.updated) AS at FROM {s}.families f

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 
-from ... import _journal
+from ... import _codec
 from ..._errors import (
     CorruptJournalError,
     OwnershipError,
@@ -33,6 +33,7 @@ from .threads import _Listener
 if TYPE_CHECKING:
     from .world import PostgresWorld
 
+_DAMAGED = object()
 # Seconds a live tail waits for a wake-up before it reads again anyway (a notification it
 # cannot get: a batch that began before its registration, of a family created meanwhile).
 TAIL_LOOK = 5.0
@@ -43,18 +44,16 @@ class Streams(Batching):
     """Stream calls and wake-ups (the layer below: `Batching`; above: `PostgresWorld`)."""
 
     @staticmethod
-    def _parse(rows: list[tuple[Any, ...]], what: str) -> list[tuple[int, dict[str, Any]]]:
-        """Each row's `(position, frame)` as `(position, record)`; a damaged frame is
+    def _decoded(pos: int, body: Any, what: str, *, record: bool = True) -> Any:
+        """A stored body's value (a record: a map); one that does not decode is
         `CorruptJournalError` naming its position (nothing here is a torn tail)."""
-        data = b"".join(bytes(row[1]) for row in rows)
-        parsed = _journal.parse(data, 0, what) if data else _journal.ReadResult()
-        if len(parsed.records) == len(rows):
-            return [(row[0], rec) for row, (_, rec) in zip(rows, parsed.records, strict=True)]
-        for row in rows:
-            one = _journal.parse(bytes(row[1]), 0, what)
-            if len(one.records) != 1:
-                raise CorruptJournalError(what, row[0], what=f"damaged record at position {row[0]}")
-        raise CorruptJournalError(what, 0, what="records do not parse one by one")
+        try:
+            value = _codec.decode(bytes(body))
+        except Exception:
+            value = _DAMAGED
+        if value is _DAMAGED or (record and not isinstance(value, dict)):
+            raise CorruptJournalError(what, pos, what=f"damaged row at position {pos}")
+        return value
 
     def _listening(self) -> None:
         """Start the listener (LISTEN, liveness lock) if needed and wait until it is up."""
@@ -73,16 +72,16 @@ class Streams(Batching):
     def stream_append(self, name: str, item: Any) -> int:
         check_name(name, "stream name")
         self._writable()
-        frame = _journal.frame({"v": item}, "stream item")
+        data = _codec.encode(item, "stream item")
         root = _stream_root(name)
         lease = self._leases.get(root) if root is not None else None
         if lease is None:
-            return self._append_unowned(name, root, frame)
+            return self._append_unowned(name, root, data)
         self._held(lease.root)
         with self._lock:  # the index is given out now; the item is written in a batch
             index = lease.lengths.get(name, 0)
             lease.lengths[name] = index + 1
-            lease.pending.append((name, index, frame))
+            lease.pending.append((name, index, data))
             self._appends += 1
             lease.last_mark = self._appends
             first_entry = lease.since is None
@@ -94,19 +93,19 @@ class Streams(Batching):
             self._flusher_now().soon()
         return index
 
-    def _append_unowned(self, name: str, root: str | None, frame: bytes) -> int:
+    def _append_unowned(self, name: str, root: str | None, data: bytes) -> int:
         """An append by a process not holding the family's lease (a session's first event,
         written at its creation): the database gives out the index, refusing it while another
         worker holds the lease (`OwnershipError`: its owner gives out the indexes)."""
         if root is not None:
             self._check_not_lost(root)
-        params = {"name": name, "frame": frame, "root": root, "chan": self._channel,
+        params = {"name": name, "item": data, "root": root, "chan": self._channel,
                   "note": "s" + name}  # fmt: skip
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> int | None:
             if attempt:  # the first try may have committed
                 for idx, stored in conn.execute(self._sql["stream_last"], params).fetchall():
-                    if bytes(stored) == frame:
+                    if stored is not None and bytes(stored) == data:
                         return int(idx)
             free = root is not None and (
                 conn.execute(self._sql["family"], {"root": root}).fetchone() is not None
@@ -145,13 +144,15 @@ class Streams(Batching):
             start = max(self.stream_length(name) + start, 0)
         self._settled(name)
         rows = self._all("stream_read", {"name": name, "start": start, "end": end})
-        # A gap record `eve doctor --repair` left for a damaged item reads as lost, and so
-        # does an item missing (a hole an older eve left in a crash of the server): every
-        # item is read at its index.
+        # An item `eve doctor --repair` replaced (NULL) reads as lost, and so does an item
+        # missing (a hole an older eve left in a crash of the server): every item is read at
+        # its index.
         out: list[Any] = []
-        for idx, rec in self._parse(rows, f"{self.where}: stream {name}"):
+        what = f"{self.where}: stream {name}"
+        for idx, item in rows:
             out += [LostItem(missing) for missing in range(start + len(out), int(idx))]
-            out.append(LostItem(int(idx)) if "v" not in rec else rec["v"])
+            lost = item is None
+            out.append(LostItem(int(idx)) if lost else self._decoded(idx, item, what, record=False))
         return out
 
     def stream_length(self, name: str) -> int:
@@ -195,8 +196,8 @@ class Streams(Batching):
             first, crc = after[0], after[1][1]
         if first < count:
             rows = self._all("stream_read", {"name": name, "start": first, "end": count})
-            for _, frame in rows:
-                crc = zlib.crc32(bytes(frame), crc)
+            for _, item in rows:
+                crc = zlib.crc32(b"\xc1" if item is None else bytes(item), crc)  # (never msgpack)
         if token is not None:
             keep = (token, count, crc)
             if kept is not None and kept[0] == token and kept[1] > count:

@@ -2,16 +2,19 @@
 
 `verify` reads every stored row without writing: one `Finding` per family journal, inbox and
 head, per stream and per dangling hook claim (`path` names the object, never a hook token).
-A row whose frame does not parse with its checksum is damage (`corrupt`, at its position);
-a stream whose items do not run from 0 to its length, or a journal whose positions have a
-hole, is damage too (nothing here is a torn tail: every row was committed whole).
+Every row was committed whole with its transaction, so there is no checksum to check and no
+torn tail: what is checked is what the database does not keep by itself. A body that does not
+decode (a record or a delivery that is not a map) is damage (`corrupt`, at its position); so
+is a journal whose positions have a hole or a stream whose items do not run from 0 to its
+length, and a record whose `run`, `gen` or `kind` column disagrees with its body (SQL would
+show it wrongly; eve reads the body).
 
-`repair` fixes what can be fixed without losing anything: a damaged record, delivery or stream
-item is copied to the `quarantine` table (migration 4) and replaced in place by a gap record,
-so positions, delivery ids and stream indexes do not move; a record or stream item missing
-(a hole an older eve left when the server crashed: it committed batches without waiting for
-their WAL) gets a gap record at its position (readers take it as lost, as they already read
-the hole); an unreadable head is moved there
+`repair` fixes what can be fixed without losing anything: a damaged record or delivery is
+copied to the `quarantine` table and replaced in place by a gap record (a stream item by
+NULL), so positions, delivery ids and stream indexes do not move; a record or stream item
+missing (a hole an older eve left when the server crashed: it committed batches without
+waiting for their WAL) gets a gap at its position (readers take it as lost, as they already
+read the hole); a record's columns are set from its body; an unreadable head is moved there
 (the engine rebuilds it from the journal); a hook claim left by a family that is gone is moved
 there. Nothing is deleted without its bytes being kept. A family is repaired under its lease,
 so one a live worker drives is left alone (`busy`). After a repair a family whose gaps lie
@@ -23,31 +26,31 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ... import _codec, _journal
+from ... import _codec
 from ..._errors import CorruptJournalError, OwnershipError, WorldError
 from ..._family import GAP, load_family
 from ..._findings import Finding
 from ..._world import stream_family
+from .rows import record_row
 
 if TYPE_CHECKING:
     import psycopg
 
     from .world import PostgresWorld
 
-GAP_FRAME = _journal.frame({"t": GAP})
+GAP_BODY = _codec.encode({"t": GAP})
+_BAD, _GAP = object(), object()
 
 
-def frame_state(frame: bytes) -> dict[str, Any] | None:
-    """The record of one stored frame; None when it is damaged."""
+def _value(body: Any) -> Any:
+    """A stored body's value; `_BAD` when it does not decode."""
     try:
-        parsed = _journal.parse(frame, 0, "row")
-    except CorruptJournalError:
-        return None
-    if len(parsed.records) != 1 or parsed.torn or parsed.end != len(frame):
-        return None
-    return parsed.records[0][1]
+        return _codec.decode(bytes(body))
+    except Exception:
+        return _BAD
 
 
 def _rows(world: PostgresWorld, query: str) -> list[tuple[Any, ...]]:
@@ -55,28 +58,54 @@ def _rows(world: PostgresWorld, query: str) -> list[tuple[Any, ...]]:
     return world._call(lambda conn, _: conn.execute(sql).fetchall())
 
 
-def _scan(
-    rows: list[tuple[Any, ...]], expect: Callable[[Any], int | None]
-) -> dict[Any, tuple[int, int, list[int], list[int], int | None]]:
-    """Per key of `(key, position, frame)` rows (ordered): count, bytes, damaged positions,
-    gap positions, and the first position missing from the run `expect(key)` starts."""
-    out: dict[Any, tuple[int, int, list[int], list[int], int | None]] = {}
-    by_key: dict[Any, list[tuple[int, bytes]]] = defaultdict(list)
-    for key, pos, frame in rows:
-        by_key[key].append((int(pos), bytes(frame)))
-    for key, items in by_key.items():
-        bad, gaps, hole = [], [], None
-        start = expect(key)
-        for i, (pos, frame) in enumerate(items):
-            if start is not None and hole is None and pos != start + i:
-                hole = start + i
-            rec = frame_state(frame)
-            if rec is None:
-                bad.append(pos)
-            elif rec.get("t") == GAP and "v" not in rec:
-                gaps.append(pos)
-        out[key] = (len(items), sum(len(f) for _, f in items), bad, gaps, hole)
+@dataclass
+class _Scan:
+    """What the rows of one journal, inbox or stream hold."""
+
+    count: int = 0
+    size: int = 0
+    bad: list[int] = field(default_factory=list)  # positions of bodies that do not decode
+    gaps: list[int] = field(default_factory=list)  # positions of a repair's gaps
+    hole: int | None = None  # the first position missing
+    columns: list[int] = field(default_factory=list)  # records whose columns disagree
+
+
+def _scan(rows: list[tuple[Any, ...]], kind: str) -> dict[Any, _Scan]:
+    """Per key of `(key, position, body[, run, gen, kind])` rows (ordered by key and position):
+    see `_Scan`. `kind`: journal (positions from 1, columns checked), inbox or stream (from 0;
+    a NULL item is a gap)."""
+    out: dict[Any, _Scan] = defaultdict(_Scan)
+    gens: dict[str, int] = {}
+    last = None
+    for key, pos, body, *columns in rows:
+        found = out[key]
+        if key != last:
+            last, gens = key, {}
+        start = {"journal": 1, "stream": 0}.get(kind)
+        if start is not None and found.hole is None and pos != start + found.count:
+            found.hole = start + found.count
+        found.count += 1
+        found.size += 0 if body is None else len(body)
+        state = _state(body, kind)
+        if state is _BAD:
+            found.bad.append(pos)
+        elif state is _GAP:
+            found.gaps.append(pos)
+        elif columns and record_row(key, bytes(body), gens) != tuple(columns):
+            found.columns.append(pos)
     return out
+
+
+def _state(body: Any, kind: str) -> Any:
+    """`_BAD` (damaged), `_GAP` (a repair's gap) or the value of a stored body of `kind`."""
+    if body is None:
+        return _GAP  # (a stream item a repair replaced)
+    value = _value(body)
+    if kind == "stream" or value is _BAD:
+        return value
+    if not isinstance(value, dict):
+        return _BAD
+    return _GAP if value.get("t") == GAP else value
 
 
 def verify(world: PostgresWorld) -> list[Finding]:
@@ -87,25 +116,19 @@ def verify(world: PostgresWorld) -> list[Finding]:
     if not world.exists:
         return found
     families = {
-        str(root): (int(nxt), int(inbox)) for root, nxt, inbox in
-        _rows(world, "SELECT root, next_pos, inbox_next FROM {s}.families")
-    }  # fmt: skip
-    journals = _scan(
-        _rows(world, "SELECT root, pos, frame FROM {s}.records ORDER BY root, pos"), lambda _: 1
-    )
-    inboxes = _scan(
-        _rows(world, "SELECT root, id, frame FROM {s}.inbox ORDER BY root, id"), lambda _: None
-    )
+        str(root): int(nxt) for root, nxt in _rows(world, "SELECT root, next_pos FROM {s}.families")
+    }
+    journals = _scan(_rows(world, "SELECT root, pos, body, run, gen, kind FROM {s}.records "
+                                  "ORDER BY root, pos"), "journal")  # fmt: skip
+    inboxes = _scan(_rows(world, "SELECT root, id, body FROM {s}.inbox ORDER BY root, id"), "inbox")
     heads = dict(_rows(world, "SELECT root, head FROM {s}.heads"))
     for root in sorted(families):
-        nxt, _ = families[root]
-        count, size, bad, gaps, hole = journals.get(root, (0, 0, [], [], None))
-        if hole is None and count != nxt - 1:
-            hole = count + 1
-        found.append(_family_finding(world, root, "journal", count, size, bad, gaps, hole))
+        journal = journals.get(root) or _Scan()
+        if journal.hole is None and journal.count != families[root] - 1:
+            journal.hole = journal.count + 1
+        found.append(_family_finding(world, root, journal))
         if root in inboxes:
-            count, size, bad, gaps, _ = inboxes[root]
-            found.append(_finding(f"{root}/inbox", "inbox", count, size, bad, gaps, None))
+            found.append(_finding(f"{root}/inbox", "inbox", inboxes[root]))
         stored = heads.get(root)
         if stored is not None:
             found.append(_head_finding(root, bytes(stored)))
@@ -113,14 +136,13 @@ def verify(world: PostgresWorld) -> list[Finding]:
         str(n): int(length) for n, length in _rows(world, "SELECT name, length FROM {s}.streams")
     }
     streams = _scan(
-        _rows(world, "SELECT name, idx, frame FROM {s}.stream_items ORDER BY name, idx"),
-        lambda _: 0,
+        _rows(world, "SELECT name, idx, item FROM {s}.stream_items ORDER BY name, idx"), "stream"
     )
     for name in sorted(lengths):
-        count, size, bad, gaps, hole = streams.get(name, (0, 0, [], [], None))
-        if hole is None and count != lengths[name]:
-            hole = count
-        found.append(_finding(f"streams/{name}", "stream", count, size, bad, gaps, hole))
+        stream = streams.get(name) or _Scan()
+        if stream.hole is None and stream.count != lengths[name]:
+            stream.hole = stream.count
+        found.append(_finding(f"streams/{name}", "stream", stream))
     for (run_id,) in _rows(
         world,
         "SELECT h.run_id FROM {s}.hooks h WHERE NOT EXISTS "
@@ -130,33 +152,34 @@ def verify(world: PostgresWorld) -> list[Finding]:
     return found
 
 
-def _finding(
-    path: str, kind: str, count: int, size: int, bad: list[int], gaps: list[int], hole: int | None
-) -> Finding:
-    if bad:
-        what = f"{len(bad)} damaged row(s), the first at position {bad[0]}"
-        return Finding(path, kind, "corrupt", what, bad[0], size, count)
-    if hole is not None:
-        return Finding(
-            path, kind, "corrupt", f"nothing stored at position {hole}", hole, size, count
-        )
-    if gaps:
-        what = f"{len(gaps)} row(s) a repair replaced (kept in quarantine), the first at {gaps[0]}"
-        return Finding(path, kind, "lost", what, gaps[0], size, count)
+def _finding(path: str, kind: str, scan: _Scan) -> Finding:
+    size, count = scan.size, scan.count
+    if scan.bad:
+        what = f"{len(scan.bad)} damaged row(s), the first at position {scan.bad[0]}"
+        return Finding(path, kind, "corrupt", what, scan.bad[0], size, count)
+    if scan.hole is not None:
+        what = f"nothing stored at position {scan.hole}"
+        return Finding(path, kind, "corrupt", what, scan.hole, size, count)
+    if scan.columns:
+        what = (f"{len(scan.columns)} record(s) whose run, gen or kind column disagrees with "
+                f"its body, the first at position {scan.columns[0]}")  # fmt: skip
+        return Finding(path, kind, "corrupt", what, scan.columns[0], size, count)
+    if scan.gaps:
+        what = (f"{len(scan.gaps)} row(s) a repair replaced (kept in quarantine), the first "
+                f"at {scan.gaps[0]}")  # fmt: skip
+        return Finding(path, kind, "lost", what, scan.gaps[0], size, count)
     return Finding(path, kind, "ok", "", None, size, count)
 
 
-def _family_finding(
-    world: PostgresWorld, root: str, kind: str, count: int, size: int,
-    bad: list[int], gaps: list[int], hole: int | None,
-) -> Finding:  # fmt: skip
-    found = _finding(f"{root}/journal", kind, count, size, bad, gaps, hole)
+def _family_finding(world: PostgresWorld, root: str, scan: _Scan) -> Finding:
+    found = _finding(f"{root}/journal", "journal", scan)
     if found.state != "lost":
         return found
     try:
         load_family(world, root).check_replayable()
     except (CorruptJournalError, WorldError) as exc:
-        return Finding(found.path, kind, "damaged", str(exc), found.offset, size, count)
+        return Finding(found.path, "journal", "damaged", str(exc), found.offset, scan.size,
+                       scan.count)  # fmt: skip
     return found
 
 
@@ -170,8 +193,12 @@ def _head_finding(root: str, stored: bytes) -> Finding:
     return Finding(f"{root}/head", "head", "unreadable", "rebuilt from the journal", 0, len(stored))
 
 
-_TABLES = {"journal": ("records", "root", "pos"), "inbox": ("inbox", "root", "id"),
-           "stream": ("stream_items", "name", "idx")}  # fmt: skip
+_TABLES = {"journal": ("records", "root", "pos", "body", "run, gen, kind"),
+           "inbox": ("inbox", "root", "id", "body", "token, at"),
+           "stream": ("stream_items", "name", "idx", "item", "")}  # fmt: skip
+# What a damaged row becomes: its body a gap, its columns NULL (a record's kind `gap`).
+_GAP_ROW = {"journal": (GAP_BODY, (None, None, GAP)), "inbox": (GAP_BODY, (None, None)),
+            "stream": (None, ())}  # fmt: skip
 
 
 def repair(world: PostgresWorld) -> list[Finding]:
@@ -195,33 +222,42 @@ def repair(world: PostgresWorld) -> list[Finding]:
 
 
 def _fill(world: PostgresWorld, found: Finding) -> Finding:
-    table, key_col, pos_col = _TABLES[found.kind]
+    table, key_col, pos_col, body_col, columns = _TABLES[found.kind]
     key = found.path.removeprefix("streams/").split("/", 1)[0]
     root = key if found.kind != "stream" else (stream_family(key) or "")
+    s, kind = world.schema_sql, found.kind
+    names = [c.strip() for c in columns.split(",") if c.strip()]
+    update = (f"UPDATE {s}.{table} SET {', '.join(f'{c} = %s' for c in [body_col, *names])} "
+              f"WHERE {key_col} = %s AND {pos_col} = %s")  # fmt: skip
 
     def fix(conn: psycopg.Connection[Any]) -> str:
         rows = conn.execute(
-            f"SELECT {pos_col}, frame FROM {world.schema_sql}.{table} WHERE {key_col} = %s "
-            f"ORDER BY {pos_col} FOR UPDATE",
+            f"SELECT {pos_col}, {body_col}{', ' if names else ''}{columns} FROM {s}.{table} "
+            f"WHERE {key_col} = %s ORDER BY {pos_col} FOR UPDATE",
             [key],
         ).fetchall()
-        damaged = [(int(p), bytes(f)) for p, f in rows if frame_state(bytes(f)) is None]
-        for pos, frame in damaged:
-            _keep(world, conn, found.kind, f"{key} at {pos}", frame)
-            conn.execute(
-                f"UPDATE {world.schema_sql}.{table} SET frame = %s "
-                f"WHERE {key_col} = %s AND {pos_col} = %s",
-                [GAP_FRAME, key, pos],
-            )
-        missing = _fill_holes(world, conn, found.kind, key, {int(p) for p, _ in rows})
-        if not damaged and not missing:
-            return "nothing damaged or missing any more: left as it is"
+        gap_body, gap_columns = _GAP_ROW[kind]
+        damaged, moved, gens = 0, 0, dict[str, int]()
+        for pos, body, *stored in rows:
+            state = _state(body, kind)
+            if state is _BAD:
+                _keep(world, conn, kind, f"{key} at {pos}", bytes(body))
+                conn.execute(update, [gap_body, *gap_columns, key, pos])
+                damaged += 1
+            elif kind == "journal" and state is not _GAP:
+                right = record_row(key, bytes(body), gens)
+                if right != tuple(stored):
+                    conn.execute(update, [body, *right, key, pos])
+                    moved += 1
+        missing = _fill_holes(world, conn, kind, key, {int(r[0]) for r in rows})
         done = []
         if damaged:
-            done.append(f"{len(damaged)} damaged row(s) replaced by gap records (in quarantine)")
+            done.append(f"{damaged} damaged row(s) replaced by gap records (in quarantine)")
         if missing:
             done.append(f"{missing} missing row(s) recorded as gaps (lost in a server crash)")
-        return ", ".join(done)
+        if moved:
+            done.append(f"the run, gen and kind of {moved} record(s) set from their bodies")
+        return ", ".join(done) or "nothing damaged or missing any more: left as it is"
 
     if not root:
         return _done(found, "corrupt", "the stream belongs to no family: left as it is")
@@ -229,22 +265,24 @@ def _fill(world: PostgresWorld, found: Finding) -> Finding:
 
 
 def _fill_holes(world: PostgresWorld, conn: Any, kind: str, key: str, present: set[int]) -> int:
-    """Gap records where a journal's or stream's rows are missing (positions 1.. up to the
-    journal's end, indexes 0.. up to the stream's length); how many."""
+    """Gaps where a journal's or stream's rows are missing (positions 1.. up to the journal's
+    end, indexes 0.. up to the stream's length); how many."""
     s = world.schema_sql
     if kind == "journal":
         row = conn.execute(f"SELECT next_pos FROM {s}.families WHERE root = %s", [key]).fetchone()
         wanted = range(1, int(row[0])) if row else range(0)
-        insert = f"INSERT INTO {s}.records (root, pos, frame) VALUES (%s, %s, %s)"
+        insert = f"INSERT INTO {s}.records (root, pos, kind, body) VALUES (%s, %s, %s, %s)"
+        gap = [GAP, GAP_BODY]
     elif kind == "stream":
         row = conn.execute(f"SELECT length FROM {s}.streams WHERE name = %s", [key]).fetchone()
         wanted = range(0, int(row[0])) if row else range(0)
-        insert = f"INSERT INTO {s}.stream_items (name, idx, frame) VALUES (%s, %s, %s)"
+        insert = f"INSERT INTO {s}.stream_items (name, idx, item) VALUES (%s, %s, NULL)"
+        gap = []
     else:
         return 0
     missing = [pos for pos in wanted if pos not in present]
     for pos in missing:
-        conn.execute(insert, [key, pos, GAP_FRAME])
+        conn.execute(insert, [key, pos, *gap])
     if missing and kind == "stream":  # (its items changed: a cached digest no longer holds)
         conn.execute(f"UPDATE {s}.streams SET rewrites = rewrites + 1 WHERE name = %s", [key])
     return len(missing)

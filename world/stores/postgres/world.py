@@ -45,9 +45,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 
-from ... import _codec, _journal
+from ... import _codec
 from ..._errors import (
-    CorruptJournalError,
     HookConflictError,
     OwnershipError,
     RunExistsError,
@@ -70,6 +69,7 @@ from ..._world import (
     root_of,
 )
 from .batches import _PgLease
+from .rows import delivery_check, record_row
 from .streams import Streams, _stream_root
 
 if TYPE_CHECKING:
@@ -86,11 +86,11 @@ class PostgresWorld(Streams):
 
     # -- families ----------------------------------------------------------------------------
     def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
-        frames = [_journal.frame_body(body) for body in bodies]
         check_run_id(root)
         self._writable()
         token = secrets.token_hex(8)
-        params = {"root": root, "frames": frames, "next": len(frames) + 1, "token": token}
+        params = {**_record_columns(root, bodies), "root": root, "next": len(bodies) + 1,
+                  "token": token}  # fmt: skip
         self._settle()
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> bool:
@@ -106,7 +106,7 @@ class PostgresWorld(Streams):
         if not self._call(go):
             raise RunExistsError(f"run {root!r} already exists")
         self._after_write(fault)
-        return list(range(1, len(frames) + 1))
+        return list(range(1, len(bodies) + 1))
 
     def fork_family(
         self,
@@ -118,7 +118,6 @@ class PostgresWorld(Streams):
     ) -> list[int]:
         # One statement: the family, its records, the stream copies (rows copied inside the
         # database, from one snapshot of the source) and the hooks commit together or not.
-        frames = [_journal.frame_body(body) for body in bodies]
         check_run_id(root)
         for name in streams:
             check_name(name, "stream name")
@@ -129,7 +128,8 @@ class PostgresWorld(Streams):
         token = secrets.token_hex(8)
         names = list(streams)
         params = {
-            "root": root, "frames": frames, "next": len(frames) + 1, "token": token,
+            **_record_columns(root, bodies), "root": root, "next": len(bodies) + 1,
+            "token": token,
             "names": names, "sources": [streams[n][0] for n in names],
             "counts": [streams[n][1] for n in names], "roots": [_stream_root(n) for n in names],
             "tokens": list(hooks), "runs": [hooks[t] for t in hooks],
@@ -155,7 +155,7 @@ class PostgresWorld(Streams):
         if not self._call(go):
             raise RunExistsError(f"run {root!r} already exists")
         self._after_write(fault)
-        return list(range(1, len(frames) + 1))
+        return list(range(1, len(bodies) + 1))
 
     def _owner_on(self, conn: psycopg.Connection[Any], token: str) -> str | None:
         row = conn.execute(self._sql["hook_owner"], {"token": token}).fetchone()
@@ -261,7 +261,11 @@ class PostgresWorld(Streams):
             rows = self._all("load", {"root": root, "start": 1})
             if not rows and not self.family_exists(root):
                 raise RunNotFoundError(f"no run family {root!r} in {self.where}")
-        records = self._parse(rows, f"{self.where}: journal of run family {root}")
+        what = f"{self.where}: journal of run family {root}"
+        records = [(int(pos), self._decoded(pos, body, what)) for pos, _, _, body in rows]
+        if lease is not None and not lease.lost:  # the generations its next records go on
+            with self._lock:
+                lease.gens.update({run: gen for _, run, gen, _ in rows if gen is not None})
         return FamilyLog(records=cast("list[tuple[int, StoredRecord]]", records), start=start)
 
     def read_head(self, root: str) -> dict[str, Any] | None:
@@ -310,9 +314,10 @@ class PostgresWorld(Streams):
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:
         self._writable()
-        frame = _journal.frame(inbox_record(token, payload, self.now()), "payload")
-        params = {"root": root, "frame": frame, "key": uuid.uuid4(), "chan": self._channel,
-                  "note": "i" + root}  # fmt: skip
+        at = self.now()
+        body = _codec.encode(inbox_record(token, payload, at), "payload")
+        params = {"root": root, "body": body, "token": token, "at": at, "key": uuid.uuid4(),
+                  "chan": self._channel, "note": "i" + root}  # fmt: skip
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> int | None:
             if attempt:
@@ -339,19 +344,14 @@ class PostgresWorld(Streams):
         if not rows:
             raise RunNotFoundError(f"no run family {root!r} in {self.where}")
         end = int(rows[0][0])
-        stored = [(row[1], row[2]) for row in rows if row[1] is not None]
-        if not stored:
-            return [], max(end, start)
-        data = b"".join(bytes(frame) for _, frame in stored)
-        parsed = _journal.parse(data, 0, f"{self.where}: inbox of run family {root}")
-        if len(parsed.records) != len(stored):
-            raise CorruptJournalError(f"{self.where}: inbox of run family {root}", start,
-                                      what="a damaged delivery")  # fmt: skip
+        what = f"{self.where}: inbox of run family {root}"
         items = [
             item
-            for (item_id, _), (_, rec), crc in zip(stored, parsed.records, parsed.crcs, strict=True)
-            if (item := inbox_item(int(item_id), rec, crc)) is not None
-        ]
+            for _, item_id, body in rows
+            if item_id is not None
+            and (item := inbox_item(int(item_id), self._decoded(item_id, body, what),
+                                    delivery_check(bytes(body)))) is not None
+        ]  # fmt: skip
         return items, max(end, start)
 
     def compact_inbox(self, root: str, keep_from: int) -> bool:
@@ -554,3 +554,11 @@ class PostgresWorld(Streams):
     def _wake_listener(self) -> None:
         params = {"chan": self._channel}
         self._call(lambda conn, _: conn.execute("SELECT pg_notify(%(chan)s, '')", params))
+
+
+def _record_columns(root: str, bodies: list[bytes]) -> dict[str, list[Any]]:
+    """A new family's records as the `create` and `fork` statements take them."""
+    gens: dict[str, int] = {}
+    rows = [record_row(root, body, gens) for body in bodies]
+    return {"bodies": bodies, "runs": [r[0] for r in rows], "gens": [r[1] for r in rows],
+            "kinds": [r[2] for r in rows]}  # fmt: skip
