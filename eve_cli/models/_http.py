@@ -123,26 +123,8 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     secrets = [s for s in secrets if s]
     if not secrets or not text:
         return text
-    kept: list[str] = []
-    where: list[int] = []  # where each kept character is in ``text``
-    i = 0
-    while i < len(text):
-        if text[i].isspace():
-            i += 1
-        elif text[i] == "\\" and text[i + 1 : i + 2] in ("n", "r", "t"):
-            i += 2
-        else:
-            kept.append(text[i])
-            where.append(i)
-            i += 1
-    compact = "".join(kept)
-    covered = [False] * len(compact)
-    for secret in secrets:
-        size = min(len(secret), SECRET_PIECE)
-        pieces = {secret[j : j + size] for j in range(len(secret) - size + 1)}
-        for j in range(len(compact) - size + 1):
-            if compact[j : j + size] in pieces:
-                covered[j : j + size] = [True] * size
+    compact, where = _matched_characters(text)
+    covered = _covered(compact, secrets)
     out: list[str] = []
     last = 0
     j = 0
@@ -158,6 +140,36 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         j = end
     out.append(text[last:])
     return "".join(out)
+
+
+def _matched_characters(text: str) -> tuple[str, list[int]]:
+    """``text`` without whitespace and escaped line breaks, and where each character kept is
+    in ``text``."""
+    kept: list[str] = []
+    where: list[int] = []
+    i = 0
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+        elif text[i] == "\\" and text[i + 1 : i + 2] in ("n", "r", "t"):
+            i += 2
+        else:
+            kept.append(text[i])
+            where.append(i)
+            i += 1
+    return "".join(kept), where
+
+
+def _covered(compact: str, secrets: list[str]) -> list[bool]:
+    """Per character of ``compact``: part of a run of a secret's characters."""
+    covered = [False] * len(compact)
+    for secret in secrets:
+        size = min(len(secret), SECRET_PIECE)
+        pieces = {secret[j : j + size] for j in range(len(secret) - size + 1)}
+        for j in range(len(compact) - size + 1):
+            if compact[j : j + size] in pieces:
+                covered[j : j + size] = [True] * size
+    return covered
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:

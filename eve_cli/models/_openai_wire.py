@@ -8,6 +8,7 @@ chunks, several calls sharing index 0 with distinct ids, and no usage chunk.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +102,6 @@ class ToolCallAssembler:
         """Add one fragment (one element of ``delta.tool_calls``)."""
         if not isinstance(fragment, dict):
             return
-        index = fragment.get("index")
         call_id = _text(fragment.get("id"))
         function = fragment.get("function")
         if not isinstance(function, dict):
@@ -110,6 +110,18 @@ class ToolCallAssembler:
         raw = function.get("arguments")
         # Some servers send arguments as an object rather than a JSON string.
         args = json.dumps(raw) if isinstance(raw, dict | list) else _text(raw)
+        slot = self._slot(fragment.get("index"), call_id, name, args)
+        if call_id and not slot.id:
+            slot.id = call_id
+        if name and not slot.name:
+            slot.name = name
+        elif name and name != slot.name and not slot.arguments:
+            slot.name += name  # a differing name before any arguments continues the name
+        if args and not (args == slot.arguments and is_json_object(args)):
+            slot.arguments += args
+
+    def _slot(self, index: Any, call_id: str, name: str, args: str) -> _Slot:
+        """The call a fragment at ``index`` continues, or a new one it starts."""
         if isinstance(index, int) and not isinstance(index, bool):
             slot = self._by_index.get(index)
         else:
@@ -120,14 +132,7 @@ class ToolCallAssembler:
             self._calls.append(slot)
             if index is not None:
                 self._by_index[index] = slot
-        if call_id and not slot.id:
-            slot.id = call_id
-        if name and not slot.name:
-            slot.name = name
-        elif name and name != slot.name and not slot.arguments:
-            slot.name += name  # a differing name before any arguments continues the name
-        if args and not (args == slot.arguments and is_json_object(args)):
-            slot.arguments += args
+        return slot
 
     def finish(self) -> list[ToolCall]:
         """The reassembled calls in index order (calls sharing an index in arrival order);
@@ -174,33 +179,36 @@ class ChunkReader(ShownReasoning):
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             return ""
-        delta_text = ""
-        for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
-            # "delta" when streaming; "message" when a server answers with a whole completion.
-            whole = "delta" not in choice
-            delta = choice.get("delta") or choice.get("message") or {}
-            if not isinstance(delta, dict):
-                continue
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                delta_text += content
-            for key in ("reasoning_content", "reasoning"):  # servers use either name
-                thought = delta.get(key)
-                if isinstance(thought, str) and thought:
-                    self.thought.append(thought)
-                    self.shown.append(thought)
-                    break
-            for position, fragment in enumerate(delta.get("tool_calls") or ()):
-                if whole and isinstance(fragment, dict):
-                    fragment = {"index": position, **fragment}
-                self.calls.feed(fragment)
+        delta_text = "".join(
+            self._choice(choice)
+            for choice in choices
+            if isinstance(choice, dict) and choice.get("index", 0) == 0
+        )
         if delta_text:
             self.text.append(delta_text)
         return delta_text
+
+    def _choice(self, choice: Mapping[str, Any]) -> str:
+        """Take the first choice of a chunk; returns its text."""
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        # "delta" when streaming; "message" when a server answers with a whole completion.
+        whole = "delta" not in choice
+        delta = choice.get("delta") or choice.get("message") or {}
+        if not isinstance(delta, dict):
+            return ""
+        for key in ("reasoning_content", "reasoning"):  # servers use either name
+            thought = delta.get(key)
+            if isinstance(thought, str) and thought:
+                self.thought.append(thought)
+                self.shown.append(thought)
+                break
+        for position, fragment in enumerate(delta.get("tool_calls") or ()):
+            if whole and isinstance(fragment, dict):
+                fragment = {"index": position, **fragment}
+            self.calls.feed(fragment)
+        content = delta.get("content")
+        return content if isinstance(content, str) else ""
 
     def reasoning(self) -> dict[str, Any] | None:
         """What the server showed of the model's reasoning, kept (never sent back)."""

@@ -10,7 +10,7 @@ its message, its function calls) are kept whole in the history item's ``reasonin
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,23 +161,29 @@ class ResponseReader(ShownReasoning):
                and i.get("type") != "function_call"]  # fmt: skip
         if not thoughts and not ran:
             return None
-        summary = [
-            str(part.get("text") or "")
-            for item in thoughts
-            for part in item.get("summary") or ()
-            if isinstance(part, dict)
-        ]
         redacted = any(item.get("encrypted_content") for item in thoughts)
-        record = {"format": KIND, "items": output, "text": "\n\n".join(summary),
+        record = {"format": KIND, "items": output, "text": _summary(thoughts),
                   "redacted": redacted}  # fmt: skip
         if ran:
-            record["providerCalls"] = [
-                {"id": str(item.get("id") or ""), "name": str(item["type"])[: -len("_call")],
-                 "arguments": item.get("action"), "output": str(item.get("status") or ""),
-                 "isError": item.get("status") == "failed"}
-                for item in ran
-            ]  # fmt: skip
+            record["providerCalls"] = [_provider_call(item) for item in ran]
         return record
+
+
+def _summary(thoughts: Sequence[Mapping[str, Any]]) -> str:
+    """The text of reasoning items' summaries, a blank line between parts."""
+    return "\n\n".join(
+        str(part.get("text") or "")
+        for item in thoughts
+        for part in item.get("summary") or ()
+        if isinstance(part, dict)
+    )
+
+
+def _provider_call(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A tool the provider ran, as the events show it."""
+    return {"id": str(item.get("id") or ""), "name": str(item["type"])[: -len("_call")],
+            "arguments": item.get("action"), "output": str(item.get("status") or ""),
+            "isError": item.get("status") == "failed"}  # fmt: skip
 
 
 def _usage(raw: dict[str, Any]) -> Usage:

@@ -108,9 +108,8 @@ class AnthropicModel(HTTPModel):
             out["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
         return out
 
-    async def _read(
-        self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay
-    ) -> ModelResponse:
+    async def _stream(self, events: AsyncIterator[SSEEvent], relay: DeltaRelay) -> EventReader:
+        """Read one attempt's events to the answer's end, relaying what streams."""
         reader = EventReader()
         async for event in events:
             try:
@@ -136,6 +135,12 @@ class AnthropicModel(HTTPModel):
                 break
         if not reader.stopped and reader.stop_reason is None:
             raise self._fail("the stream ended before the answer was complete", retryable=True)
+        return reader
+
+    async def _read(
+        self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay
+    ) -> ModelResponse:
+        reader = await self._stream(events, relay)
         calls = reader.tool_calls()
         text = reader.text()
         final = [c for c in calls if c.name == FINAL_TOOL and c.arguments is not None]
