@@ -307,6 +307,17 @@ class AgentConfig:
     source_line: int | None = None
 
 
+def _output(output_schema: object) -> tuple[type | None, Any]:
+    """``(pydantic model class or None, JSON schema or None)`` of ``output_schema``."""
+    if isinstance(output_schema, type):
+        if not hasattr(output_schema, "model_json_schema"):
+            raise TypeError("output_schema takes a JSON schema dict or a pydantic model class")
+        return output_schema, output_schema.model_json_schema()
+    if output_schema is not None and not isinstance(output_schema, dict):
+        raise TypeError("output_schema takes a JSON schema dict or a pydantic model class")
+    return None, output_schema
+
+
 def define_agent(
     *,
     model: str | ModelReference | None = None,
@@ -360,13 +371,7 @@ def define_agent(
         raise ValueError(f"mode must be 'conversation' or 'task', not {mode!r}")
     if model_calls_per_step < 1:
         raise ValueError("model_calls_per_step must be at least 1")
-    output_type, schema = None, output_schema
-    if isinstance(output_schema, type):
-        if not hasattr(output_schema, "model_json_schema"):
-            raise TypeError("output_schema takes a JSON schema dict or a pydantic model class")
-        output_type, schema = output_schema, output_schema.model_json_schema()
-    if schema is not None and not isinstance(schema, dict):
-        raise TypeError("output_schema takes a JSON schema dict or a pydantic model class")
+    output_type, schema = _output(output_schema)
     caller = sys._getframe(1)
     reference = model if isinstance(model, ModelReference) else ModelReference(model or "")
     return AgentConfig(

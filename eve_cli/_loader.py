@@ -15,6 +15,7 @@ import sys
 import traceback
 import types
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -121,20 +122,7 @@ def _config(directory: Path) -> AgentConfig:
         raise AgentLoadError(f"{directory}: agent folder not found")
     if not agent_py.is_file() and not (directory / "instructions.md").is_file():
         raise AgentLoadError(f"{agent_py}:1: missing agent.py (or instructions.md)")
-    config = AgentConfig()
-    if agent_py.is_file():
-        module = exec_user_file(agent_py)
-        found = getattr(module, "agent", None)
-        if not isinstance(found, AgentConfig):
-            candidates = [v for v in vars(module).values() if isinstance(v, AgentConfig)]
-            if len(candidates) != 1:
-                raise AgentLoadError(
-                    f"{agent_py}:1: define `agent = define_agent(...)` (found "
-                    f"{len(candidates)} define_agent results)"
-                )
-            found = candidates[0]
-        config = found
-    return config
+    return _defined(agent_py) if agent_py.is_file() else AgentConfig()
 
 
 def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefinition:
@@ -142,52 +130,68 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
     agent_py = directory / "agent.py"
     where = f"{config.source_file or agent_py}:{config.source_line or 1}"
     prices = _model_parts(config, directory, where)
-    instructions = config.instructions
-    md = directory / "instructions.md"
-    if instructions is None and md.is_file():
-        instructions = md.read_text(encoding="utf-8")
-    if is_subagent and not (instructions or "").strip():
+    instructions = _instructions(config, directory)
+    if is_subagent and not instructions.strip():
         raise AgentLoadError(
             f"{where}: sub-agent {name!r} has no instructions: add instructions.md or "
             "define_agent(instructions=...)"
         )
-    tools = _load_tools(directory / "tools")
+    tools = _load_tools(directory / "tools", sleep=config.sleep)
     try:
         servers = load_servers(directory, config.mcp_servers, where)
     except McpConfigError as exc:
         raise AgentLoadError(str(exc)) from None
     if servers and (missing := sdk_missing()) is not None:
         raise AgentLoadError(f"{where}: the agent has MCP servers: {missing}")
-    if config.sleep:
-        if SLEEP in tools:
-            raise AgentLoadError(
-                f"{tools[SLEEP].source}: a tool named {SLEEP!r} clashes with the built-in one "
-                "that define_agent(sleep=True) adds; rename it"
-            )
-        tools[SLEEP] = sleep_tool()
-    subagents: dict[str, AgentDefinition] = {}
-    sub_root = directory / "subagents"
-    if sub_root.is_dir():
-        for sub in sorted(p for p in sub_root.iterdir() if p.is_dir()):
-            if sub.name.startswith(("_", ".")):
-                continue
-            if sub.name in tools or sub.name == ASK_QUESTION:
-                raise AgentLoadError(f"{sub}:1: sub-agent {sub.name!r} has the same name as a tool")
-            subagents[sub.name] = _load(sub, name=sub.name, is_subagent=True)
-    agent_name = config.name or name or directory.name
-    if directory == DEFAULT_AGENT_DIR:
-        agent_name = config.name or "default"
+    default = "default" if directory == DEFAULT_AGENT_DIR else name or directory.name
     return AgentDefinition(
-        name=agent_name,
+        name=config.name or default,
         directory=directory,
-        config=replace(config, instructions=instructions or ""),
-        instructions=instructions or "",
+        config=replace(config, instructions=instructions),
+        instructions=instructions,
         tools=tools,
-        subagents=subagents,
+        subagents=_load_subagents(directory / "subagents", tools),
         mcp=servers,
         prices=prices,
         digest="" if is_subagent else code_digest(directory),
     )
+
+
+def _instructions(config: AgentConfig, directory: Path) -> str:
+    """``define_agent(instructions=)``, else the folder's ``instructions.md``, else none."""
+    md = directory / "instructions.md"
+    if config.instructions is None and md.is_file():
+        return md.read_text(encoding="utf-8")
+    return config.instructions or ""
+
+
+def _defined(agent_py: Path) -> AgentConfig:
+    """The ``define_agent(...)`` result ``agent.py`` defines (as ``agent``, or its only one)."""
+    module = exec_user_file(agent_py)
+    found = getattr(module, "agent", None)
+    if isinstance(found, AgentConfig):
+        return found
+    candidates = [v for v in vars(module).values() if isinstance(v, AgentConfig)]
+    if len(candidates) != 1:
+        raise AgentLoadError(
+            f"{agent_py}:1: define `agent = define_agent(...)` (found "
+            f"{len(candidates)} define_agent results)"
+        )
+    return candidates[0]
+
+
+def _load_subagents(sub_root: Path, tools: Mapping[str, Tool]) -> dict[str, AgentDefinition]:
+    """The sub-agents in ``sub_root``'s folders (not those starting ``_`` or ``.``)."""
+    subagents: dict[str, AgentDefinition] = {}
+    if not sub_root.is_dir():
+        return subagents
+    for sub in sorted(p for p in sub_root.iterdir() if p.is_dir()):
+        if sub.name.startswith(("_", ".")):
+            continue
+        if sub.name in tools or sub.name == ASK_QUESTION:
+            raise AgentLoadError(f"{sub}:1: sub-agent {sub.name!r} has the same name as a tool")
+        subagents[sub.name] = _load(sub, name=sub.name, is_subagent=True)
+    return subagents
 
 
 _CODE = (".py", ".md", ".json", ".yaml", ".yml")
@@ -227,7 +231,21 @@ def _model_parts(config: AgentConfig, directory: Path, where: str) -> dict[str, 
         raise AgentLoadError(str(exc)) from None
 
 
-def _load_tools(tools_dir: Path) -> dict[str, Tool]:
+def _load_tools(tools_dir: Path, *, sleep: bool) -> dict[str, Tool]:
+    """The built-in tools and those of ``tools_dir``'s files; ``sleep``: with the built-in
+    ``sleep`` tool."""
+    tools = _user_tools(tools_dir)
+    if sleep:
+        if SLEEP in tools:
+            raise AgentLoadError(
+                f"{tools[SLEEP].source}: a tool named {SLEEP!r} clashes with the built-in one "
+                "that define_agent(sleep=True) adds; rename it"
+            )
+        tools[SLEEP] = sleep_tool()
+    return tools
+
+
+def _user_tools(tools_dir: Path) -> dict[str, Tool]:
     tools: dict[str, Tool] = {ASK_QUESTION: ask_question_tool()}
     if not tools_dir.is_dir():
         return tools

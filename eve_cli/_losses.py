@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,18 +77,24 @@ def losses(rt: Runtime, sid: str) -> list[Loss]:
             found.append(place(what, turn_at(pos)))
     for index in lost_events:
         found.append(place(f"an event (index {index})", *_scope(place.events, index)))
-    names = {"message.received": "the user's message", "message.completed": "the reply"}
     refs = {e[REF]: i for i, e in place.events.items() if isinstance(e.get(REF), int)}
-    for index in lost_history:
-        ref = refs.get(index)
-        if ref is not None:
-            what = names.get(str(place.events[ref].get("type")), "a history item")
-        else:  # a tool call or result: no event refers to it; the nearest item before does
-            what = "a history item: a tool call or its result"
-            ref = refs[max(below)] if (below := [h for h in refs if h < index]) else None
-        scope = _scope(place.events, ref, exact=True) if ref is not None else (None, None)
-        found.append(place(f"{what} (history item {index})", *scope))
+    found += [_lost_item(place, refs, index) for index in lost_history]
     return found
+
+
+def _lost_item(place: _Placer, refs: Mapping[int, int], index: int) -> Loss:
+    """The loss of history item ``index``; ``refs``: the event referring to each item."""
+    ref = refs.get(index)
+    if ref is not None:
+        what = _ITEMS.get(str(place.events[ref].get("type")), "a history item")
+    else:  # a tool call or result: no event refers to it; the nearest item before does
+        what = "a history item: a tool call or its result"
+        ref = refs[max(below)] if (below := [h for h in refs if h < index]) else None
+    scope = _scope(place.events, ref, exact=True) if ref is not None else (None, None)
+    return place(f"{what} (history item {index})", *scope)
+
+
+_ITEMS = {"message.received": "the user's message", "message.completed": "the reply"}
 
 
 @dataclass
