@@ -280,16 +280,24 @@ def _call_divergence(n: int, was: Call, now: Call) -> list[Divergence]:
         return one(kind, "no longer exists" + (" (a sub-agent)" if was.get("subagent") else ""))
     if out.startswith(f"Invalid arguments for tool {name!r}") and not old.startswith("Invalid"):
         return one("arguments-rejected", f"now rejects the recorded arguments: {out}")
-    if was.get("asked") != now.get("asked"):
-        if now.get("asked") == "approval":
-            return one("approval-changed", "now asks for approval (it ran without asking)")
-        if was.get("asked") == "approval":
-            return one("approval-changed", "now runs without asking (it asked for approval)")
+    if asking := _asking_changed(was, now):
+        return one("approval-changed", asking)
     if out == _POLICY_DENIED and old != _POLICY_DENIED:
         return one("approval-changed", "the approval policy now denies it")
     if (out, bool(now.get("isError"))) != (old, bool(was.get("isError"))):
         return one("result-changed", f"result {out[:200]!r}, recorded {old[:200]!r}")
     return []
+
+
+def _asking_changed(was: Call, now: Call) -> str | None:
+    """How a call's asking for approval changed, if it did."""
+    if was.get("asked") == now.get("asked"):
+        return None
+    if now.get("asked") == "approval":
+        return "now asks for approval (it ran without asking)"
+    if was.get("asked") == "approval":
+        return "now runs without asking (it asked for approval)"
+    return None
 
 
 def _gone(output: str) -> bool:

@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -178,18 +178,21 @@ class TurnTrace:
                     action.get("arguments"),
                 )
         elif kind in ("step.completed", "step.failed"):
-            index = int(event["stepIndex"])
-            usage = event.get("usage") or {}
-            self.step_usage[index] = (
-                int(usage.get("inputTokens") or 0),
-                int(usage.get("outputTokens") or 0),
-            )
-            if isinstance(event.get("cost"), int | float):
-                self.cost += float(event["cost"])
-            if fresh:
-                self._end_step(index, event.get("error"))
+            self._step_ended(event, fresh)
         elif kind in ("turn.completed", "turn.failed", "turn.cancelled") and fresh:
             self._end_turn(kind.split(".")[1], event.get("error"))
+
+    def _step_ended(self, event: Mapping[str, Any], fresh: bool) -> None:
+        index = int(event["stepIndex"])
+        usage = event.get("usage") or {}
+        self.step_usage[index] = (
+            int(usage.get("inputTokens") or 0),
+            int(usage.get("outputTokens") or 0),
+        )
+        if isinstance(event.get("cost"), int | float):
+            self.cost += float(event["cost"])
+        if fresh:
+            self._end_step(index, event.get("error"))
 
     def _end_step(self, index: int, error: Any) -> None:
         start = self.step_started.get(index)

@@ -66,16 +66,7 @@ class Scheduler:
             if problem not in self._reported:
                 self._log(f"schedule not loaded: {problem}")
         self._reported = set(problems)
-        current = {s.name: s for s in schedules}
-        for name in set(self._known) - set(current):
-            del self._known[name]
-            self._next.pop(name, None)
-        changed = [s for s in schedules if self._known.get(s.name) != s]
-        if changed:
-            last = await asyncio.to_thread(self._runtime.schedule_ticks)
-            for schedule in changed:
-                self._known[schedule.name] = schedule
-                await self._plan(schedule, last.get(schedule.name))
+        await self._reload(schedules)
         now = self._clock()
         for name, schedule in self._known.items():
             due = self._next.get(name)
@@ -89,6 +80,19 @@ class Scheduler:
             if run and tick is not None:
                 await self._start(schedule, tick)
             self._next[name] = schedule.next_after(now)
+
+    async def _reload(self, schedules: list[Schedule]) -> None:
+        """Forget the schedules gone; plan those new or changed from their last tick."""
+        current = {s.name for s in schedules}
+        for name in set(self._known) - current:
+            del self._known[name]
+            self._next.pop(name, None)
+        changed = [s for s in schedules if self._known.get(s.name) != s]
+        if changed:
+            last = await asyncio.to_thread(self._runtime.schedule_ticks)
+            for schedule in changed:
+                self._known[schedule.name] = schedule
+                await self._plan(schedule, last.get(schedule.name))
 
     def _report_skipped(
         self, schedule: Schedule, due: float, run: float | None, now: float

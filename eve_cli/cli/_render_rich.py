@@ -296,19 +296,7 @@ class RichRenderer:
             # (a rejected call never ran: the time since it was asked is no duration)
             duration_ms = (time.monotonic() - started) * 1000
         result = field(event, "result", field(event, "output", field(event, "error")))
-        line = Text()
-        line.append("✗ " if failed else "✓ ", style="red" if failed else "green")
-        line.append(format_call(name, arguments), style="bold")
-        if status == "rejected":
-            line.append("  rejected", style="red")
-        elif failed:
-            line.append("  failed", style="red")
-        if result is not None and result != "":
-            line.append(" → ", style="dim")
-            line.append(one_line(result, 200), style="red" if failed else "")
-        if isinstance(duration_ms, int | float):
-            line.append(f"  {duration_ms / 1000:.2f}s", style="dim")
-        return line
+        return _tool_text(format_call(name, arguments), status, failed, result, duration_ms)
 
     def _on_input_requested(self, event: Event) -> None:
         self._stop()
@@ -345,6 +333,23 @@ class RichRenderer:
 
     def _on_cleared(self, event: Event) -> None:
         self.notice("history cleared")
+
+
+def _tool_text(call: str, status: str, failed: bool, result: Any, duration_ms: Any) -> Text:
+    """`✓ call → result  0.12s`, or ✗ with `rejected` / `failed`."""
+    line = Text()
+    line.append("✗ " if failed else "✓ ", style="red" if failed else "green")
+    line.append(call, style="bold")
+    if status == "rejected":
+        line.append("  rejected", style="red")
+    elif failed:
+        line.append("  failed", style="red")
+    if result is not None and result != "":
+        line.append(" → ", style="dim")
+        line.append(one_line(result, 200), style="red" if failed else "")
+    if isinstance(duration_ms, int | float):
+        line.append(f"  {duration_ms / 1000:.2f}s", style="dim")
+    return line
 
 
 _HANDLERS: dict[str, Callable[[RichRenderer, Event], None]] = {

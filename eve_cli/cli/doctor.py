@@ -166,29 +166,38 @@ def _print(findings: list[Finding], done: list[Finding], show_all: bool, fixed: 
     shown = findings if show_all else [f for f in findings if not f.ok]
     if shown:
         console.print(_table("findings", shown))
+    console.print(_summary(findings, fixed))
+
+
+def _summary(findings: list[Finding], fixed: bool) -> str:
+    """What was checked, and what to do next."""
     counts = Counter("errors" if f.error else "ok" if f.ok else "warnings" for f in findings)
     summary = (
         f"{len(findings)} file(s) checked: {counts['ok']} ok, {counts['warnings']} warning(s), "
         f"{counts['errors']} damaged"
     )
+    return summary + _next_step(findings, fixed, bool(counts["warnings"]))
+
+
+def _next_step(findings: list[Finding], fixed: bool, warnings: bool) -> str:
     repairable = [f for f in findings if f.error and f.state != "damaged"]
     ended = [f for f in findings if f.state == "damaged"]
     if repairable and not fixed:
-        summary += " — run `eve doctor --repair` (it keeps every byte it replaces in quarantine/)"
-    elif ended:
-        summary += (
+        return " — run `eve doctor --repair` (it keeps every byte it replaces in quarantine/)"
+    if ended:
+        return (
             f" — {len(ended)} file(s) leave their session unable to go on (each row says which "
             "and what was lost; the bytes are in quarantine/): start a new session with "
             "`eve chat`"
         )
-    elif any(f.state == "lost" for f in findings):
-        summary += " — what earlier repairs replaced is listed above; the sessions go on"
-    elif counts["warnings"] and not fixed:
-        summary += (
+    if any(f.state == "lost" for f in findings):
+        return " — what earlier repairs replaced is listed above; the sessions go on"
+    if warnings and not fixed:
+        return (
             " — harmless: every reader skips a torn tail or leftover and rebuilds a stale cache "
             "from the data; `eve doctor --repair` tidies them"
         )
-    console.print(summary)
+    return ""
 
 
 def _table(title: str, rows: list[Finding]) -> Table:

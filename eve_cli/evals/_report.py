@@ -54,25 +54,28 @@ def build_report(
     for case in cases:
         mine = [r for (name, _), r in results.items() if name == case.name]
         rows.append(case_summary(case, mine, default_threshold))
-    runs = [r for row in rows for r in row["results"]]
-    summary = {
-        "cases": len(rows),
-        "ok": sum(1 for r in rows if r["ok"]),
-        "belowThreshold": [r["name"] for r in rows if not r["ok"]],
-        "flaky": [r["name"] for r in rows if 0 < r["passed"] < r["repetitions"]],
-        "repetitions": len(runs),
-        "passed": sum(1 for r in runs if r.get("passed")),
-        "passRate": round(sum(1 for r in runs if r.get("passed")) / len(runs), 4) if runs else 0.0,
-        "tokens": _mean([r.get("tokens") for r in runs]),
-        "cost": _mean([r.get("cost") for r in runs]),
-        "seconds": _mean([r.get("seconds") for r in runs]),
-    }
     return {
         "version": REPORT_VERSION,
         **info,
         "finishedAt": time.time(),
         "cases": rows,
-        "summary": summary,
+        "summary": _summary(rows),
+    }
+
+
+def _summary(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The totals of a report's case rows."""
+    runs = [r for row in rows for r in row["results"]]
+    passed = sum(1 for r in runs if r.get("passed"))
+    return {
+        "cases": len(rows),
+        "ok": sum(1 for r in rows if r["ok"]),
+        "belowThreshold": [r["name"] for r in rows if not r["ok"]],
+        "flaky": [r["name"] for r in rows if 0 < r["passed"] < r["repetitions"]],
+        "repetitions": len(runs),
+        "passed": passed,
+        "passRate": round(passed / len(runs), 4) if runs else 0.0,
+        **{name: _mean([r.get(name) for r in runs]) for name in ("tokens", "cost", "seconds")},
     }
 
 
