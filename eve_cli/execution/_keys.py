@@ -40,11 +40,7 @@ class EventKeys:
         t: Any = item.get("u")  # the turn and step numbers: ints when exact_ints says so
         s: Any = item.get("s")
         if isinstance(stored, list) and len(stored) == 2 and code == _APPENDED:
-            gen, start = stored
-            delta = item.get("d")
-            if exact_ints(gen, start, t, s) and isinstance(delta, str):
-                return prefixed(gen, turn(t).step(s).call(0).delta(start, len(delta)))
-            return None
+            return _delta_key(stored, item.get("d"), t, s)
         if not exact_ints(stored):
             return None
         if code == _WAITING and "u" not in item:
@@ -58,6 +54,14 @@ class EventKeys:
         if code in _STEP_KEYS and exact_ints(s):
             return prefixed(stored, _STEP_KEYS[code](turn(t).step(s)))
         return None
+
+
+def _delta_key(stored: list[Any], delta: Any, t: Any, s: Any) -> str | None:
+    """The key of a delta of step ``s``'s first model call stored as ``[generation, start]``."""
+    gen, start = stored
+    if exact_ints(gen, start, t, s) and isinstance(delta, str):
+        return prefixed(gen, turn(t).step(s).call(0).delta(start, len(delta)))
+    return None
 
 
 class HistoryKeys:

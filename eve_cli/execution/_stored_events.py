@@ -62,17 +62,24 @@ def read_event(
             event[k] = v
         if k == "at" and waiting:
             event["continuationToken"] = (meta() if meta is not None else {}).get("token")
-    at = event.get("at")
-    if isinstance(at, int) and not isinstance(at, bool):
-        since = (meta() if meta is not None else {}).get("created") or 0.0
-        event["at"] = iso_from_ms(round(float(since) * 1000) + at)
-    elif isinstance(at, float):
-        event["at"] = iso_ms(at)
+    if "at" in event:
+        event["at"] = _iso_at(event["at"], meta)
     event["index"] = index
     # The stream's session, whatever an older form stored (a fork's copy of it names the
     # session it was copied from).
     event["sessionId"] = session_id
     return cast(Event, event)  # open: an event written by a later eve keeps its fields
+
+
+def _iso_at(at: Any, meta: Callable[[], Mapping[str, Any]] | None) -> Any:
+    """A stored ``at`` as an ISO time: milliseconds since the run's creation (an int) or
+    seconds since the epoch (a float); anything else as it is."""
+    if isinstance(at, int) and not isinstance(at, bool):
+        since = (meta() if meta is not None else {}).get("created") or 0.0
+        return iso_from_ms(round(float(since) * 1000) + at)
+    if isinstance(at, float):
+        return iso_ms(at)
+    return at
 
 
 def _forked(meta: Callable[[], Mapping[str, Any]] | None) -> bool:

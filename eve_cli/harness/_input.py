@@ -135,18 +135,22 @@ def resolve(
             if response.get("always") and resolution["approved"]:
                 resolution["always"] = True
         request["resolution"] = resolution
-        tool = request.get("tool")
-        if request["kind"] == "approval" and resolution.get("approved") and tool:
-            found = host.find_tool(tool)
-            policy = found.approval.kind if found is not None else ""
-            if (resolution.get("always") or policy == "once") and (
-                tool not in host.snap.approved_tools
-            ):
-                host.snap.approved_tools.append(tool)
+        if request["kind"] == "approval" and resolution.get("approved"):
+            _remember_approval(host, request.get("tool"), bool(resolution.get("always")))
         who = {"by": by} if isinstance(by, dict) else {}
         event = {"requestId": rid, **resolution, **who}
         host.emit("input.resolved", event, keys.resolved(request["requestId"]), step)
         return
+
+
+def _remember_approval(host: StepHost, tool: str | None, always: bool) -> None:
+    """An approval of ``tool`` that holds for the session (``always``, or a tool asking
+    ``once``) is remembered."""
+    if not tool or tool in host.snap.approved_tools:
+        return
+    found = host.find_tool(tool)
+    if always or (found is not None and found.approval.kind == "once"):
+        host.snap.approved_tools.append(tool)
 
 
 def cancel_pending(host: StepHost) -> None:

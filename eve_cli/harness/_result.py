@@ -63,10 +63,13 @@ def _problem(value: Any, schema: Any, path: str) -> str | None:
     if isinstance(value, dict):
         return _object_problem(value, schema, path)
     if isinstance(value, list) and "items" in schema:
-        for n, item in enumerate(value):
-            if (problem := _problem(item, schema["items"], f"{path}[{n}]")) is not None:
-                return problem
+        return _items_problem(value, schema["items"], path)
     return None
+
+
+def _items_problem(value: list[Any], schema: Any, path: str) -> str | None:
+    problems = (_problem(item, schema, f"{path}[{n}]") for n, item in enumerate(value))
+    return next((problem for problem in problems if problem is not None), None)
 
 
 def _object_problem(value: dict[str, Any], schema: dict[str, Any], path: str) -> str | None:
