@@ -12,7 +12,7 @@ import datetime as dt
 import importlib
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any, cast
 from uuid import UUID
@@ -144,6 +144,26 @@ _LEAVES = (
 )  # fmt: skip
 
 
+def _text_problem(value: str) -> str:
+    """Why ``value`` has no UTF-8 form ("": it has one)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form
+        char = ord(value[exc.start])
+        where = f"a lone surrogate U+{char:04X} at character {exc.start}"
+        return f"text that is not valid Unicode ({where})"
+    return ""
+
+
+def _first_unserializable(parts: Iterable[tuple[Any, str]], path: str) -> tuple[str, str]:
+    """The first of ``(value, path)`` ``parts`` that has no msgpack form, or (path, "")."""
+    for value, where in parts:
+        bad = find_unserializable(value, where)
+        if bad[1]:
+            return bad
+    return path, ""
+
+
 def find_unserializable(value: Any, path: str) -> tuple[str, str]:
     """Return (path, reason) of the first value `encode` cannot store, or (path, "")."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -151,30 +171,15 @@ def find_unserializable(value: Any, path: str) -> tuple[str, str]:
             return path, "integer out of the 64-bit range"
         return path, ""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form
-            char = ord(value[exc.start])
-            where = f"a lone surrogate U+{char:04X} at character {exc.start}"
-            return path, f"text that is not valid Unicode ({where})"
-        return path, ""
+        return path, _text_problem(value)
     if isinstance(value, _LEAVES):
         return path, ""
     if isinstance(value, Mapping):
-        for key, item in value.items():
-            bad = find_unserializable(key, f"{path} key {key!r}")
-            if bad[1]:
-                return bad
-            bad = find_unserializable(item, f"{path}[{key!r}]")
-            if bad[1]:
-                return bad
-        return path, ""
+        parts = ((part, f"{path}{where}") for key, item in value.items()
+                 for part, where in ((key, f" key {key!r}"), (item, f"[{key!r}]")))  # fmt: skip
+        return _first_unserializable(parts, path)
     if isinstance(value, list | tuple | set | frozenset):
-        for i, item in enumerate(value):
-            bad = find_unserializable(item, f"{path}[{i}]")
-            if bad[1]:
-                return bad
-        return path, ""
+        return _first_unserializable(((v, f"{path}[{i}]") for i, v in enumerate(value)), path)
     if hasattr(type(value), "model_dump") and hasattr(type(value), "model_validate"):
         return find_unserializable(value.model_dump(mode="python"), path)
     return path, f"object of type {type(value).__qualname__} has no msgpack form"

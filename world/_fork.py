@@ -84,17 +84,8 @@ def plan_fork(
         raise ForkError("only a root run's family can be forked, as a root run")
     family, kept = _read_to(world, source, at)
     runs = {whole["run"] for _, whole in kept if isinstance(whole.get("run"), str)}
-    held: dict[str, set[str]] = {r: set(family.runs[r].gen_hooks) for r in runs}
-    for _, whole in kept:
-        if whole.get("t") == "hook":
-            held[whole["run"]].add(whole["token"])
-    tokens: dict[str, str] = {}
-    for r in sorted(runs):
-        for token in sorted(held[r]):
-            tokens.setdefault(token, fresh_token(token))
-    for run in family.runs.values():  # a token also stands in data after its run let it go
-        for token in sorted(run.hooks):
-            tokens.setdefault(token, fresh_token(token))
+    held = _held_hooks(family, kept, runs)
+    tokens = _fresh_tokens(family, held)
     if meta is None:
         meta = family.runs[source].meta if source in family.runs else {}
     rename = _Renamer(family, source, target, tokens, meta, aliases or {})
@@ -106,6 +97,48 @@ def plan_fork(
     return ForkPlan(target, bodies, copied, hooks, tokens)
 
 
+def _held_hooks(
+    family: Family, kept: list[tuple[int, JournalRecord]], runs: set[str]
+) -> dict[str, set[str]]:
+    """The hooks each of ``runs`` holds at the fork's point: its generation's and those its
+    records claimed."""
+    held: dict[str, set[str]] = {r: set(family.runs[r].gen_hooks) for r in runs}
+    for _, whole in kept:
+        if whole.get("t") == "hook":
+            held[whole["run"]].add(whole["token"])
+    return held
+
+
+def _fresh_tokens(family: Family, held: Mapping[str, set[str]]) -> dict[str, str]:
+    """A new token for each of the source's: those the fork's runs hold, in a stable order,
+    then every other one (a token also stands in data after its run let it go)."""
+    tokens: dict[str, str] = {}
+    for r in sorted(held):
+        for token in sorted(held[r]):
+            tokens.setdefault(token, fresh_token(token))
+    for run in family.runs.values():
+        for token in sorted(run.hooks):
+            tokens.setdefault(token, fresh_token(token))
+    return tokens
+
+
+def _read_records(
+    world: World, family: Family, at: int | None
+) -> list[tuple[int, JournalRecord]]:
+    """The family's records (whole) up to position ``at`` (None: all), applied to it."""
+    read: list[tuple[int, JournalRecord]] = []
+    for pos, stored in world.load(family.root, 0).records:
+        if at is not None and pos > at:
+            break
+        read.append((pos, family.apply(pos, stored)))
+    if not read or (at is not None and all(pos != at for pos, _ in read)):
+        raise ForkError(
+            f"run family {family.root} has no record at position {at}: no such checkpoint is "
+            "stored"
+        )
+    return read
+
+
 def _read_to(
     world: World, source: str, at: int | None
 ) -> tuple[Family, list[tuple[int, JournalRecord]]]:
@@ -113,15 +146,7 @@ def _read_to(
     family = Family(source)
     family.inbox_name = world.inbox_name(source)
     family.read_inbox(world)  # `recv` records take their payloads from it
-    read: list[tuple[int, JournalRecord]] = []
-    for pos, stored in world.load(source, 0).records:
-        if at is not None and pos > at:
-            break
-        read.append((pos, family.apply(pos, stored)))
-    if not read or (at is not None and all(pos != at for pos, _ in read)):
-        raise ForkError(
-            f"run family {source} has no record at position {at}: no such checkpoint is stored"
-        )
+    read = _read_records(world, family, at)
     scan = family.scan_start()
     kept = [(pos, rec) for pos, rec in read if pos >= scan and rec.get("t") != GAP]
     if not kept:
