@@ -490,6 +490,38 @@ def _cut(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
     return Finding(fresh.path, fresh.kind, "repaired", what, offset, fresh.size, fresh.records)
 
 
+def _fillers(
+    file: Path, kind: str, start: int, stop: int, at_end: bool
+) -> tuple[list[tuple[int, int]], list[bytes] | None]:
+    """The pieces ``(start, stop)`` the damage from ``start`` to ``stop`` is cut into and the
+    gap records of their lengths that replace them (None: a piece too short for one)."""
+    pieces = _pieces(file, kind, start, stop)
+    fillers = [_gap_frame(b - a) for a, b in pieces]
+    if start == 0:  # the header: a fresh one first (its kind is the file's), then gaps
+        pieces, fillers = _with_header(kind, pieces, fillers)
+    if at_end and fillers[-1] is None:  # nothing after it to keep in place: any length
+        a, b = pieces[-1]
+        record = _header_of(kind) if a == 0 else {"t": GAP, "n": b - a}
+        fillers[-1] = _journal.frame(record)
+    if any(f is None for f in fillers):
+        return pieces, None
+    return pieces, [f for f in fillers if f is not None]
+
+
+def _overwrite(
+    file: Path, pieces: list[tuple[int, int]], fillers: list[bytes], stop: int, size: int | None
+) -> None:
+    """Write each filler over its piece, durably; ``size``: the file's size when the damage
+    (ending at ``stop``) was its last data: zeros a writer reserved after it are cut."""
+    with open(file, "r+b") as f:
+        for (a, _), filler in zip(pieces, fillers, strict=True):
+            _journal.write_all(f.fileno(), filler, a)
+        end = max(stop, pieces[-1][0] + len(fillers[-1]))
+        if size is not None and end < size:
+            f.truncate(end)
+        os.fsync(f.fileno())
+
+
 def _fill(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
     """Damaged records: their bytes copied to the quarantine, then overwritten in place by gap
     records of the same length (every later record keeps its offset), region by region."""
@@ -502,27 +534,13 @@ def _fill(root: Path, bin_: _Quarantine, found: Finding, file: Path) -> Finding:
     while fresh.state == "corrupt" and fresh.offset is not None and len(regions) < 64:
         data = file.read_bytes()
         start, stop = fresh.offset, _damage_end(data, fresh.offset)
-        pieces = _pieces(file, found.kind, start, stop)
-        fillers = [_gap_frame(b - a) for a, b in pieces]
-        if start == 0:  # the header: a fresh one first (its kind is the file's), then gaps
-            pieces, fillers = _with_header(found.kind, pieces, fillers)
         at_end = not any(data[stop:])
-        if at_end and fillers[-1] is None:  # nothing after it to keep in place: any length
-            a, b = pieces[-1]
-            record = _header_of(found.kind) if a == 0 else {"t": GAP, "n": b - a}
-            fillers[-1] = _journal.frame(record)
-        if any(f is None for f in fillers):
+        pieces, fillers = _fillers(file, found.kind, start, stop, at_end)
+        if fillers is None:
             detail = f"{stop - start} damaged byte(s) at offset {start} too few to replace"
             return _replace(fresh, "corrupt", detail + "; left as they are")
         saved = bin_.copy_range(file, data[start:stop], start)
-        with open(file, "r+b") as f:
-            for (a, _), filler in zip(pieces, fillers, strict=True):
-                assert filler is not None
-                _journal.write_all(f.fileno(), filler, a)
-            end = max(stop, pieces[-1][0] + len(fillers[-1] or b""))
-            if end < len(data) and at_end:
-                f.truncate(end)  # zeros a writer reserved after the damaged last record
-            os.fsync(f.fileno())
+        _overwrite(file, pieces, fillers, stop, len(data) if at_end else None)
         regions.append(f"{stop - start} byte(s) at offset {start} (kept in {saved})")
         bin_.note(
             f"{fresh.path}: {stop - start} damaged byte(s) at offset {start} copied to "
