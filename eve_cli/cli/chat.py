@@ -126,13 +126,9 @@ def chat(
 ) -> None:
     """Chat with an agent; the session is durable and resumable (eve chat -s ID)."""
     _check_usage(sum((continue_, session is not None, pick)), prompt, print_, url, model, agent)
-    prompt, print_ = argument_text(prompt), argument_text(print_)
-    at_terminal = sys.stdin.isatty() and sys.stdout.isatty()
-    if prompt is not None and (not at_terminal or json_):
-        print_, prompt = prompt, None  # without a terminal a message works as -p does
+    prompt, print_, terminal = _modes(argument_text(prompt), argument_text(print_), json_)
     model = checked_model(model)
     data_dir = choose_world(data, world, create=not url)
-    terminal = at_terminal and not json_ and print_ is None
     if pick and not terminal:
         raise CliError("-r/--resume picks at a terminal; elsewhere use -c or -s ID", 2)
     renderer = _renderer(terminal, json_, print_ is not None, data_dir)
@@ -149,10 +145,7 @@ def chat(
         if pick:
             session = _picked(rt, data_dir)
         sid = _choose_session(rt, loop, session, continue_, model, data_dir)
-        start = _stream_end(rt, sid) if resumed else 0
-        chat_loop = ChatLoop(rt, sid, renderer, options, loop, next_index=start)
-        if resumed:
-            chat_loop.check_not_in_use()
+        chat_loop = _chat_loop(rt, loop, sid, renderer, options, resumed)
         _introduce(chat_loop, resumed, model, agent, url or str(data_dir))
         piped = None if terminal or print_ is not None else PipedLines()
         try:
@@ -161,6 +154,34 @@ def chat(
             renderer.close()
     if chat_loop.failed and not terminal:
         raise typer.Exit(1)
+
+
+def _modes(
+    prompt: str | None, print_: str | None, json_: bool
+) -> tuple[str | None, str | None, bool]:
+    """``(message, -p message, at a terminal)``: without a terminal (or with --json) a
+    message works as -p does."""
+    at_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    if prompt is not None and (not at_terminal or json_):
+        print_, prompt = prompt, None
+    return prompt, print_, at_terminal and not json_ and print_ is None
+
+
+def _chat_loop(
+    rt: Facade,
+    loop: asyncio.AbstractEventLoop,
+    sid: str,
+    renderer: Renderer,
+    options: ChatOptions,
+    resumed: bool,
+) -> ChatLoop:
+    """The conversation over session ``sid``; ``resumed``: an existing session, shown from
+    its stream's end, refused while another process is in it."""
+    start = _stream_end(rt, sid) if resumed else 0
+    chat_loop = ChatLoop(rt, sid, renderer, options, loop, next_index=start)
+    if resumed:
+        chat_loop.check_not_in_use()
+    return chat_loop
 
 
 def _check_usage(
