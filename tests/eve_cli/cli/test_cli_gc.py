@@ -278,6 +278,24 @@ def test_leftovers_of_an_interrupted_removal_are_swept(
     assert _owned_files(data, sid) == [] and not (data / "runs" / sid).exists()
 
 
+def test_a_remnant_a_creator_just_left_is_not_idle(
+    isolated: Path, sessions: dict[str, str]
+) -> None:
+    """A run folder holding only a lock, as a creator killed a moment ago leaves it (or one
+    creating it now): its age is its folder's, not the epoch's, so a retention or gc by age
+    leaves it to the creator that may be making it this moment."""
+    data = isolated / "data"
+    folder = data / "runs" / "s_being_made"
+    folder.mkdir(parents=True)
+    (folder / "inbox.lock").write_bytes(b"")
+    report = _gc(data, "--older-than", "1m")
+    assert "s_being_made" not in {e["id"] for e in report["entries"]}
+    assert folder.exists()
+    _age(data, 3600)  # an hour later it is a leftover like any
+    swept = {e["id"]: e["action"] for e in _gc(data, "--older-than", "1m")["entries"]}
+    assert swept["s_being_made"] == "removed" and not folder.exists()
+
+
 @pytest.mark.slow
 def test_soak_size_and_file_count_stay_bounded(isolated: Path) -> None:
     """Many short sessions with gc between them: the directory does not grow with history."""

@@ -264,7 +264,12 @@ class LocalWorld(Store):
             streams = self.family_streams(root)
         for name in streams:
             paths.extend(self._streams.paths(name))
-        return FamilyUsage(*usage_of(paths))
+        size, last = usage_of(paths)
+        with contextlib.suppress(OSError):
+            # A file made or removed in its folder is a write too: a creator's first file
+            # (or a remnant a killed creator left seconds ago) is not idle since the epoch.
+            last = max(last, os.stat(folder).st_mtime)
+        return FamilyUsage(size, last)
 
     def remnants(self) -> list[str]:
         roots = set(listdir(self.path / "runs"))
