@@ -265,10 +265,12 @@ class LocalWorld(Store):
         for name in streams:
             paths.extend(self._streams.paths(name))
         size, last = usage_of(paths)
-        with contextlib.suppress(OSError):
-            # A file made or removed in its folder is a write too: a creator's first file
-            # (or a remnant a killed creator left seconds ago) is not idle since the epoch.
-            last = max(last, os.stat(folder).st_mtime)
+        if not last:
+            # Nothing but locks (or nothing yet): a folder a creator is making, or one a
+            # creator killed a moment ago left. Its folder's time, not the epoch's: it is not
+            # idle since 1970. (Not for others: a first lock taken in it changes that time.)
+            with contextlib.suppress(OSError):
+                last = os.stat(folder).st_mtime
         return FamilyUsage(size, last)
 
     def remnants(self) -> list[str]:
