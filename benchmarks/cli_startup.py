@@ -13,7 +13,8 @@ command pays. Medians over rounds; ``cpu`` is the median user + system seconds o
 * The read-only commands on the example data (`.workflow-data.example`, a copy), each with its
   CPU (SPEC §11: ≤ 0.25 s): ``cli_startup.help`` (``eve --help``), ``.inspect_list`` (``eve
   inspect``), ``.inspect_session`` (``eve inspect SID``), ``.log`` (``eve log SID``),
-  ``.schedules`` (``eve schedules``).
+  ``.schedules`` (``eve schedules``). Every command is timed with the bytecode caches an
+  installed eve has (``PYTHONDONTWRITEBYTECODE`` is dropped; one untimed run writes them).
 
 ``EVE_BENCH_AGAINST=DIR`` (a checkout of another commit, e.g. ``git worktree add DIR 2473f03``)
 runs each command of that tree too (``python -m eve_cli`` with ``PYTHONPATH=DIR``, same
@@ -68,7 +69,10 @@ def run(quick: bool) -> Iterator[dict[str, Any]]:
     rounds = 3 if quick else 15
     against = os.environ.get("EVE_BENCH_AGAINST")
     with scratch("cli") as root:
+        # With the bytecode caches an installed eve has (pip compiles them; a checkout writes
+        # them on first use): a session's PYTHONDONTWRITEBYTECODE would time the compiler.
         env = {**os.environ, "EVE_DATA_DIR": str(root / "empty")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         floor, floor_cpu = wall([sys.executable, "-c", "pass"], env, root, rounds)
         eve = eve_command()
         cases: list[tuple[str, list[str], str]] = [
@@ -107,6 +111,9 @@ def _read_only(
         ("schedules", ["--data", str(data), "schedules"]),
     ]
     for name, args in cases:
+        wall([*ours, *args], env, root, 1)  # writes the bytecode caches (of both trees)
+        if against:
+            wall([*ours, *args], other_env, root, 1)
         times, cpus, other = [], [], []
         for _ in range(rounds):
             seconds, cpu = wall([*ours, *args], env, root, 1)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, Required, TypedDict
 
 if TYPE_CHECKING:
     from eve_cli._schedules import ScheduleMark
+    from eve_cli.models import Message
 
 SNAPSHOT_VERSION = 3
 
@@ -248,3 +249,9 @@ def history_stream(session_id: str) -> str:
 
 
 SUMMARY_ROLE = "summary"  # a history item holding a compaction summary (not sent as such)
+SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+
+
+def summary_message(summary: str) -> Message:
+    """How a summary reaches the model: the first user message of the window."""
+    return {"role": "user", "content": SUMMARY_PREFIX + summary}

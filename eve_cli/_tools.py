@@ -11,13 +11,14 @@ import json
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import pydantic
+from typing import TYPE_CHECKING, Any
 
 from eve_cli._agent_api import ApprovalPolicy, Effects, ToolContext, ToolFunction, never
 from eve_cli._tool_threads import run_sync
 from eve_cli.models import ToolSpec
+
+if TYPE_CHECKING:  # pydantic is imported where a tool is built or run, not by every command
+    import pydantic
 
 
 class ToolDefinitionError(Exception):
@@ -64,6 +65,8 @@ class Tool:
             raise InvalidArguments(f"arguments must be a JSON object, got {arguments!r}")
         if self.args_model is None:
             return dict(arguments)
+        import pydantic
+
         try:
             model = self.args_model.model_validate(arguments)
         except pydantic.ValidationError as exc:
@@ -147,6 +150,8 @@ def render_result(value: Any) -> str:
     """Tool return values as text: strings as they are, everything else as JSON."""
     if isinstance(value, str):
         return value
+    import pydantic
+
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump_json()
     try:
@@ -186,6 +191,8 @@ def build_tool(marked: ToolFunction, source: str = "") -> Tool:
             )
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hint, default)
+    import pydantic
+
     model = pydantic.create_model(
         f"{marked.name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )

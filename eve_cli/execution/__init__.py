@@ -6,7 +6,8 @@ Imports `world` and the harness; nothing here imports the CLI or the channel. Wh
 packages use is named here (``__all__``, pinned by a test); the modules behind it are private.
 """
 
-from eve_cli.execution._driver import started_event
+from typing import TYPE_CHECKING, Any
+
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._executor import Executor
 from eve_cli.execution._fold import (
@@ -22,7 +23,6 @@ from eve_cli.execution._fold import (
     settles,
 )
 from eve_cli.execution._fork import Forked, ForkPointError, Lineage, fork_session, lineage
-from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, read_window, window_messages
 from eve_cli.execution._keys import HistoryKeys
 from eve_cli.execution._lost import ContextLostError
 from eve_cli.execution._observe import EventWatcher, observe_events
@@ -39,6 +39,29 @@ from eve_cli.execution._replies import resolve
 from eve_cli.execution._stored_events import REF, EventReader, stored_event
 from eve_cli.execution._streams import KeyedStream
 from eve_cli.execution._view import PAGE, TAIL, summary
+from eve_cli.execution._window import read_window, window_messages
+from eve_cli.execution._workflows import SESSION_WORKFLOW, TURN_WORKFLOW
+
+if TYPE_CHECKING:
+    from eve_cli.execution._driver import started_event
+
+# Names whose modules bring the harness, the models and the tools: imported when first asked
+# for, so a command that only reads sessions does without them.
+_LATER = {
+    "started_event": "eve_cli.execution._driver",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LATER.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ENDING_WAIT",

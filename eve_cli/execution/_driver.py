@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from eve_cli._keys import SESSION_END, SESSION_START, generation, turn
 from eve_cli._session import Snapshot, session_base
-from eve_cli.execution._host import TURN_WORKFLOW, SessionHost
+from eve_cli.execution._host import SessionHost
+from eve_cli.execution._workflows import TURN_WORKFLOW
 from eve_cli.harness._compaction import compact
 from eve_cli.harness._input import with_ids
 from world import STORAGE_ERRORS, HookConflictError, HookHandle, WorkflowContext

@@ -14,17 +14,16 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
 from eve_cli._session import Snapshot, events_stream, history_stream
 from eve_cli.execution._cancel import CancelSignals
-from eve_cli.execution._driver import session_workflow
-from eve_cli.execution._host import SESSION_WORKFLOW, TURN_WORKFLOW, WindowState
 from eve_cli.execution._lost import check_window
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
-from eve_cli.execution._turn import turn_workflow
 from eve_cli.execution._view import ViewCache
+from eve_cli.execution._workflows import SESSION_WORKFLOW, TURN_WORKFLOW
 from world import Engine, WorkflowContext, World
 
 if TYPE_CHECKING:
     from eve_cli._tools import Tool
+    from eve_cli.execution._window import WindowState
     from eve_cli.mcp import McpPool
     from eve_cli.models import ToolSpec
 
@@ -85,10 +84,16 @@ class Executor:
             {SESSION_WORKFLOW: self._session, TURN_WORKFLOW: self._turn},
         )
 
+    # The workflows (and the harness, models and tools behind them) are imported when a run
+    # first executes: a command that only reads sessions never needs them.
     async def _session(self, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+        from eve_cli.execution._driver import session_workflow
+
         return await session_workflow(self, ctx, data)
 
     async def _turn(self, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+        from eve_cli.execution._turn import turn_workflow
+
         return await turn_workflow(self, ctx, data)
 
     def serve(self, directory: Path, agent: AgentDefinition) -> None:

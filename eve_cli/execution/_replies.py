@@ -16,15 +16,17 @@ raise :class:`HistoryDamageError`: the text is lost with the events, and is neve
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eve_cli._keys import delta_start
 from eve_cli._session import events_stream
 from eve_cli.execution._event_form import TYPE_CODES, exact_ints
 from eve_cli.execution._lost import ContextLostError
-from eve_cli.harness import Reply, StreamedText
-from eve_cli.models import Message
 from world import CorruptJournalError, LostItem, World
+
+if TYPE_CHECKING:  # annotations only: a reader of stored replies needs no harness
+    from eve_cli.harness import Reply, StreamedText
+    from eve_cli.models import Message
 
 EVENTS = "e"  # form 2: the reply's delta events, as runs [start, count, ...]
 LENGTH = "n"  # form 2: the length of the text those events hold

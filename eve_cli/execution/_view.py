@@ -85,6 +85,7 @@ class _Part(NamedTuple):
 
 _RECORDS_KEPT = 8  # decoded checkpoint records a kept fold keeps for pages of earlier turns
 
+
 class Checkpoint(TypedDict):
     """A checkpoint of a session's fold, as stored: the fold's version, the events it took
     (``events``; the last of them as stored, their digest), the turns it had (``turns``; its

@@ -4,7 +4,7 @@ It talks to the execution layer only through :class:`StepHost`. What other packa
 named here (``__all__``, pinned by a test); the modules behind it are private.
 """
 
-from eve_cli.harness._compaction import summary_message
+from eve_cli._session import summary_message
 from eve_cli.harness._effects import OUTCOME, answer_problem
 from eve_cli.harness._host import Reply, StepHost, StoredReply, StreamedText
 from eve_cli.harness._input import compact_message, expand_delivery, with_ids

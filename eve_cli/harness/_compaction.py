@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from eve_cli._keys import Compaction
-from eve_cli._session import SUMMARY_ROLE
+from eve_cli._session import SUMMARY_ROLE, summary_message
 from eve_cli.harness._host import StepHost
 from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
 from eve_cli.models._tokens import _message_text, estimate_text, estimate_with
@@ -21,11 +21,6 @@ SUMMARY_SYSTEM = (
     "Summarise the conversation so far for your own later use: facts, decisions, open tasks, "
     "names and numbers. Be concise."
 )
-SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
-
-
-def summary_message(summary: str) -> Message:
-    return {"role": "user", "content": SUMMARY_PREFIX + summary}
 
 
 def message_tokens(message: Message) -> int:

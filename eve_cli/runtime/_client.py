@@ -31,14 +31,15 @@ from eve_cli.execution import (
     fork_session,
     phase,
     receipt_boundary,
-    started_event,
     stored_event,
     taken,
 )
-from eve_cli.harness import OUTCOME, answer_problem, compact_message, expand_delivery
 from eve_cli.runtime._core import ENDED, Core
 from eve_cli.runtime._reader import Reader
 from world import NoActiveRunError, OwnershipError, RunExistsError
+
+# The harness (and the models and tools behind it) is imported by the calls that use it: a
+# command that only reads sessions does without it.
 
 __all__ = ["Client", "DeliveryReceipt"]
 
@@ -164,6 +165,8 @@ class Client:
             raise ValueError("output_schema must be a JSON schema object")
         if (problem := bad_text(message, "the message")) is not None:
             raise ValueError(problem)  # refused before anything is stored
+        from eve_cli.harness import compact_message, expand_delivery
+
         first = None
         if message is not None:
             first = expand_delivery(_signed(compact_message(message, "steer", output_schema), by))
@@ -186,6 +189,8 @@ class Client:
         self.world.claim_hook(token, snap.id)
 
     def _append_started(self, snap: Snapshot, agent: str) -> None:
+        from eve_cli.execution import started_event  # (the driver's: with the harness)
+
         started = stored_event(
             "session.started", time.time(), started_event(snap, agent), snap.created_at
         )
@@ -282,6 +287,8 @@ class Client:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
             if (problem := self._agent_problem(sid, session_base(meta, agent))) is not None:
                 return DeliveryReceipt(sid, "rejected", problem)  # not a turn that fails later
+            from eve_cli.harness import compact_message
+
             payload = _signed(compact_message(message, turn_policy, output_schema), by)
             sent = await self._send(sid, payload, meta)
         if isinstance(sent, str):
@@ -361,6 +368,8 @@ class Client:
         """True when a message delivered to ``sid`` before ``delivery`` was not taken yet, as
         far as its events say (``events`` first, then earlier ones): it starts the next turn.
         The inbox is read from the head's mark (what its last drive had taken)."""
+        from eve_cli.harness import expand_delivery
+
         root = sid.split(".", 1)[0]
         mark = (self.world.read_head(root) or {}).get("inbox_mark")
         mark = mark if isinstance(mark, int) and mark > 0 else 0
@@ -399,6 +408,8 @@ class Client:
         return _accepted(sid, sent)
 
     def _check_responses(self, sid: str, responses: Any) -> str | None:
+        from eve_cli.harness import OUTCOME, answer_problem
+
         if not isinstance(responses, list) or not responses:
             return "responses must be a non-empty list"
         pending = {p.get("requestId"): p for p in self.reader.session(sid)["pending"]}

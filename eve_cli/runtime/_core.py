@@ -108,9 +108,7 @@ class Core:
         """The agent folder's current definition (loaded now by a reader's first use)."""
         if self._agent is None:
             try:
-                self._agent = self._served(
-                    self.executor.agent_for(self.stored_dir(self.agent_dir))
-                )
+                self._agent = self._served(self.executor.agent_for(self.stored_dir(self.agent_dir)))
             except AgentLoadError:
                 self._agent = self.executor.agent_for(str(DEFAULT_AGENT_DIR))
         return self._agent

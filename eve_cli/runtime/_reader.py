@@ -25,9 +25,7 @@ from eve_cli.execution import (
     fold,
     fresh_start,
     lineage,
-    read_window,
     summary,
-    window_messages,
 )
 from eve_cli.runtime._core import Core, live_status
 
@@ -128,6 +126,8 @@ class Reader:
         if data is None:
             return []
         snap = Snapshot.from_data(data, sid, session_base(meta))
+        from eve_cli.execution import read_window, window_messages  # (the harness's)
+
         messages, _, summary_text = read_window(self.world, snap)
         return window_messages(messages, summary_text)
 

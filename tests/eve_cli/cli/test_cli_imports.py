@@ -148,3 +148,24 @@ def test_a_value_that_needs_converting_is_converted_and_checked_as_before() -> N
     assert "--start" in bad.stderr and "Traceback" not in bad.stderr
     modules = imported("inspect", "s_x", "--events", "--start", "3")
     assert "typer._adapters" in modules  # converted by Typer's adapter
+
+
+def test_commands_that_read_sessions_import_no_harness_tools_or_pydantic() -> None:
+    """Reading a session needs its stored events and views, not what runs a turn: the harness,
+    the workflows, the models' providers and the tools' argument models (Pydantic) are
+    imported by the first turn a process runs, not by `inspect` or `log`."""
+    eve("chat", "-p", "hello")
+    sid = json.loads(eve("inspect", "--json").stdout)[0]["id"]
+    running = (
+        "eve_cli.harness",
+        "eve_cli.execution._driver",
+        "eve_cli.execution._turn",
+        "eve_cli.execution._host",
+        "pydantic",
+    )
+    for args in (["inspect"], ["inspect", sid], ["inspect", sid, "--events"], ["log", sid]):
+        modules = imported(*args)
+        assert "eve_cli.execution._view" in modules, args  # the session was read
+        assert loaded(modules, running) == [], args
+    modules = imported("chat", "-m", "demo", "-p", "again")
+    assert [name for name in running[:-1] if name not in modules] == []  # a turn imports them
