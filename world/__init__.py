@@ -7,8 +7,8 @@ backends sit behind one interface (`World`, `_world`), one sub-package each unde
 so psycopg loads only then. The core: `_codec` (values ↔ msgpack), `_journal` (checksummed
 frames), `_family` / `_engine` / `_context` (replay and driving), `_fork` (a family copied as of
 a checkpoint), `_migrations` (record migrations a user registers), `_findings` (what checking a
-store finds), `_select` (a world from a URL or a directory), `_errors`, `_faults` (fault
-injection for crash tests, `EVE_FAULTS`).
+store finds), `_presence` (who uses a shared store), `_select` (a world from a URL or a
+directory), `_errors`, `_faults` (fault injection for crash tests, `EVE_FAULTS`).
 """
 
 from typing import TYPE_CHECKING
@@ -40,6 +40,7 @@ from ._errors import (
 from ._findings import Finding
 from ._fork import ForkPlan
 from ._migrations import MigratingRecord, MigrationReport, MigrationStep, register_migration_step
+from ._presence import Member, Presence
 from ._records import JournalRecord
 from ._select import StoreIdentity, open_world, store_identity
 from ._world import (
@@ -86,6 +87,7 @@ __all__ = [
     "Lease",
     "LocalWorld",
     "LostItem",
+    "Member",
     "MemoryWorld",
     "MigratingRecord",
     "MigrationReport",
@@ -93,6 +95,7 @@ __all__ = [
     "NoActiveRunError",
     "OwnershipError",
     "PostgresWorld",
+    "Presence",
     "RetryPolicy",
     "RunExistsError",
     "RunInfo",

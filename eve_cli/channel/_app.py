@@ -39,7 +39,12 @@ from eve_cli.channel._errors import (
     on_http_exception,
 )
 from eve_cli.channel._guard import Peers, RequestGuard
-from eve_cli.channel._housekeeping import RetentionJob, keep_retention
+from eve_cli.channel._housekeeping import (
+    Membership,
+    RetentionJob,
+    keep_membership,
+    keep_retention,
+)
 from eve_cli.channel._metrics import CONTENT_TYPE, ServerMetrics
 from eve_cli.channel._owners import NotOwned, Owners, answer_scope, principal_of
 from eve_cli.channel._reload import DevState
@@ -81,6 +86,9 @@ class ChannelSettings:
     # start and every `retention_every` seconds (see `_housekeeping`).
     retention: RetentionJob | None = None
     retention_every: float = 3600.0
+    # This worker among those sharing its store (None: a store of one): advertised while it
+    # serves, its live peers listed by `GET /info`.
+    membership: Membership | None = None
 
 
 async def _store_problems(runtime: ServingFacade, settings: ChannelSettings) -> list[str]:
@@ -96,6 +104,18 @@ async def _store_problems(runtime: ServingFacade, settings: ChannelSettings) -> 
         settings.log(f"not ready: the world is now store {now}, not {seen}")
         return ["store changed"]
     return []
+
+
+async def _peers(
+    membership: Membership, log: Callable[[str], None]
+) -> list[dict[str, object]] | None:
+    """The live workers of the store, as `/info` lists them (None: the store is away, which
+    `/ready` says; `/info` still answers)."""
+    try:
+        return await asyncio.to_thread(membership.peers)
+    except Exception as exc:
+        log(f"fleet: {type(exc).__name__}: {exc}")
+        return None
 
 
 class Channel:
@@ -184,6 +204,9 @@ class Channel:
             every, log = self.settings.retention_every, self.settings.log
             kept = keep_retention(self.settings.retention, every, log)
             background.append(loop.create_task(kept, name="server-retention"))
+        if self.settings.membership is not None:
+            member = keep_membership(self.settings.membership, self.settings.log)
+            background.append(loop.create_task(member, name="server-membership"))
         try:
             yield
         finally:
@@ -262,6 +285,8 @@ class Channel:
         }
         if self.dev is not None:
             body["dev"] = self.dev.as_json()
+        if self.settings.membership is not None:
+            body["peers"] = await _peers(self.settings.membership, self.settings.log)
         caller = principal_of(request.scope)
         if Owners.by(caller) is not None:  # who is asking (none on a loopback-only server)
             body["principal"] = {**caller.record, "scopes": sorted(caller.scopes)}

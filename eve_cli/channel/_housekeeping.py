@@ -1,4 +1,5 @@
-"""A server's retention: now and then, the data of sessions idle past an age is removed.
+"""A server's housekeeping: now and then, the data of sessions idle past an age is removed,
+and a worker of a shared store advertises itself to its peers.
 
 The work itself is a job the server is given (`ChannelSettings.retention`: `eve start` passes
 one built on `eve_cli._retention`, the code `eve gc` runs), run on a thread at start-up and then
@@ -9,7 +10,9 @@ run is logged and tried again at the next one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
+from typing import Protocol
 
 RetentionJob = Callable[[], str | None]
 
@@ -24,3 +27,35 @@ async def keep_retention(job: RetentionJob, every: float, log: Callable[[str], N
         if said:
             log(said)
         await asyncio.sleep(every)
+
+
+class Membership(Protocol):
+    """The server's part in the fleet of workers sharing its store (`eve start` on
+    PostgreSQL: `cli/_fleet.py`): said every ``every`` seconds, read by `GET /info`."""
+
+    every: float
+
+    def beat(self) -> None:
+        """Advertise this worker in the store, now."""
+
+    def peers(self) -> list[dict[str, object]]:
+        """The live workers of the store, this one included (``self``: true)."""
+        ...
+
+    def leave(self) -> None:
+        """Withdraw this worker (it stops)."""
+
+
+async def keep_membership(member: Membership, log: Callable[[str], None]) -> None:
+    """Advertise ``member`` now and every ``member.every`` seconds until cancelled; withdraw
+    it then. A failed beat is logged and tried again at the next one."""
+    try:
+        while True:
+            try:
+                await asyncio.to_thread(member.beat)
+            except Exception as exc:  # the store away, or replaced under the server
+                log(f"fleet: {type(exc).__name__}: {exc}")
+            await asyncio.sleep(member.every)
+    finally:
+        with contextlib.suppress(Exception):  # gone with the store: its row expires then
+            await asyncio.shield(asyncio.to_thread(member.leave))

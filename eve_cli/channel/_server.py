@@ -25,7 +25,7 @@ from eve_cli.channel._conn import (
     guarded_protocol,
     loop_error_logger,
 )
-from eve_cli.channel._housekeeping import RetentionJob
+from eve_cli.channel._housekeeping import Membership, RetentionJob
 
 # Seconds an idle connection is kept. Longer than clients keep theirs (httpx and Node: 4-5 s),
 # so the client closes first: a server closing at the same moment races the client's next
@@ -54,6 +54,7 @@ class ServeOptions:
     sweep: float = 0.0  # see ChannelSettings.sweep
     retention: RetentionJob | None = None  # see ChannelSettings.retention
     retention_every: float = 3600.0
+    membership: Membership | None = None  # see ChannelSettings.membership
 
 
 def log_line(message: str) -> None:
@@ -193,4 +194,5 @@ def settings_for(options: ServeOptions) -> ChannelSettings:
         sweep=options.sweep,
         retention=options.retention,
         retention_every=options.retention_every,
+        membership=options.membership,
     )

@@ -235,7 +235,7 @@ def run(
     except Exception as exc:  # a broken agent folder or model string: one line, file and line
         raise CliError(f"cannot load the agent: {exc}") from None
     try:
-        identity = _store_of(runtime, store_id)
+        identity, fleet = _joining(runtime, store_id)
     except BaseException:
         runtime.close()
         raise
@@ -259,6 +259,7 @@ def run(
         sweep=SWEEP if runtime.world.shared else 0.0,
         retention=keeper,
         retention_every=keeper.every if keeper is not None else 0.0,
+        membership=fleet,
     )
     settings = settings_for(options)
     runtime.world.notice = settings.log  # a database away and back: one line each
@@ -385,6 +386,28 @@ def _store_of(runtime: Any, expected: str | None) -> dict[str, str | int | None]
         )
     return {"where": found.where, "storeId": found.id, "format": found.format,
             "schema": found.schema}  # fmt: skip
+
+
+def _joining(runtime: Any, pinned: str | None) -> tuple[dict[str, str | int | None], Any]:
+    """The identity of the world ``runtime`` serves (`_store_of`) and, on a store others
+    share, this worker's `Fleet` (else None), the store joined remembered; refuses, in one
+    line, a store its peers or its last join say is another (see `_fleet`)."""
+    from eve_cli._loader import DEFAULT_AGENT_DIR
+    from eve_cli.channel import log_line
+    from eve_cli.cli._fleet import Fleet
+    from world import Presence
+
+    identity = _store_of(runtime, pinned)
+    world = runtime.world
+    if not isinstance(world, Presence) or not identity["storeId"]:
+        return identity, None
+    folder = Path(runtime.agent_dir)
+    remember = None if folder == DEFAULT_AGENT_DIR else folder
+    fleet = Fleet(world, str(identity["storeId"]), str(identity["where"]),
+                  str(runtime.agent.name), remember)  # fmt: skip
+    fleet.check(pinned)
+    fleet.joined(log_line)
+    return identity, fleet
 
 
 def _agent_info(runtime: Any, data_dir: Where) -> dict[str, Any]:

@@ -88,6 +88,51 @@ def test_workers_starting_together_migrate_once(url: str) -> None:
     assert rows == [(VERSION,)]
 
 
+def test_a_schema_of_version_10_is_given_its_members_table_keeping_its_rows(url: str) -> None:
+    world = PostgresWorld(url)
+    world.create_family("r1", [_codec.encode({"t": "start", "at": 1.0, "workflow": "w"})])
+    world.close()
+    schema = _schema(url)
+    _sql(f'DROP TABLE "{schema}".members')  # as version 10 had it
+    _sql(f'DELETE FROM "{schema}".schema_version WHERE version = %s', VERSION)
+    _sql(f'INSERT INTO "{schema}".schema_version (version) VALUES (10)')
+    world = PostgresWorld(url)
+    try:
+        assert _sql(f'SELECT root, pos FROM "{schema}".records') == [("r1", 1)]
+        world.advertise("w1", {"k": 1})
+        assert [m.id for m in world.members(60)] == ["w1"]
+    finally:
+        world.close()
+    rows = _sql(f'SELECT version FROM "{schema}".schema_version ORDER BY version')
+    assert rows == [(10,), (VERSION,)] and VERSION == 11
+
+
+def test_members_advertise_and_are_listed_while_heard_of(url: str) -> None:
+    """`world.Presence`: a member's facts as it last said them, the live ones only."""
+    from world import Presence
+
+    world, other = PostgresWorld(url), PostgresWorld(url)
+    try:
+        assert isinstance(world, Presence)
+        world.advertise("a", {"pid": 1, "name": "x"})
+        other.advertise("b", {"pid": 2})
+        world.advertise("a", {"pid": 3})  # said again: its facts replaced, its time renewed
+        found = {m.id: m for m in other.members(60)}
+        assert {k: dict(m.facts) for k, m in found.items()} == {"a": {"pid": 3}, "b": {"pid": 2}}
+        assert all(0 <= m.seen_ago < 5 for m in found.values())
+        _sql(f"""UPDATE "{_schema(url)}".members SET seen = now() - interval '1 minute'
+                 WHERE id = 'b'""")
+        assert [m.id for m in world.members(30)] == ["a"]  # not heard of for 60 s > 30 s
+        world.withdraw("a")
+        assert world.members(30) == []
+        _sql(f"""UPDATE "{_schema(url)}".members SET seen = now() - interval '2 days'""")
+        world.advertise("c", {})  # a member unheard of for a day is removed
+        assert [r[0] for r in _sql(f'SELECT id FROM "{_schema(url)}".members')] == ["c"]
+    finally:
+        world.close()
+        other.close()
+
+
 def test_a_reader_creates_nothing_and_sees_an_empty_world() -> None:
     with fresh_schema() as url:
         reader = PostgresWorld(url, create=False)

@@ -7,11 +7,12 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 import psycopg_pool
+from psycopg.types.json import Jsonb
 
 from ..._clock import local_now
 from ..._errors import (
@@ -19,6 +20,7 @@ from ..._errors import (
     StoreUnavailableError,
     WorldError,
 )
+from ..._presence import Member
 from ..._signals import Signals
 from ..._store import Store
 from . import schema as _pg_schema
@@ -32,6 +34,17 @@ if TYPE_CHECKING:
     from .threads import _Flusher, _Listener
 
 T = TypeVar("T")
+
+# A member's advertisement (`Connected.advertise`), rows unheard of for a day removed with it.
+_ADVERTISE = """
+    WITH gone AS (DELETE FROM {s}.members WHERE seen < now() - interval '1 day')
+    INSERT INTO {s}.members (id, facts) VALUES (%(id)s, %(facts)s)
+    ON CONFLICT (id) DO UPDATE SET facts = excluded.facts, seen = now()
+"""
+_MEMBERS = """
+    SELECT id, facts, extract(epoch FROM now() - seen)::float8 FROM {s}.members
+    WHERE seen > now() - make_interval(secs => %s) ORDER BY seen DESC, id
+"""
 
 
 class Connected(Store):
@@ -104,6 +117,29 @@ class Connected(Store):
         if not self._exists:
             return None
         return self._call(lambda conn, _: _pg_schema.store_id(conn, self._target.schema))
+
+    # -- presence (`world.Presence`) ----------------------------------------------------------
+    def advertise(self, member: str, facts: Mapping[str, object]) -> None:
+        """Say that ``member`` uses this store, with ``facts``, now (its row in `members`);
+        rows not seen for a day go at the same time."""
+        self._writable()
+        sql = _ADVERTISE.format(s=f'"{self._target.schema}"')
+        params = {"id": member, "facts": Jsonb(dict(facts))}
+        self._call(lambda conn, _: conn.execute(sql, params))
+
+    def members(self, within: float) -> list[Member]:
+        """The members that advertised in the last ``within`` seconds, most recent first."""
+        if not self._exists:
+            return []
+        sql = _MEMBERS.format(s=f'"{self._target.schema}"')
+        rows = self._call(lambda conn, _: conn.execute(sql, [within]).fetchall())
+        return [Member(str(i), f if isinstance(f, dict) else {}, float(ago)) for i, f, ago in rows]
+
+    def withdraw(self, member: str) -> None:
+        """Forget ``member`` (it leaves)."""
+        if self._exists:
+            sql = f'DELETE FROM "{self._target.schema}".members WHERE id = %s'
+            self._call(lambda conn, _: conn.execute(sql, [member]))
 
     def _unreachable(self, exc: BaseException) -> str:
         return (

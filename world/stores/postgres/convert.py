@@ -38,7 +38,7 @@ _WHAT = {"records": "journal", "inbox": "inbox", "stream_items": "stream"}
 
 
 def convert(conn: Any, s: str) -> None:
-    """Bring the schema `s` (quoted) from version 9 to `schema.VERSION` (see the module)."""
+    """Bring the schema `s` (quoted) from version 9 to version 10 (see the module)."""
     conn.execute(
         f"DROP FUNCTION {s}.write_batch(text, bigint, bigint, bytea[], text[], bigint[], "
         "bytea[], boolean, text, bigint)"

@@ -5,8 +5,9 @@ A schema (PostgreSQL namespace, `eve` by default) holds one world. `schema_versi
 versions it went through; a world refuses a schema whose newest version it does not know (it
 was migrated by a newer eve), and a reader opening a world that was never created sees it
 empty instead of creating it (an older one it converts, as a writer would). A new schema is
-`INITIAL`, `REST` and `ROWS` at `VERSION`; one at `CONVERTS` is converted in place
-(`convert`). Store format 2 (what `FORMAT` says in a data directory) from the first.
+`INITIAL`, `REST`, `ROWS` and `MEMBERS` at `VERSION`; one at an older version this eve knows
+is brought there step by step (`STEPS`: version 9 converted in place by `convert`, version 10
+given `MEMBERS`). Store format 2 (what `FORMAT` says in a data directory) from the first.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from ..._errors import WorldError
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
-VERSION = 10  # the schema this eve writes
-CONVERTS = 9  # the one before (the last pre-release eve's), converted in place
+VERSION = 11  # the schema this eve writes
+CONVERTS = 9  # the oldest it brings to VERSION (the last pre-release eve's), converted in place
 STORE_FORMAT = 2  # the store format (`local.FORMAT_VERSION`) every version here has
 
 # Every table is keyed by what it is looked up by; no foreign keys (a check per insert on the
@@ -191,6 +192,19 @@ REST = """
 """
 
 
+# Who is using the store (version 11): a row per live member (an eve worker) that advertises
+# itself, what it says of itself (opaque to the world), and when it last did, by the database's
+# clock (`PostgresWorld.advertise`).
+MEMBERS = """
+    CREATE TABLE {s}.members (
+        id text PRIMARY KEY,
+        facts jsonb NOT NULL,
+        joined timestamptz NOT NULL DEFAULT now(),
+        seen timestamptz NOT NULL DEFAULT now()
+    );
+"""
+
+
 def store_format(schema_version: int) -> int:
     """The store format of a schema at `schema_version` (every version this eve opens: 2)."""
     return STORE_FORMAT
@@ -266,11 +280,10 @@ def _create_or_convert(conn: Any, schema: str, current: int) -> None:
             f"knows (up to {VERSION}): it was migrated by a newer eve; upgrade eve"
         )
     if current == 0:
-        conn.execute((INITIAL + REST + ROWS).format(s=s))
-    elif current == CONVERTS:
-        from .convert import convert
-
-        convert(conn, s)
+        conn.execute((INITIAL + REST + ROWS + MEMBERS).format(s=s))
+    elif CONVERTS <= current < VERSION:
+        for version in range(current, VERSION):
+            _STEPS[version](conn, s)
     else:
         raise WorldError(
             f"PostgreSQL schema {schema!r} is at version {current}, a pre-release form "
@@ -278,3 +291,17 @@ def _create_or_convert(conn: Any, schema: str, current: int) -> None:
             "the eve that wrote it, updated to its last pre-release, or drop the schema"
         )
     conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (%s)", [VERSION])
+
+
+def _convert_9(conn: Any, s: str) -> None:
+    from .convert import convert
+
+    convert(conn, s)
+
+
+def _add_members(conn: Any, s: str) -> None:
+    conn.execute(MEMBERS.format(s=s))
+
+
+# The step from each older version to the next, run in one transaction with the others.
+_STEPS = {9: _convert_9, 10: _add_members}
