@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -32,8 +32,6 @@ def session(
     world: WorldOption = None,
 ) -> None:
     """Move a session to another agent between its turns: its next turns run that agent."""
-    from world import OwnershipError
-
     if action != "move":
         raise CliError(f"unknown session action {action!r}; expected: move", 2)
     folder = Path(agent).expanduser()
@@ -50,23 +48,39 @@ def session(
             typer.echo(f"session {sid} is agent {name!r} already")
             return
         into = str(folder.resolve()) if folder.is_dir() else None
+        # Messages waiting for the session are taken by the agent it moves to, right after
+        # the move: here only if this process serves that agent (a folder was given).
+        waiting = into is None and sid in rt.resumable()
         try:
             receipt = loop.run_until_complete(rt.move_session(sid, name, into))
         except ValueError as exc:  # a sub-agent's session
             raise CliError(str(exc)) from None
         if receipt.disposition == "rejected":
             raise CliError(f"session {sid} not moved: {receipt.reason}")
-        try:  # the move is applied by the session's driver, between turns: now, here
-            loop.run_until_complete(rt.drive(sid))
-        except OwnershipError:  # by the process serving it: seen in its events
-            deadline = time.monotonic() + APPLIED_WITHIN
-            while rt.session(sid).get("agent") != name:
-                if time.monotonic() > deadline:
-                    typer.echo(f"session {sid}: moving to agent {name!r} (the process serving "
-                               "it applies the move between turns)")  # fmt: skip
-                    return
-                time.sleep(0.1)
-        typer.echo(f"session {sid}: moved from agent {before!r} to {name!r}")
+        if waiting:
+            typer.echo(f"session {sid}: moving to agent {name!r}: the process serving it "
+                       "applies the move, then answers the messages waiting")  # fmt: skip
+        elif _applied(rt, loop, sid, name):
+            typer.echo(f"session {sid}: moved from agent {before!r} to {name!r}")
+        else:
+            typer.echo(f"session {sid}: moving to agent {name!r} (the process serving it "
+                       "applies the move between turns)")  # fmt: skip
+
+
+def _applied(rt: Any, loop: Any, sid: str, name: str) -> bool:
+    """Apply the move delivered to ``sid`` (its driver does, between turns): here, or by the
+    process serving it, seen in its events within `APPLIED_WITHIN` (False: not yet)."""
+    from world import OwnershipError
+
+    try:
+        loop.run_until_complete(rt.drive(sid))
+    except OwnershipError:
+        deadline = time.monotonic() + APPLIED_WITHIN
+        while rt.session(sid).get("agent") != name:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+    return True
 
 
 def register(app: typer.Typer) -> None:

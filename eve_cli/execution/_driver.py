@@ -80,6 +80,19 @@ async def _next_delivery(
         counts = {"continuationToken": snap.token, **counts}
     host.emit("session.waiting", counts, generation(snap.gen).waiting)
     payload: dict[str, Any] = with_ids([await hook.receive()], hook.taken_ids)[0]
+    if payload.get("kind") != "message":
+        return payload
+    # What else waits (an empty look records nothing). A move delivered after the message
+    # comes first: the message was not taken yet, so the agent it moves to takes it (and
+    # what came with it, each its own turn). Anything else goes to the turn, which takes it
+    # at its first step as it would have taken it from the hook.
+    rest = with_ids(await hook.poll(), hook.taken_ids)
+    moves = [p for p in rest if p.get("kind") == "move"]
+    if moves:
+        snap.queued = [*moves, payload, *(p for p in rest if p.get("kind") != "move")]
+        return snap.queued.pop(0)
+    if rest:
+        payload["e"] = rest
     return payload
 
 
@@ -140,6 +153,8 @@ def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
         start["b"] = payload["b"]  # who sent it (SPEC §18)
     if isinstance(payload.get("outputSchema"), dict):
         start["o"] = payload["outputSchema"]  # this turn's answer follows it
+    if isinstance(payload.get("e"), list):
+        start["e"] = payload["e"]  # taken with it: the turn applies them at its first step
     return start
 
 

@@ -64,6 +64,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     # The driver stored the message in history ("h"), and says its delivery id ("d").
     await host.read_ahead(start["h"])
     fold_message(host, "", keys.first, "started", None, start["h"], start.get("d"), start.get("b"))
+    host.deferred.extend(start.get("e") or [])  # delivered with the message (`_driver`)
     return await _run(host, ctx)
 
 

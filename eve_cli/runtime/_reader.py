@@ -198,8 +198,8 @@ class Reader:
         if tail[0]["index"] > 0 and not any("turns" in event for event in tail):
             tail = self.events(sid)  # written before events carried counts: read it whole
         row = summary(sid, tail)
-        if row["agent"] is None:  # session.started is older than the tail
-            row["agent"] = self._agent_name(sid)
+        if row["agent"] is None:  # nothing in the tail names it: since its last turn began
+            row["agent"] = self.status_at(sid)[2] or self._agent_name(sid)
         # The first message is among the first events (session.started, turn.started, …).
         row["first"] = first_message(fold(sid, self.events(sid, 0, end=_FIRST_EVENTS)))
         self._add_origin(row, sid)
