@@ -2,8 +2,9 @@
 store of format 1 written by the pre-release eve (`cli/store_format_1_parked/`: one session
 parked on an approval, one between turns of a conversation) is opened by today's `eve start`;
 the migration runs once, and both sessions go on to the right answers. (No session of that
-store sleeps on a timer: that eve had none. A PostgreSQL schema has had store format 2 since
-it existed: it has no such migration to cross.)"""
+store sleeps on a timer: that eve had none; a timer-parked session across a restart of
+`eve start` is `test_channel_sleep.py`'s. PostgreSQL's conversion, with a session parked on a
+timer: `test_upgrade_parked_pg.py`.)"""
 
 from __future__ import annotations
 
