@@ -77,6 +77,9 @@ class Fleet:
             if path.exists() and path.read_text(encoding="utf-8") == text:
                 return
             path.parent.mkdir(exist_ok=True)
+            ignore = path.parent / ".gitignore"  # this host's, not the agent's code: never
+            if not ignore.exists():  # committed, so a clone deployed elsewhere brings none
+                ignore.write_text("# written by eve: this host's state\n*\n", encoding="utf-8")
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
             tmp.write_text(text, encoding="utf-8")
             tmp.replace(path)

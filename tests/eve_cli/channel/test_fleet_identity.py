@@ -102,6 +102,9 @@ def test_live_workers_are_listed_and_a_stopped_one_leaves(
     assert [p["self"] for p in _peers(b) if p["pid"] == b.proc.pid] == [True]
     for folder in (one, two):  # each deployment remembers the store it joined
         assert json.loads((folder / JOINED).read_text())["storeId"] == store
+        subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(JOINED)], cwd=folder)
+        assert ignored.returncode == 0  # this host's: never committed with the agent's code
 
     b.signal(signal.SIGTERM)
     assert b.wait() == 0
