@@ -16,8 +16,7 @@ from eve_cli._keys import SESSION_END, SESSION_START, generation, turn
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
 from eve_cli.execution._workflows import TURN_WORKFLOW
-from eve_cli.harness._compaction import compact
-from eve_cli.harness._input import with_ids
+from eve_cli.harness import compact, with_ids
 from world import STORAGE_ERRORS, HookConflictError, HookHandle, WorkflowContext
 
 if TYPE_CHECKING:

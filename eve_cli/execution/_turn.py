@@ -17,15 +17,15 @@ from eve_cli._keys import turn
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
 from eve_cli.execution._stored_events import EventReader
-from eve_cli.harness._input import (
+from eve_cli.harness import (
+    admit_resolved,
     apply_delivery,
     cancel_pending,
     fold_message,
+    run_step,
     unresolved,
     with_ids,
 )
-from eve_cli.harness._step import run_step
-from eve_cli.harness._tool_calls import admit_resolved
 from world import STORAGE_ERRORS, HookHandle, WorkflowContext
 
 if TYPE_CHECKING:

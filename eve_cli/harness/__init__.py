@@ -5,11 +5,21 @@ named here (``__all__``, pinned by a test); the modules behind it are private.
 """
 
 from eve_cli._session import summary_message
+from eve_cli.harness._compaction import compact
 from eve_cli.harness._effects import OUTCOME, answer_problem
 from eve_cli.harness._host import Reply, StepHost, StoredReply, StreamedText
-from eve_cli.harness._input import compact_message, expand_delivery, with_ids
+from eve_cli.harness._input import (
+    apply_delivery,
+    cancel_pending,
+    compact_message,
+    expand_delivery,
+    fold_message,
+    unresolved,
+    with_ids,
+)
 from eve_cli.harness._outcome import CallResult, StepResult
 from eve_cli.harness._step import run_step
+from eve_cli.harness._tool_calls import admit_resolved
 
 __all__ = [
     "OUTCOME",
@@ -19,10 +29,16 @@ __all__ = [
     "StepResult",
     "StoredReply",
     "StreamedText",
+    "admit_resolved",
     "answer_problem",
+    "apply_delivery",
+    "cancel_pending",
+    "compact",
     "compact_message",
     "expand_delivery",
+    "fold_message",
     "run_step",
     "summary_message",
+    "unresolved",
     "with_ids",
 ]

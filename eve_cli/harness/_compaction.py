@@ -13,8 +13,15 @@ from typing import Any
 from eve_cli._keys import Compaction
 from eve_cli._session import SUMMARY_ROLE, summary_message
 from eve_cli.harness._host import StepHost
-from eve_cli.models import Message, ModelError, ModelRequest, ToolSpec
-from eve_cli.models._tokens import _message_text, estimate_text, estimate_with
+from eve_cli.models import (
+    Message,
+    ModelError,
+    ModelRequest,
+    ToolSpec,
+    estimate_text,
+    estimate_with,
+    message_text,
+)
 from world import STORAGE_ERRORS
 
 SUMMARY_SYSTEM = (
@@ -24,7 +31,7 @@ SUMMARY_SYSTEM = (
 
 
 def message_tokens(message: Message) -> int:
-    return estimate_text(_message_text(message))
+    return estimate_text(message_text(message))
 
 
 def threshold(host: StepHost) -> int:

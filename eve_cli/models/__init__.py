@@ -24,7 +24,7 @@ from eve_cli.models._base import (
 )
 from eve_cli.models._prices import Price, PriceTableError, load_prices, price_for
 from eve_cli.models._settings import ModelReference, ModelSettings, as_settings, settings_problem
-from eve_cli.models._tokens import estimate_text, estimate_with, message_tokens
+from eve_cli.models._tokens import estimate_text, estimate_with, message_text, message_tokens
 from eve_cli.models._windows import context_window_for
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "estimate_text",
     "estimate_with",
     "load_prices",
+    "message_text",
     "message_tokens",
     "price_for",
     "resolve_model",

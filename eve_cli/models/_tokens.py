@@ -28,7 +28,8 @@ def estimate_text(text: str) -> int:
     return -(-ascii_chars // 4) + len(text) - ascii_chars
 
 
-def _message_text(message: Message) -> str:
+def message_text(message: Message) -> str:
+    """The text of ``message`` that its token estimate counts: content, tool names, arguments."""
     parts: list[str] = [str(message.get("content") or "")]
     for call in message.get("tool_calls") or ():
         parts.append(str(call.get("name", "")))
@@ -49,7 +50,7 @@ def _message_tokens(message: Message) -> int:
     hit = _MEMO.get(id(message))
     if hit is not None and hit[0] is message and hit[1] == size:
         return hit[2]
-    tokens = estimate_text(_message_text(message)) + _PER_MESSAGE
+    tokens = estimate_text(message_text(message)) + _PER_MESSAGE
     if len(_MEMO) >= _MEMO_SIZE:
         _MEMO.clear()
     _MEMO[id(message)] = (message, size, tokens)

@@ -76,8 +76,9 @@ def test_execution_and_harness_names_are_pinned() -> None:
     ]  # fmt: skip
     assert sorted(harness.__all__) == [
         "CallResult", "OUTCOME", "Reply", "StepHost", "StepResult", "StoredReply", "StreamedText",
-        "answer_problem", "compact_message", "expand_delivery", "run_step", "summary_message",
-        "with_ids",
+        "admit_resolved", "answer_problem", "apply_delivery", "cancel_pending", "compact",
+        "compact_message", "expand_delivery", "fold_message", "run_step", "summary_message",
+        "unresolved", "with_ids",
     ]  # fmt: skip
     for module in (execution, harness):
         for name in module.__all__:
