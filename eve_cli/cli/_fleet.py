@@ -6,7 +6,8 @@ its id, host, pid, eve version, agent and the store id it joined), and remembers
 joined in its agent folder (`.eve/store`: the id and the redacted URL, not a secret). At start it
 refuses, in one line, a store whose id differs from what a live peer advertises (the database was
 replaced or restored under a running fleet) or from the one its deployment last joined (pointed
-at another database), unless told which store to join (`--store-id`).
+at another database), unless told which store to join (`--store-id`); and a deployment that
+joined a store makes no new one in a database that has none.
 """
 
 from __future__ import annotations
@@ -109,10 +110,29 @@ class Fleet:
         return [dict(m.facts) for m in self.presence.members(LIVE)]
 
     def _joined(self) -> dict[str, object] | None:
-        if self.remember is None:
-            return None
-        try:
-            found = json.loads((self.remember / JOINED).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None  # never joined (or the file damaged: it is written again)
-        return found if isinstance(found, dict) else None
+        return joined_store(self.remember)
+
+
+def joined_store(folder: Path | None) -> dict[str, object] | None:
+    """What the agent folder ``folder`` remembers of the store its deployment last joined
+    (``storeId``, ``where``); None: nothing (never joined, or no folder of its own)."""
+    if folder is None:
+        return None
+    try:
+        found = json.loads((folder / JOINED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # never joined (or the file damaged: it is written again)
+    return found if isinstance(found, dict) else None
+
+
+def refuse_a_new_store(folder: Path | None, where: str, pinned: str | None) -> None:
+    """Refuse (`CliError`) to make a store at ``where`` (none is there) for a deployment that
+    joined another, unless ``pinned`` (`--store-id`) says which store to serve."""
+    last = joined_store(folder)
+    if folder is None or last is None or pinned is not None:
+        return
+    raise CliError(
+        f"this deployment (agent folder {folder}) last joined store {last.get('storeId')} "
+        f"({last.get('where')}); {where} has no eve store: not making one there (remove "
+        f"{folder / JOINED} to start a new store)"
+    )

@@ -224,12 +224,10 @@ def run(
         log_line,
         settings_for,
     )
-    from eve_cli.cli._runtime import runtime_at
-
     token = token or os.environ.get("EVE_AUTH_TOKEN") or None
     keeper = _Retention.chosen(retention, data_dir)
     try:
-        runtime = runtime_at(data_dir, agent_dir=agent, model=model)
+        runtime = _serving_runtime(data_dir, agent, model, store_id)
     except CliError:
         raise
     except Exception as exc:  # a broken agent folder or model string: one line, file and line
@@ -388,11 +386,43 @@ def _store_of(runtime: Any, expected: str | None) -> dict[str, str | int | None]
             "schema": found.schema}  # fmt: skip
 
 
+def _serving_runtime(
+    where: Where, agent: Path | None, model: str | None, pinned: str | None
+) -> Any:
+    """The runtime serving on ``where``. A database with no store yet gets one, unless this
+    deployment joined another (`_fleet.refuse_a_new_store`): a worker pointed at the wrong
+    database makes nothing there."""
+    from eve_cli.cli._fleet import refuse_a_new_store
+    from eve_cli.cli._runtime import runtime_at
+    from world import store_identity
+
+    if where.url is None:
+        return runtime_at(where, agent_dir=agent, model=model)
+    runtime = runtime_at(where, agent_dir=agent, model=model, create=False)
+    try:
+        if store_identity(runtime.world).id is not None:
+            return runtime
+    except BaseException:
+        runtime.close()
+        raise
+    folder = _own_folder(runtime)
+    runtime.close()
+    refuse_a_new_store(folder, str(where), pinned)
+    return runtime_at(where, agent_dir=agent, model=model)
+
+
+def _own_folder(runtime: Any) -> Path | None:
+    """The deployment's agent folder (None: the built-in agent, no folder of its own)."""
+    from eve_cli._loader import DEFAULT_AGENT_DIR
+
+    folder = Path(runtime.agent_dir)
+    return None if folder == DEFAULT_AGENT_DIR else folder
+
+
 def _joining(runtime: Any, pinned: str | None) -> tuple[dict[str, str | int | None], Any]:
     """The identity of the world ``runtime`` serves (`_store_of`) and, on a store others
     share, this worker's `Fleet` (else None), the store joined remembered; refuses, in one
     line, a store its peers or its last join say is another (see `_fleet`)."""
-    from eve_cli._loader import DEFAULT_AGENT_DIR
     from eve_cli.channel import log_line
     from eve_cli.cli._fleet import Fleet
     from world import Presence
@@ -401,10 +431,8 @@ def _joining(runtime: Any, pinned: str | None) -> tuple[dict[str, str | int | No
     world = runtime.world
     if not isinstance(world, Presence) or not identity["storeId"]:
         return identity, None
-    folder = Path(runtime.agent_dir)
-    remember = None if folder == DEFAULT_AGENT_DIR else folder
     fleet = Fleet(world, str(identity["storeId"]), str(identity["where"]),
-                  str(runtime.agent.name), remember)  # fmt: skip
+                  str(runtime.agent.name), _own_folder(runtime))  # fmt: skip
     fleet.check(pinned)
     fleet.joined(log_line)
     return identity, fleet

@@ -173,6 +173,16 @@ def test_a_worker_pointed_at_another_database_refuses(
         assert moved.wait() == 0
         assert json.loads((agent / JOINED).read_text())["storeId"] == elsewhere
         _refused(_start("--agent", str(agent), "--world", pg_url), elsewhere, store)
+    with fresh_schema() as empty:  # a database with no eve store: none is made there
+        line = _refused(_start("--agent", str(agent), "--world", empty), elsewhere,
+                        "has no eve store", str(agent / JOINED))  # fmt: skip
+        with psycopg.connect(server_url(), autocommit=True) as conn:
+            assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                                [_schema(empty)]).fetchone() is None  # fmt: skip
+        fresh = _agent(tmp_path / "fresh")  # a deployment that joined nothing makes it
+        made = eve_process("start", "--port", "0", "--agent", str(fresh), "--world", empty)
+        assert _peers(made)[0]["storeId"] == _store_of(empty)
+        made.close()
     # The store it joined, as before: it starts without being told.
     again = eve_process("start", "--port", "0", "--agent", str(agent), "--world", pg_url,
                         "--store-id", store)  # fmt: skip
