@@ -12,11 +12,13 @@ import json
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from eve_cli.execution import TAIL
+from tests.eve_cli.channel.browser_support import expect
 from tests.eve_cli.channel.channel_support import (
     WAIT,
     EveProcess,
@@ -165,7 +167,7 @@ def test_messages_waiting_when_a_session_moves_are_taken_by_the_agent_it_moves_t
 
 
 def test_every_listing_shows_the_agent_a_session_moved_to(
-    eve_process: Callable[..., EveProcess], tmp_path: Path
+    eve_process: Callable[..., EveProcess], tab: Callable[..., Any], tmp_path: Path
 ) -> None:
     """Right after the move, and after a turn of the new agent longer than the listing's
     tail of events (the row's agent then comes from further back, not the session's first)."""
@@ -180,9 +182,14 @@ def test_every_listing_shows_the_agent_a_session_moved_to(
     sid = _sid(_eve(data, "chat", "--world", world, "--agent", str(t), "--json", "-p", "hi"))
     server = eve_process("start", "--port", "0", "--agent", str(u), "--world", world)
     assert set(_rows(server, data, world)) == {(sid, "t")}
+    page = tab().page  # the browser view's list, open through the move
+    page.goto(server.url + "/")
+    shown = page.locator(f'tr[data-id="{sid}"] td[data-label="agent"]')
+    expect(shown).to_have_text("t")
     moved = _eve(data, "session", "move", sid, "--agent", "u", "--world", world)
     assert moved.returncode == 0 and "moved from agent 't' to 'u'" in moved.stdout, moved.stdout
     assert set(_rows(server, data, world)) == {(sid, "u")}
+    expect(shown).to_have_text("u")  # updated in place, without a reload
     sent = httpx.post(f"{server.url}{API}/session/{sid}", json={"message": "go"}, timeout=WAIT)
     assert sent.status_code == 202, sent.text
     events = read_events(server.url, sid, lambda e: e["type"] == "turn.completed"
@@ -190,6 +197,8 @@ def test_every_listing_shows_the_agent_a_session_moved_to(
     last_start = max(e["index"] for e in events if e["type"] == "turn.started")
     assert events[-1]["index"] - last_start > TAIL  # the row's tail does not reach it
     assert set(_rows(server, data, world)) == {(sid, "u")}
+    page.reload()
+    expect(shown).to_have_text("u")
 
 
 def test_messages_waiting_without_a_move_make_one_turn_as_before(tmp_path: Path) -> None:
