@@ -120,7 +120,9 @@ StoreIdOption = Annotated[
         "--store-id",
         metavar="ID",
         help="Refuse to start unless the world is this store (its id, as `eve start` prints "
-        "it; default: EVE_STORE_ID): a worker pointed at the wrong database does not start.",
+        "it; default: EVE_STORE_ID): a worker pointed at the wrong database does not start. "
+        "Without it a PostgreSQL worker refuses a store its live peers or its last start say "
+        "is another; with it, it joins the store named.",
         show_default=False,
     ),
 ]
