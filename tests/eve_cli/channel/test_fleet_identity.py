@@ -120,8 +120,8 @@ def test_live_workers_are_listed_and_a_stopped_one_leaves(
 def test_a_database_recreated_under_a_running_fleet_is_not_joined(
     eve_process: Callable[..., EveProcess], pg_url: str, tmp_path: Path
 ) -> None:
-    a = eve_process("start", "--port", "0", "--agent", str(_agent(tmp_path / "a")),
-                    "--world", pg_url)  # fmt: skip
+    first = _agent(tmp_path / "a")
+    a = eve_process("start", "--port", "0", "--agent", str(first), "--world", pg_url)
     joined = _store_of(pg_url)
     schema = _schema(pg_url)
     with psycopg.connect(server_url(), autocommit=True) as conn:
@@ -150,6 +150,11 @@ def test_a_database_recreated_under_a_running_fleet_is_not_joined(
     assert {p["pid"]: p["storeId"] for p in _peers(c)} == {
         a.proc.pid: joined, c.proc.pid: recreated}  # fmt: skip
     assert json.loads((newcomer / JOINED).read_text())["storeId"] == recreated
+    # The running worker, restarted, does not join the store that replaced its own.
+    a.signal(signal.SIGTERM)
+    assert a.wait() == 0
+    line = _refused(_start("--agent", str(first), "--world", pg_url), joined, recreated)
+    assert "last joined" in line
 
 
 def test_a_worker_pointed_at_another_database_refuses(
