@@ -215,3 +215,21 @@ def test_messages_waiting_without_a_move_make_one_turn_as_before(tmp_path: Path)
             if e["type"] == "message.received"] == [
         ("t1", "hi", "started"), ("t2", "one", "started"), ("t2", "two", "steered"),
         ("t3", "3", "started")]  # fmt: skip
+
+
+def test_a_move_to_a_folder_answers_the_waiting_messages_with_its_agent(tmp_path: Path) -> None:
+    """Given the folder, `eve session move` serves the agent itself: the move, then a turn of
+    the new agent for each message that was waiting."""
+    data, world = tmp_path / "unused", str(tmp_path / "data")
+    t, u = _agent_of(tmp_path, "t"), _agent_of(tmp_path, "u")
+    sid = _sid(_eve(data, "chat", "--world", world, "--agent", str(t), "--json", "-p", "hi"))
+    _deliver(world, t, sid, ["one", "two"])
+    moved = _eve(data, "session", "move", sid, "--agent", str(u), "--world", world)
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.strip() == f"session {sid}: moved from agent 't' to 'u'", moved.stdout
+    shown = _eve(data, "inspect", sid, "--events", "--json", "--world", world)
+    events = [json.loads(line) for line in shown.stdout.splitlines() if line.strip()]
+    kinds = [e["type"] for e in events]
+    assert kinds.index("session.moved") < [i for i, k in enumerate(kinds)
+                                           if k == "message.received"][1]  # fmt: skip
+    assert [e["text"] for e in events if e["type"] == "message.completed"] == ["t 0", "u 1", "u 2"]
