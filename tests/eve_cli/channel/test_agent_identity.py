@@ -1,6 +1,7 @@
 """A session belongs to its agent's name, not to the folder it was made in (real processes):
-a renamed or re-cloned folder, a release symlink switched with the old release deleted, two
-PostgreSQL workers whose checkouts sit at different paths all continue it; a folder of another
+a renamed or re-cloned folder, a release symlink switched with the old release deleted (in a
+data directory and in PostgreSQL), two PostgreSQL workers whose checkouts sit at different
+paths all continue it; a folder of another
 agent is refused in one line naming both; a server that cannot run a session's agent rejects
 its delivery (409, logged) instead of starting a turn that fails."""
 
@@ -72,17 +73,28 @@ def script(tmp_path: Path) -> Path:
     return write_script(tmp_path / "s.json", [reply(f"answer {n}") for n in range(6)])
 
 
+@pytest.fixture(params=["local", "postgresql"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The world the sessions live in: a data directory, or a PostgreSQL schema."""
+    if request.param == "local":
+        yield str(tmp_path / "data")
+        return
+    require_server()
+    with fresh_schema() as url:
+        yield url
+
+
 def test_a_renamed_folder_and_a_clone_elsewhere_continue_the_session(
-    tmp_path: Path, script: Path
+    tmp_path: Path, script: Path, world: str
 ) -> None:
-    data = tmp_path / "data"
-    first = _eve(
-        data, "chat", "--agent", str(_agent(tmp_path / "a1", script)), "--json", "-p", "hi"
-    )
+    data = tmp_path / "unused"  # every call names --world
+    first = _eve(data, "chat", "--world", world, "--agent", str(_agent(tmp_path / "a1", script)),
+                 "--json", "-p", "hi")  # fmt: skip
     assert first.returncode == 0, first.stderr
     sid = _sid(first)
     (tmp_path / "a1").rename(tmp_path / "a2")
-    moved = _eve(data, "chat", "-s", sid, "--agent", str(tmp_path / "a2"), "--json", "-p", "on")
+    moved = _eve(data, "chat", "--world", world, "-s", sid, "--agent", str(tmp_path / "a2"),
+                 "--json", "-p", "on")  # fmt: skip
     assert moved.returncode == 0, moved.stderr
     assert _replies(moved) == ["answer 1"]
     assert _digest(moved) == _digest(first)  # the same code, wherever it sits
@@ -90,7 +102,7 @@ def test_a_renamed_folder_and_a_clone_elsewhere_continue_the_session(
     project = tmp_path / "clone"
     shutil.copytree(tmp_path / "a2", project / "agent")
     shutil.rmtree(tmp_path / "a2")
-    cloned = _eve(data, "chat", "-s", sid, "--json", "-p", "again", cwd=project)
+    cloned = _eve(data, "chat", "--world", world, "-s", sid, "--json", "-p", "again", cwd=project)
     assert cloned.returncode == 0, cloned.stderr
     assert _replies(cloned) == ["answer 2"]
 
@@ -110,9 +122,9 @@ def test_a_folder_of_another_agent_is_refused_naming_both(tmp_path: Path, script
 
 
 def test_a_release_switch_with_the_old_release_deleted_continues_the_session(
-    eve_process: Callable[..., EveProcess], tmp_path: Path, script: Path
+    eve_process: Callable[..., EveProcess], tmp_path: Path, script: Path, world: str
 ) -> None:
-    data = str(tmp_path / "data")
+    data = world
     r1 = _agent(tmp_path / "releases" / "r1", script)
     current = tmp_path / "current"
     current.symlink_to(r1)
