@@ -4,7 +4,7 @@ sessions: how late, and what waiting for such sleeps costs the server.
 The store holds ``N`` sessions parked on approvals (`parked_sessions.build`); a real
 `eve start` serves it. This process then starts a session of a sleeper agent, drives it until
 its turn sleeps (1 s) and lets it go, as an `eve chat` that exits would: the server learns of
-the timer only through the world (`World.wait_timers`, `timers_since`), then reads that
+the timer only through the world (`Runtime.wait_timers`, `timers_since`), then reads that
 session's head.
 
 * ``timer_wake.late``: median seconds from a sleep's due time (its timer, exact) to its turn

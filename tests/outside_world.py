@@ -9,19 +9,21 @@ import asyncio
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Hashable, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from world import (
     FamilyLog,
     FamilyUsage,
+    HookConflictError,
     InboxItem,
     Lease,
     OwnershipError,
     RunExistsError,
     RunNotFoundError,
     World,
+    WorldError,
     check_name,
     check_run_id,
     decode,
@@ -70,10 +72,29 @@ class OutsideWorld(World):
         return family
 
     # -- families ----------------------------------------------------------------------------
-    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
-        with self._lock:
+    def create_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]] | None = None,
+        hooks: Mapping[str, str] | None = None,
+    ) -> list[int]:
+        with self._lock:  # all at once: no one sees a part of a fork
             if check_run_id(root) in self._families:
                 raise RunExistsError(f"run {root!r} already exists")
+            for token, run_id in (hooks or {}).items():
+                if self._hooks.get(check_name(token, "hook token"), run_id) != run_id:
+                    raise HookConflictError(f"hook token {token!r} is owned by another run")
+            for source, n in (streams or {}).values():
+                if len(self._streams.get(source, [])) < n:
+                    raise WorldError(f"stream {source!r} holds fewer than {n} items")
+            for name, (source, n) in (streams or {}).items():
+                self._made[check_name(name, "stream name")] = len(self._made) + 1 + max(
+                    self._made.values(), default=0
+                )
+                self._streams[name] = list(self._streams[source][:n])
+            self._hooks.update(hooks or {})
             self._families[root] = _Family(records=list(bodies))
         return list(range(1, len(bodies) + 1))
 
@@ -112,7 +133,7 @@ class OutsideWorld(World):
             family.head, family.written = data, time.time()
 
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
-        names = self.family_streams(root) if streams is None else list(streams)
+        names = self.stream_names(family=root) if streams is None else list(streams)
         with self._lock:
             family = self._families.get(check_run_id(root))
             size = sum(len(b) for n in names for b in self._streams.get(n, []))
@@ -121,9 +142,9 @@ class OutsideWorld(World):
             size += sum(map(len, family.records)) + sum(map(len, family.inbox))
             return FamilyUsage(size + len(family.head or b""), family.written)
 
-    def stream_names(self) -> list[str]:
+    def stream_names(self, *, family: str | None = None) -> list[str]:
         with self._lock:
-            return sorted(self._streams)
+            return sorted(n for n in self._streams if family in (None, stream_family(n)))
 
     def remnants(self) -> list[str]:
         with self._lock:

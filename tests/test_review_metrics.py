@@ -13,7 +13,7 @@ from scripts.review_metrics import gates, private_imports
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = [REPO / "world", REPO / "eve_cli"]
 
-WORLD_MEMBERS = 39  # methods of world.World: the interface every store implements
+WORLD_MEMBERS = 30  # methods of world.World: the interface every store implements
 COMPLEX_FUNCTIONS = 10  # cyclomatic complexity over 15 (issue 32: at most 10)
 CLASSES_OVER_400 = 7
 PRIVATE_IMPORTS = 8  # another package's private module (issue 33: at most 15)

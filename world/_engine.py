@@ -14,7 +14,7 @@ import contextlib
 import datetime as dt
 import functools
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -155,6 +155,21 @@ class Engine:
         """How this engine schedules durability with its world (`_store`)."""
         return scheduling(self.world)
 
+    def timers_version(self) -> Hashable:
+        """A cheap token that changes whenever a process of this world puts a run to sleep on a
+        timer (None: the world cannot tell): what `wait_timers` compares."""
+        return self._store.timers_version()
+
+    def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
+        """The version now, and the roots whose runs were put to sleep on a timer since
+        `version` was (None: the world cannot say which: read every head)."""
+        return self._store.timers_since(version)
+
+    async def wait_timers(self, version: Hashable, timeout: float) -> bool:
+        """Wait until `timers_version()` differs from `version`; False on timeout (a world
+        that cannot tell waits out the timeout)."""
+        return await self._store.wait_timers(version, timeout)
+
     def _write_head(self, family: Family) -> dict[str, Any]:
         head = build_head(family)
         if self.head_note is not None:
@@ -247,7 +262,7 @@ class Engine:
         await self.off_loop(check_plan, self.world, plan)
         await self.before_effect(observed=True)  # what this process appended comes first
         await self.io(
-            self.world.fork_family, target, plan.bodies, streams=plan.streams, hooks=plan.hooks
+            self.world.create_family, target, plan.bodies, streams=plan.streams, hooks=plan.hooks
         )
         family = await self.off_loop(load_family, self.world, target)
         await self.off_loop(self._write_head, family)
@@ -279,7 +294,7 @@ class Engine:
                     self._driving -= 1
                     head = await off(self._write_head, family)
                 if (floor := family.inbox_floor()) is not None:
-                    await off(self.world.compact_inbox, root, floor)  # consumed ones leave
+                    await off(self._store.compact_inbox, root, floor)  # consumed ones leave
             finally:
                 await off(lease.release)
             if await off(self.world.inbox_end, root) == family.inbox_mark:
@@ -342,7 +357,7 @@ class Engine:
         `run` finds before it drives, for tools that only read (`eve inspect`). Reads every
         record of the family's files once."""
         root = root_of(check_run_id(run_id))
-        self.world.check_intact(root)
+        self._store.check_intact(root)
         load_family(self.world, root).check_replayable()
 
     def info(self, run_id: str) -> RunInfo:

@@ -32,6 +32,7 @@ from typing import Any, cast
 
 from ._errors import CorruptJournalError
 from ._records import InboxState, JournalRecord, RunError, StoredRecord, Waiting
+from ._store import scheduling
 from ._world import InboxItem, World, pack_token, unpack_token
 
 HEAD_VERSION = 1
@@ -388,7 +389,7 @@ def load_family(world: World, root: str, *, full: bool = False, log: bool = Fals
         family.watermark = inbox["w"]
         family.consumed = set(inbox["x"])
     family.inbox_next = family.watermark
-    family.inbox_name = world.inbox_name(root)
+    family.inbox_name = scheduling(world).inbox_name(root)
     family.log = [] if log else None
     family.read_inbox(world)  # first: `recv` records take their payloads from it
     for pos, rec in records.records:
@@ -452,7 +453,7 @@ _EXPAND: dict[str, Callable[[Family, JournalRecord, Run], None]] = {
 
 def parks_on_timer(head: dict[str, Any]) -> bool:
     """Whether a run of a family with this head is parked on a timer (alone or a receive's
-    deadline): writing such a head changes `World.timers_version`."""
+    deadline): writing such a head changes `Engine.timers_version`."""
     return any(
         entry.get("status") == "parked" and "timer" in (entry.get("waiting") or {})
         for entry in (head.get("runs") or {}).values()

@@ -31,6 +31,7 @@ from . import _codec
 from ._errors import ForkError
 from ._family import GAP, START_TYPES, Family
 from ._records import JournalRecord
+from ._store import scheduling
 from ._world import World, check_run_id, stream_family
 
 _HEX = re.compile(r"[0-9a-f]+")
@@ -144,7 +145,7 @@ def _read_to(
 ) -> tuple[Family, list[tuple[int, JournalRecord]]]:
     """The family `source` as of position `at` and the records (whole) a replay there reads."""
     family = Family(source)
-    family.inbox_name = world.inbox_name(source)
+    family.inbox_name = scheduling(world).inbox_name(source)
     family.read_inbox(world)  # `recv` records take their payloads from it
     read = _read_records(world, family, at)
     scan = family.scan_start()

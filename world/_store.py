@@ -10,8 +10,10 @@ gives the engine one that says each call is durable when it returns.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from abc import abstractmethod
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from ._world import World
@@ -92,6 +94,41 @@ class Scheduling:
         """A mark for `Order.streams`: the stream items this store object appended from now
         on (a count; the engine compares it around a step to know whether it appended)."""
         return 0
+
+    def timers_version(self) -> Hashable:
+        """A cheap token that changes whenever a process writes a head with a run parked on a
+        timer: equal tokens, no run parked on a new timer between. What a server waits on
+        (`wait_timers`) to re-read those heads (`timers_since`) when another process put a run
+        to sleep, instead of reading them all every few seconds. None: this store cannot
+        tell."""
+        return None
+
+    def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
+        """The version now, and the roots whose heads were written with a run parked on a
+        timer since `version` was (None: the store cannot say which: read every head)."""
+        return self.timers_version(), None
+
+    async def wait_timers(self, version: Hashable, timeout: float) -> bool:
+        """Wait until `timers_version()` differs from `version`; False on timeout. A store
+        that cannot tell waits out the timeout (its caller looks at the heads on its own
+        schedule, as a shared world's sweep does)."""
+        await asyncio.sleep(max(timeout, 0.0))
+        return False
+
+    def compact_inbox(self, root: str, keep_from: int) -> bool:
+        """Drop deliveries below id `keep_from` (none of them is read again) if that saves
+        enough; ids of the rest do not change. True if it did; a plain world keeps all."""
+        return False
+
+    def inbox_name(self, root: str) -> str:
+        """Where the family's inbox is, for error messages."""
+        return f"inbox of run family {root}"
+
+    def check_intact(self, root: str) -> None:  # a store without damage to find
+        """Raise `CorruptJournalError` if what the store holds for family `root` (its
+        journal, inbox, and streams named `<kind>.<root>[...]`) holds damage no writer may go
+        on past. The engine checks it before it drives a family: a damaged one takes no
+        writes."""
 
     def known_inbox_end(self, root: str) -> int | None:
         """`inbox_end` when the store knows it without a wait (a network store hearing every

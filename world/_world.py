@@ -15,7 +15,6 @@ calls are made), which a store of this interface alone needs none of. Records cr
 
 from __future__ import annotations
 
-import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._clock import local_now
-from ._errors import HookConflictError, InvalidNameError, RunExistsError, WorldError
+from ._errors import InvalidNameError
 from ._records import StoredRecord
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ def root_of(run_id: str) -> str:
 def stream_family(name: str) -> str | None:
     """The family a stream belongs to: a stream named ``<kind>.<run id>`` (``events.s_1``,
     ``history.s_1.2``) is its run's family's; a name with no such part belongs to none.
-    `World.family_streams` and `World.remove_family` go by this rule."""
+    `World.stream_names(family=)` and `World.remove_family` go by this rule."""
     parts = name.split(".", 2)
     if len(parts) < 2 or not _RUN_ID.fullmatch(parts[1]):
         return None
@@ -181,9 +180,26 @@ class World(ABC):
 
     # -- families and their journals ---------------------------------------------------------
     @abstractmethod
-    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+    def create_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]] | None = None,
+        hooks: Mapping[str, str] | None = None,
+    ) -> list[int]:
         """Create a family whose journal starts with the records `bodies` (`encode`d), durably;
-        `RunExistsError` if it exists."""
+        `RunExistsError` if it exists.
+
+        A fork (`streams` or `hooks` given, even empty) starts from more: stream `name`
+        holding the first `n` items of stream `source` for each `name: (source, n)` of
+        `streams` (items copied as stored, none shared), and each `token: run_id` of `hooks`
+        claimed. Whoever sees the family sees all of it: the streams and hooks are durable
+        first, so a crash leaves at most a remnant (`remnants`), never a family missing part
+        of them; the stream items this object appended before the call are durable before
+        the family too (a list naming the fork, written first, is never lost while the fork
+        stays). `HookConflictError` if another run holds a token (nothing is created then but
+        what a remnant holds)."""
 
     @abstractmethod
     def families(self) -> list[str]:
@@ -209,16 +225,13 @@ class World(ABC):
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
         """What the family stores (journal, inbox, head and its streams) and when it last
         changed; `FamilyUsage(0, 0.0)` for one that stores nothing. `streams`: the family's
-        streams, when the caller knows them (None: all of `family_streams`, which may cost a
-        listing of every stream)."""
-
-    def family_streams(self, root: str) -> list[str]:
-        """Names of the streams of the family (`stream_family`), sorted."""
-        return sorted(n for n in self.stream_names() if stream_family(n) == root)
+        streams, when the caller knows them (None: all of `stream_names(family=root)`, which may
+        cost a listing of every stream)."""
 
     @abstractmethod
-    def stream_names(self) -> list[str]:
-        """Every stored stream's name."""
+    def stream_names(self, *, family: str | None = None) -> list[str]:
+        """Every stored stream's name, sorted; with `family`, those of that family only
+        (`stream_family`)."""
 
     @abstractmethod
     def remnants(self) -> list[str]:
@@ -236,48 +249,10 @@ class World(ABC):
         (`RunNotFoundError`). A removal interrupted by a crash leaves a remnant (or a family
         still listed), which the next call removes."""
 
-    def fork_family(
-        self,
-        root: str,
-        bodies: list[bytes],
-        *,
-        streams: Mapping[str, tuple[str, int]],
-        hooks: Mapping[str, str],
-    ) -> list[int]:
-        """Create family `root` as `create_family` does, with what it starts from: stream
-        `name` holding the first `n` items of stream `source` for each `name: (source, n)`
-        of `streams` (items copied as stored, none shared), and each `token: run_id` of
-        `hooks` claimed. Whoever sees the family sees all of it: the streams and hooks are
-        durable first, so a crash leaves at most a remnant (`remnants`), never a family
-        missing part of them; the stream items this object appended before the call are
-        durable before the family too (a list naming the fork, written first, is never lost
-        while the fork stays). `RunExistsError` if the family exists, `HookConflictError` if
-        another run holds a token (nothing is created then but what a remnant holds).
-
-        This default goes through the public calls, item by item (`Engine.fork` uses it);
-        a world overrides it to copy stored bytes, and where stream appends are not durable
-        by the time they return, to make them so before the family appears."""
-        if self.family_exists(root):
-            raise RunExistsError(f"run {root!r} already exists")
-        for name, (source, n) in streams.items():
-            have = self.stream_length(name)  # a remnant of an interrupted fork goes on
-            if have > n:
-                raise WorldError(f"stream {name} exists already (a remnant: remove it first)")
-            for item in self.stream_read(source, have, n):
-                self.stream_append(name, item)
-        for token, run_id in hooks.items():
-            owner = self.claim_hook(token, run_id)
-            if owner != run_id:
-                raise HookConflictError(f"hook token {token!r} is owned by run {owner}")
-        return self.create_family(root, bodies)
-
-    def verify(self) -> list[Finding]:
-        """Check everything stored without changing it: one `Finding` per stored object."""
-        return []
-
-    def repair(self) -> list[Finding]:
-        """Fix what can be fixed without losing anything (torn tails cut, damaged data set
-        aside, never deleted); what it did, one `Finding` each."""
+    def verify(self, *, repair: bool = False) -> list[Finding]:
+        """Check everything stored without changing it: one `Finding` per stored object.
+        `repair=True`: fix what can be fixed without losing anything (torn tails cut, damaged
+        data set aside, never deleted) and say what it did, one `Finding` each."""
         return []
 
     @abstractmethod
@@ -298,26 +273,6 @@ class World(ABC):
     def write_head(self, root: str, head: dict[str, Any]) -> None:
         """Replace the status cache atomically."""
 
-    def timers_version(self) -> Hashable:
-        """A cheap token that changes whenever a process writes a head with a run parked on a
-        timer: equal tokens, no run parked on a new timer between. What a server waits on
-        (`wait_timers`) to re-read those heads (`timers_since`) when another process put a run
-        to sleep, instead of reading them all every few seconds. None: this world cannot
-        tell."""
-        return None
-
-    def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
-        """The version now, and the roots whose heads were written with a run parked on a
-        timer since `version` was (None: the world cannot say which: read every head)."""
-        return self.timers_version(), None
-
-    async def wait_timers(self, version: Hashable, timeout: float) -> bool:
-        """Wait until `timers_version()` differs from `version`; False on timeout. A world
-        that cannot tell waits out the timeout (its caller looks at the heads on its own
-        schedule, as a shared world's sweep does)."""
-        await asyncio.sleep(max(timeout, 0.0))
-        return False
-
     # -- inbox ---------------------------------------------------------------------------------
     @abstractmethod
     def deliver(self, root: str, token: str, payload: Any) -> int:
@@ -327,18 +282,9 @@ class World(ABC):
     def read_inbox(self, root: str, start: int = 0) -> tuple[list[InboxItem], int]:
         """Deliveries with id >= `start`, and the position to read on from next time."""
 
-    def compact_inbox(self, root: str, keep_from: int) -> bool:
-        """Drop deliveries below id `keep_from` (none of them is read again) if that saves
-        enough; ids of the rest do not change. True if it did; most worlds keep everything."""
-        return False
-
     @abstractmethod
     def inbox_end(self, root: str) -> int:
         """A cheap mark that grows with every delivery (compare to detect new ones)."""
-
-    def inbox_name(self, root: str) -> str:
-        """Where the family's inbox is, for error messages."""
-        return f"inbox of run family {root}"
 
     # -- hooks -----------------------------------------------------------------------------------
     @abstractmethod
@@ -356,11 +302,6 @@ class World(ABC):
     @abstractmethod
     def acquire(self, root: str, wait: float | None = None) -> Lease:
         """Take the family lease (waiting up to `wait` seconds); else `OwnershipError`."""
-
-    def check_intact(self, root: str) -> None:  # noqa: B027 - a world without damage to find
-        """Raise `CorruptJournalError` if what the world stores for family `root` (its
-        journal, inbox, and streams named `<kind>.<root>[...]`) holds damage no writer may go
-        on past. `acquire` and `deliver` check it: a damaged family takes no writes."""
 
     @abstractmethod
     async def wait_inbox(self, root: str, mark: int, timeout: float) -> bool:

@@ -66,7 +66,7 @@ def doctor(
         store = open_world(path.url or path.path, create=False, check=False)
         try:
             _migration(store, path, migrate)
-            done = store.repair() if fix else []
+            done = store.verify(repair=True) if fix else []
             findings = store.verify()
         finally:
             store.close()

@@ -131,7 +131,7 @@ def forks_stream(sid: str) -> str:
 
 
 def _list_fork(world: World, sid: str, new: str) -> None:
-    # Durable before the fork exists (`World.fork_family`): whoever sees the fork sees its id.
+    # Durable before the fork exists (`World.create_family`): whoever sees the fork sees its id.
     world.stream_append(forks_stream(sid), {"session": new})
 
 
@@ -146,7 +146,7 @@ def fork_streams(
         for e in events[: point.event + 1]
         if e.get("type") == "task.started" and isinstance(e.get("childSessionId"), str)
     }
-    for name in world.family_streams(sid):
+    for name in world.stream_names(family=sid):
         run = name.split(".", 1)[1] if stream_family(name) == sid else ""
         if any(run == c or run.startswith(c + ".") for c in children):
             streams[name] = world.stream_length(name)

@@ -134,13 +134,13 @@ class Worker:
         return due
 
     def timers_version(self) -> Hashable:
-        return self.core.world.timers_version()
+        return self.core.engine.timers_version()
 
     def timers_since(self, version: Hashable) -> tuple[Hashable, list[str] | None]:
-        return self.core.world.timers_since(version)
+        return self.core.engine.timers_since(version)
 
     async def wait_timers(self, version: Hashable, timeout: float) -> bool:
-        return await self.core.world.wait_timers(version, timeout)
+        return await self.core.engine.wait_timers(version, timeout)
 
     # -- schedules ------------------------------------------------------------------------
     def schedules(self) -> tuple[list[Schedule], list[str]]:

@@ -45,7 +45,7 @@ def _damage_item(path: Path, index: int) -> None:
     path.write_bytes(bytes(data))
     world = LocalWorld(path.parent.parent)
     try:
-        assert any(f.state == "repaired" for f in world.repair())
+        assert any(f.state == "repaired" for f in world.verify(repair=True))
     finally:
         world.close()
 
@@ -156,7 +156,7 @@ def test_a_fork_before_a_repaired_gap_goes_on_and_one_after_it_is_one_line(
     journal.write_bytes(bytes(raw))
     world = LocalWorld(data)
     try:
-        assert any(f.state == "repaired" for f in world.repair())
+        assert any(f.state == "repaired" for f in world.verify(repair=True))
     finally:
         world.close()
 

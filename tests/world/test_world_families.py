@@ -90,7 +90,7 @@ def test_family_streams_and_remnants(world: World) -> None:
     world.stream_append("history.a.1", 1)
     world.stream_append("events.gone", 1)  # a stream whose family is not there
     world.stream_append("other", 1)  # belongs to no family
-    assert world.family_streams("a") == ["events.a", "history.a.1"]
+    assert world.stream_names(family="a") == ["events.a", "history.a.1"]
     assert "other" in world.stream_names() and "events.a" in world.stream_names()
     assert world.remnants() == ["gone"]
     assert world.remove_family("gone")
@@ -106,12 +106,13 @@ def test_a_familys_streams_are_its_own_however_often_they_are_asked_for(world: W
     world.stream_append("forks:a", 1)  # belongs to no family
     mine = ["events.a", "history.a.1"]
     for _ in range(12):
-        assert world.family_streams("a") == mine
-        assert world.family_streams("ab") == ["events.ab"]
+        assert world.stream_names(family="a") == mine
+        assert world.stream_names(family="ab") == ["events.ab"]
     world.stream_append("tools.a", 1)
-    assert world.family_streams("a") == [*mine, "tools.a"]
+    assert world.stream_names(family="a") == [*mine, "tools.a"]
     assert world.remove_family("ab")
-    assert world.family_streams("a") == [*mine, "tools.a"] and world.family_streams("ab") == []
+    assert world.stream_names(family="a") == [*mine, "tools.a"]
+    assert world.stream_names(family="ab") == []
 
 
 def test_removing_a_family_takes_its_streams_and_hooks_and_leaves_the_others(
@@ -124,7 +125,7 @@ def test_removing_a_family_takes_its_streams_and_hooks_and_leaves_the_others(
         assert world.remove_family("a", inbox_mark=world.inbox_end("a"))
     assert not world.family_exists("a") and world.families() == ["b"]
     assert world.hook_owner("tok-a") is None and world.hook_owner("tok-b") == "b"
-    assert world.family_streams("a") == [] and world.stream_read("events.a") == []
+    assert world.stream_names(family="a") == [] and world.stream_read("events.a") == []
     assert world.stream_read("events.b") == [{"hello": "tok-b"}]
     assert world.remnants() == [] and world.family_usage("a").bytes == 0
     with pytest.raises(RunNotFoundError):
@@ -160,4 +161,4 @@ def test_another_opener_sees_a_removal(open_world: WorldOpener) -> None:
 def test_verify_finds_nothing_wrong_in_what_the_engine_wrote(world: World) -> None:
     _start(world, "a")
     assert [f for f in world.verify() if f.error] == []
-    assert [f for f in world.repair() if f.error] == []
+    assert [f for f in world.verify(repair=True) if f.error] == []

@@ -603,12 +603,12 @@ def test_a_repair_leaves_a_family_a_live_worker_drives_alone(url: str) -> None:
         _sql(f"UPDATE {s}.records SET body = '\\x00' WHERE root = %s AND pos = 1", rid)
         assert [f.state for f in doctor.verify() if f.kind == "journal"] == ["corrupt"]
         with world.acquire(rid):
-            [busy] = doctor.repair()
+            [busy] = doctor.verify(repair=True)
             assert (busy.path, busy.state) == (f"{rid}/journal", "busy")
             assert _sql(f"SELECT body FROM {s}.records WHERE root = %s AND pos = 1", rid) == [
                 (b"\x00",)
             ]
-        [done] = doctor.repair()
+        [done] = doctor.verify(repair=True)
         assert done.state == "repaired"
         assert _sql(f"SELECT data FROM {s}.quarantine") == [(b"\x00",)]
     finally:
@@ -632,7 +632,7 @@ def test_a_record_s_columns_say_what_its_body_does_and_doctor_sets_them_back(url
         _sql(f"UPDATE {s}.records SET kind = 'done', gen = 7 WHERE root = %s AND pos = 2", rid)
         [journal] = [f for f in world.verify() if f.kind == "journal"]
         assert (journal.state, journal.offset) == ("corrupt", 2) and "disagrees" in journal.detail
-        [done] = world.repair()
+        [done] = world.verify(repair=True)
         assert done.state == "repaired" and "set from their bodies" in done.detail
         assert _sql(columns, rid) == rows
         assert [f.state for f in world.verify() if f.state != "ok"] == []

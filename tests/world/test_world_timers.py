@@ -1,4 +1,4 @@
-"""Conformance: `World.timers_version` / `timers_since` / `wait_timers` on every World — a
+"""Conformance: `Engine.timers_version` / `timers_since` / `wait_timers` on every World — a
 run parked on a timer by one opener (as another process would be) changes the version another
 opener waits on, and `timers_since` names its family; a run parked on a hook alone does not.
 A world that cannot tell (None) waits the timeout out, and its servers find timers by reading
@@ -25,8 +25,9 @@ async def hooked(ctx: WorkflowContext, token: str) -> object:
 def test_a_run_parked_on_a_timer_elsewhere_changes_the_timers_version(
     open_world: WorldOpener,
 ) -> None:
-    writer, watcher = open_world(), open_world()
+    writer = open_world()
     engine = Engine(writer, {"napping": napping, "hooked": hooked})
+    watcher = Engine(open_world(), {})  # another opener, as another process
 
     async def main() -> None:
         before = watcher.timers_version()

@@ -76,7 +76,16 @@ class MemoryWorld(Store):
         return family
 
     # -- families ----------------------------------------------------------------------------
-    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+    def create_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]] | None = None,
+        hooks: Mapping[str, str] | None = None,
+    ) -> list[int]:
+        if streams is not None or hooks is not None:
+            return self._fork(root, bodies, streams or {}, hooks or {})
         frames = [_journal.frame_body(body) for body in bodies]
         with self._lock:
             if root in self._families:
@@ -85,11 +94,10 @@ class MemoryWorld(Store):
             self._families[root] = _Family(frames=[header, *frames])
             return list(range(1, len(frames) + 1))
 
-    def fork_family(
+    def _fork(
         self,
         root: str,
         bodies: list[bytes],
-        *,
         streams: Mapping[str, tuple[str, int]],
         hooks: Mapping[str, str],
     ) -> list[int]:
@@ -141,9 +149,9 @@ class MemoryWorld(Store):
                     last = max(last, self._stream_written.get(name, 0.0))
         return FamilyUsage(size, last)
 
-    def stream_names(self) -> list[str]:
+    def stream_names(self, *, family: str | None = None) -> list[str]:
         with self._lock:
-            return sorted(self._streams)
+            return sorted(n for n in self._streams if family in (None, stream_family(n)))
 
     def remnants(self) -> list[str]:
         with self._lock:

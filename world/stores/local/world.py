@@ -179,7 +179,16 @@ class LocalWorld(Store):
         return path
 
     # -- families ----------------------------------------------------------------------------
-    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+    def create_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]] | None = None,
+        hooks: Mapping[str, str] | None = None,
+    ) -> list[int]:
+        if streams is not None or hooks is not None:
+            return self._fork(root, bodies, streams or {}, hooks or {})
         self._settle()
         frames = [_journal.frame_body(body) for body in bodies]
         folder = self._dir(root)
@@ -210,11 +219,10 @@ class LocalWorld(Store):
             pos += len(frame)
         return positions
 
-    def fork_family(
+    def _fork(
         self,
         root: str,
         bodies: list[bytes],
-        *,
         streams: Mapping[str, tuple[str, int]],
         hooks: Mapping[str, str],
     ) -> list[int]:
@@ -248,11 +256,13 @@ class LocalWorld(Store):
     def family_exists(self, root: str) -> bool:
         return os.path.exists(self._run_files.of(root)[1])
 
-    def stream_names(self) -> list[str]:
+    def stream_names(self, *, family: str | None = None) -> list[str]:
+        if family is not None:
+            return self._streams_of(family)
         names = {n.rpartition(".")[0] for n in listdir(self.path / "streams")}
         return sorted(n.replace("%3A", ":") for n in names if n)
 
-    def family_streams(self, root: str) -> list[str]:
+    def _streams_of(self, root: str) -> list[str]:
         files = self._stream_files.of(check_run_id(root))
         return sorted({f.rpartition(".")[0].replace("%3A", ":") for f in files})
 
@@ -261,7 +271,7 @@ class LocalWorld(Store):
         self._trim(root)  # the data's size, not the space a writer holds ahead of it
         paths = [os.path.join(folder, name) for name in listdir(Path(folder))]
         if streams is None:
-            streams = self.family_streams(root)
+            streams = self._streams_of(root)
         for name in streams:
             paths.extend(self._streams.paths(name))
         size, last = usage_of(paths)
@@ -307,7 +317,7 @@ class LocalWorld(Store):
                 (self.path / "hooks" / name).unlink(missing_ok=True)
             hooks.dropped(root, before)
             before = streams.stamp()
-            names = self.family_streams(root)
+            names = self._streams_of(root)
             self._streams.forget(names)
             for name in names:
                 for path in self._streams.paths(name):
@@ -324,15 +334,10 @@ class LocalWorld(Store):
             self._run_files.forget(root)
             self._inboxes.forget(root)
 
-    def verify(self) -> list[Finding]:
-        from .verify import verify
+    def verify(self, *, repair: bool = False) -> list[Finding]:
+        from . import verify
 
-        return verify(self.path)
-
-    def repair(self) -> list[Finding]:
-        from .verify import repair
-
-        return repair(self.path)
+        return (verify.repair if repair else verify.verify)(self.path)
 
     def load(self, root: str, start: int = 0) -> FamilyLog:
         path = self._journal_path(root)
@@ -599,7 +604,7 @@ class LocalWorld(Store):
             raise
         if self._records.names(root) is None:  # an older eve's family: named once, here
             with contextlib.suppress(OSError):  # (without one its streams are listed)
-                self._records.write(self._run_files.of(root)[0], self.family_streams(root))
+                self._records.write(self._run_files.of(root)[0], self._streams_of(root))
         self._leased.add(root)
         return _FileLease(self, root, lock)
 

@@ -85,7 +85,16 @@ class PostgresWorld(Streams):
     shared = True  # any number of workers on any machines: see World.shared
 
     # -- families ----------------------------------------------------------------------------
-    def create_family(self, root: str, bodies: list[bytes]) -> list[int]:
+    def create_family(
+        self,
+        root: str,
+        bodies: list[bytes],
+        *,
+        streams: Mapping[str, tuple[str, int]] | None = None,
+        hooks: Mapping[str, str] | None = None,
+    ) -> list[int]:
+        if streams is not None or hooks is not None:
+            return self._fork(root, bodies, streams or {}, hooks or {})
         check_run_id(root)
         self._writable()
         token = secrets.token_hex(8)
@@ -108,11 +117,10 @@ class PostgresWorld(Streams):
         self._after_write(fault)
         return list(range(1, len(bodies) + 1))
 
-    def fork_family(
+    def _fork(
         self,
         root: str,
         bodies: list[bytes],
-        *,
         streams: Mapping[str, tuple[str, int]],
         hooks: Mapping[str, str],
     ) -> list[int]:
@@ -188,11 +196,10 @@ class PostgresWorld(Streams):
         # family's creation; a delivery since moves the inbox mark, which callers compare.
         return FamilyUsage(int(row[0] or 0), float(row[1] or 0.0))
 
-    def stream_names(self) -> list[str]:
+    def stream_names(self, *, family: str | None = None) -> list[str]:
+        if family is not None:
+            return [str(row[0]) for row in self._all("family_streams", {"root": family})]
         return [str(row[0]) for row in self._all("stream_names", {})]
-
-    def family_streams(self, root: str) -> list[str]:
-        return [str(row[0]) for row in self._all("family_streams", {"root": root})]
 
     @property
     def schema_name(self) -> str:
@@ -206,18 +213,13 @@ class PostgresWorld(Streams):
     def exists(self) -> bool:
         return self._exists
 
-    def verify(self) -> list[Finding]:
-        from .verify import verify
+    def verify(self, *, repair: bool = False) -> list[Finding]:
+        from . import verify
 
+        if repair:
+            self._writable()
         self._flush_all()
-        return verify(self)
-
-    def repair(self) -> list[Finding]:
-        self._writable()
-        self._flush_all()
-        from .verify import repair
-
-        return repair(self)
+        return (verify.repair if repair else verify.verify)(self)
 
     def remnants(self) -> list[str]:
         return [str(row[0]) for row in self._all("remnants", {})]
