@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from world import (
+    FamilyHead,
     FamilyLog,
     FamilyUsage,
     HookConflictError,
@@ -90,8 +91,8 @@ class OutsideWorld(World):
                 if len(self._streams.get(source, [])) < n:
                     raise WorldError(f"stream {source!r} holds fewer than {n} items")
             for name, (source, n) in (streams or {}).items():
-                self._made[check_name(name, "stream name")] = len(self._made) + 1 + max(
-                    self._made.values(), default=0
+                self._made[check_name(name, "stream name")] = (
+                    len(self._made) + 1 + max(self._made.values(), default=0)
                 )
                 self._streams[name] = list(self._streams[source][:n])
             self._hooks.update(hooks or {})
@@ -102,8 +103,17 @@ class OutsideWorld(World):
         with self._lock:
             return sorted(self._families)
 
-    def family_exists(self, root: str) -> bool:
-        return root in self._families
+    def heads(
+        self, *, roots: Sequence[str] | None = None, inbox: bool = True, runnable: bool = False
+    ) -> list[FamilyHead]:
+        with self._lock:
+            found = sorted(self._families if roots is None else set(roots) & set(self._families))
+            stored = [(r, self._families[r].head, len(self._families[r].inbox)) for r in found]
+        out = []
+        for root, data, end in stored:
+            head = decode(data) if data is not None else None
+            out.append(FamilyHead(root, head if isinstance(head, dict) else None, end))
+        return out
 
     def load(self, root: str, start: int = 0) -> FamilyLog:
         with self._lock:
@@ -112,25 +122,18 @@ class OutsideWorld(World):
         records = [(pos, decode(bodies[pos - 1])) for pos in range(first, len(bodies) + 1)]
         return FamilyLog(records=records, start=first if first > 1 else 0)
 
-    def append(self, root: str, bodies: list[bytes]) -> list[int]:
+    def commit(
+        self, root: str, bodies: Sequence[bytes] = (), *, head: dict[str, Any] | None = None
+    ) -> list[int]:
+        data = None if head is None else encode(head, "head")
         with self._lock:  # every call is whole before it returns
             family = self._family(root)
             first = len(family.records) + 1
             family.records.extend(bodies)
+            if data is not None:
+                family.head = data
             family.written = time.time()
         return list(range(first, first + len(bodies)))
-
-    def read_head(self, root: str) -> dict[str, Any] | None:
-        with self._lock:
-            data = self._family(root).head
-        head = decode(data) if data is not None else None
-        return head if isinstance(head, dict) else None
-
-    def write_head(self, root: str, head: dict[str, Any]) -> None:
-        data = encode(head, "head")
-        with self._lock:
-            family = self._family(root)
-            family.head, family.written = data, time.time()
 
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
         names = self.stream_names(family=root) if streams is None else list(streams)
@@ -188,19 +191,19 @@ class OutsideWorld(World):
             return len(self._family(root).inbox)
 
     # -- hooks -------------------------------------------------------------------------------
-    def claim_hook(self, token: str, run_id: str) -> str:
+    def set_hook(self, token: str, run_id: str | None, *, holder: str | None = None) -> str | None:
         check_name(token, "hook token")
         with self._lock:
-            return self._hooks.setdefault(token, run_id)
+            if self._hooks.get(token) == holder:
+                if run_id is None:
+                    self._hooks.pop(token, None)
+                else:
+                    self._hooks[token] = run_id
+            return None if run_id is None else self._hooks.get(token)
 
     def hook_owner(self, token: str) -> str | None:
         check_name(token, "hook token")
         return self._hooks.get(token)
-
-    def release_hook(self, token: str, run_id: str) -> None:
-        with self._lock:
-            if self._hooks.get(token) == run_id:
-                del self._hooks[token]
 
     # -- ownership and wake-ups --------------------------------------------------------------
     def acquire(self, root: str, wait: float | None = None) -> Lease:

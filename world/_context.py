@@ -293,7 +293,7 @@ class WorkflowContext:
     async def _release_closed(self) -> None:
         while self._closed_hooks:
             token = self._closed_hooks.pop(0)
-            await self._engine.io(self._engine.world.release_hook, token, self._run.id)
+            await self._engine.io(self._engine.world.set_hook, token, None, holder=self._run.id)
 
     def _claim_now(self, token: str) -> None:
         self._engine.claim_hook(self._family, self._run, token)

@@ -174,7 +174,7 @@ class Engine:
         head = build_head(family)
         if self.head_note is not None:
             head["note"] = self.head_note(family.root)
-        self.world.write_head(family.root, head)
+        self.world.commit(family.root, head=head)
         return head
 
     async def io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -272,7 +272,7 @@ class Engine:
         """Own the run's family and drive it until nothing in it can progress."""
         root = root_of(check_run_id(run_id))
         off = self.off_loop
-        if not await off(self.world.family_exists, root):
+        if not await off(self._store.family_exists, root):
             raise RunNotFoundError(f"no run {run_id!r}")
         first, head = True, None
         while True:
@@ -345,9 +345,9 @@ class Engine:
         owner = self.world.hook_owner(check_name(token, "hook token"))
         if owner is None:
             raise NoActiveRunError(token)
-        entry = (self.world.read_head(root_of(owner)) or {}).get("runs", {}).get(owner, {})
+        entry = (self._store.read_head(root_of(owner)) or {}).get("runs", {}).get(owner, {})
         if entry.get("status") in FINISHED:
-            self.world.release_hook(token, owner)  # left behind by a crash after the end
+            self.world.set_hook(token, None, holder=owner)  # left behind by a crash after the end
             raise NoActiveRunError(token)
         return owner
 
@@ -363,9 +363,9 @@ class Engine:
     def info(self, run_id: str) -> RunInfo:
         """The run's status from the head; rebuilt from the journal if the head is missing."""
         root = root_of(check_run_id(run_id))
-        if not self.world.family_exists(root):
+        if not self._store.family_exists(root):
             raise RunNotFoundError(f"no run {run_id!r}")
-        head = self.world.read_head(root)
+        head = self._store.read_head(root)
         entry = (head or {}).get("runs", {}).get(run_id)
         if entry is None:  # no head, or an old finished child: ask the journal
             family = load_family(self.world, root, full=True)
@@ -437,7 +437,7 @@ class Engine:
         from the heads in one call; with `run_id`, of its family alone (its head)."""
         if run_id is not None:
             root = root_of(check_run_id(run_id))
-            heads = [(root, self.world.read_head(root) or {})]
+            heads = [(root, self._store.read_head(root) or {})]
         else:
             heads = [(f.root, f.head or {}) for f in self.world.heads(inbox=False)]
         return [
@@ -450,7 +450,7 @@ class Engine:
     async def wait(self, run_id: str, timeout: float) -> bool:
         """Wait (no lock held) until the run's family has a delivery or a due timer."""
         root = root_of(check_run_id(run_id))
-        head = await self.off_loop(self.world.read_head, root) or {}
+        head = await self.off_loop(self._store.read_head, root) or {}
         timers = [
             e["waiting"]["timer"]
             for e in head.get("runs", {}).values()
@@ -554,7 +554,7 @@ class Engine:
         if error is not None:
             await self.append(family, run, {"t": "failed", "error": error}, order=final)
         for token in sorted(run.hooks):
-            await self.io(self.world.release_hook, token, run.id)
+            await self.io(self.world.set_hook, token, None, holder=run.id)
 
     async def _continue_as_new(self, family: Family, run: Run, input: Any) -> None:
         rec: JournalRecord = {
@@ -642,10 +642,9 @@ class Engine:
 
     def claim_hook(self, family: Family, run: Run, token: str) -> None:
         """Claim `token` for `run`; a token left by a finished run is taken over."""
-        owner = self.world.claim_hook(token, run.id)
-        if owner != run.id and self._is_finished(family, owner):
-            self.world.release_hook(token, owner)
-            owner = self.world.claim_hook(token, run.id)
+        owner = self.world.set_hook(token, run.id)
+        if owner is not None and owner != run.id and self._is_finished(family, owner):
+            owner = self.world.set_hook(token, run.id, holder=owner)
         if owner != run.id:
             raise HookConflictError(f"hook token {token!r} is owned by active run {owner}")
 

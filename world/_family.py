@@ -376,7 +376,7 @@ class Family:
 def load_family(world: World, root: str, *, full: bool = False, log: bool = False) -> Family:
     """Rebuild a family from its journal, starting where the head says it may (or at 0);
     `log` keeps every record read, whole, in `Family.log`."""
-    head = None if full else world.read_head(root)
+    head = None if full else scheduling(world).read_head(root)
     start = head.get("scan", 0) if head and head.get("v") == HEAD_VERSION else 0
     records = world.load(root, start) if start else world.load(root, 0)
     if records.start and not (records.records and _is_scan_start(records.records[0][1])):

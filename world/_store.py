@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import enum
 from abc import abstractmethod
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from ._world import World
+from ._world import FamilyHead, Head, World
 
 
 class IO(enum.Enum):
@@ -130,6 +130,14 @@ class Scheduling:
         on past. The engine checks it before it drives a family: a damaged one takes no
         writes."""
 
+    @abstractmethod
+    def read_head(self, root: str) -> Head | None:
+        """The family's head (`World.heads`), or None when missing or unreadable."""
+
+    @abstractmethod
+    def family_exists(self, root: str) -> bool:
+        """Whether family `root` exists (`World.heads(roots=[root])`)."""
+
     def known_inbox_end(self, root: str) -> int | None:
         """`inbox_end` when the store knows it without a wait (a network store hearing every
         delivery to a family it leases); None: ask `inbox_end`. A caller on an event loop
@@ -144,6 +152,39 @@ class Store(World, Scheduling):
     def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
         """See `Scheduling.append`."""
 
+    @abstractmethod
+    def write_head(self, root: str, head: Head) -> None:
+        """Replace the family's head (`commit` with no records)."""
+
+    def commit(
+        self, root: str, bodies: Sequence[bytes] = (), *, head: Head | None = None
+    ) -> list[int]:
+        positions = self.append(root, list(bodies)) if bodies else []
+        if head is not None:
+            self.write_head(root, head)
+        return positions
+
+    def heads(
+        self, *, roots: Sequence[str] | None = None, inbox: bool = True, runnable: bool = False
+    ) -> list[FamilyHead]:
+        found = self.families() if roots is None else sorted(filter(self.family_exists, roots))
+        return [FamilyHead(r, self.read_head(r), self.inbox_end(r) if inbox else -1) for r in found]
+
+    @abstractmethod
+    def claim_hook(self, token: str, run_id: str) -> str:
+        """Claim `token` for `run_id`; return the owner afterwards (another id = conflict)."""
+
+    @abstractmethod
+    def release_hook(self, token: str, run_id: str) -> None:
+        """Release `token` if `run_id` owns it."""
+
+    def set_hook(self, token: str, run_id: str | None, *, holder: str | None = None) -> str | None:
+        if holder is not None:
+            self.release_hook(token, holder)
+        if run_id is None:
+            return None if holder is not None else self.hook_owner(token)
+        return self.claim_hook(token, run_id)
+
 
 class _Plain(Scheduling):
     """The scheduling of a world of the public interface alone: every call durable on return."""
@@ -152,7 +193,13 @@ class _Plain(Scheduling):
         self._world = world
 
     def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
-        return self._world.append(root, bodies)
+        return self._world.commit(root, bodies)
+
+    def read_head(self, root: str) -> Head | None:
+        return next((f.head for f in self._world.heads(roots=[root], inbox=False)), None)
+
+    def family_exists(self, root: str) -> bool:
+        return bool(self._world.heads(roots=[root], inbox=False))
 
 
 def scheduling(world: World) -> Scheduling:

@@ -79,12 +79,15 @@ class LostItem:
     offset: int
 
 
+Head = dict[str, Any]  # a family's head: its status cache (`World.heads`, `World.commit`)
+
+
 @dataclass(frozen=True)
 class FamilyHead:
     """A family's head (None: missing or unreadable) and its inbox mark (`World.inbox_end`)."""
 
     root: str
-    head: dict[str, Any] | None
+    head: Head | None
     inbox_end: int  # -1: not asked for (`World.heads(inbox=False)`)
 
 
@@ -206,20 +209,19 @@ class World(ABC):
         """Root run ids of every family."""
 
     @abstractmethod
-    def family_exists(self, root: str) -> bool: ...
-
-    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
-        """The head and inbox mark of every family, in root order: one call, however many
-        families there are (a network world answers it with one query). `inbox=False`: the
-        caller needs no inbox marks (a listing); a world may then leave them -1 (a local
-        world would read each inbox's header for them). `runnable=True`: the caller looks
-        for work (`Engine.runnable`, a shared world's sweep); a world may leave out the
-        families whose head says they have none now (`head_wake`) and those a live owner
-        holds, so that parked families cost nothing; the caller still checks each head."""
-        return [
-            FamilyHead(r, self.read_head(r), self.inbox_end(r) if inbox else -1)
-            for r in self.families()
-        ]
+    def heads(
+        self, *, roots: Sequence[str] | None = None, inbox: bool = True, runnable: bool = False
+    ) -> list[FamilyHead]:
+        """The head (None: missing or unreadable: rebuild it from the journal) and inbox mark
+        of every family, in root order: one call, however many families there are (a network
+        world answers it with one query). `roots`: of those families only (a root that is no
+        family is left out: `heads(roots=[r])` is empty when `r` does not exist).
+        `inbox=False`: the caller needs no inbox marks (a listing); a world may then leave
+        them -1 (a local world would read each inbox's header for them). `runnable=True`: the
+        caller looks for work (`Engine.runnable`, a shared world's sweep); a world may leave
+        out the families whose head says they have none now (`head_wake`) and those a live
+        owner holds, so that parked families cost nothing; the caller still checks each
+        head."""
 
     @abstractmethod
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
@@ -260,18 +262,13 @@ class World(ABC):
         """Records from position `start` on (header excluded); an invalid start reads all."""
 
     @abstractmethod
-    def append(self, root: str, bodies: list[bytes]) -> list[int]:
+    def commit(
+        self, root: str, bodies: Sequence[bytes] = (), *, head: Head | None = None
+    ) -> list[int]:
         """Append records (each the `encode`d body of one; the world frames and checksums
-        them) to the family's journal, durably, after the stream items appended before them;
-        return their positions. The caller holds the lease."""
-
-    @abstractmethod
-    def read_head(self, root: str) -> dict[str, Any] | None:
-        """The family's status cache, or None when missing or unreadable (rebuild it)."""
-
-    @abstractmethod
-    def write_head(self, root: str, head: dict[str, Any]) -> None:
-        """Replace the status cache atomically."""
+        them) to the family's journal, durably, after the stream items appended before them,
+        then replace its head (status cache) by `head` if given: the head never runs ahead of
+        the records. Returns the records' positions. The caller holds the lease."""
 
     # -- inbox ---------------------------------------------------------------------------------
     @abstractmethod
@@ -288,15 +285,14 @@ class World(ABC):
 
     # -- hooks -----------------------------------------------------------------------------------
     @abstractmethod
-    def claim_hook(self, token: str, run_id: str) -> str:
-        """Claim `token` for `run_id`; return the owner afterwards (another id = conflict)."""
+    def set_hook(self, token: str, run_id: str | None, *, holder: str | None = None) -> str | None:
+        """Make `run_id` the owner of `token` (None: free it) if `holder` owns it now (None:
+        no one does), durably. Claim: `set_hook(t, run)` returns the owner afterwards
+        (another run than `run`: a conflict); release: `set_hook(t, None, holder=run)`
+        returns None."""
 
     @abstractmethod
     def hook_owner(self, token: str) -> str | None: ...
-
-    @abstractmethod
-    def release_hook(self, token: str, run_id: str) -> None:
-        """Release `token` if `run_id` owns it."""
 
     # -- ownership and wake-ups ------------------------------------------------------------------
     @abstractmethod
@@ -319,12 +315,6 @@ class World(ABC):
     @abstractmethod
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         """Items `start` up to `end` (exclusive); negative `start` counts from the tail."""
-
-    def stream_read_spans(self, name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
-        """Items ``start`` up to ``end`` for each ``(start, end)`` of ``spans`` (ascending, not
-        overlapping): what ``stream_read`` gives for each, read at once where the world can
-        (a local world reads the bytes once and decodes only these items)."""
-        return [self.stream_read(name, start, end) for start, end in spans]
 
     @abstractmethod
     def stream_length(self, name: str) -> int: ...

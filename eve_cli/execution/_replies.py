@@ -185,10 +185,9 @@ def _read_events(
     found = dict(events)
     spans = runs(needed)
     pairs = [(start, start + count) for start, count in zip(spans[::2], spans[1::2], strict=True)]
-    for (start, _), read in zip(
-        pairs, world.stream_read_spans(events_stream(session_id), pairs), strict=True
-    ):
-        for offset, event in enumerate(read):
+    name = events_stream(session_id)
+    for start, end in pairs:
+        for offset, event in enumerate(world.stream_read(name, start, end)):
             found[start + offset] = event
     return found
 

@@ -462,9 +462,8 @@ def _messages(reader: EventReader, refs: set[int]) -> dict[int, str]:
     if len(pairs) > _SPANS:  # one read (a world may read each span on its own)
         pairs = [(pairs[0][0], pairs[-1][1])]
     found: dict[int, str] = {}
-    items = reader.world.stream_read_spans(reader.history, pairs)
-    for (start, _), read in zip(pairs, items, strict=True):
-        for offset, item in enumerate(read):
+    for start, end in pairs:
+        for offset, item in enumerate(reader.world.stream_read(reader.history, start, end)):
             content = item.get("content") if isinstance(item, dict) else None
             if start + offset in refs and isinstance(content, str):
                 found[start + offset] = content

@@ -186,7 +186,7 @@ class Client:
         self._append_started(snap, self.core.agent.name)
         # Claimed now (the driver claims the same token for the same run id when it first
         # runs), so deliveries are accepted before the session was ever driven.
-        self.world.claim_hook(token, snap.id)
+        self.world.set_hook(token, snap.id)
 
     def _append_started(self, snap: Snapshot, agent: str) -> None:
         from eve_cli.execution import started_event  # (the driver's: with the harness)
@@ -221,7 +221,7 @@ class Client:
             and self.world.hook_owner(str(token)) is None
             and self.reader.status(sid) not in ENDED
         ):
-            self.world.claim_hook(str(token), sid)
+            self.world.set_hook(str(token), sid)
 
     def operation_session(self, operation_id: str) -> str | None:
         sid = operation_sid(operation_id)
@@ -371,7 +371,8 @@ class Client:
         from eve_cli.harness import expand_delivery
 
         root = sid.split(".", 1)[0]
-        mark = (self.world.read_head(root) or {}).get("inbox_mark")
+        found = self.world.heads(roots=[root], inbox=False)
+        mark = ((found[0].head if found else None) or {}).get("inbox_mark")
         mark = mark if isinstance(mark, int) and mark > 0 else 0
         if mark >= delivery:
             return False  # the first delivery since the last drive took what came before

@@ -171,9 +171,10 @@ class Core:
     def meta(self, sid: str) -> SessionMeta:
         """The meta of session ``sid``; `SessionNotFoundError` when there is none."""
         known = self.kept_meta(sid)
-        if known is not None and self.world.family_exists(sid.split(".", 1)[0]):
+        root = sid.split(".", 1)[0]
+        if known is not None and self.world.heads(roots=[root], inbox=False):
             self._metas.move_to_end(sid)
-            return known  # asked several times a turn: one stat, not a head read
+            return known  # asked several times a turn: the family is still there
         try:
             info = self.engine.info(sid)
         except RunNotFoundError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +202,10 @@ class _CountingWorld(MemoryWorld):
         self.head_reads += 1
         return super().read_head(root)
 
-    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
-        found = super().heads(inbox=inbox, runnable=runnable)
+    def heads(
+        self, *, roots: Sequence[str] | None = None, inbox: bool = True, runnable: bool = False
+    ) -> list[FamilyHead]:
+        found = super().heads(roots=roots, inbox=inbox, runnable=runnable)
         self.head_reads += len(found)
         return found
 

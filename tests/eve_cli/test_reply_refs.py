@@ -99,18 +99,18 @@ def test_scattered_deltas_read_in_one_call(monkeypatch: pytest.MonkeyPatch) -> N
         {"role": "assistant", "e": runs([30, 31]), "n": 4, "tool_calls": [{"id": "c"}]},
     ]
     assert items[0]["e"] == [0, 1, 2, 1, 4, 1] and items[2]["e"] == [30, 2]
-    reads: list[tuple[str, list[tuple[int, int]]]] = []
-    original = world.stream_read_spans
+    reads: list[tuple[str, int, int | None]] = []
+    original = world.stream_read
 
-    def counted(name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
-        reads.append((name, spans))
-        return original(name, spans)
+    def counted(name: str, start: int = 0, end: int | None = None) -> list[Any]:
+        reads.append((name, start, end))
+        return original(name, start, end)
 
-    monkeypatch.setattr(world, "stream_read_spans", counted)
+    monkeypatch.setattr(world, "stream_read", counted)
     out = resolve(world, "s1", 7, items)
     assert [m.get("content") for m in out] == ["abcde", "hi", "xyz!"]
     assert out[0]["tool_calls"] == [] and out[2]["tool_calls"] == [{"id": "c"}]
-    assert reads == [("events.s1", [(0, 1), (2, 3), (4, 5), (30, 32)])]  # only the deltas
+    assert reads == [("events.s1", a, b) for a, b in [(0, 1), (2, 3), (4, 5), (30, 32)]]
     # What this process already knows is not read at all.
     reads.clear()
     assert resolve(world, "s1", 7, items[:1], known={7: "abcde"})[0]["content"] == "abcde"

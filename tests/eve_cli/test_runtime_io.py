@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from eve_cli._events import Event
@@ -25,9 +26,11 @@ class NetworkWorld(MemoryWorld):
         self.threads: list[str] = []
         self.recorded: str | None = None  # the one stream whose reads are recorded (None: all)
 
-    def heads(self, *, inbox: bool = True, runnable: bool = False) -> Any:
+    def heads(
+        self, *, roots: Sequence[str] | None = None, inbox: bool = True, runnable: bool = False
+    ) -> Any:
         self.threads.append(threading.current_thread().name)
-        return super().heads(inbox=inbox, runnable=runnable)
+        return super().heads(roots=roots, inbox=inbox, runnable=runnable)
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         if self.recorded in (None, name):

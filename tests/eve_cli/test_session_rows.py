@@ -64,7 +64,7 @@ def test_rows_from_the_last_turn_equal_the_full_fold(
             full = full_row(rt, sid)
             row = listed(rt, sid)
             assert row == full
-            note = (rt.world.read_head(sid) or {}).get("note") or {}
+            note = (rt.world.heads(roots=[sid])[0].head or {}).get("note") or {}
             fast.append(_same(note.get("events"), rt.reader.event_count(sid)))
             seen.append((row["status"], row["parkedOn"], row["turns"], row["steps"]))
 

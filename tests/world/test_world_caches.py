@@ -65,7 +65,6 @@ def test_a_damaged_index_is_not_believed_by_a_reader(tmp_path: Path, how: str) -
     assert reader.stream_length("s") == len(ITEMS)
     assert reader.stream_read("s") == ITEMS
     assert reader.stream_read("s", 10, 12) == ITEMS[10:12]
-    assert reader.stream_read_spans("s", [(0, 1), (38, 40)]) == [ITEMS[:1], ITEMS[38:]]
     assert reader.stream_read("s", -1) == ITEMS[-1:]
 
 

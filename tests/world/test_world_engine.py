@@ -485,15 +485,16 @@ def test_delivery_racing_the_lease_release_is_picked_up(
 
     engine = Engine(world, {"flow": flow})
     rid = run(engine.start("flow"))
-    write_head = world.write_head
+    commit = world.commit
     raced: list[int] = []
 
-    def write_head_then_deliver(root: str, head: dict[str, Any]) -> None:
-        write_head(root, head)
-        if not raced:  # another process delivers after the drive parked, before the release
-            raced.append(world.deliver(root, "t-release", "late"))
+    def commit_then_deliver(root: str, bodies: Any = (), *, head: Any = None) -> list[int]:
+        positions = commit(root, bodies, head=head)
+        if head is not None and not raced:  # another process delivers after the drive
+            raced.append(world.deliver(root, "t-release", "late"))  # parked, before release
+        return positions
 
-    monkeypatch.setattr(world, "write_head", write_head_then_deliver)
+    monkeypatch.setattr(world, "commit", commit_then_deliver)
     assert run(engine.run(rid)).result == "late"
     assert raced
 
@@ -508,7 +509,8 @@ def test_head_does_not_grow_with_finished_children(world: World) -> None:
     engine = Engine(world, {"parent": parent, "child": child})
     rid = run(engine.start("parent", 70))
     assert run(engine.run(rid)).result == sum(range(70))
-    head = world.read_head(rid)
+    [found] = world.heads(roots=[rid])
+    head = found.head
     assert head is not None and len(head["runs"]) == 11  # the root and the latest 10 children
     old = engine.info(f"{rid}.0")  # dropped from the head: found in the journal
     assert (old.status, old.result, old.parent) == ("completed", 0, rid)

@@ -88,7 +88,7 @@ def _check(world: World, schedule: Schedule) -> None:
         except Killed:
             if kill:
                 rerun.append(kill.pop())
-            world.write_head(rid, {})  # a killed process writes no head
+            world.commit(rid, head={})  # a killed process writes no head
             return None
 
     async def main() -> list[str]:
@@ -101,7 +101,7 @@ def _check(world: World, schedule: Schedule) -> None:
             if tick:
                 await Engine(world, workflows).resume_hook("t-tick", None)
             if drop_head:
-                world.write_head(rid, {})  # an unusable head: everything is rebuilt
+                world.commit(rid, head={})  # an unusable head: everything is rebuilt
             kill[:] = [crash] if crash else []
             await drive(rid)
             kill.clear()

@@ -578,13 +578,3 @@ def test_an_index_past_the_4_byte_limit_is_rewritten_in_8_byte_form(
     assert not [f for f in _verify.verify(folder) if not f.ok]
     _verify.repair(folder)  # nothing to repair; a rebuilt index would take the same form
     assert (folder / "streams" / "s.idx").read_bytes() == raw
-
-
-def test_spans_read_what_stream_read_reads_for_each(world: World) -> None:
-    for i in range(30):
-        world.stream_append("s", {"i": i, "pad": "x" * (i % 7)})
-    spans = [(0, 1), (3, 6), (6, 7), (20, 20), (28, 40), (50, 60)]
-    assert world.stream_read_spans("s", spans) == [world.stream_read("s", a, b) for a, b in spans]
-    assert world.stream_read_spans("s", [(29, 30)]) == [[{"i": 29, "pad": "x"}]]
-    assert world.stream_read_spans("none", [(0, 2)]) == [[]]
-    assert world.stream_read_spans("s", []) == []

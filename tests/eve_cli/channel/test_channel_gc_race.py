@@ -41,7 +41,7 @@ class _Race:
     def taken(self, sid: str, text: str) -> bool | None:
         """True once the session took ``text``; False if it was removed without."""
         with self.lock:
-            events, exists = self.reader.events(sid), self.reader.world.family_exists(sid)
+            events, exists = self.reader.events(sid), bool(self.reader.world.heads(roots=[sid]))
         if any(e["type"] == "message.received" and e.get("text") == text for e in events):
             return True
         return None if exists else False

@@ -188,7 +188,7 @@ class LocalWorld(Store):
         hooks: Mapping[str, str] | None = None,
     ) -> list[int]:
         if streams is not None or hooks is not None:
-            return self._fork(root, bodies, streams or {}, hooks or {})
+            self._fork(root, streams or {}, hooks or {})  # what the fork holds, first
         self._settle()
         frames = [_journal.frame_body(body) for body in bodies]
         folder = self._dir(root)
@@ -220,12 +220,8 @@ class LocalWorld(Store):
         return positions
 
     def _fork(
-        self,
-        root: str,
-        bodies: list[bytes],
-        streams: Mapping[str, tuple[str, int]],
-        hooks: Mapping[str, str],
-    ) -> list[int]:
+        self, root: str, streams: Mapping[str, tuple[str, int]], hooks: Mapping[str, str]
+    ) -> None:
         # The run folder is made first and holds the copies while they are written: a crash
         # leaves a folder without a journal (a remnant `eve gc` removes, `eve doctor` names).
         check_run_id(root)
@@ -243,7 +239,6 @@ class LocalWorld(Store):
             owner = self.claim_hook(token, run_id)
             if owner != run_id:
                 raise HookConflictError(f"hook token {token!r} is owned by run {owner}")
-        return self.create_family(root, bodies)
 
     def families(self) -> list[str]:
         try:
@@ -385,12 +380,14 @@ class LocalWorld(Store):
             offset += len(frame)
         return positions
 
-    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
+    def heads(
+        self, *, roots: Sequence[str] | None = None, inbox: bool = True, runnable: bool = False
+    ) -> list[FamilyHead]:
         # What `families` and `read_head` do for each family, with the paths joined as
         # strings once (three joins a family were ~10% of a listing of 10,000).
         runs = os.path.join(self.path, "runs")
         try:
-            names = sorted(os.listdir(runs))
+            names = sorted(os.listdir(runs) if roots is None else map(check_run_id, roots))
         except FileNotFoundError:
             return []
         out = []
@@ -661,9 +658,6 @@ class LocalWorld(Store):
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         return self._streams.read(name, start, end)
-
-    def stream_read_spans(self, name: str, spans: list[tuple[int, int]]) -> list[list[Any]]:
-        return self._streams.read_spans(name, spans)
 
     def stream_length(self, name: str) -> int:
         return self._streams.length(name)

@@ -318,6 +318,11 @@ SQL: dict[str, str] = {
         SELECT f.root, h.head, f.inbox_next FROM {s}.families f
         LEFT JOIN {s}.heads h ON h.root = f.root ORDER BY f.root COLLATE "C"
         """,
+    "heads_of": """
+        SELECT f.root, h.head, f.inbox_next FROM {s}.families f
+        LEFT JOIN {s}.heads h ON h.root = f.root WHERE f.root = ANY(%(roots)s)
+        ORDER BY f.root COLLATE "C"
+        """,
     # The families with work now and no live owner, from the partial index of `due`: the
     # families parked on a hook with nothing new or on a timer not due are not read at all.
     "runnable_heads": f"""

@@ -175,13 +175,17 @@ class PostgresWorld(Streams):
     def family_exists(self, root: str) -> bool:
         return self._one("family", {"root": root}) is not None
 
-    def heads(self, *, inbox: bool = True, runnable: bool = False) -> list[FamilyHead]:
+    def heads(
+        self, *, roots: Sequence[str] | None = None, inbox: bool = True, runnable: bool = False
+    ) -> list[FamilyHead]:
         # The marks cost nothing here; `runnable` reads only the families with work.
-        rows = self._all("runnable_heads", {"now": self.now()}) if runnable else None
-        return [
-            FamilyHead(str(root), self._head(head), int(end))
-            for root, head, end in (rows if rows is not None else self._all("heads", {}))
-        ]
+        if roots is not None:
+            rows = self._all("heads_of", {"roots": list(roots)})
+        elif runnable:
+            rows = self._all("runnable_heads", {"now": self.now()})
+        else:
+            rows = self._all("heads", {})
+        return [FamilyHead(str(root), self._head(head), int(end)) for root, head, end in rows]
 
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
         check_run_id(root)
