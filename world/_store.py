@@ -4,8 +4,10 @@ The public `World` says every write is durable when it returns. A built-in store
 by deferring (a local journal's `fdatasync`, a PostgreSQL owner's batch) and lets the engine,
 which knows what follows, say when it must not wait any longer: the order of each append
 (`Order`), before an effect (`Store.before_effect`), and where a call is made from an event
-loop (`Store.io`). A world of the public interface alone has none of this: `scheduling`
-gives the engine one that says each call is durable when it returns.
+loop (`Store.io`). It also holds what only the engine and the maintenance tools ask of a
+store (one family's head, whether it exists, inbox compaction, the damage check, the timers
+watch). A world of the public interface alone has none of this: `scheduling` gives the engine
+one that says each call is durable when it returns and answers the rest from public calls.
 """
 
 from __future__ import annotations
@@ -181,9 +183,7 @@ class Store(World, Scheduling):
     def set_hook(self, token: str, run_id: str | None, *, holder: str | None = None) -> str | None:
         if holder is not None:
             self.release_hook(token, holder)
-        if run_id is None:
-            return None if holder is not None else self.hook_owner(token)
-        return self.claim_hook(token, run_id)
+        return None if run_id is None else self.claim_hook(token, run_id)
 
 
 class _Plain(Scheduling):
