@@ -91,8 +91,12 @@ def test_a_drive_looks_its_session_up_once(
     # from the fold the turn fed; their digest is the one read of them.
     assert counted.streams["stream_read", "events"] == 2, counted.streams
     # A delivery looks the session up once (its status, the events' length before it and its
-    # hook's token from that look), then asks the events' length once more for its receipt.
-    assert delivered["family"] == 2 and delivered["stream_length"] == 4, delivered
+    # hook's token from that look), then asks the events' length once more for its receipt;
+    # its head is read twice (`heads(roots=)`: the runtime's look and the mark it reads), the
+    # hook owner's once by the engine: as many queries as before `read_head` and
+    # `family_exists` left the port.
+    assert delivered["family"] == 0 and delivered["stream_length"] == 4, delivered
+    assert delivered["heads_of"] == 4 and delivered["read_head"] == 2, delivered
 
 
 def test_a_drive_of_a_session_removed_since_it_was_seen(
