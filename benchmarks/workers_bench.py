@@ -125,8 +125,10 @@ def run(quick: bool) -> Iterator[dict[str, Any]]:
     rng = random.Random(1)
     script = [{"text": text(rng, REPLY_CHARS), "tool_calls": []} for _ in range(turns)]
     with scratch("workers") as root:
-        agent = write_agent(root / "agent", script)
         for workers in levels:
+            # A deployment of its own per store: a worker refuses another store than the one
+            # its agent folder last joined.
+            agent = write_agent(root / f"agent{workers}", script)
             with schema() as (url, _):
                 procs, urls = [], []
                 try:

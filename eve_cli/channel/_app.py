@@ -42,6 +42,7 @@ from eve_cli.channel._guard import Peers, RequestGuard
 from eve_cli.channel._housekeeping import (
     Membership,
     RetentionJob,
+    advertise,
     keep_membership,
     keep_retention,
 )
@@ -204,7 +205,8 @@ class Channel:
             every, log = self.settings.retention_every, self.settings.log
             kept = keep_retention(self.settings.retention, every, log)
             background.append(loop.create_task(kept, name="server-retention"))
-        if self.settings.membership is not None:
+        if self.settings.membership is not None:  # listed by `/info` from the first request
+            await advertise(self.settings.membership, self.settings.log)
             member = keep_membership(self.settings.membership, self.settings.log)
             background.append(loop.create_task(member, name="server-membership"))
         try:

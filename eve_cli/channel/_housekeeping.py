@@ -46,16 +46,21 @@ class Membership(Protocol):
         """Withdraw this worker (it stops)."""
 
 
+async def advertise(member: Membership, log: Callable[[str], None]) -> None:
+    """Advertise ``member`` now; a failure is logged (the next beat tries again)."""
+    try:
+        await asyncio.to_thread(member.beat)
+    except Exception as exc:  # the store away, or replaced under the server
+        log(f"fleet: {type(exc).__name__}: {exc}")
+
+
 async def keep_membership(member: Membership, log: Callable[[str], None]) -> None:
-    """Advertise ``member`` now and every ``member.every`` seconds until cancelled; withdraw
-    it then. A failed beat is logged and tried again at the next one."""
+    """Advertise ``member`` every ``member.every`` seconds (the first time: `advertise`,
+    before the server serves) until cancelled; withdraw it then."""
     try:
         while True:
-            try:
-                await asyncio.to_thread(member.beat)
-            except Exception as exc:  # the store away, or replaced under the server
-                log(f"fleet: {type(exc).__name__}: {exc}")
             await asyncio.sleep(member.every)
+            await advertise(member, log)
     finally:
         with contextlib.suppress(Exception):  # gone with the store: its row expires then
             await asyncio.shield(asyncio.to_thread(member.leave))
