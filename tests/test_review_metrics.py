@@ -49,6 +49,17 @@ def test_no_class_of_eve_cli_is_over_600_lines() -> None:
     assert over == []
 
 
+def test_no_module_is_over_1000_lines() -> None:
+    """Issue 32's gate: a module past 1,000 lines holds more than one role; split it."""
+    over = {
+        str(path.relative_to(REPO)): n
+        for root in ROOTS
+        for path in root.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 1000
+    }
+    assert over == {}
+
+
 def test_a_private_import_across_packages_is_counted(tmp_path: Path) -> None:
     """The count can fail: a module importing another package's private module is found; its
     own package's, an ancestor's, a public name and a private name of a public module are not."""
