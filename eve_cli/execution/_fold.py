@@ -71,7 +71,7 @@ __all__ = [
 
 # What the fold makes of events, as a number: changed whenever that changes, so a checkpoint
 # of its state that an older fold stored is not read (the session is folded afresh).
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 
 # The fields of input.requested a pending request keeps.
 PENDING_FIELDS = (
@@ -128,7 +128,7 @@ def change_of(event: Mapping[str, Any]) -> Change | None:
 
 
 # -- the phase a delivery's receipt is decided in (execution._receipts) -----------------------
-Phase = Literal["busy", "ending", "parked", "between"]
+Phase = Literal["busy", "ending", "parked", "between", "ended"]
 
 # The events that leave a session between turns; everything else in a turn is `busy`.
 _BETWEEN = frozenset(
@@ -181,7 +181,13 @@ def settles(event: Mapping[str, Any]) -> bool:
     return event.get("type") in _SETTLING
 
 
+# The events that end a session: a message it had not taken by then never will be.
+_ENDED = frozenset({"session.completed", "session.failed", "session.cancelled"})
+
+
 def _phase_after(now: Phase, kind: str, event: Event) -> Phase:
+    if kind in _ENDED:
+        return "ended"
     if kind in _BETWEEN:
         return "between"
     if kind == "turn.waiting":

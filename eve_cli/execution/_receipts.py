@@ -14,7 +14,8 @@ delivery. A turn's poll makes the events emitted before it readable before it re
 - between turns or waiting: ``started``, unless a message delivered before it (by id) has no
   ``message.received`` event yet (it starts the turn, this one is folded in: ``steered``);
 - a turn parked on a request queues a message (``queued``); a turn asleep (the sleep tool) is
-  woken by a steer message (``steered``).
+  woken by a steer message (``steered``);
+- a session that ended (a task's one turn done) without taking it: ``rejected``.
 
 A message's ``message.received`` event names its delivery id (``deliveryId``): once it is
 there, its disposition is the receipt's. What the events mean (the phase, which deliveries were
@@ -30,7 +31,7 @@ from eve_cli.execution._fold import Phase, phase, receipt_boundary, taken
 __all__ = ["ENDING_WAIT", "TAKEN_SCAN", "Disposition", "Phase", "decide", "phase",
            "receipt_boundary", "taken"]  # fmt: skip
 
-Disposition = Literal["started", "steered", "queued"]  # where a delivered message went
+Disposition = Literal["started", "steered", "queued", "rejected"]  # where a message went
 ENDING_WAIT = 5.0  # seconds a sender waits for a turn at its final poll to go on or end
 TAKEN_SCAN = 2048  # events read back at most to find which earlier messages were taken
 
@@ -38,6 +39,8 @@ TAKEN_SCAN = 2048  # events read back at most to find which earlier messages wer
 def decide(now: Phase, policy: str, ahead: bool) -> Disposition | None:
     """The receipt in phase ``now`` (``ahead``: an untaken message was delivered before this
     one); None while a turn may be at its final poll (wait for its next event)."""
+    if now == "ended":
+        return "rejected"
     if now == "ending" and policy == "steer":
         return None
     if now == "between":

@@ -54,6 +54,9 @@ class DeliveryReceipt:
     reason: str | None = None
 
 
+_TASK_QUEUE = "a task session runs one turn: steer the message into it, or start a new session"
+
+
 def _accepted(sid: str, sent: str | int) -> DeliveryReceipt:
     """The receipt of a delivery that is not a message (`Client._send`'s result)."""
     if isinstance(sent, str):
@@ -287,13 +290,19 @@ class Client:
                 return DeliveryReceipt(sid, "rejected", f"the session has {status}")
             if (problem := self._agent_problem(sid, session_base(meta, agent))) is not None:
                 return DeliveryReceipt(sid, "rejected", problem)  # not a turn that fails later
+            if turn_policy == "queue" and meta.get("mode") == "task":
+                # A task runs one turn: a message held for the next would never be taken.
+                return DeliveryReceipt(sid, "rejected", _TASK_QUEUE)
             from eve_cli.harness import compact_message
 
             payload = _signed(compact_message(message, turn_policy, output_schema), by)
             sent = await self._send(sid, payload, meta)
         if isinstance(sent, str):
             return DeliveryReceipt(sid, "rejected", sent)
-        return DeliveryReceipt(sid, await self._disposition(sid, sent, turn_policy, since, meta))
+        went = await self._disposition(sid, sent, turn_policy, since, meta)
+        if went == "rejected":  # stored, but the session ended without taking it
+            return DeliveryReceipt(sid, went, "the session ended before taking the message")
+        return DeliveryReceipt(sid, went)
 
     @contextlib.asynccontextmanager
     async def _delivering(self, sid: str) -> AsyncIterator[None]:

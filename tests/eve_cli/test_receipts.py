@@ -106,3 +106,41 @@ def test_each_receipt_is_what_the_turn_recorded(
         rt.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("end", ["session.completed", "session.failed", "session.cancelled"])
+def test_a_session_that_ended_takes_no_message(end: str) -> None:
+    assert phase(_events("turn.started", "turn.completed", end)) == "ended"
+    for policy in ("steer", "queue"):
+        for ahead in (False, True):
+            assert decide("ended", policy, ahead=ahead) == "rejected"
+
+
+def test_a_task_session_refuses_a_message_held_for_a_next_turn(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
+    """A task runs one turn: a message queued for the next would never be taken, so it is
+    rejected before anything is stored; one steered into the turn is taken."""
+    agent = make_agent(script=[reply("working", delay=0.5), reply("done")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        sid = await rt.create_session(mode="task")
+        await rt.deliver(sid, "the task")
+        driving = asyncio.create_task(rt.drive(sid))
+        async for event in rt.tail(sid):
+            if event["type"] == "message.appended":
+                break
+        held = await rt.deliver(sid, "for later", turn_policy="queue")
+        assert held.disposition == "rejected"
+        assert held.reason is not None and "task session runs one turn" in held.reason
+        steer = await rt.deliver(sid, "and this")
+        assert steer.disposition == "steered"
+        view = await asyncio.wait_for(driving, 10)
+        assert view["status"] == "completed"
+        texts = [e.get("text") for e in rt.events(sid) if e["type"] == "message.received"]
+        assert texts == ["the task", "and this"]  # the rejected one never reached a turn
+        rt.close()
+
+    asyncio.run(main())
+
