@@ -418,27 +418,9 @@ class Client:
         return _accepted(sid, sent)
 
     def _check_responses(self, sid: str, responses: Any) -> str | None:
-        from eve_cli.harness import OUTCOME, answer_problem
-
         if not isinstance(responses, list) or not responses:
             return "responses must be a non-empty list"
-        pending = {p.get("requestId"): p for p in self.reader.session(sid)["pending"]}
-        for response in responses:
-            rid = response.get("requestId") if isinstance(response, dict) else None
-            if not isinstance(rid, str):
-                return "each response needs a requestId (a string)"
-            request = pending.get(rid)
-            if request is None:
-                return f"request {rid!r} is not pending in session {sid}"
-            if request.get("kind") == "question":
-                if not isinstance(response.get("answer"), str):
-                    return f"request {rid!r} is a question: answer it with a string"
-            elif request.get("kind") == OUTCOME:
-                if (problem := answer_problem(response)) is not None:
-                    return f"request {rid!r} asks what became of an interrupted call: {problem}"
-            elif not isinstance(response.get("approved"), bool):
-                return f"request {rid!r} needs approved: true or false"
-        return None
+        return _responses_problem(sid, self.reader.session(sid)["pending"], responses)
 
     async def move(
         self, sid: str, agent: str, agent_dir: str | None, by: By | None = None
@@ -480,3 +462,28 @@ class Client:
         if by is not None:  # the fork is its maker's, and says who made it
             meta = {**meta, "owner": by}
         return await fork_session(self.core.engine, sid, events, meta, at, by)
+
+
+def _responses_problem(
+    sid: str, pending_requests: Sequence[Any], responses: list[Any]
+) -> str | None:
+    """What is wrong with ``responses`` to the session's pending requests, if anything."""
+    from eve_cli.harness import OUTCOME, answer_problem
+
+    pending = {p.get("requestId"): p for p in pending_requests}
+    for response in responses:
+        rid = response.get("requestId") if isinstance(response, dict) else None
+        if not isinstance(rid, str):
+            return "each response needs a requestId (a string)"
+        request = pending.get(rid)
+        if request is None:
+            return f"request {rid!r} is not pending in session {sid}"
+        if request.get("kind") == "question":
+            if not isinstance(response.get("answer"), str):
+                return f"request {rid!r} is a question: answer it with a string"
+        elif request.get("kind") == OUTCOME:
+            if (problem := answer_problem(response)) is not None:
+                return f"request {rid!r} asks what became of an interrupted call: {problem}"
+        elif not isinstance(response.get("approved"), bool):
+            return f"request {rid!r} needs approved: true or false"
+    return None
