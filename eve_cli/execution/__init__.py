@@ -6,8 +6,6 @@ Imports `world` and the harness; nothing here imports the CLI or the channel. Wh
 packages use is named here (``__all__``, pinned by a test); the modules behind it are private.
 """
 
-from typing import TYPE_CHECKING, Any
-
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._executor import Executor
 from eve_cli.execution._fold import (
@@ -36,32 +34,11 @@ from eve_cli.execution._receipts import (
     taken,
 )
 from eve_cli.execution._replies import resolve
-from eve_cli.execution._stored_events import REF, EventReader, stored_event
+from eve_cli.execution._stored_events import REF, EventReader, started_event, stored_event
 from eve_cli.execution._streams import KeyedStream
 from eve_cli.execution._view import PAGE, TAIL, summary
 from eve_cli.execution._window import read_window, window_messages
 from eve_cli.execution._workflows import SESSION_WORKFLOW, TURN_WORKFLOW
-
-if TYPE_CHECKING:
-    from eve_cli.execution._driver import started_event
-
-# Names whose modules bring the harness, the models and the tools: imported when first asked
-# for, so a command that only reads sessions does without them.
-_LATER = {
-    "started_event": "eve_cli.execution._driver",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LATER.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
 
 __all__ = [
     "ENDING_WAIT",

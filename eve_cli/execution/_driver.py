@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from eve_cli._keys import SESSION_END, SESSION_START, generation, turn
 from eve_cli._session import Snapshot, session_base
 from eve_cli.execution._host import SessionHost
+from eve_cli.execution._stored_events import started_event
 from eve_cli.execution._workflows import TURN_WORKFLOW
 from eve_cli.harness import compact, with_ids
 from world import STORAGE_ERRORS, HookConflictError, HookHandle, WorkflowContext
@@ -183,8 +184,3 @@ def _end_task(host: SessionHost, result: dict[str, Any]) -> dict[str, Any]:
         "error": result.get("error"),
         "handedBack": result.get("handedBack", []),
     }
-
-
-def started_event(snap: Snapshot, agent: str) -> dict[str, Any]:
-    """The data of ``session.started`` (also written by the runtime at creation, same key)."""
-    return {"agent": agent, "mode": snap.mode, "model": snap.model, "parent": snap.parent}

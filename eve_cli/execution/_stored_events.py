@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from eve_cli._events import Event
 from eve_cli._session import history_stream
@@ -14,6 +14,9 @@ from eve_cli.execution._lost import LOST_TEXT, lost_event
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import KEY
 from world import LostItem, World
+
+if TYPE_CHECKING:
+    from eve_cli._session import Snapshot
 
 REF = "_h"  # an event's reference to the history item holding its text
 
@@ -26,6 +29,12 @@ def stored_event(
     session's creation time (``since``: its run's meta ``created``), whole milliseconds
     since then (an int: 3-5 bytes, not 9)."""
     return pack({"type": type, "at": stored_time(at, since), **data})
+
+
+def started_event(snap: Snapshot, agent: str) -> dict[str, Any]:
+    """The data of ``session.started`` (written by the driver and by the runtime at creation,
+    under the same key)."""
+    return {"agent": agent, "mode": snap.mode, "model": snap.model, "parent": snap.parent}
 
 
 def stored_time(at: float, since: float | None) -> float | int:

@@ -31,6 +31,7 @@ from eve_cli.execution import (
     fork_session,
     phase,
     receipt_boundary,
+    started_event,
     stored_event,
     taken,
 )
@@ -192,8 +193,6 @@ class Client:
         self.world.set_hook(token, snap.id)
 
     def _append_started(self, snap: Snapshot, agent: str) -> None:
-        from eve_cli.execution import started_event  # (the driver's: with the harness)
-
         started = stored_event(
             "session.started", time.time(), started_event(snap, agent), snap.created_at
         )
