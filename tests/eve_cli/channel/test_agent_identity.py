@@ -73,15 +73,11 @@ def script(tmp_path: Path) -> Path:
     return write_script(tmp_path / "s.json", [reply(f"answer {n}") for n in range(6)])
 
 
-@pytest.fixture(params=["local", "postgresql"])
-def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The world the sessions live in: a data directory, or a PostgreSQL schema."""
-    if request.param == "local":
-        yield str(tmp_path / "data")
-        return
-    require_server()
-    with fresh_schema() as url:
-        yield url
+@pytest.fixture
+def world(world_spec: str) -> str:
+    """Where the sessions live (a data directory, or a PostgreSQL schema), by the name these
+    tests use: the shared `world_spec`."""
+    return world_spec
 
 
 def test_a_renamed_folder_and_a_clone_elsewhere_continue_the_session(

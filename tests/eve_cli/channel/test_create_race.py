@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from tests.eve_cli.channel.channel_support import (
     write_agent,
     write_script,
 )
-from tests.pg_support import fresh_schema, require_server
 
 # Real processes racing: the slow suite (`pytest -m slow`).
 pytestmark = pytest.mark.slow
@@ -31,14 +30,11 @@ API = "/eve/v1"
 TRIALS = 20
 
 
-@pytest.fixture(params=["postgres", "local"])
-def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "local":
-        yield str(tmp_path / "data")
-        return
-    require_server()
-    with fresh_schema() as url:
-        yield url
+@pytest.fixture
+def world(world_spec: str) -> str:
+    """Where the sessions live (a data directory, or a PostgreSQL schema), by the name these
+    tests use: the shared `world_spec`."""
+    return world_spec
 
 
 def _both_at_once(urls: list[str], body: dict[str, Any]) -> list[httpx.Response]:

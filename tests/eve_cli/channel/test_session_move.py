@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ from tests.eve_cli.channel.channel_support import (
 )
 from tests.eve_cli.channel.test_agent_identity import _agent, _eve, _replies, _sid
 from tests.eve_cli.rt_support import DANGER_TOOL
-from tests.pg_support import fresh_schema, require_server
 
 pytestmark = pytest.mark.slow  # real `eve` processes, several per test
 
@@ -43,14 +42,11 @@ def _agent_of(tmp_path: Path, name: str) -> Path:
     return _agent(tmp_path / name, script, name=name)
 
 
-@pytest.fixture(params=["local", "postgresql"])
-def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "local":
-        yield str(tmp_path / "data")
-        return
-    require_server()
-    with fresh_schema() as url:
-        yield url
+@pytest.fixture
+def world(world_spec: str) -> str:
+    """Where the sessions live (a data directory, or a PostgreSQL schema), by the name these
+    tests use: the shared `world_spec`."""
+    return world_spec
 
 
 def test_a_session_moved_to_another_agent_runs_it_from_then_on(
