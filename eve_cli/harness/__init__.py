@@ -4,7 +4,6 @@ It talks to the execution layer only through :class:`StepHost`. What other packa
 named here (``__all__``, pinned by a test); the modules behind it are private.
 """
 
-from eve_cli._session import summary_message
 from eve_cli.harness._compaction import compact
 from eve_cli.harness._effects import OUTCOME, answer_problem
 from eve_cli.harness._host import Reply, StepHost, StoredReply, StreamedText
@@ -38,7 +37,6 @@ __all__ = [
     "expand_delivery",
     "fold_message",
     "run_step",
-    "summary_message",
     "unresolved",
     "with_ids",
 ]

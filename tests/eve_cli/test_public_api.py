@@ -77,7 +77,7 @@ def test_execution_and_harness_names_are_pinned() -> None:
     assert sorted(harness.__all__) == [
         "CallResult", "OUTCOME", "Reply", "StepHost", "StepResult", "StoredReply", "StreamedText",
         "admit_resolved", "answer_problem", "apply_delivery", "cancel_pending", "compact",
-        "compact_message", "expand_delivery", "fold_message", "run_step", "summary_message",
+        "compact_message", "expand_delivery", "fold_message", "run_step",
         "unresolved", "with_ids",
     ]  # fmt: skip
     for module in (execution, harness):
