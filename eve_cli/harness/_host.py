@@ -17,7 +17,7 @@ from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
 from eve_cli._tools import Tool
 from eve_cli.harness._outcome import CallResult
-from eve_cli.models import Message, Model, Price, ToolSpec
+from eve_cli.models import Message, Model, Price, Reasoning, ToolSpec
 
 
 @dataclass(slots=True)  # (as ModelAnswer, not frozen: one a step)
@@ -28,7 +28,7 @@ class Reply:
     tool_calls: list[dict[str, Any]]  # {"id", "name", "arguments"} each
     usage: dict[str, int]  # {"input", "output"[, "cacheRead", "cacheWrite", "reasoning"]}
     call_errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> error, raw
-    reasoning: dict[str, Any] | None = None  # kept byte-exact in the history item
+    reasoning: Reasoning | None = None  # kept byte-exact in the history item
 
 
 @dataclass(slots=True)  # (as Reply)

@@ -8,14 +8,112 @@ from __future__ import annotations
 
 import base64
 import json
+from copy import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, NotRequired, Required, TypedDict
 
-from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
+from eve_cli._json import JSONObject, JSONValue
+from eve_cli.models._base import Message, ProviderCall, Reasoning, ToolCall, ToolSpec, Usage
 from eve_cli.models._calls import history_arguments, make_tool_call
 from eve_cli.models._shown import ShownReasoning
 
-__all__ = ["ERROR_STATUS", "EventReader", "mark_cache", "to_messages", "to_tools"]
+__all__ = [
+    "ERROR_STATUS",
+    "Body",
+    "EventReader",
+    "ToolDef",
+    "mark_cache",
+    "to_messages",
+    "to_tools",
+]
+
+
+class CacheControl(TypedDict):
+    type: Literal["ephemeral"]
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+    cache_control: NotRequired[CacheControl]
+
+
+class ImageSource(TypedDict):
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class ImageBlock(TypedDict):
+    type: Literal["image"]
+    source: ImageSource
+
+
+class ToolResultBlock(TypedDict):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    is_error: bool
+    content: NotRequired[str | list[TextBlock | ImageBlock]]
+    cache_control: NotRequired[CacheControl]
+
+
+class ToolUseBlock(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: JSONObject
+
+
+# An answer's blocks kept as they came (thinking, provider-executed tools) are the provider's.
+AssistantBlock = TextBlock | ToolUseBlock | JSONObject
+UserBlock = TextBlock | ToolResultBlock
+
+
+class UserTurn(TypedDict):
+    role: Literal["user"]
+    content: list[UserBlock]
+
+
+class AssistantTurn(TypedDict):
+    role: Literal["assistant"]
+    content: list[AssistantBlock]
+
+
+Turn = UserTurn | AssistantTurn
+
+
+class ToolDef(TypedDict):
+    name: str
+    description: str
+    input_schema: JSONObject
+    cache_control: NotRequired[CacheControl]
+
+
+class Thinking(TypedDict):
+    type: Literal["enabled"]
+    budget_tokens: int
+
+
+class ToolChoice(TypedDict, total=False):
+    type: str
+    disable_parallel_tool_use: bool
+
+
+class Body(TypedDict, total=False):
+    """A Messages API request body (a provider tool's definition is the caller's JSON)."""
+
+    model: Required[str]
+    messages: Required[list[Turn]]
+    stream: Required[bool]
+    system: str | list[TextBlock]
+    tools: list[ToolDef | JSONObject]
+    max_tokens: int
+    thinking: Thinking
+    temperature: float
+    top_p: float
+    stop_sequences: list[str]
+    tool_choice: ToolChoice
+
 
 #: HTTP status each error type stands for, when it arrives inside a stream.
 ERROR_STATUS = {
@@ -34,24 +132,24 @@ ERROR_STATUS = {
 _OPENING = "(The conversation continues.)"
 
 
-def to_messages(system: str, messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+def to_messages(system: str, messages: list[Message]) -> tuple[str, list[Turn]]:
     """``(system, messages)`` of the request body."""
     systems = [system] if system else []
-    turns: list[dict[str, Any]] = []
+    turns: list[Turn] = []
     for position, message in enumerate(messages):
         role = message.get("role")
         content = str(message.get("content") or "")
         if role == "system":
             systems.append(content)
         elif role == "user":
-            _add(turns, "user", [_text_block(content)] if content.strip() else [])
+            _add_user(turns, [_text_block(content)] if content.strip() else [])
         elif role == "assistant":
-            blocks = _thinking(message) + _assistant_blocks(
-                content, message.get("tool_calls") or []
+            _add_assistant(
+                turns,
+                _thinking(message) + _assistant_blocks(content, message.get("tool_calls") or []),
             )
-            _add(turns, "assistant", blocks)
         elif role == "tool":
-            _add(turns, "user", [_tool_result(message, content)])
+            _add_user(turns, [_tool_result(message, content)])
         else:
             raise ValueError(f"history message {position} has unknown role {role!r}")
     for turn in turns:
@@ -63,12 +161,12 @@ def to_messages(system: str, messages: list[Message]) -> tuple[str, list[dict[st
     return "\n\n".join(systems), turns
 
 
-def _text_block(text: str) -> dict[str, Any]:
+def _text_block(text: str) -> TextBlock:
     return {"type": "text", "text": text}
 
 
-def _tool_result(message: Message, content: str) -> dict[str, Any]:
-    block: dict[str, Any] = {
+def _tool_result(message: Message, content: str) -> ToolResultBlock:
+    block: ToolResultBlock = {
         "type": "tool_result",
         "tool_use_id": str(message.get("tool_call_id", "")),
         "is_error": bool(message.get("is_error")),
@@ -83,20 +181,22 @@ def _tool_result(message: Message, content: str) -> dict[str, Any]:
 _IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")  # what the API takes
 
 
-def _images(message: Message) -> list[dict[str, Any]]:
+def _images(message: Message) -> list[ImageBlock]:
     """A tool message's images as ``image`` blocks (other kinds stay in its text)."""
-    blocks = []
+    blocks: list[ImageBlock] = []
     for part in message.get("parts") or []:
         data = part.get("data") if isinstance(part, dict) else None
         if part.get("type") == "image" and part.get("mimeType") in _IMAGE_TYPES and data:
             encoded = base64.b64encode(data).decode() if isinstance(data, bytes) else str(data)
-            source = {"type": "base64", "media_type": part["mimeType"], "data": encoded}
+            source: ImageSource = {
+                "type": "base64", "media_type": str(part["mimeType"]), "data": encoded
+            }  # fmt: skip
             blocks.append({"type": "image", "source": source})
     return blocks
 
 
-def _assistant_blocks(text: str, calls: list[Message]) -> list[dict[str, Any]]:
-    blocks = [_text_block(text)] if text.strip() else []
+def _assistant_blocks(text: str, calls: list[Message]) -> list[AssistantBlock]:
+    blocks: list[AssistantBlock] = [_text_block(text)] if text.strip() else []
     for call in calls:
         blocks.append(
             {
@@ -109,7 +209,7 @@ def _assistant_blocks(text: str, calls: list[Message]) -> list[dict[str, Any]]:
     return blocks
 
 
-def _thinking(message: Message) -> list[dict[str, Any]]:
+def _thinking(message: Message) -> list[AssistantBlock]:
     """The blocks an Anthropic answer kept, exactly as they came: thinking (signatures too),
     and the calls and results of tools the provider ran."""
     reasoning = message.get("reasoning")
@@ -118,20 +218,28 @@ def _thinking(message: Message) -> list[dict[str, Any]]:
     return [dict(b) for b in reasoning.get("blocks") or () if isinstance(b, dict)]
 
 
-def _add(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+def _add_assistant(turns: list[Turn], blocks: list[AssistantBlock]) -> None:
     if not blocks:
         return
-    if turns and turns[-1]["role"] == role:
+    if turns and turns[-1]["role"] == "assistant":
         turns[-1]["content"].extend(blocks)
     else:
-        turns.append({"role": role, "content": list(blocks)})
+        turns.append({"role": "assistant", "content": blocks})
 
 
-_EPHEMERAL = {"type": "ephemeral"}
-_UNMARKABLE = ("thinking", "redacted_thinking")
+def _add_user(turns: list[Turn], blocks: list[UserBlock]) -> None:
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == "user":
+        turns[-1]["content"].extend(blocks)
+    else:
+        turns.append({"role": "user", "content": blocks})
 
 
-def mark_cache(body: dict[str, Any]) -> None:
+_EPHEMERAL: CacheControl = {"type": "ephemeral"}
+
+
+def mark_cache(body: Body) -> None:
     """Prompt-cache breakpoints (at most 4): the tools, the system prompt, and the history up
     to its last user turn and up to the user turn before it. A request's last mark is where
     the next request of the session finds its cache (its second-to-last mark is there), so
@@ -139,19 +247,21 @@ def mark_cache(body: dict[str, Any]) -> None:
     history, never adding up."""
     tools = body.get("tools")
     if tools:
-        tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
+        last = copy(tools[-1])
+        last["cache_control"] = {"type": "ephemeral"}
+        tools[-1] = last
     system = body.get("system")
-    if system:
+    if isinstance(system, str) and system:
         body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
-    users = [m for m in body.get("messages") or () if m["role"] == "user"]
-    for turn in users[-2:]:
-        blocks = [b for b in turn["content"] if b.get("type") not in _UNMARKABLE]
-        if blocks:
-            at = turn["content"].index(blocks[-1])
-            turn["content"][at] = {**blocks[-1], "cache_control": _EPHEMERAL}
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    for turn in users[-2:]:  # a user turn holds text and tool results, each markable
+        if turn["content"]:
+            marked = copy(turn["content"][-1])
+            marked["cache_control"] = _EPHEMERAL
+            turn["content"][-1] = marked
 
 
-def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+def to_tools(tools: list[ToolSpec]) -> list[ToolDef]:
     """``tools`` entries of the request body."""
     return [
         {
@@ -169,10 +279,10 @@ class _Block:
     text: list[str] = field(default_factory=list)  # text, or thinking
     signature: list[str] = field(default_factory=list)
     data: str = ""  # redacted_thinking
-    raw: dict[str, Any] | None = None  # a provider-executed tool's block, as it came
+    raw: JSONObject | None = None  # a provider-executed tool's block, as it came
     id: str = ""
     name: str = ""
-    input: dict[str, Any] = field(default_factory=dict)
+    input: JSONObject = field(default_factory=dict)
     json: list[str] = field(default_factory=list)
 
 
@@ -197,7 +307,7 @@ class EventReader(ShownReasoning):
     stop_reason: str | None = None
     stopped: bool = False
 
-    def feed(self, data: dict[str, Any]) -> str:
+    def feed(self, data: JSONObject) -> str:
         """Take one event's data; returns its text delta (possibly empty).
 
         Raises:
@@ -224,20 +334,21 @@ class EventReader(ShownReasoning):
             raise StreamError(str(error.get("type") or "error"), str(error.get("message") or ""))
         return ""  # ping, content_block_stop and unknown types carry nothing we need
 
-    def _message(self, message: dict[str, Any], *, whole: bool) -> str:
+    def _message(self, message: JSONObject, *, whole: bool) -> str:
         self._usage(_dict(message.get("usage")))
         if not whole:
             return ""
         self.stopped = True
         self.stop_reason = str(message.get("stop_reason") or "") or None
         text = ""
-        for index, block in enumerate(message.get("content") or ()):
+        content = message.get("content")
+        for index, block in enumerate(content if isinstance(content, list) else ()):
             self._start(index, _dict(block))
             if isinstance(block, dict) and block.get("type") == "text":
                 text += str(block.get("text") or "")
         return text
 
-    def _start(self, index: int, block: dict[str, Any]) -> None:
+    def _start(self, index: int, block: JSONObject) -> None:
         new = _Block(kind=str(block.get("type") or ""))
         if new.kind == "text" and block.get("text"):
             new.text.append(str(block["text"]))
@@ -257,7 +368,7 @@ class EventReader(ShownReasoning):
             new.raw = dict(block)
         self.blocks[index] = new
 
-    def _delta(self, index: int, delta: dict[str, Any]) -> str:
+    def _delta(self, index: int, delta: JSONObject) -> str:
         block = self.blocks.setdefault(index, _Block(kind="text"))
         if delta.get("type") == "text_delta":
             text = str(delta.get("text") or "")
@@ -273,7 +384,7 @@ class EventReader(ShownReasoning):
             block.signature.append(str(delta.get("signature") or ""))
         return ""
 
-    def _usage(self, usage: dict[str, Any]) -> None:
+    def _usage(self, usage: JSONObject) -> None:
         if "input_tokens" in usage:
             self.cache_write = _int(usage.get("cache_creation_input_tokens"))
             self.cache_read = _int(usage.get("cache_read_input_tokens"))
@@ -289,11 +400,11 @@ class EventReader(ShownReasoning):
             if self.blocks[i].kind == "text"
         )
 
-    def reasoning(self) -> dict[str, Any] | None:
+    def reasoning(self) -> Reasoning | None:
         """The thinking, redacted-thinking and provider-executed tool blocks, in order and
         exactly as they came, to be sent back (None: the answer had none); ``providerCalls``
         lists the tools the provider ran, for the events."""
-        blocks: list[dict[str, Any]] = []
+        blocks: list[JSONObject] = []
         shown: list[str] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
@@ -317,8 +428,8 @@ class EventReader(ShownReasoning):
         if not blocks:
             return None
         redacted = any(b["type"] == "redacted_thinking" for b in blocks)
-        record = {"format": "anthropic", "blocks": blocks, "text": "\n\n".join(shown),
-                  "redacted": redacted}  # fmt: skip
+        record: Reasoning = {"format": "anthropic", "blocks": blocks, "text": "\n\n".join(shown),
+                             "redacted": redacted}  # fmt: skip
         if calls := provider_calls(blocks):
             record["providerCalls"] = calls
         return record
@@ -353,11 +464,11 @@ def _provider_executed(kind: str) -> bool:
     return kind == "server_tool_use" or (kind.endswith("_tool_result") and kind != "tool_result")
 
 
-def provider_calls(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def provider_calls(blocks: list[JSONObject]) -> list[ProviderCall]:
     """The provider-executed calls of an answer's blocks, each with its result:
     ``{"id", "name", "arguments", "output", "isError"}``."""
     results = {b.get("tool_use_id"): b for b in blocks if b.get("type") != "server_tool_use"}
-    calls = []
+    calls: list[ProviderCall] = []
     for block in blocks:
         if block.get("type") != "server_tool_use":
             continue
@@ -374,16 +485,17 @@ def provider_calls(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return calls
 
 
-def _parsed(text: str) -> Any:
+def _parsed(text: str) -> JSONValue:
     try:
-        return json.loads(text)
+        value: JSONValue = json.loads(text)
     except ValueError:
         return {}
+    return value
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: JSONValue) -> JSONObject:
     return value if isinstance(value, dict) else {}
 
 
-def _int(value: Any) -> int:
+def _int(value: JSONValue) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

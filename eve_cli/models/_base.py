@@ -23,10 +23,34 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
+
+from eve_cli._json import JSONObject, JSONValue
 
 Message = dict[str, Any]
 DeltaCallback = Callable[[str], Awaitable[None]]
+
+
+class ProviderCall(TypedDict):
+    """A tool the provider ran itself (a web search, code execution), as the events show it."""
+
+    id: str
+    name: str
+    arguments: JSONValue
+    output: str
+    isError: bool
+
+
+class Reasoning(TypedDict):
+    """What a model kept of its reasoning (see the module docstring): ``blocks`` for the
+    ``anthropic`` format, ``items`` for ``openai-responses``, as the provider sent them."""
+
+    format: str
+    text: str
+    blocks: NotRequired[list[JSONObject]]
+    items: NotRequired[list[JSONObject]]
+    redacted: NotRequired[bool]
+    providerCalls: NotRequired[list[ProviderCall]]
 
 
 @dataclass(frozen=True)
@@ -35,7 +59,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JSONObject
 
 
 @dataclass(frozen=True)
@@ -58,8 +82,8 @@ class ModelRequest:
     max_tokens: int | None = None
     session_id: str | None = None
     messages_tokens: int | None = None
-    output_schema: dict[str, Any] | None = None  # the final answer's JSON schema
-    provider_tools: list[dict[str, Any]] = field(default_factory=list)  # run by the provider
+    output_schema: JSONObject | None = None  # the final answer's JSON schema
+    provider_tools: list[JSONObject] = field(default_factory=list)  # run by the provider
 
 
 @dataclass(frozen=True)
@@ -73,7 +97,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: dict[str, Any] | None
+    arguments: JSONObject | None
     raw_arguments: str | None = None
     argument_error: str | None = None
 
@@ -115,7 +139,7 @@ class ModelResponse:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
-    reasoning: dict[str, Any] | None = None  # see the module docstring
+    reasoning: Reasoning | None = None  # see the module docstring
 
 
 class ModelError(Exception):

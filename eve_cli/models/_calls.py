@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from eve_cli._json import JSONObject
 from eve_cli.models._base import Message, ToolCall
 
 __all__ = ["history_arguments", "is_json_object", "make_tool_call"]
@@ -39,7 +40,7 @@ def is_json_object(text: str) -> bool:
         return False
 
 
-def history_arguments(call: Message) -> dict[str, Any]:
+def history_arguments(call: Message) -> JSONObject:
     """Arguments of a tool call stored in history; a call whose arguments were unparseable is
     replayed to the provider as ``{}`` (its error result already told the model why)."""
     arguments = call.get("arguments")

@@ -31,12 +31,7 @@ WHOLE_BODY = "eve.whole-body"
 
 _NEVER_RETRY = frozenset({400, 401, 403, 404})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
-_ENV_SETTINGS = {
-    "EVE_MODEL_MAX_RETRIES": "max_retries",
-    "EVE_MODEL_RETRY_BASE_DELAY": "base_delay",
-    "EVE_MODEL_FIRST_CHUNK_TIMEOUT": "first_chunk_timeout",
-    "EVE_MODEL_CHUNK_TIMEOUT": "chunk_timeout",
-}
+_PREFIX = "EVE_MODEL_"
 
 
 async def _sleep(seconds: float) -> None:
@@ -65,18 +60,21 @@ class RetryPolicy:
     def from_env(cls, env: Mapping[str, str]) -> RetryPolicy:
         """Defaults, overridden by ``EVE_MODEL_MAX_RETRIES``, ``..._RETRY_BASE_DELAY``,
         ``..._FIRST_CHUNK_TIMEOUT`` and ``..._CHUNK_TIMEOUT`` (ignored when not numbers)."""
-        settings: dict[str, Any] = {}
-        for var, attr in _ENV_SETTINGS.items():
-            raw = env.get(var)
-            if raw is None:
-                continue
+        default = cls()
+
+        def number(name: str, otherwise: float) -> float:
             try:
-                value = float(raw)
+                value = float(env.get(_PREFIX + name) or "-1")
             except ValueError:
-                continue
-            if value >= 0:
-                settings[attr] = int(value) if attr == "max_retries" else value
-        return cls(**settings)
+                return otherwise
+            return value if value >= 0 else otherwise
+
+        return cls(
+            max_retries=int(number("MAX_RETRIES", default.max_retries)),
+            base_delay=number("RETRY_BASE_DELAY", default.base_delay),
+            first_chunk_timeout=number("FIRST_CHUNK_TIMEOUT", default.first_chunk_timeout),
+            chunk_timeout=number("CHUNK_TIMEOUT", default.chunk_timeout),
+        )
 
     def backoff(self, attempt: int) -> float:
         """Exponential delay before retry ``attempt`` (0-based), with up to 25% jitter off."""

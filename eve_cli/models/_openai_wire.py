@@ -8,20 +8,95 @@ chunks, several calls sharing index 0 with distinct ids, and no usage chunk.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, NotRequired, Required, TypedDict
 
-from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
+from eve_cli._json import JSONObject, JSONValue
+from eve_cli.models._base import Message, Reasoning, ToolCall, ToolSpec, Usage
 from eve_cli.models._calls import history_arguments, is_json_object, make_tool_call
 from eve_cli.models._shown import ShownReasoning
+from eve_cli.models._structured import SchemaFormat
 
-__all__ = ["ChunkReader", "ToolCallAssembler", "to_messages", "to_tools"]
+__all__ = ["Body", "ChunkReader", "ToolCallAssembler", "to_messages", "to_tools"]
 
 
-def to_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+class TextMessage(TypedDict):
+    role: Literal["system", "user"]
+    content: str
+
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str  # JSON text
+
+
+class WireToolCall(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str | None
+    tool_calls: NotRequired[list[WireToolCall]]
+
+
+class ToolMessage(TypedDict):
+    role: Literal["tool"]
+    tool_call_id: str
+    content: str
+
+
+ChatMessage = TextMessage | AssistantMessage | ToolMessage
+
+
+class FunctionDef(TypedDict):
+    name: str
+    description: str
+    parameters: JSONObject
+
+
+class ToolDef(TypedDict):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class StreamOptions(TypedDict):
+    include_usage: bool
+
+
+class ResponseFormat(TypedDict, total=False):
+    """``json_schema`` with its ``json_schema`` object, or the older ``json_object`` with a
+    ``schema``."""
+
+    type: Required[Literal["json_schema", "json_object"]]
+    json_schema: SchemaFormat
+    schema: JSONObject
+
+
+class Body(TypedDict, total=False):
+    """A Chat Completions request body."""
+
+    model: Required[str]
+    messages: Required[list[ChatMessage]]
+    stream: Required[bool]
+    stream_options: StreamOptions
+    tools: list[ToolDef]
+    max_tokens: int
+    max_completion_tokens: int
+    temperature: float
+    top_p: float
+    seed: int
+    stop: list[str]
+    parallel_tool_calls: bool
+    reasoning_effort: str
+    response_format: ResponseFormat
+
+
+def to_messages(system: str, messages: list[Message]) -> list[ChatMessage]:
     """Chat Completions messages: the system prompt first, then the history."""
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     if system:
         out.append({"role": "system", "content": system})
     for position, message in enumerate(messages):
@@ -37,10 +112,10 @@ def to_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant(message: Message) -> dict[str, Any]:
+def _assistant(message: Message) -> AssistantMessage:
     text = str(message.get("content") or "")
     calls = message.get("tool_calls") or []
-    wire: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    wire: AssistantMessage = {"role": "assistant", "content": text if text or not calls else None}
     if calls:
         wire["tool_calls"] = [
             {
@@ -56,7 +131,7 @@ def _assistant(message: Message) -> dict[str, Any]:
     return wire
 
 
-def _tool_result(message: Message) -> dict[str, Any]:
+def _tool_result(message: Message) -> ToolMessage:
     content = str(message.get("content") or "")
     # Chat Completions has no error flag on tool results: say it in the text.
     if message.get("is_error") and not content.lower().startswith("error"):
@@ -68,7 +143,7 @@ def _tool_result(message: Message) -> dict[str, Any]:
     }
 
 
-def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+def to_tools(tools: list[ToolSpec]) -> list[ToolDef]:
     """``tools`` entries of the request body."""
     return [
         {
@@ -98,7 +173,7 @@ class ToolCallAssembler:
         self._calls: list[_Slot] = []
         self._by_index: dict[int, _Slot] = {}
 
-    def feed(self, fragment: Any) -> None:
+    def feed(self, fragment: JSONValue) -> None:
         """Add one fragment (one element of ``delta.tool_calls``)."""
         if not isinstance(fragment, dict):
             return
@@ -120,18 +195,18 @@ class ToolCallAssembler:
         if args and not (args == slot.arguments and is_json_object(args)):
             slot.arguments += args
 
-    def _slot(self, index: Any, call_id: str, name: str, args: str) -> _Slot:
+    def _slot(self, index: JSONValue, call_id: str, name: str, args: str) -> _Slot:
         """The call a fragment at ``index`` continues, or a new one it starts."""
-        if isinstance(index, int) and not isinstance(index, bool):
-            slot = self._by_index.get(index)
+        at = index if isinstance(index, int) and not isinstance(index, bool) else None
+        if at is not None:
+            slot = self._by_index.get(at)
         else:
-            index = None
             slot = self._calls[-1] if self._calls else None
         if slot is None or _starts_new_call(slot, call_id, name, args):
-            slot = _Slot(index)
+            slot = _Slot(at)
             self._calls.append(slot)
-            if index is not None:
-                self._by_index[index] = slot
+            if at is not None:
+                self._by_index[at] = slot
         return slot
 
     def finish(self) -> list[ToolCall]:
@@ -157,7 +232,7 @@ def _starts_new_call(slot: _Slot, call_id: str, name: str, args: str) -> bool:
     return bool((name or call_id) and args.lstrip().startswith("{") and args != slot.arguments)
 
 
-def _text(value: Any) -> str:
+def _text(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""
 
 
@@ -171,7 +246,7 @@ class ChunkReader(ShownReasoning):
     usage: Usage | None = None
     finish_reason: str | None = None
 
-    def feed(self, chunk: dict[str, Any]) -> str:
+    def feed(self, chunk: JSONObject) -> str:
         """Take one chunk; returns its text delta (possibly empty)."""
         usage = chunk.get("usage")
         if isinstance(usage, dict):
@@ -188,7 +263,7 @@ class ChunkReader(ShownReasoning):
             self.text.append(delta_text)
         return delta_text
 
-    def _choice(self, choice: Mapping[str, Any]) -> str:
+    def _choice(self, choice: JSONObject) -> str:
         """Take the first choice of a chunk; returns its text."""
         if choice.get("finish_reason"):
             self.finish_reason = str(choice["finish_reason"])
@@ -203,20 +278,21 @@ class ChunkReader(ShownReasoning):
                 self.thought.append(thought)
                 self.shown.append(thought)
                 break
-        for position, fragment in enumerate(delta.get("tool_calls") or ()):
+        fragments = delta.get("tool_calls")
+        for position, fragment in enumerate(fragments if isinstance(fragments, list) else ()):
             if whole and isinstance(fragment, dict):
                 fragment = {"index": position, **fragment}
             self.calls.feed(fragment)
         content = delta.get("content")
         return content if isinstance(content, str) else ""
 
-    def reasoning(self) -> dict[str, Any] | None:
+    def reasoning(self) -> Reasoning | None:
         """What the server showed of the model's reasoning, kept (never sent back)."""
         return {"format": "text", "text": "".join(self.thought)} if self.thought else None
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
-    def number(key: str, inside: dict[str, Any] = raw) -> int:
+def _usage(raw: JSONObject) -> Usage:
+    def number(key: str, inside: JSONObject = raw) -> int:
         value = inside.get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 

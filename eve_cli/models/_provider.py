@@ -9,7 +9,7 @@ import logging
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from typing import Any, ClassVar
+from typing import ClassVar, Generic, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
@@ -31,8 +31,10 @@ from eve_cli.models._windows import context_window_for
 
 log = logging.getLogger("eve_cli.models")
 
+Body = TypeVar("Body")  # the request body of a wire protocol (a TypedDict each)
 
-class HTTPModel(Model):
+
+class HTTPModel(Model, Generic[Body]):
     """A streaming model behind an HTTP API; subclasses speak one wire protocol."""
 
     #: Provider word used in model strings and error lines ("openai", "anthropic").
@@ -136,7 +138,7 @@ class HTTPModel(Model):
         self,
         client: httpx.AsyncClient,
         url: str,
-        body: dict[str, Any],
+        body: Body,
         request: ModelRequest,
         relay: DeltaRelay,
     ) -> ModelResponse:
@@ -168,7 +170,7 @@ class HTTPModel(Model):
         )
 
     @abstractmethod
-    def _endpoint(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+    def _endpoint(self, request: ModelRequest) -> tuple[str, Body]:
         """The URL and JSON body of ``request``."""
 
     @abstractmethod

@@ -10,22 +10,83 @@ its message, its function calls) are kept whole in the history item's ``reasonin
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, Required, TypedDict
 
-from eve_cli.models._base import Message, ToolCall, ToolSpec, Usage
+from eve_cli._json import JSONObject, JSONValue
+from eve_cli.models._base import Message, ProviderCall, Reasoning, ToolCall, ToolSpec, Usage
 from eve_cli.models._calls import history_arguments, make_tool_call
 from eve_cli.models._shown import ShownReasoning
+from eve_cli.models._structured import SchemaFormat
 
-__all__ = ["KIND", "ResponseReader", "to_input", "to_tools"]
+__all__ = ["KIND", "Body", "ResponseReader", "to_input", "to_tools"]
 
 KIND = "openai-responses"  # the history record of its answers
 
 
-def to_input(messages: list[Message]) -> list[dict[str, Any]]:
+class TextItem(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class FunctionCallItem(TypedDict):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str  # JSON text
+
+
+class FunctionOutputItem(TypedDict):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str
+
+
+# An answer's output items kept as they came (reasoning, provider-run tools) are the provider's.
+InputItem = TextItem | FunctionCallItem | FunctionOutputItem | JSONObject
+
+
+class ToolDef(TypedDict):
+    type: Literal["function"]
+    name: str
+    description: str
+    parameters: JSONObject
+
+
+class ReasoningOptions(TypedDict):
+    effort: str
+    summary: Literal["auto"]
+
+
+class TextFormat(SchemaFormat):
+    type: Literal["json_schema"]
+
+
+class TextOptions(TypedDict):
+    format: TextFormat
+
+
+class Body(TypedDict, total=False):
+    """A Responses request body (a provider tool's definition is the caller's JSON)."""
+
+    model: Required[str]
+    input: Required[list[InputItem]]
+    stream: Required[bool]
+    store: Required[bool]
+    include: Required[list[str]]
+    instructions: str
+    tools: list[ToolDef | JSONObject]
+    max_output_tokens: int
+    temperature: float
+    top_p: float
+    parallel_tool_calls: bool
+    reasoning: ReasoningOptions
+    text: TextOptions
+
+
+def to_input(messages: list[Message]) -> list[InputItem]:
     """The ``input`` items of the history."""
-    items: list[dict[str, Any]] = []
+    items: list[InputItem] = []
     for position, message in enumerate(messages):
         role = message.get("role")
         content = str(message.get("content") or "")
@@ -44,13 +105,15 @@ def to_input(messages: list[Message]) -> list[dict[str, Any]]:
     return items
 
 
-def _assistant(message: Message, content: str) -> list[dict[str, Any]]:
+def _assistant(message: Message, content: str) -> list[InputItem]:
     reasoning = message.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("format") == KIND:
-        kept = [dict(i) for i in reasoning.get("items") or () if isinstance(i, dict)]
+        kept: list[InputItem] = [
+            dict(i) for i in reasoning.get("items") or () if isinstance(i, dict)
+        ]
         if kept:
             return kept  # the answer's own items, reasoning first, exactly as they came
-    items: list[dict[str, Any]] = []
+    items: list[InputItem] = []
     if content:
         items.append({"role": "assistant", "content": content})
     for call in message.get("tool_calls") or ():
@@ -65,7 +128,7 @@ def _assistant(message: Message, content: str) -> list[dict[str, Any]]:
     return items
 
 
-def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+def to_tools(tools: list[ToolSpec]) -> list[ToolDef]:
     """``tools`` entries of the request body (function tools are flat here)."""
     return [
         {
@@ -82,15 +145,16 @@ def to_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 class ResponseReader(ShownReasoning):
     """Folds Responses stream events into an answer."""
 
-    items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> done item
+    items: dict[int, JSONObject] = field(default_factory=dict)  # output_index -> done item
     text: list[str] = field(default_factory=list)
     usage: Usage | None = None
     status: str | None = None
     error: str | None = None
     done: bool = False
-    summary_at: tuple[Any, Any] | None = None  # (item, summary part) of the last summary delta
+    # (item, summary part) of the last summary delta
+    summary_at: tuple[JSONValue, JSONValue] | None = None
 
-    def feed(self, data: dict[str, Any]) -> str:
+    def feed(self, data: JSONObject) -> str:
         """Take one event; returns its text delta (possibly empty)."""
         kind = data.get("type")
         if kind == "response.output_text.delta":
@@ -99,8 +163,8 @@ class ResponseReader(ShownReasoning):
             return delta
         if kind == "response.reasoning_summary_text.delta":
             self._summary_delta(data)
-        elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
-            self.items[_int(data.get("output_index"), len(self.items))] = data["item"]
+        elif kind == "response.output_item.done" and isinstance(item := data.get("item"), dict):
+            self.items[_int(data.get("output_index"), len(self.items))] = item
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             response = data.get("response")
             self._finish(response if isinstance(response, dict) else {})
@@ -109,7 +173,7 @@ class ResponseReader(ShownReasoning):
             self.done = True
         return ""
 
-    def _summary_delta(self, data: Mapping[str, Any]) -> None:
+    def _summary_delta(self, data: JSONObject) -> None:
         """A reasoning summary's text as it streams: a new part (or item) starts after a
         blank line, as :meth:`reasoning` joins them."""
         at = (data.get("item_id", data.get("output_index")), data.get("summary_index"))
@@ -118,7 +182,7 @@ class ResponseReader(ShownReasoning):
         self.summary_at = at
         self.shown.append(str(data.get("delta") or ""))
 
-    def _finish(self, response: dict[str, Any]) -> None:
+    def _finish(self, response: JSONObject) -> None:
         self.done = True
         self.status = str(response.get("status") or "") or None
         output = response.get("output")
@@ -131,7 +195,7 @@ class ResponseReader(ShownReasoning):
         if isinstance(usage, dict):
             self.usage = _usage(usage)
 
-    def output(self) -> list[dict[str, Any]]:
+    def output(self) -> list[JSONObject]:
         return [self.items[i] for i in sorted(self.items)]
 
     def answer_text(self) -> str:
@@ -139,7 +203,7 @@ class ResponseReader(ShownReasoning):
             str(part.get("text") or "")
             for item in self.output()
             if item.get("type") == "message"
-            for part in item.get("content") or ()
+            for part in _list(item.get("content"))
             if isinstance(part, dict) and part.get("type") == "output_text"
         ]
         return "".join(parts) if parts else "".join(self.text)
@@ -152,7 +216,7 @@ class ResponseReader(ShownReasoning):
             if item.get("type") == "function_call"
         ]  # fmt: skip
 
-    def reasoning(self) -> dict[str, Any] | None:
+    def reasoning(self) -> Reasoning | None:
         """All output items, to be sent back as they came, when the answer reasoned or the
         provider ran tools (``providerCalls`` lists those, for the events)."""
         output = self.output()
@@ -162,32 +226,36 @@ class ResponseReader(ShownReasoning):
         if not thoughts and not ran:
             return None
         redacted = any(item.get("encrypted_content") for item in thoughts)
-        record = {"format": KIND, "items": output, "text": _summary(thoughts),
-                  "redacted": redacted}  # fmt: skip
+        record: Reasoning = {"format": KIND, "items": output, "text": _summary(thoughts),
+                             "redacted": redacted}  # fmt: skip
         if ran:
             record["providerCalls"] = [_provider_call(item) for item in ran]
         return record
 
 
-def _summary(thoughts: Sequence[Mapping[str, Any]]) -> str:
+def _summary(thoughts: list[JSONObject]) -> str:
     """The text of reasoning items' summaries, a blank line between parts."""
     return "\n\n".join(
         str(part.get("text") or "")
         for item in thoughts
-        for part in item.get("summary") or ()
+        for part in _list(item.get("summary"))
         if isinstance(part, dict)
     )
 
 
-def _provider_call(item: Mapping[str, Any]) -> Mapping[str, Any]:
+def _list(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []
+
+
+def _provider_call(item: JSONObject) -> ProviderCall:
     """A tool the provider ran, as the events show it."""
     return {"id": str(item.get("id") or ""), "name": str(item["type"])[: -len("_call")],
             "arguments": item.get("action"), "output": str(item.get("status") or ""),
             "isError": item.get("status") == "failed"}  # fmt: skip
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
-    def number(key: str, inside: Any = raw) -> int:
+def _usage(raw: JSONObject) -> Usage:
+    def number(key: str, inside: JSONValue = raw) -> int:
         value = inside.get(key) if isinstance(inside, dict) else None
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -199,5 +267,5 @@ def _usage(raw: dict[str, Any]) -> Usage:
     )
 
 
-def _int(value: Any, default: int) -> int:
+def _int(value: JSONValue, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default

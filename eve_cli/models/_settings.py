@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 __all__ = [
     "EFFORT_BUDGETS",
@@ -28,6 +28,19 @@ EFFORTS: tuple[Effort, ...] = ("low", "medium", "high")
 #: Thinking-token budgets an effort stands for where a provider takes a budget (Anthropic).
 EFFORT_BUDGETS: dict[str, int] = {"low": 2_048, "medium": 8_192, "high": 24_576}
 MIN_THINKING_BUDGET = 1_024  # Anthropic's minimum ``budget_tokens``
+
+
+class GivenSettings(TypedDict, total=False):
+    """The settings of a :class:`ModelSettings` that are set, by name."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int
+    stop: Sequence[str]
+    seed: int
+    parallel_tool_calls: bool
+    reasoning: Effort | int
+    prompt_cache: bool
 
 
 @dataclass(frozen=True)
@@ -72,9 +85,26 @@ class ModelSettings:
                 raise ValueError(f"{name} must be True or False")
         _check_reasoning(self.reasoning)
 
-    def given(self) -> dict[str, Any]:
+    def given(self) -> GivenSettings:
         """The settings that are set, by name."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        out: GivenSettings = {}
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.top_p is not None:
+            out["top_p"] = self.top_p
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        if self.stop is not None:
+            out["stop"] = self.stop
+        if self.seed is not None:
+            out["seed"] = self.seed
+        if self.parallel_tool_calls is not None:
+            out["parallel_tool_calls"] = self.parallel_tool_calls
+        if self.reasoning is not None:
+            out["reasoning"] = self.reasoning
+        if self.prompt_cache is not None:
+            out["prompt_cache"] = self.prompt_cache
+        return out
 
     def merged(self, over: ModelSettings) -> ModelSettings:
         """These settings with ``over``'s set ones winning."""

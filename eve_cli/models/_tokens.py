@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from eve_cli._json import JSONObject
 from eve_cli.models._base import Message, ModelRequest, ToolCall, ToolSpec, Usage
 
 __all__ = ["estimate_request", "estimate_text", "estimate_usage"]
@@ -108,7 +109,7 @@ def message_tokens(message: Message) -> int:
 
 # Tool schemas are estimated at every step; they change only when the agent is reloaded (a
 # new parameters dict, kept alive here so its id cannot be reused).
-_TOOLS: dict[tuple[str, str, int], tuple[dict[str, Any], int]] = {}
+_TOOLS: dict[tuple[str, str, int], tuple[JSONObject, int]] = {}
 
 
 def _tool_tokens(tool: ToolSpec) -> int:

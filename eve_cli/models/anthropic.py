@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
-from typing import Any
 
+from eve_cli._json import JSONObject
 from eve_cli.models._anthropic_wire import (
     ERROR_STATUS,
+    Body,
     EventReader,
     StreamError,
+    ToolDef,
     mark_cache,
     to_messages,
     to_tools,
@@ -37,10 +39,10 @@ _RETRYABLE_ERRORS = frozenset(
 )
 
 
-def _force_final_tool(body: dict[str, Any], schema: dict[str, Any]) -> None:
+def _force_final_tool(body: Body, schema: JSONObject) -> None:
     """The output schema as a ``final_result`` tool the model must answer through (any tool
     may come first; with thinking on, which forbids forced tool use, it is asked for)."""
-    final = {
+    final: ToolDef = {
         "name": FINAL_TOOL,
         "description": "Give your final answer: call this once you are done, with the answer.",
         "input_schema": schema,
@@ -51,7 +53,7 @@ def _force_final_tool(body: dict[str, Any], schema: dict[str, Any]) -> None:
         body["tool_choice"] = {**choice, "type": "any"}
 
 
-class AnthropicModel(HTTPModel):
+class AnthropicModel(HTTPModel[Body]):
     """A Messages API model, streamed."""
 
     provider = "anthropic"
@@ -69,28 +71,27 @@ class AnthropicModel(HTTPModel):
             headers["x-api-key"] = self._api_key
         return headers
 
-    def _endpoint(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+    def _endpoint(self, request: ModelRequest) -> tuple[str, Body]:
         try:
             system, messages = to_messages(request.system, request.messages)
         except ValueError as exc:
             raise self._fail(str(exc)) from None
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+        body: Body = {"model": self.model, "messages": messages, "stream": True}
         if system:
             body["system"] = system
         if request.tools or request.provider_tools:
             body["tools"] = [*to_tools(request.tools), *request.provider_tools]
-        body.update(self._settings_body(request))
+        self._put_settings(body, request)
         if request.output_schema is not None and request.purpose == "turn":
             _force_final_tool(body, request.output_schema)
         if self.settings.prompt_cache is not False:
             mark_cache(body)
         return self._url("/v1/messages"), body
 
-    def _settings_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The model settings under the Messages API's names (``max_tokens`` is required;
-        thinking, asked for by ``reasoning``, needs it above its budget)."""
+    def _put_settings(self, out: Body, request: ModelRequest) -> None:
+        """The model settings, into the body under the Messages API's names (``max_tokens``
+        is required; thinking, asked for by ``reasoning``, needs it above its budget)."""
         given = self.settings
-        out: dict[str, Any] = {}
         budget = given.thinking_budget() if request.purpose == "turn" else None
         max_tokens = request.max_tokens or given.max_tokens or max_output_tokens_for(self.model)
         if budget is not None:
@@ -98,15 +99,14 @@ class AnthropicModel(HTTPModel):
             if max_tokens <= budget:
                 max_tokens += budget
         out["max_tokens"] = max_tokens
-        if budget is None:
-            for name in ("temperature", "top_p"):
-                if (value := getattr(given, name)) is not None:
-                    out[name] = value
+        if budget is None and given.temperature is not None:
+            out["temperature"] = given.temperature
+        if budget is None and given.top_p is not None:
+            out["top_p"] = given.top_p
         if given.stop:
             out["stop_sequences"] = list(given.stop)
         if given.parallel_tool_calls is False and request.tools:
             out["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
-        return out
 
     async def _stream(self, events: AsyncIterator[SSEEvent], relay: DeltaRelay) -> EventReader:
         """Read one attempt's events to the answer's end, relaying what streams."""

@@ -9,8 +9,8 @@ else gets a friendly reply listing what it can do.
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from eve_cli._json import JSONObject
 from eve_cli.models._base import DeltaCallback, Message, Model, ModelRequest, ModelResponse
 from eve_cli.models._base import ToolCall as _ToolCall
 from eve_cli.models._offline import offline_summary, stream_words
@@ -54,7 +54,7 @@ def _respond(messages: list[Message], tools: set[str], index: int) -> tuple[str,
     text = str(last.get("content") or "")
     lowered = text.lower()
 
-    def call(name: str, arguments: dict[str, Any]) -> tuple[str, list[_ToolCall]]:
+    def call(name: str, arguments: JSONObject) -> tuple[str, list[_ToolCall]]:
         return "", [_ToolCall(f"demo_{index}_0", name, arguments)]
 
     if "get_current_time" in tools and re.search(r"\b(time|clock|date|today)\b", lowered):

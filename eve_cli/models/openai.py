@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
+from eve_cli._json import JSONObject, JSONValue
 from eve_cli.models._base import ModelRequest, ModelResponse
 from eve_cli.models._http import WHOLE_BODY, CallError, DeltaRelay, error_details, one_line
-from eve_cli.models._openai_wire import ChunkReader, to_messages, to_tools
+from eve_cli.models._openai_wire import Body, ChunkReader, ResponseFormat, to_messages, to_tools
 from eve_cli.models._provider import HTTPModel
 from eve_cli.models._sse import SSEEvent
 from eve_cli.models._structured import json_schema_format
@@ -34,7 +34,7 @@ _FINAL_ERRORS = frozenset(
 )
 
 
-class OpenAIModel(HTTPModel):
+class OpenAIModel(HTTPModel[Body]):
     """A Chat Completions model, streamed."""
 
     provider = "openai"
@@ -55,42 +55,47 @@ class OpenAIModel(HTTPModel):
             headers["authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def _endpoint(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+    def _endpoint(self, request: ModelRequest) -> tuple[str, Body]:
         try:
             messages = to_messages(request.system, request.messages)
         except ValueError as exc:
             raise self._fail(str(exc)) from None
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+        body: Body = {"model": self.model, "messages": messages, "stream": True}
         if self._stream_options:
             body["stream_options"] = {"include_usage": True}
         if request.tools:
             body["tools"] = to_tools(request.tools)
-        body.update(self._settings_body(request))
+        self._put_settings(body, request)
         return self._url("/chat/completions"), body
 
-    def _settings_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The model settings under Chat Completions' names."""
+    def _put_settings(self, out: Body, request: ModelRequest) -> None:
+        """The model settings, into the body under Chat Completions' names."""
         given = self.settings
-        out: dict[str, Any] = {}
         max_tokens = request.max_tokens or given.max_tokens
-        if max_tokens is not None:
-            # The public API wants the newer name; compatible servers know the older one.
-            out["max_completion_tokens" if self._is_public_endpoint else "max_tokens"] = max_tokens
-        for name in ("temperature", "top_p", "seed"):
-            if (value := getattr(given, name)) is not None:
-                out[name] = value
+        # The public API wants the newer name; compatible servers know the older one.
+        if max_tokens is not None and self._is_public_endpoint:
+            out["max_completion_tokens"] = max_tokens
+        elif max_tokens is not None:
+            out["max_tokens"] = max_tokens
+        if given.temperature is not None:
+            out["temperature"] = given.temperature
+        if given.top_p is not None:
+            out["top_p"] = given.top_p
+        if given.seed is not None:
+            out["seed"] = given.seed
         if given.stop:
             out["stop"] = list(given.stop)
         if given.parallel_tool_calls is not None and request.tools:
             out["parallel_tool_calls"] = given.parallel_tool_calls
         if (effort := given.effort()) is not None:
             out["reasoning_effort"] = effort
-        if request.output_schema is not None and self._schema_object:
-            out["response_format"] = {"type": "json_object", "schema": request.output_schema}
-        elif request.output_schema is not None:
-            schema = json_schema_format(request.output_schema)
-            out["response_format"] = {"type": "json_schema", "json_schema": schema}
-        return out
+        if request.output_schema is not None:
+            out["response_format"] = self._response_format(request.output_schema)
+
+    def _response_format(self, schema: JSONObject) -> ResponseFormat:
+        if self._schema_object:
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_schema", "json_schema": json_schema_format(schema)}
 
     async def _read(
         self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay
@@ -145,9 +150,9 @@ class OpenAIModel(HTTPModel):
             and ("json_schema" in err.message or "response_format" in err.message)
         )
 
-    def _decode(self, data: str) -> dict[str, Any]:
+    def _decode(self, data: str) -> JSONObject:
         try:
-            chunk = json.loads(data)
+            chunk: JSONValue = json.loads(data)
         except ValueError:
             raise self._fail(f"unreadable stream data: {one_line(data, limit=80)}") from None
         if not isinstance(chunk, dict):

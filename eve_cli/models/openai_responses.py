@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from eve_cli.models._base import ModelRequest, ModelResponse
 from eve_cli.models._http import DeltaRelay, one_line
 from eve_cli.models._provider import HTTPModel
-from eve_cli.models._responses_wire import ResponseReader, to_input, to_tools
+from eve_cli.models._responses_wire import Body, ResponseReader, to_input, to_tools
 from eve_cli.models._sse import SSEEvent
 from eve_cli.models._structured import json_schema_format
 from eve_cli.models._tokens import estimate_usage
@@ -23,7 +22,7 @@ from eve_cli.models._tokens import estimate_usage
 __all__ = ["OpenAIResponsesModel"]
 
 
-class OpenAIResponsesModel(HTTPModel):
+class OpenAIResponsesModel(HTTPModel[Body]):
     """A Responses API model, streamed, ``store: false``."""
 
     provider = "openai-responses"
@@ -37,12 +36,12 @@ class OpenAIResponsesModel(HTTPModel):
             headers["authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def _endpoint(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+    def _endpoint(self, request: ModelRequest) -> tuple[str, Body]:
         try:
             items = to_input(request.messages)
         except ValueError as exc:
             raise self._fail(str(exc)) from None
-        body: dict[str, Any] = {
+        body: Body = {
             "model": self.model,
             "input": items,
             "stream": True,
@@ -53,17 +52,18 @@ class OpenAIResponsesModel(HTTPModel):
             body["instructions"] = request.system
         if request.tools or request.provider_tools:
             body["tools"] = [*to_tools(request.tools), *request.provider_tools]
-        body.update(self._settings_body(request))
+        self._put_settings(body, request)
         return self._url("/responses"), body
 
-    def _settings_body(self, request: ModelRequest) -> dict[str, Any]:
+    def _put_settings(self, out: Body, request: ModelRequest) -> None:
+        """The model settings, into the body under the Responses API's names."""
         given = self.settings
-        out: dict[str, Any] = {}
         if (max_tokens := request.max_tokens or given.max_tokens) is not None:
             out["max_output_tokens"] = max_tokens
-        for name in ("temperature", "top_p"):
-            if (value := getattr(given, name)) is not None:
-                out[name] = value
+        if given.temperature is not None:
+            out["temperature"] = given.temperature
+        if given.top_p is not None:
+            out["top_p"] = given.top_p
         if given.parallel_tool_calls is not None and request.tools:
             out["parallel_tool_calls"] = given.parallel_tool_calls
         if (effort := given.effort()) is not None:
@@ -72,7 +72,6 @@ class OpenAIResponsesModel(HTTPModel):
             out["text"] = {
                 "format": {"type": "json_schema", **json_schema_format(request.output_schema)}
             }
-        return out
 
     async def _read(
         self, events: AsyncIterator[SSEEvent], request: ModelRequest, relay: DeltaRelay

@@ -21,12 +21,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from eve_cli._json import JSONObject
 from eve_cli.models._base import (
     DeltaCallback,
     Model,
     ModelError,
     ModelRequest,
     ModelResponse,
+    Reasoning,
     ToolCall,
     Usage,
 )
@@ -102,7 +104,7 @@ class ScriptedModel(Model):
             await _stream(str(shown), float(entry.get("reasoning_delay") or 0), on_reasoning)
         await _stream(text, float(entry.get("delay") or 0), on_delta)
         usage = _usage(entry.get("usage")) or estimate_usage(request, text, calls)
-        reasoning = {"format": "text", "text": str(shown)} if shown else None
+        reasoning: Reasoning | None = {"format": "text", "text": str(shown)} if shown else None
         return ModelResponse(text, calls, usage, "end_turn", reasoning=reasoning)
 
 
@@ -133,7 +135,7 @@ def _usage(raw: Any) -> Usage | None:
     )
 
 
-def _tool_call(raw: dict[str, Any], n: int, i: int) -> ToolCall:
+def _tool_call(raw: JSONObject, n: int, i: int) -> ToolCall:
     call_id = str(raw.get("id") or f"call_{n}_{i}")
     arguments = raw.get("arguments", {})
     if isinstance(arguments, dict):  # a copy: the parsed script is shared between turns

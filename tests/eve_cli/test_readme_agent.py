@@ -84,9 +84,11 @@ def test_the_readme_agent_loads_with_its_sub_agent_and_typed_tools() -> None:
     agent = load_agent(Path("agent"))
     assert agent.subagents["pricer"].config.mode == "task"
     assert agent.subagents["pricer"].description == "Estimate what a shopping list costs."
-    schema = agent.tools["add_item"].spec.parameters
-    assert schema["properties"]["name"]["type"] == "string"
-    assert schema["properties"]["quantity"]["type"] == "integer"
-    assert schema["required"] == ["name"]
+    properties = agent.tools["add_item"].spec.parameters["properties"]
+    assert isinstance(properties, dict)
+    name, quantity = properties["name"], properties["quantity"]
+    assert isinstance(name, dict) and name["type"] == "string"
+    assert isinstance(quantity, dict) and quantity["type"] == "integer"
+    assert agent.tools["add_item"].spec.parameters["required"] == ["name"]
     assert agent.tools["clear_list"].approval.kind == "always"
     assert agent.tools["order"].approval.kind == "callable"

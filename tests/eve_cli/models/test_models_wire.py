@@ -88,7 +88,7 @@ def test_anthropic_turns_alternate_start_with_user_and_lead_with_results(
         assert turn["content"], "no empty turns"
         kinds = [block["type"] for block in turn["content"]]
         assert kinds == sorted(kinds, key=lambda k: k != "tool_result")
-        assert all(block.get("text", "x").strip() for block in turn["content"])
+        assert all(str(block.get("text", "x")).strip() for block in turn["content"])
     sent = sum(len(t["content"]) for t in turns)
     expected = sum(
         (1 if m.get("content", "").strip() and m["role"] != "tool" else 0)

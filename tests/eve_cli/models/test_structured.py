@@ -15,6 +15,7 @@ import pytest
 
 from eve_cli import define_agent
 from eve_cli._events import Event
+from eve_cli._json import JSONObject
 from eve_cli.harness._result import parse_result
 from eve_cli.models import ModelRequest, resolve_model
 from eve_cli.runtime import Runtime
@@ -22,7 +23,7 @@ from tests.eve_cli.models.fake_anthropic import Answer, FakeAnthropic
 from tests.eve_cli.models.scriptserver import Reply, ScriptServer, generate, sse
 from tests.eve_cli.rt_support import AgentFactory, reply
 
-SCHEMA = {
+SCHEMA: JSONObject = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
     "required": ["city", "days"],
