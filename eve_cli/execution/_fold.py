@@ -203,12 +203,20 @@ def _phase_after(now: Phase, kind: str, event: Event) -> Phase:
     return "busy" if now != "parked" else now
 
 
-def phase(events: Iterable[Mapping[str, Any]]) -> Phase:
-    """The session's phase after ``events`` (read from a boundary on)."""
+def phase(events: Iterable[Mapping[str, Any]], *, task: bool = False) -> Phase:
+    """The session's phase after ``events`` (read from a boundary on); ``task``: a task
+    session's, whose one turn's end is followed by the session's (a message stored between
+    the two is never taken: the sender waits for the end)."""
     now: Phase = "between"
     for event in events:
-        now = _phase_after(now, event.get("type", ""), cast(Event, event))
+        kind = event.get("type", "")
+        now = _phase_after(now, kind, cast(Event, event))
+        if task and kind in _TURN_ENDS:
+            now = "ending"
     return now
+
+
+_TURN_ENDS = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
 
 
 _DISPOSITIONS = frozenset({"started", "steered", "queued"})

@@ -15,7 +15,8 @@ delivery. A turn's poll makes the events emitted before it readable before it re
   ``message.received`` event yet (it starts the turn, this one is folded in: ``steered``);
 - a turn parked on a request queues a message (``queued``); a turn asleep (the sleep tool) is
   woken by a steer message (``steered``);
-- a session that ended (a task's one turn done) without taking it: ``rejected``.
+- a session that ended (a task's one turn done) without taking it: ``rejected``; a task
+  whose turn ended is ``ending`` until the session's end follows (the sender waits for it).
 
 A message's ``message.received`` event names its delivery id (``deliveryId``): once it is
 there, its disposition is the receipt's. What the events mean (the phase, which deliveries were

@@ -334,7 +334,7 @@ class Client:
             found = taken(events).get(delivery)
             if found is not None:
                 return cast(Disposition, found)
-            now = phase(events)
+            now = phase(events, task=meta.get("mode") == "task")
             ahead = now == "between" and await call(self._ahead, sid, delivery, events)
             answer = decide(now, policy, ahead)
             if answer is not None:
