@@ -2,7 +2,8 @@
 the one place that decides when they commit.
 
 A store that lets an append return before its data is durable (a local journal's deferred
-`fdatasync`) marks the family `pending`; the queue commits every pending family
+`fdatasync`, a PostgreSQL owner's records kept for one transaction) marks the family
+`pending`; the queue commits every pending family
 
 * now (`commit`): before an effect someone observes, and before the store writes anything a
   reader could see (a head, a delivery, a hook, a stream item, a family), so nothing that
@@ -14,7 +15,9 @@ A store that lets an append return before its data is durable (a local journal's
 A commit made by the loop's timer that fails is raised by the next `commit` (and by
 `check`, before the store takes more): what was appended after it may not follow what is
 stored. The store says what one family's commit is (`commit_family`: True once nothing of it
-is pending, False when it took something new meanwhile and stays pending).
+is pending, False when it took something new meanwhile and stays pending). A store whose
+commit waits on a network (`off_loop`) has the timer's commit made on a thread: the loop
+goes on driving other families meanwhile.
 """
 
 from __future__ import annotations
@@ -24,7 +27,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from ._errors import StorageError
+from ._errors import WorldError
+
+# Seconds the records and stream items before an effect no one observes (a model's request)
+# wait for the next effect, which commits them with its own in one go.
+EFFECT_WAIT = 0.002
 
 
 class CommitQueue:
@@ -33,16 +40,18 @@ class CommitQueue:
     def __init__(
         self,
         commit_family: Callable[[str], bool],
-        wait: float,
+        wait: float = EFFECT_WAIT,
         *,
         clock: Callable[[], float] = time.monotonic,
+        off_loop: bool = False,
     ) -> None:
         self._commit_family = commit_family
         self.wait = wait
         self._clock = clock
+        self._off_loop = off_loop
         self._pending: set[str] = set()
         self._lock = threading.Lock()
-        self._failure: StorageError | None = None  # from a commit the loop's timer made
+        self._failure: WorldError | None = None  # from a commit the loop's timer made
         self._due: float | None = None  # when a commit is due (`commit_soon`)
         self._timer: asyncio.AbstractEventLoop | None = None  # the loop whose timer is set
 
@@ -101,7 +110,13 @@ class CommitQueue:
             self._timer = None
         if due is None:
             return  # committed meanwhile
+        if self._off_loop:
+            loop.run_in_executor(None, self._commit_due)
+        else:
+            self._commit_due()
+
+    def _commit_due(self) -> None:
         try:
             self.commit()
-        except StorageError as exc:  # raised by the next commit or check, not lost here
+        except WorldError as exc:  # raised by the next commit or check, not lost here
             self._failure = exc

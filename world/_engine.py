@@ -306,12 +306,11 @@ class Engine:
 
     async def before_effect(self, *, observed: bool) -> None:
         """`World.before_effect` for a step about to begin its effect, made where it may wait:
-        an observed effect on a network world waits for a round trip (on the loop where the
-        world can, else off it); anything else returns at once or waits for a local disk."""
+        an observed effect on a network world waits for a round trip (off the loop, `io`);
+        anything else returns at once or waits for a local disk."""
         store = self._store
         if observed and store.io is IO.NETWORK:
-            if not await store.before_effect_on_loop():
-                await self.io(store.before_effect)
+            await self.io(store.before_effect)
         else:
             store.before_effect(observed=observed)
 

@@ -85,13 +85,6 @@ class Scheduling:
         wait a moment (a few ms) for the next effect to make them so with its own; they are
         still durable before anything that follows is stored or seen."""
 
-    async def before_effect_on_loop(self) -> bool:
-        """`before_effect()` for a caller on an event loop, made without a thread where the
-        store can (a network store sending what pends and waiting for the answer on the
-        loop); False if it did nothing: the caller then makes `before_effect` where `io`
-        says. A cancellation waits for what was sent before it goes through."""
-        return False
-
     def stream_mark(self) -> int:
         """A mark for `Order.streams`: the stream items this store object appended from now
         on (a count; the engine compares it around a step to know whether it appended)."""

@@ -4,6 +4,8 @@ loop's timer, commits that fail, and families that take more while they commit."
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from world import StorageError
+from world import OwnershipError, StorageError
 from world._commit import CommitQueue
 
 WAIT = 0.002
@@ -165,3 +167,37 @@ def test_an_unobserved_effect_commits_within_the_wait_and_a_visible_write_at_onc
     queue.pending("b")
     queue.commit()
     assert store.durable == {"a", "b"} and queue.idle
+
+
+def test_a_network_store_s_timer_commits_on_a_thread_and_the_loop_goes_on() -> None:
+    """`off_loop`: the timer's commit (a round trip) is made on a thread; the loop's coroutines
+    run while it waits, and a failure is raised by the next commit."""
+    threads: list[str] = []
+    release = threading.Event()
+
+    def commit_family(root: str) -> bool:
+        threads.append(threading.current_thread().name)
+        release.wait(5)  # a round trip that lasts until the loop has gone on
+        if root == "bad":
+            raise OwnershipError("bad: taken over")
+        return True
+
+    queue = CommitQueue(commit_family, WAIT, off_loop=True)
+
+    async def main() -> None:
+        queue.pending("a")
+        queue.commit_soon(asyncio.get_running_loop())
+        while not threads:
+            await asyncio.sleep(0.001)
+        release.set()  # (the loop turned while the commit waited)
+        while not queue.idle:
+            await asyncio.sleep(0.001)
+        queue.pending("bad")
+        queue.commit_soon(asyncio.get_running_loop())
+        while len(threads) < 2:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(main())
+    assert len(threads) == 2 and threading.main_thread().name not in threads
+    with pytest.raises(OwnershipError, match="taken over"):
+        queue.check()

@@ -24,11 +24,10 @@ from world import (
     WorldError,
     _codec,
 )
+from world._commit import EFFECT_WAIT
 from world.stores.local.layout import FORMAT_VERSION
-from world.stores.postgres import threads as postgres
 from world.stores.postgres.schema import STORE_FORMAT, VERSION
 from world.stores.postgres.sql import _array, _ByteaArray, _configure, _int8_array, _TextArray
-from world.stores.postgres.threads import BATCH_WAIT
 from world.stores.postgres.urls import redact_url as redact
 from world.stores.postgres.world import PostgresWorld
 
@@ -241,9 +240,9 @@ def test_a_fenced_worker_never_stores_a_stream_item_again(url: str) -> None:
         name = f"events.{rid}"
         stale = first.acquire(rid)
 
-        async def batched() -> None:  # on the loop an item waits for a record, or BATCH_WAIT
+        async def batched() -> None:  # on the loop an item waits for a commit, EFFECT_WAIT
             assert first.stream_append(name, {"n": 0}) == 0
-            await asyncio.sleep(BATCH_WAIT * 10)
+            await asyncio.sleep(EFFECT_WAIT * 50)
 
         asyncio.run(batched())
         assert second.stream_read(name) == [{"n": 0}]  # written without a record after it
@@ -253,7 +252,7 @@ def test_a_fenced_worker_never_stores_a_stream_item_again(url: str) -> None:
         async def late() -> None:
             # Given an index (the worker cannot know yet), but its batch is refused ...
             assert first.stream_append(name, {"late": 1}) == 1
-            await asyncio.sleep(BATCH_WAIT * 10)
+            await asyncio.sleep(EFFECT_WAIT * 50)
             with pytest.raises(OwnershipError, match="taken over"):  # ... and so is the rest
                 first.append(rid, [RECORD_BODY])
             with pytest.raises(OwnershipError, match="taken over"):
@@ -672,18 +671,14 @@ def test_the_schema_s_store_format_is_the_data_directory_s() -> None:
     assert STORE_FORMAT == FORMAT_VERSION
 
 
-def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(
-    url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(url: str) -> None:
     """A model call that ends at once: the next effect writes what was pending before it with
-    what its end appended, in one batch (one commit), not two in a row; a call that lasts has
-    its records written by the flusher meanwhile, readable by another worker."""
-    # Waits long enough for a loaded machine to take the batch first (the flusher looks at a
-    # first entry once BATCH_WAIT old: here only the effect's wait decides).
-    monkeypatch.setattr(postgres, "EFFECT_WAIT", 0.5, raising=False)
-    monkeypatch.setattr(postgres, "BATCH_WAIT", 10.0)
+    what its end appended, in one commit, not two in a row; a call that lasts has its records
+    committed by the commit queue's timer meanwhile (on a thread, not the loop), readable by
+    another worker."""
     owner, other = PostgresWorld(url), PostgresWorld(url)
-    batches = _threads_of(owner, "_write_batch", after=True)
+    owner._commits.wait = 0.5  # long enough for a loaded machine to take the batch first
+    batches = _threads_of(owner, "_send_batch", after=True)
     try:
         rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
         mark = [_codec.encode({"t": "mark", "run": rid})]
@@ -694,7 +689,7 @@ def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(
             owner.append(rid, mark)  # the step before the call
             owner.before_effect(observed=False)  # the call begins ...
             await asyncio.sleep(0.05)
-            owner.append(rid, mark)  # ... and ends within EFFECT_WAIT
+            owner.append(rid, mark)  # ... and ends within the wait
             owner.before_effect()  # the next step's effect
 
         batches.clear()
@@ -711,7 +706,7 @@ def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(
 
         batches.clear()
         asyncio.run(lasting())
-        assert batches == ["eve-pg-flusher"]
+        assert len(batches) == 1 and batches[0] != "MainThread"
         assert len(other.load(rid).records) == start + 3  # written while the call runs
         lease.release()
     finally:
@@ -737,16 +732,19 @@ def _threads_of(world: PostgresWorld, name: str, *, after: bool = False) -> list
     return seen
 
 
-def test_a_session_driven_alone_makes_its_effects_order_on_the_loop(url: str) -> None:
-    """Each step's effect waits for its batch on the loop (no thread hop a step), and what
-    the steps wrote is all there for another worker, each record once."""
+def test_a_session_driven_alone_commits_once_a_step(url: str) -> None:
+    """Each step's effect commits what came before it in one transaction (one batch a step,
+    none on the loop's thread), and what the steps wrote is all there for another worker,
+    each record once."""
     owner, other = PostgresWorld(url), PostgresWorld(url)
-    hops = _threads_of(owner, "before_effect")
+    sent = _threads_of(owner, "_send_batch")
     try:
         engine = Engine(owner, {"steps": _steps})
         rid = asyncio.run(engine.start("steps", 20))
+        sent.clear()
         assert asyncio.run(engine.run(rid)).result == sum(range(20))
-        assert hops == []  # no step's effect waited on a thread
+        assert len(sent) <= 20 + 2  # the steps' effects, and the run's end
+        assert "MainThread" not in sent
         records = other.load(rid).records
         assert [pos for pos, _ in records] == list(range(1, len(records) + 1))
         steps = [rec["name"] for _, rec in records if rec.get("t") == "step"]
@@ -762,25 +760,20 @@ def _pending(world: PostgresWorld, rid: str, n: int) -> list[bytes]:
     return bodies
 
 
-def test_a_connection_broken_under_the_loop_writes_the_batch_once_off_it(url: str) -> None:
-    """The pooled connection's backend ended (a database restarted, a proxy cut it): the batch
-    is written on a thread, once, after looking whether the loop's try committed."""
+def test_a_commit_over_a_broken_connection_is_written_once(url: str) -> None:
+    """The pooled connection's backend ended (a database restarted, a proxy cut it): the commit
+    is retried on a fresh connection, once, after looking whether the first try committed."""
     owner, other = PostgresWorld(url), PostgresWorld(url)
-    sent = _threads_of(owner, "_send_batch")
     try:
         rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
         start = len(owner.load(rid).records)
         lease = owner.acquire(rid)
-        broken = owner._pool_now().getconn()
+        pool = owner._pool_now()
+        broken = pool.getconn()
         _sql("SELECT pg_terminate_backend(%s)", broken.info.backend_pid)
-        owner._idle_connection = lambda: broken  # type: ignore[method-assign]
-
-        async def effect() -> bool:
-            _pending(owner, rid, 3)
-            return await owner.before_effect_on_loop()
-
-        assert asyncio.run(effect()) is True
-        assert len(sent) == 1 and sent[0] != "MainThread"
+        pool.putconn(broken)
+        _pending(owner, rid, 3)
+        owner.before_effect()
         assert [rec["n"] for _, rec in other.load(rid).records[start:]] == [0, 1, 2]
         lease.release()
     finally:
@@ -788,25 +781,26 @@ def test_a_connection_broken_under_the_loop_writes_the_batch_once_off_it(url: st
         other.close()
 
 
-def test_a_cancelled_effect_on_the_loop_waits_for_its_batch(url: str) -> None:
-    """Cancelled while its batch is in flight: the cancellation goes through once the answer
+def test_a_cancelled_effect_waits_for_its_commit(url: str) -> None:
+    """Cancelled while its commit is in flight: the cancellation goes through once the answer
     came (the batch is written, the family's next write goes on after it)."""
     owner, other = PostgresWorld(url), PostgresWorld(url)
     try:
-        rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+        engine = Engine(owner, {"steps": _steps})
+        rid = asyncio.run(engine.start("steps", 1))
         start = len(owner.load(rid).records)
         lease = owner.acquire(rid)
 
         async def main() -> None:
             _pending(owner, rid, 2)
-            effect = asyncio.ensure_future(owner.before_effect_on_loop())
+            effect = asyncio.ensure_future(engine.before_effect(observed=True))
             await asyncio.sleep(0)  # (sent: waiting for the answer)
             effect.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await effect
             assert len(other.load(rid).records) == start + 2  # written before it went
             _pending(owner, rid, 1)
-            assert await owner.before_effect_on_loop() is True
+            await engine.before_effect(observed=True)
 
         asyncio.run(main())
         assert len(other.load(rid).records) == start + 3
@@ -816,10 +810,11 @@ def test_a_cancelled_effect_on_the_loop_waits_for_its_batch(url: str) -> None:
         other.close()
 
 
-def test_a_fenced_worker_is_refused_on_the_loop_too(url: str) -> None:
+def test_a_fenced_worker_s_effect_is_refused(url: str) -> None:
     first, second = PostgresWorld(url), PostgresWorld(url)
     try:
-        rid = asyncio.run(Engine(first, {"steps": _steps}).start("steps", 1))
+        engine = Engine(first, {"steps": _steps})
+        rid = asyncio.run(engine.start("steps", 1))
         stale = first.acquire(rid)
         _halt_listener(first)
         taken = second.acquire(rid, wait=5)
@@ -827,7 +822,7 @@ def test_a_fenced_worker_is_refused_on_the_loop_too(url: str) -> None:
         async def late() -> None:
             _pending(first, rid, 1)
             with pytest.raises(OwnershipError, match="taken over"):
-                await first.before_effect_on_loop()
+                await engine.before_effect(observed=True)
 
         asyncio.run(late())
         assert all(rec.get("t") != "mark" for _, rec in second.load(rid).records)
@@ -838,15 +833,12 @@ def test_a_fenced_worker_is_refused_on_the_loop_too(url: str) -> None:
         second.close()
 
 
-def test_an_unobserved_effect_waits_from_its_own_start(
-    url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_unobserved_effect_waits_from_its_own_start(url: str) -> None:
     """Two quick model calls in a row: the second's batch is not written at the time the
     first asked for (that batch went with the first call's next effect)."""
-    monkeypatch.setattr(postgres, "EFFECT_WAIT", 1.0)
-    monkeypatch.setattr(postgres, "BATCH_WAIT", 10.0)
     owner = PostgresWorld(url)
-    batches = _threads_of(owner, "_write_batch", after=True)
+    owner._commits.wait = 1.0
+    batches = _threads_of(owner, "_send_batch", after=True)
     try:
         rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
         mark = [_codec.encode({"t": "mark", "run": rid})]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,14 +23,14 @@ from ..._presence import Member
 from ..._signals import Signals
 from ..._store import Store
 from . import schema as _pg_schema
-from .sql import _LOOP_BATCH, _configure, _reason, _server_of
 from .sql import SQL as _SQL
+from .sql import _configure, _reason, _server_of
 from .urls import _target
 from .urls import redact_url as redact
 
 if TYPE_CHECKING:
-    from .batches import _PgLease
-    from .threads import _Flusher, _Listener
+    from .listener import _Listener
+    from .owners import _PgLease
 
 T = TypeVar("T")
 
@@ -48,7 +47,8 @@ _MEMBERS = """
 
 
 class Connected(Store):
-    """A `PostgresWorld`'s state and connections (the layers above: `Batching`, `PostgresWorld`)."""
+    """A `PostgresWorld`'s state and connections (the layers above: `Owners`, `Streams`,
+    `PostgresWorld`)."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         """Open (creating or migrating it unless `create` is False) the world at `url`,
@@ -63,9 +63,6 @@ class Connected(Store):
         s = f'"{self._target.schema}"'
         lease = self._target.lease
         self._sql = {name: text.format(s=s, lease=lease) for name, text in _SQL.items()}
-        self._loop_sql = _LOOP_BATCH.format(s=s).encode()
-        # Pooled connections `_LOOP_NAME` is prepared on (`before_effect_on_loop`).
-        self._prepared: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
         self._channel = f"eve_{self._target.schema}"[:63]
         self._me = secrets.token_hex(8)  # this world object, as a lease owner
         self._alive_key = secrets.randbits(62)  # its advisory lock while its listener runs
@@ -93,7 +90,6 @@ class Connected(Store):
         self._offset = 0.0  # the database's clock less this process's (`clock_offset`)
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._listener: _Listener | None = None
-        self._flusher: _Flusher | None = None
         self._exists = True  # while it migrates: a migration step reads streams through it
         try:
             with psycopg.connect(self._target.conninfo, autocommit=True, connect_timeout=5) as c:

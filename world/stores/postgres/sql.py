@@ -134,13 +134,6 @@ def _reason(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-# `write_batch` as the loop sends it over libpq: the scalars as text, the arrays in binary.
-_LOOP_BATCH = "SELECT {s}.write_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
-_LOOP_NAME = b"eve_write_batch"  # (psycopg names its own `_pg3_<n>`)
-# text, bigint, bigint, bytea[], text[], integer[], text[], text[], bigint[], bytea[], text, bigint
-_LOOP_TYPES = [25, 20, 20, 1001, 1009, 1007, 1009, 1009, 1016, 1001, 25, 20]
-_LOOP_FORMATS = [0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0]
-
 # Statements, `{s}` the quoted schema. Each is one transaction (autocommit).
 # An owner is alive while its liveness lock is held, and taken for alive for a lease's time
 # after the server started (a restart frees every lock: its owners take theirs again as soon

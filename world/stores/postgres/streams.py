@@ -1,12 +1,11 @@
-"""A `PostgresWorld`'s streams: appends (an owner's batched in its lease, others' written at
-once), reads, digests, live tails and the listener that wakes them."""
+"""A `PostgresWorld`'s streams: appends (an owner's kept in its lease for its family's commit,
+others' written at once), reads, digests, live tails and the listener that wakes them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import threading
-import time
 import zlib
 from collections.abc import AsyncIterator, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -27,8 +26,8 @@ from ..._world import (
     check_run_id,
     root_of,
 )
-from .batches import Batching, _PgLease
-from .threads import _Listener
+from .listener import _Listener
+from .owners import Owners, _PgLease
 
 if TYPE_CHECKING:
     from .world import PostgresWorld
@@ -40,8 +39,8 @@ TAIL_LOOK = 5.0
 DIGESTS_KEPT = 4096  # streams whose last digest this object keeps (`stream_digest`)
 
 
-class Streams(Batching):
-    """Stream calls and wake-ups (the layer below: `Batching`; above: `PostgresWorld`)."""
+class Streams(Owners):
+    """Stream calls and wake-ups (the layer below: `Owners`; above: `PostgresWorld`)."""
 
     @staticmethod
     def _decoded(pos: int, body: Any, what: str, *, record: bool = True) -> Any:
@@ -78,19 +77,18 @@ class Streams(Batching):
         if lease is None:
             return self._append_unowned(name, root, data)
         self._held(lease.root)
-        with self._lock:  # the index is given out now; the item is written in a batch
+        with self._lock:  # the index is given out now; the item is written by a commit
             index = lease.lengths.get(name, 0)
             lease.lengths[name] = index + 1
             lease.pending.append((name, index, data))
             self._appends += 1
             lease.last_mark = self._appends
-            first_entry = lease.since is None
-            if first_entry:
-                lease.since = time.monotonic()
-        if asyncio._get_running_loop() is None:
-            self._flush(lease)  # not on a loop (a caller that goes on at once): written now
-        elif first_entry:
-            self._flusher_now().soon()
+        self._commits.pending(lease.root)
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            self._commits.commit()  # not on a loop (a caller that goes on at once): now
+        else:
+            self._commits.commit_soon(loop)  # readable within `EFFECT_WAIT` at the latest
         return index
 
     def _append_unowned(self, name: str, root: str | None, data: bytes) -> int:
@@ -116,7 +114,7 @@ class Streams(Batching):
 
         with self._lock:
             self._appends += 1
-        self._settle()
+        self._commits.commit()
         index = self._call(go)
         if index is None:
             raise OwnershipError(
@@ -130,12 +128,12 @@ class Streams(Batching):
             raise OwnershipError(self._lost_message(root))
 
     def _settled(self, name: str) -> _PgLease | None:
-        """The lease of the family of stream `name` if this object holds it, its batch
-        written first (a read sees what this object appended)."""
+        """The lease of the family of stream `name` if this object holds it, what it has
+        pending committed first (a read sees what this object appended)."""
         root = _stream_root(name)
         lease = self._leases.get(root) if root is not None else None
-        if lease is not None and (lease.pending or lease.records or lease.flushing.locked()):
-            self._flush(lease)
+        if lease is not None:
+            self._commits.commit()
         return lease
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
@@ -167,8 +165,8 @@ class Streams(Batching):
     def stream_versions(self, names: Sequence[str]) -> list[Hashable]:
         # The row's length and version (xmin): every append updates the row, and a stream
         # removed and made again is another row.
-        self._flush_all()  # a token taken before this object's batches are written would
-        # stand for less than they hold
+        self._commits.commit()  # a token taken before what this object appended is written
+        # would stand for less than it holds
         rows = self._all("stream_versions", {"names": list(names)}) if names else []
         found = {str(name): (int(length), str(xmin)) for name, length, xmin in rows}
         return [found.get(name) for name in names]

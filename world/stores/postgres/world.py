@@ -6,8 +6,9 @@ call either happened whole or not at all; a call whose connection broke is retri
 connection, and a retried write first checks whether its first try committed (a create, an
 append and a delivery carry what identifies them), so nothing is written twice.
 
-Ordering (`batches`): an owner's records and stream items are batched and written in
-one fenced transaction each, committed synchronously.
+Ordering (`owners`): an owner's records and stream items are kept in its lease and written
+by its family's commit, one fenced transaction committed synchronously; when a family commits
+is the world core's commit queue's decision (`world._commit`).
 
 Leases: the family row holds an epoch, the owner, and the lease's expiry. `acquire` takes a
 free, expired or dead owner's lease and increments the epoch; every write of the owner (append,
@@ -27,9 +28,7 @@ per world object turns them into wake-ups of the waiting coroutines (after a los
 every waiter is woken to look again; an idle tail also looks every `TAIL_LOOK`).
 
 Connections: a `psycopg_pool` pool of at most `?pool=N` (8 by default), plus the listener's
-one, however many families are driven or parked. A step's effect on the event loop borrows an
-idle pooled connection to send its batch with the loop waiting for the socket
-(`before_effect_on_loop`: no thread hop); with none idle it goes to a thread as any call.
+one, however many families are driven or parked.
 The URL's password is never printed.
 """
 
@@ -68,7 +67,7 @@ from ..._world import (
     inbox_record,
     root_of,
 )
-from .batches import _PgLease
+from .owners import _PgLease
 from .rows import delivery_check, record_row
 from .streams import Streams, _stream_root
 
@@ -100,7 +99,7 @@ class PostgresWorld(Streams):
         token = secrets.token_hex(8)
         params = {**_record_columns(root, bodies), "root": root, "next": len(bodies) + 1,
                   "token": token}  # fmt: skip
-        self._settle()
+        self._commits.commit()
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> bool:
             row = conn.execute(self._sql["create"], params).fetchone()
@@ -132,7 +131,7 @@ class PostgresWorld(Streams):
         self._writable()
         for source, _ in streams.values():  # this object's items of them are copied too
             self._settled(source)
-        self._settle()
+        self._commits.commit()
         token = secrets.token_hex(8)
         names = list(streams)
         params = {
@@ -190,9 +189,8 @@ class PostgresWorld(Streams):
     def family_usage(self, root: str, *, streams: Sequence[str] | None = None) -> FamilyUsage:
         check_run_id(root)
         names = None if streams is None else list(streams)
-        lease = self._leases.get(root)
-        if lease is not None and not lease.lost:
-            self._flush(lease)
+        if root in self._leases:
+            self._commits.commit()
         row = self._one("usage", {"root": root, "names": names})
         if row is None:
             return FamilyUsage(0, 0.0)
@@ -222,7 +220,7 @@ class PostgresWorld(Streams):
 
         if repair:
             self._writable()
-        self._flush_all()
+        self._commits.commit()
         return (verify.repair if repair else verify.verify)(self)
 
     def remnants(self) -> list[str]:
@@ -259,8 +257,8 @@ class PostgresWorld(Streams):
 
     def load(self, root: str, start: int = 0) -> FamilyLog:
         lease = self._leases.get(root)
-        if lease is not None and not lease.lost:
-            self._flush(lease)  # what this owner appended is read back
+        if lease is not None:
+            self._commits.commit()  # what this owner appended is read back
         rows = self._all("load", {"root": root, "start": max(start, 1)}) if start > 0 else []
         if not rows or rows[0][0] != start:
             start = 0
@@ -294,7 +292,7 @@ class PostgresWorld(Streams):
         lease = self._leases.get(root)
         if lease is not None:
             self._held(root)
-            self._flush(lease)  # the items before the head are seen with it
+            self._commits.commit()  # the records and items before the head are seen with it
             params = {"root": root, "head": data, "epoch": lease.epoch, "due": due, "mark": mark}
 
             def owned(conn: psycopg.Connection[Any], _: int) -> None:
@@ -314,7 +312,7 @@ class PostgresWorld(Streams):
 
         self._writable()
         self._check_not_lost(root)
-        self._settle()
+        self._commits.commit()
         self._call(unowned)
 
     # -- inbox -------------------------------------------------------------------------------
@@ -334,7 +332,7 @@ class PostgresWorld(Streams):
             return None if row is None else int(row[0])
 
         fault = self._write_fault()
-        self._settle()  # (a reader may see the delivery: what this object appended first)
+        self._commits.commit()  # (a reader may see the delivery: what this object appended first)
         try:
             item_id = self._call(go)
         finally:
@@ -415,7 +413,7 @@ class PostgresWorld(Streams):
         if known is not None:
             return known
         params = {"token": token, "run": run_id, "root": root_of(run_id)}
-        self._settle()
+        self._commits.commit()
 
         def go(conn: psycopg.Connection[Any], _: int) -> str:
             row = conn.execute(self._sql["claim_hook"], params).fetchone()
@@ -453,7 +451,7 @@ class PostgresWorld(Streams):
             if lease is not None:
                 lease.hooks.pop(token, None)
         if self._exists:
-            self._settle()
+            self._commits.commit()
             self._call(
                 lambda conn, _: conn.execute(
                     self._sql["release_hook"], {"token": token, "run": run_id}
@@ -494,7 +492,7 @@ class PostgresWorld(Streams):
     def _release(self, lease: _PgLease) -> None:
         try:
             if not lease.lost and lease.failure is None:
-                self._flush(lease)  # while the lease fences them
+                self._commits.commit()  # while the lease fences them
         finally:
             with self._lock:
                 if self._leases.get(lease.root) is lease:
@@ -540,16 +538,13 @@ class PostgresWorld(Streams):
     # -- streams -----------------------------------------------------------------------------
     def close(self) -> None:
         with contextlib.suppress(WorldError):
-            self._flush_all()
+            self._commits.commit()
         with self._tails_lock:
             if self._tails and self._pool is not None:  # its tails end with it
                 self._tails.clear()
                 params = {"key": self._alive_key}
                 with contextlib.suppress(WorldError):
                     self._call(lambda conn, _: conn.execute(self._sql["tails_off"], params))
-        flusher, self._flusher = self._flusher, None
-        if flusher is not None:
-            flusher.halt()
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.halt(self._wake_listener)
