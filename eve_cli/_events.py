@@ -7,7 +7,7 @@ not know (an event written by a later eve), and none of these types is checked a
 
 from __future__ import annotations
 
-from typing import Any, Literal, Required, TypedDict
+from typing import Any, Literal, NotRequired, Required, TypedDict
 
 EventType = Literal[
     "session.started",
@@ -50,13 +50,14 @@ class ActionRequest(TypedDict):
     callId: str
     name: str
     arguments: Any
+    providerExecuted: NotRequired[bool]  # a tool the provider ran itself (web search, ...)
 
 
-class Event(TypedDict, total=False):
-    """Any event: the scope every event carries, then the data fields of each type."""
+class EventData(TypedDict, total=False):
+    """The fields of an event but its ``type``: the scope every event carries, then the data
+    fields of each type (what a producer hands ``emit``)."""
 
     # -- every event
-    type: Required[str]
     index: int
     sessionId: str
     at: Any  # ISO time as read; ms since the session's creation inside the writer's fold
@@ -82,6 +83,7 @@ class Event(TypedDict, total=False):
     role: str
     text: str
     delta: str
+    cancelled: bool  # message.completed: what a cancelled model call had streamed
     disposition: str  # message.received: started | steered
     deliveryId: int  # message.received / message.queued: the delivery the turn took
     # -- actions.requested / action.result
@@ -113,7 +115,8 @@ class Event(TypedDict, total=False):
     # -- input.requested / input.resolved
     requestId: str
     kind: str
-    tool: str
+    tool: str  # also action.result of an MCP server's tool (``server``, ``tool``)
+    server: str
     arguments: Any
     question: str
     options: list[str] | None
@@ -131,7 +134,7 @@ class Event(TypedDict, total=False):
     outcome: str
     result: str
     # -- compaction.*
-    estimatedTokens: int
+    estimatedTokens: int | None  # None: asked for (``forced``)
     threshold: int
     forced: bool
     keptHistory: bool
@@ -144,6 +147,17 @@ class Event(TypedDict, total=False):
     taskId: str
     childSessionId: str
     stream: str
+    # -- as stored, for eve's own readers: the history item holding a message's text (``_h``,
+    # `execution._stored_events.REF`; readers see ``text``), and where `eve fork` can cut at
+    # a checkpoint event (``ck``: the journal position and the history length)
+    _h: int
+    ck: list[int]
 
 
-__all__ = ["ActionRequest", "Event", "EventType"]
+class Event(EventData, total=False):
+    """Any event: its type, then the fields of :class:`EventData`."""
+
+    type: Required[str]
+
+
+__all__ = ["ActionRequest", "Event", "EventData", "EventType"]

@@ -14,8 +14,9 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from eve_cli._events import Event
 from eve_cli._session import events_stream, history_stream, migrate
 from eve_cli.execution import REF, unpack
 from world import CorruptJournalError, JournalRecord, LostItem, WorldError, stream_family
@@ -25,6 +26,16 @@ if TYPE_CHECKING:
 
 _CHUNK = 256
 _QUOTE = 40  # characters of a turn's message quoted
+
+
+class LossRecord(TypedDict):
+    """A loss as ``eve doctor --json`` shows it."""
+
+    sessionId: str
+    turn: int | None
+    message: str | None
+    step: int | None
+    what: str
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,7 @@ class Loss:
             where += f", step {self.step}"
         return f"{where}: {self.what}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> LossRecord:
         return {
             "sessionId": self.session,
             "turn": self.turn,
@@ -102,7 +113,7 @@ class _Placer:
     """Makes a `Loss` of a session, quoting its turn's message."""
 
     session: str
-    events: dict[int, dict[str, Any]]  # the readable stored events, by index
+    events: dict[int, Event]  # the readable stored events, by index
     history: dict[int, Any]  # the readable history items, by index
 
     def __call__(self, what: str, turn: int | None, step: int | None = None) -> Loss:
@@ -178,7 +189,7 @@ def _turns(sid: str, journal: list[tuple[int, JournalRecord]]) -> Callable[[int]
 
 
 def _scope(
-    events: dict[int, dict[str, Any]], index: int, *, exact: bool = False
+    events: dict[int, Event], index: int, *, exact: bool = False
 ) -> tuple[int | None, int | None]:
     """The turn and step of the event at ``index`` (``exact``), else of the readable event
     nearest before it (or after it, when none is before)."""

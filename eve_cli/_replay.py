@@ -29,11 +29,12 @@ import tempfile
 from collections.abc import Iterable
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from eve_cli._agent_api import ToolContext, always, never
 from eve_cli._cassette import Call, Cassette, Turn, recording
 from eve_cli._events import Event
+from eve_cli._json import JSONObject
 from eve_cli._loader import AgentDefinition
 from eve_cli._tools import InvalidArguments, Tool, ToolResult
 from eve_cli.mcp import server_of
@@ -42,12 +43,22 @@ from eve_cli.models import context_window_for
 NOT_RECORDED = "(replay) this call was not recorded, so nothing ran"
 
 _POLICY_DENIED = "The approval policy denied this call."
-_TASK = {
+_TASK: JSONObject = {
     "type": "object",
     "properties": {"task": {"type": "string"}},
     "required": ["task"],
     "additionalProperties": False,
 }
+
+
+class DivergenceRecord(TypedDict):
+    """A divergence as ``eve replay --json`` shows it."""
+
+    kind: str
+    turn: int
+    step: int | None
+    call: str | None
+    message: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +71,14 @@ class Divergence:
     call: str | None  # the call id, when it is about a call
     message: str  # one line a person reads
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def as_dict(self) -> DivergenceRecord:
+        return {
+            "kind": self.kind,
+            "turn": self.turn,
+            "step": self.step,
+            "call": self.call,
+            "message": self.message,
+        }
 
 
 @dataclasses.dataclass
@@ -120,7 +137,7 @@ class RecordedTool(Tool):
 
     async def execute(
         self,
-        arguments: dict[str, Any] | None,
+        arguments: JSONObject | None,
         ctx: ToolContext,
         *,
         wait: float = 0.0,

@@ -18,7 +18,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, NotRequired, Required, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Required, TypedDict, cast
+
+from eve_cli._events import EventData
+from eve_cli._json import JSONObject
 
 if TYPE_CHECKING:
     from eve_cli._schedules import ScheduleMark
@@ -64,6 +67,47 @@ class Resolution(TypedDict, total=False):
     result: str
 
 
+class InputResponse(TypedDict, total=False):
+    """An answer to a pending request as delivered (``Runtime.respond``): its request's id
+    and what the answer says (as :class:`Resolution` names it)."""
+
+    requestId: Required[str]
+    answer: str
+    approved: bool
+    always: bool
+    outcome: str
+    result: str
+
+
+class Delivered(TypedDict, total=False):
+    """A delivery to a session's hook as the harness reads it (``harness.expand_delivery``):
+    ``kind`` message (``text``, ``policy`` steer | queue, ``outputSchema`` of the answer to
+    the turn it starts), responses (``responses``), cancel, or a session operation (clear,
+    compact, reset, move: to ``agent``, in ``agentDir``). ``b``: who sent it (SPEC §18);
+    ``d``: a message's delivery id; ``e``: what the session driver took with a message."""
+
+    kind: str
+    text: str
+    policy: str
+    outputSchema: JSONObject
+    responses: list[InputResponse]
+    agent: str
+    agentDir: str | None
+    b: dict[str, str]
+    d: int
+    e: list[Delivered]
+
+
+class CompactMessage(TypedDict, total=False):
+    """How a user message is delivered, and kept once in the session's inbox: its text
+    (``m``), policy (``p``, when not steer), answer schema (``o``) and sender (``b``)."""
+
+    m: Required[str]
+    p: str
+    o: JSONObject
+    b: dict[str, str]
+
+
 class PendingRequest(TypedDict, total=False):
     """An input request a turn waits on, as the snapshot keeps it (the ``input.requested``
     event carries the same fields but ``step``)."""
@@ -81,6 +125,58 @@ class PendingRequest(TypedDict, total=False):
     step: int
     attempt: int  # outcome: the run of the call that was interrupted (1: the first)
     resolution: Resolution  # set when answered; acted on at the next step
+
+
+# What a pending request keeps that its ``input.requested`` event does not carry.
+_SNAPSHOT_ONLY = frozenset({"step", "grant", "attempt", "resolution"})
+
+
+def requested_event(request: PendingRequest) -> EventData:
+    """The data of ``request``'s ``input.requested`` event: its fields, in order, but those
+    only the snapshot keeps."""
+    # Every other field of PendingRequest is one of EventData's, of the same type: a filter
+    # over keys mypy cannot follow.
+    return cast(EventData, {k: v for k, v in request.items() if k not in _SNAPSHOT_ONLY})
+
+
+class SnapshotData(TypedDict, total=False):
+    """A snapshot as stored (:meth:`Snapshot.to_data`): version ``v``, then each field that
+    differs from its base under its code (:data:`CODES`; ``changes_since`` gives the same
+    form without ``v``)."""
+
+    v: int
+    id: str
+    k: str | None  # token
+    a: str | None  # agent_dir
+    an: str | None  # agent_name
+    m: str | None  # model
+    o: str  # mode
+    c: float  # created_at
+    g: int  # gen
+    t: int  # turns
+    s: int  # steps
+    n: int  # model_calls
+    x: int  # tokens
+    xa: int  # token_allowance
+    ta: float  # time_allowance
+    co: float  # cost
+    ca: float  # cost_allowance
+    xt: int  # turn_tokens
+    ct: float  # turn_cost
+    rp: int  # repairs
+    os: JSONObject | None  # turn_schema
+    hs: int  # history_start
+    hl: int  # history_len
+    sa: int | None  # summary_at
+    cp: int  # compactions
+    st: JSONObject  # state
+    ap: list[str]  # approved_tools
+    p: list[PendingRequest]  # pending
+    q: list[Delivered]  # queued
+    tk: str | None  # task
+    pa: str | None  # parent
+    ck: str | None  # cancel_token
+    e: str | None  # ended
 
 
 @dataclass
@@ -107,22 +203,22 @@ class Snapshot:
     turn_tokens: int = 0  # ``tokens`` when this turn began (or was let go past its budget)
     turn_cost: float = 0.0  # ``cost`` likewise
     repairs: int = 0  # this turn's answers sent back for not matching the output schema
-    turn_schema: dict[str, Any] | None = None  # the output schema its message came with
+    turn_schema: JSONObject | None = None  # the output schema its message came with
     history_start: int = 0
     history_len: int = 0
     summary_at: int | None = None  # history index of the current summary item
     compactions: int = 0
-    state: dict[str, Any] = field(default_factory=dict)
+    state: JSONObject = field(default_factory=dict)
     approved_tools: list[str] = field(default_factory=list)
     pending: list[PendingRequest] = field(default_factory=list)
-    queued: list[dict[str, Any]] = field(default_factory=list)
+    queued: list[Delivered] = field(default_factory=list)
     task: str | None = None  # the task of a task-mode (sub-agent) session
     parent: str | None = None  # parent session id of a sub-agent session
     # A sub-agent session watches its root session's hook for cancel at step boundaries.
     cancel_token: str | None = None
     ended: str | None = None  # completed | failed | cancelled, for task sessions
 
-    def to_data(self, base: Snapshot | None = None) -> dict[str, Any]:
+    def to_data(self, base: Snapshot | None = None) -> SnapshotData:
         """Plain data; fields equal to ``base`` (default: at their default) are left out (the
         snapshot is journaled at every turn boundary, so its size is paid per turn), and so
         is ``id``: the run that reads the snapshot knows it (the session's run id, or its
@@ -134,16 +230,14 @@ class Snapshot:
             if k != "id" and v != against.get(k, _MISSING)
         }
         data["v"] = SNAPSHOT_VERSION
-        return data
+        return _as_data(data)
 
     @classmethod
-    def from_data(
-        cls, data: dict[str, Any], id: str = "", base: Snapshot | None = None
-    ) -> Snapshot:
+    def from_data(cls, data: SnapshotData, id: str = "", base: Snapshot | None = None) -> Snapshot:
         """Read a snapshot; ``id`` when the data has none; ``base``: what :meth:`to_data` was
         given."""
-        data = migrate({k: _copied(v) for k, v in data.items()})  # never alias recorded input
-        values = {k: v for k, v in data.items() if k in _KNOWN}
+        named = migrate({k: _copied(v) for k, v in data.items()})  # never alias recorded input
+        values = {k: v for k, v in named.items() if k in _KNOWN}
         if base is not None:
             kept = {k: v for k, v in base._values(copy=True).items() if k != "id"}
             values = {**kept, **values}
@@ -166,13 +260,13 @@ class Snapshot:
             }
         )
 
-    def changes_since(self, before: Snapshot) -> dict[str, Any]:
+    def changes_since(self, before: Snapshot) -> SnapshotData:
         """The fields that differ from ``before`` (what a turn returns instead of the whole
         snapshot: the driver already has ``before``)."""
         old, new = before._values(copy=False), self._values(copy=False)
-        return {CODES[k]: _copied(v) for k, v in new.items() if old[k] != v and k != "id"}
+        return _as_data({CODES[k]: _copied(v) for k, v in new.items() if old[k] != v and k != "id"})
 
-    def patched(self, changes: dict[str, Any]) -> Snapshot:
+    def patched(self, changes: SnapshotData) -> Snapshot:
         """A copy with ``changes`` (from :meth:`changes_since`) applied."""
         data = self._values(copy=True)
         data.update({NAMES[k]: copy.deepcopy(v) for k, v in changes.items() if k in NAMES})
@@ -192,6 +286,12 @@ CODES = {
     "parent": "pa", "cancel_token": "ck", "ended": "e", "agent_name": "an",
 }  # fmt: skip
 NAMES = {code: name for name, code in CODES.items()}
+
+
+def _as_data(coded: dict[str, Any]) -> SnapshotData:
+    # Each field's value under its code: SnapshotData declares the same type for each code as
+    # Snapshot for its field, a correspondence (CODES) mypy cannot follow.
+    return cast(SnapshotData, coded)
 
 
 _MISSING = object()

@@ -11,9 +11,10 @@ import json
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 from eve_cli._agent_api import ApprovalPolicy, Effects, ToolContext, ToolFunction, never
+from eve_cli._json import JSONObject, JSONValue
 from eve_cli._tool_threads import run_sync
 from eve_cli.models import ToolSpec
 
@@ -29,6 +30,26 @@ class InvalidArguments(ValueError):
     """The model's arguments do not match the tool's signature."""
 
 
+class ResultPart(TypedDict, total=False):
+    """A part of an MCP call's result that is not text: an image or audio (``mimeType``), or
+    a resource (``uri``); ``data``: its bytes."""
+
+    type: str  # image | audio | resource
+    mimeType: str
+    uri: str
+    data: bytes
+
+
+class ToolExtra(TypedDict, total=False):
+    """What else a call's result keeps besides its text (an MCP call's): the server and tool
+    that ran it, the parts that are not text, its structured content."""
+
+    server: Required[str]
+    tool: Required[str]
+    parts: list[ResultPart]
+    structured: JSONValue
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What the model sees for one call: ``content`` text, ``is_error`` flag; ``extra``: what
@@ -36,7 +57,7 @@ class ToolResult:
 
     content: str
     is_error: bool = False
-    extra: dict[str, Any] | None = None
+    extra: ToolExtra | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +66,7 @@ class Tool:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JSONObject
     approval: ApprovalPolicy
     fn: Callable[..., Any] | None
     args_model: type[pydantic.BaseModel] | None
@@ -59,7 +80,7 @@ class Tool:
         """What the model is told of it: made once (asked at every model call)."""
         return ToolSpec(self.name, self.description, self.parameters)
 
-    def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    def validate(self, arguments: JSONObject | None) -> dict[str, Any]:
         """Checked keyword arguments, or :class:`InvalidArguments` saying what is wrong."""
         if arguments is None or not isinstance(arguments, dict):
             raise InvalidArguments(f"arguments must be a JSON object, got {arguments!r}")
@@ -75,7 +96,7 @@ class Tool:
 
     async def execute(
         self,
-        arguments: dict[str, Any] | None,
+        arguments: JSONObject | None,
         ctx: ToolContext,
         *,
         wait: float = 0.0,

@@ -36,6 +36,7 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
+from eve_cli._events import Event
 from eve_cli._keys import Key
 from eve_cli._tracing import _TRUE, CONTENT_ENV, TurnInfo, span_id, trace_id
 from eve_cli._tracing._export import Delivery
@@ -160,7 +161,7 @@ class TurnTrace:
 
     # -- events -----------------------------------------------------------------------
 
-    def event(self, kind: str, key: Key, event: dict[str, Any], fresh: bool) -> None:
+    def event(self, kind: str, key: Key, event: Event, fresh: bool) -> None:
         """The host wrote ``event`` under ``key`` (``fresh``: stored just now; else a
         replay of one stored earlier, maybe by another process)."""
         at = time.time() if fresh else None

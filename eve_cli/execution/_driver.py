@@ -9,22 +9,31 @@ session's age. A task session (a sub-agent, or ``mode="task"``) runs one turn an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from eve_cli._events import EventData
 from eve_cli._keys import SESSION_END, SESSION_START, generation, turn
-from eve_cli._session import Snapshot, session_base
+from eve_cli._session import Delivered, Snapshot, SnapshotData, session_base
 from eve_cli.execution._host import SessionHost
 from eve_cli.execution._stored_events import started_event
-from eve_cli.execution._workflows import TURN_WORKFLOW
+from eve_cli.execution._workflows import (
+    TURN_WORKFLOW,
+    SessionResult,
+    TurnInput,
+    TurnResult,
+    TurnStart,
+)
 from eve_cli.harness import compact, with_ids
+from eve_cli.models import Message
 from world import STORAGE_ERRORS, HookConflictError, HookHandle, WorkflowContext
 
 if TYPE_CHECKING:
     from eve_cli.execution._executor import Executor
 
 
-async def session_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+async def session_workflow(
+    executor: Executor, ctx: WorkflowContext, data: SnapshotData
+) -> SessionResult | None:
     snap = Snapshot.from_data(data, ctx.run_id, session_base(ctx.meta))
     origin = snap.copy()  # as this generation began: its turn's input leaves out the same
     # Loaded when first needed: the driver's replays at every turn mostly do not need it.
@@ -65,7 +74,7 @@ async def _open_hook(host: SessionHost, ctx: WorkflowContext) -> HookHandle | No
 
 async def _next_delivery(
     host: SessionHost, ctx: WorkflowContext, hook: HookHandle | None
-) -> dict[str, Any] | None:
+) -> Delivered | None:
     """What this generation does: a task's message, a queued delivery, else the next one
     from the hook (parked on it); None when there is nothing to wait for."""
     snap = host.snap
@@ -75,11 +84,11 @@ async def _next_delivery(
         return snap.queued.pop(0)
     if hook is None:
         return None
-    counts: dict[str, Any] = {"turns": snap.turns, "steps": snap.steps}
-    if snap.token != ctx.meta.get("token"):  # else the reader has it from the meta
-        counts = {"continuationToken": snap.token, **counts}
+    counts: EventData = {"turns": snap.turns, "steps": snap.steps}
+    if snap.token is not None and snap.token != ctx.meta.get("token"):  # else it is the meta's
+        counts = {"continuationToken": snap.token, "turns": snap.turns, "steps": snap.steps}
     host.emit("session.waiting", counts, generation(snap.gen).waiting)
-    payload: dict[str, Any] = with_ids([await hook.receive()], hook.taken_ids)[0]
+    payload = with_ids([await hook.receive()], hook.taken_ids)[0]
     if payload.get("kind") != "message":
         return payload
     # What else waits (an empty look records nothing). A move delivered after the message
@@ -97,30 +106,30 @@ async def _next_delivery(
 
 
 async def _run_turn(
-    host: SessionHost, ctx: WorkflowContext, payload: dict[str, Any], origin: Snapshot
-) -> dict[str, Any]:
+    host: SessionHost, ctx: WorkflowContext, payload: Delivered, origin: Snapshot
+) -> TurnResult:
     """The result of the turn a delivered message starts (a child run)."""
     snap = host.snap
     try:
         start = take_message(host, payload)
-        turn = {"snap": snap.to_data(origin), "start": start}
-        result: dict[str, Any] = await ctx.run_child(TURN_WORKFLOW, turn)
+        turn: TurnInput = {"snap": snap.to_data(origin), "start": start}
+        result: TurnResult = await ctx.run_child(TURN_WORKFLOW, turn)
     except STORAGE_ERRORS:
         raise  # the store's, not the turn's: the drive stops, the turn resumes later
     except Exception as exc:
-        failed = {"error": f"{type(exc).__name__}: {exc}"}
+        failed: EventData = {"error": f"{type(exc).__name__}: {exc}"}
         host.emit("turn.failed", failed, generation(snap.gen).turn_failed)
         result = {"outcome": "failed", "error": str(exc)}
     return result
 
 
-async def _operate(host: SessionHost, payload: Mapping[str, Any]) -> None:
+async def _operate(host: SessionHost, payload: Delivered) -> None:
     """A session operation between turns: ``clear``, ``reset``, ``compact`` or ``move`` (its
     ``b``: who asked, kept in its event)."""
     snap = host.snap
     keys = generation(snap.gen)
     kind, by = payload.get("kind"), payload.get("b")
-    who = {"by": by} if isinstance(by, dict) else {}
+    who: EventData = {"by": by} if isinstance(by, dict) else {}
     if kind == "clear":
         _clear(snap)
         host.emit("context.cleared", who, keys.cleared)
@@ -132,21 +141,21 @@ async def _operate(host: SessionHost, payload: Mapping[str, Any]) -> None:
         host.emit("context.cleared", {"reset": True, **who}, keys.cleared)
     elif kind == "compact":
         await compact(host, keys.compaction, None, estimate=None, force=True)
-    elif kind == "move" and isinstance(payload.get("agent"), str):
-        moved = {"agent": payload["agent"], "previous": snap.agent_name, **who}
-        snap.agent_name = payload["agent"]  # its next turns run that agent
+    elif kind == "move" and isinstance(agent := payload.get("agent"), str):
+        moved: EventData = {"agent": agent, "previous": snap.agent_name, **who}
+        snap.agent_name = agent  # its next turns run that agent
         if isinstance(payload.get("agentDir"), str):
             snap.agent_dir = payload["agentDir"]
         host.emit("session.moved", moved, keys.moved)
 
 
-def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
+def take_message(host: SessionHost, payload: Delivered) -> TurnStart:
     """The start of a turn for a delivered message: the message goes into the history stream
     here (under the key the turn would use), and the turn gets its index (``h``) and its
     delivery id (``d``) alone (earlier turns got the payload's other fields, never read)."""
     snap = host.snap
-    message = {"role": "user", "content": str(payload.get("text", ""))}
-    start: dict[str, Any] = {"h": host.append_history(message, turn(snap.turns + 1).first.user)}
+    message: Message = {"role": "user", "content": str(payload.get("text", ""))}
+    start: TurnStart = {"h": host.append_history(message, turn(snap.turns + 1).first.user)}
     if isinstance(payload.get("d"), int):
         start["d"] = payload["d"]  # its delivery id, for the message.received event
     if isinstance(payload.get("b"), dict):
@@ -158,7 +167,7 @@ def take_message(host: SessionHost, payload: dict[str, Any]) -> dict[str, Any]:
     return start
 
 
-def turn_snapshot(before: Snapshot, result: dict[str, Any]) -> Snapshot:
+def turn_snapshot(before: Snapshot, result: TurnResult) -> Snapshot:
     """The session after a turn: its result carries the changed fields (``changes``), or
     none (it failed before changing anything)."""
     return before.patched(result.get("changes") or {})
@@ -169,9 +178,9 @@ def _clear(snap: Snapshot) -> None:
     snap.summary_at = None
 
 
-def _end_task(host: SessionHost, result: dict[str, Any]) -> dict[str, Any]:
+def _end_task(host: SessionHost, result: TurnResult) -> SessionResult:
     outcome = result["outcome"]
-    status = {"completed": "completed", "failed": "failed", "cancelled": "cancelled"}[outcome]
+    status = outcome
     if status == "completed":
         host.emit("session.completed", {"output": result.get("text", "")}, SESSION_END)
     elif status == "failed":

@@ -11,7 +11,9 @@ An event whose data already uses one of the short names is stored in form 1.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
+
+from eve_cli._events import Event
 
 # Append-only: a stored number means the type at that position forever.
 TYPES = (
@@ -33,13 +35,14 @@ _TURN_ID = re.compile(r"t([0-9]{1,9})")
 _USAGE = ("inputTokens", "outputTokens")
 
 
-def pack(event: dict[str, Any]) -> dict[str, Any]:
+def pack(event: Event) -> dict[str, Any]:
     """The stored form of ``event`` (``type``, ``at`` as epoch seconds, then its fields)."""
-    if not _NAMES.keys().isdisjoint(event):
-        return event  # form 1: a short name would be ambiguous
     stored: dict[str, Any] = {}
+    if not _NAMES.keys().isdisjoint(event):
+        stored.update(event)  # form 1: a short name would be ambiguous
+        return stored
     for key, value in event.items():
-        if key == "type":
+        if key == "type" and isinstance(value, str):
             value = TYPE_CODES.get(value, value)
         elif key == "turnId" and isinstance(value, str):
             value = _turn_number(value)
@@ -63,11 +66,13 @@ def _turn_number(turn_id: str) -> int | str:
     return number
 
 
-def unpack(stored: dict[str, Any]) -> dict[str, Any]:
+def unpack(stored: dict[str, Any]) -> Event:
     """The event ``stored`` holds, with its full field names (form 1 returned as is)."""
+    # Read as stored: an event is a JSON object whose fields `Event` declares (and open: one
+    # written by a later eve keeps the fields it does not know), checked by no one at run time.
     if "y" not in stored:
-        return stored
-    event: dict[str, Any] = {}
+        return cast(Event, stored)
+    event = {}
     for code, value in stored.items():
         key = _NAMES.get(code, code)
         if key == "type" and isinstance(value, int):
@@ -77,7 +82,7 @@ def unpack(stored: dict[str, Any]) -> dict[str, Any]:
         elif key == "usage" and isinstance(value, list) and len(value) == len(_USAGE):
             value = dict(zip(_USAGE, value, strict=True))
         event[key] = value
-    return event
+    return cast(Event, event)
 
 
 def exact_ints(*values: Any) -> bool:

@@ -12,13 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eve_cli._loader import AgentDefinition, AgentLoadError, load_agent, resolve_agent_dir
-from eve_cli._session import Snapshot, events_stream, history_stream
+from eve_cli._session import Snapshot, SnapshotData, events_stream, history_stream
 from eve_cli.execution._cancel import CancelSignals
 from eve_cli.execution._lost import check_window
 from eve_cli.execution._replies import resolve
 from eve_cli.execution._streams import KeyCodec, KeyedStream, strip_key
 from eve_cli.execution._view import ViewCache
-from eve_cli.execution._workflows import SESSION_WORKFLOW, TURN_WORKFLOW
+from eve_cli.execution._workflows import (
+    SESSION_WORKFLOW,
+    TURN_WORKFLOW,
+    SessionResult,
+    TurnInput,
+    TurnResult,
+)
 from world import Engine, WorkflowContext, World
 
 if TYPE_CHECKING:
@@ -86,12 +92,12 @@ class Executor:
 
     # The workflows (and the harness, models and tools behind them) are imported when a run
     # first executes: a command that only reads sessions never needs them.
-    async def _session(self, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+    async def _session(self, ctx: WorkflowContext, data: SnapshotData) -> SessionResult | None:
         from eve_cli.execution._driver import session_workflow
 
         return await session_workflow(self, ctx, data)
 
-    async def _turn(self, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+    async def _turn(self, ctx: WorkflowContext, data: TurnInput) -> TurnResult:
         from eve_cli.execution._turn import turn_workflow
 
         return await turn_workflow(self, ctx, data)

@@ -334,16 +334,15 @@ class ViewFold:
         self.view["events"] += len(events)
         return self
 
-    def take(self, event: dict[str, Any], created_ms: int) -> None:
+    def take(self, event: Event, created_ms: int) -> None:
         """Fold one event as its writer has it, not read back: full field names, ``text``
         for the text its ``_h`` refers to, ``at`` as stored (ms since the session's
         creation, ``created_ms`` since the epoch). The event becomes the fold's; its values
         are copied as a read would give them, so nothing the writer keeps is shared."""
-        for key, value in event.items():
-            if type(value) not in _PLAIN:
-                event[key] = as_read(value)
+        if any(type(value) not in _PLAIN for value in event.values()):
+            event = as_read(event)  # a copy: its plain values as they are, the others as read
         self._created_ms = created_ms
-        self._apply(cast(Event, event))
+        self._apply(event)
         self.view["events"] += 1
 
     def row(self) -> SessionRow:
@@ -544,7 +543,7 @@ class ViewFold:
             asked = self._asked.get(event.get("callId"))
             own = _span(asked, _epoch_ms(event.get("at"), self._created_ms))
         action["durationMs"] = own
-        server = cast("Mapping[str, Any]", event).get("server")
+        server = event.get("server")
         if server:
             action["server"], action["tool"] = server, event.get("tool", "")
 

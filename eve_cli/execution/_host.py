@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from eve_cli import _tracing
-from eve_cli._events import EventType
+from eve_cli._events import Event, EventData, EventType
 from eve_cli._keys import DeltaKeys, Key, Turn
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import (
     SUMMARY_ROLE,
+    Delivered,
     Snapshot,
     events_stream,
     history_stream,
@@ -40,9 +41,10 @@ from eve_cli.execution._replies import (
 from eve_cli.execution._stored_events import REF, stored_time
 from eve_cli.execution._streams import strip_key
 from eve_cli.execution._window import extend_window, window_messages
-from eve_cli.execution._workflows import SESSION_WORKFLOW
+from eve_cli.execution._workflows import SESSION_WORKFLOW, SessionResult
 from eve_cli.harness import (
     CallResult,
+    KeptReply,
     Reply,
     StoredReply,
     StreamedText,
@@ -111,8 +113,8 @@ class SessionHost:
         self._stored: dict[int, Message] = {}  # appended by store_history, not yet adopted
         self._ahead: dict[int, tuple[Any, bool]] = {}  # read_ahead's items (and resolved?)
         self._window_at: tuple[int, int, int | None] = (-1, -1, None)
-        self.deferred: list[dict[str, Any]] = []  # deliveries a sub-agent took for this turn
-        self.handed_back: list[dict[str, Any]] = []  # deliveries for the parent turn
+        self.deferred: list[Delivered] = []  # deliveries a sub-agent took for this turn
+        self.handed_back: list[Delivered] = []  # deliveries for the parent turn
         self.cancelled = False  # a cancel was taken or signalled during this turn's step
         self._watch: HookHandle | None = None  # the hook cancel_requested polls
         self._served: tuple[list[ToolSpec], str] | None = None  # MCP tools, read once a turn
@@ -129,7 +131,7 @@ class SessionHost:
     def agent(self, agent: AgentDefinition) -> None:
         self._agent = agent
 
-    def take_deferred(self) -> list[dict[str, Any]]:
+    def take_deferred(self) -> list[Delivered]:
         taken, self.deferred = self.deferred, []
         return taken
 
@@ -237,19 +239,25 @@ class SessionHost:
     def emit(
         self,
         type: EventType,
-        data: dict[str, Any],
+        data: EventData,
         key: Key,
         step: int | None = None,
         *,
         text: str | None = None,
     ) -> None:
         # stored_event(type, now, {scope..., **data}, since) built as one dict (several a step)
-        event: dict[str, Any] = {"type": type, "at": stored_time(time.time(), self._since)}
-        if self.turn_id is not None:
-            event["turnId"] = self.turn_id
-        if step is not None:
-            event["stepIndex"] = step
-        event.update(data)
+        now, turn_id = stored_time(time.time(), self._since), self.turn_id
+        event: Event
+        if turn_id is None:
+            event = (
+                {"type": type, "at": now, **data}
+                if step is None
+                else {"type": type, "at": now, "stepIndex": step, **data}
+            )
+        elif step is None:
+            event = {"type": type, "at": now, "turnId": turn_id, **data}
+        else:
+            event = {"type": type, "at": now, "turnId": turn_id, "stepIndex": step, **data}
         if type in CHECKPOINTS and "." not in self.snap.id and data.get("on") != "tasks":
             # Where `eve fork` can cut: the journal position and the history length here
             # (the event's own index is the events' cut). Only a root session's: a fork
@@ -265,11 +273,11 @@ class SessionHost:
         # none of the turn's events back.
         fold = self.executor.views.fold_at(self.snap.id, index)
         if fold is not None:
-            if REF in data:
+            if text is not None and REF in data:
                 event["text"] = text
             fold.take(event, round(self._since * 1000))
 
-    def _tell(self, type: EventType, key: Key, event: dict[str, Any], index: int | None) -> None:
+    def _tell(self, type: EventType, key: Key, event: Event, index: int | None) -> None:
         """Hand an event to the turn's trace and, stored just now (``index``), to watchers."""
         if index is not None and _observe.WATCHERS:  # stored now, not found from before
             for watch in _observe.WATCHERS:
@@ -283,14 +291,14 @@ class SessionHost:
         stored = (keys.delta_of(text) for text in self.events.keys_starting(keys.head))
         return [delta for delta in stored if delta is not None]
 
-    def emitted_event(self, key: Key) -> dict[str, Any] | None:
+    def emitted_event(self, key: Key) -> Event | None:
         index = self.events.index_of(key)
         items = (
             self.events.world.stream_read(self.events.name, index, index + 1)
             if index is not None
             else []
         )
-        return strip_key(unpack(items[0])) if items and isinstance(items[0], dict) else None
+        return unpack(strip_key(items[0])) if items and isinstance(items[0], dict) else None
 
     def emitted_index(self, key: Key) -> int | None:
         return self.events.index_of(key)
@@ -320,12 +328,10 @@ class SessionHost:
     def stored_history(self, key: Key) -> int | None:
         return self.history.index_of(key)
 
-    def keep_reply(self, reply: Reply, streamed: StreamedText) -> dict[str, Any]:
+    def keep_reply(self, reply: Reply, streamed: StreamedText) -> KeptReply:
         return journaled(reply, streamed)
 
-    def store_reply(
-        self, kept: dict[str, Any], key: Key, streamed: StreamedText
-    ) -> StoredReply | None:
+    def store_reply(self, kept: KeptReply, key: Key, streamed: StreamedText) -> StoredReply | None:
         # Stored after the step's record, not inside it: the step then has one stream to
         # make durable before its record (the events), not two.
         errors = call_errors(kept)
@@ -536,7 +542,7 @@ class SessionHost:
             call.task_waiting,
             step,
         )
-        result: dict[str, Any] = await handle.result()
+        result: SessionResult = await handle.result()
         status = result.get("status", "failed")
         self.deferred.extend(result.get("handedBack") or [])
         if status == "cancelled":
@@ -559,14 +565,14 @@ class SessionHost:
         return {"content": content, "isError": False}
 
 
-def _wakes(payload: dict[str, Any]) -> bool:
+def _wakes(payload: Delivered) -> bool:
     """Whether a delivery ends a sleep: a message for this turn (a queued one waits for the
     next turn, as the sender was told) or a cancel."""
     kind = payload.get("kind")
     return kind == "cancel" or (kind == "message" and payload.get("policy", "steer") == "steer")
 
 
-def _woken_by(payload: dict[str, Any]) -> str:
+def _woken_by(payload: Delivered) -> str:
     """What a delivery that ended a sleep was, in the words the model is told."""
     kind = payload.get("kind")
     return {"message": "a message", "cancel": "a cancel"}.get(str(kind), "a delivery")

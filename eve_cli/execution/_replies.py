@@ -25,7 +25,7 @@ from eve_cli.execution._lost import ContextLostError
 from world import CorruptJournalError, LostItem, World
 
 if TYPE_CHECKING:  # annotations only: a reader of stored replies needs no harness
-    from eve_cli.harness import Reply, StreamedText
+    from eve_cli.harness import ArgumentError, KeptReply, Reply, StreamedText
     from eve_cli.models import Message
 
 EVENTS = "e"  # form 2: the reply's delta events, as runs [start, count, ...]
@@ -50,11 +50,11 @@ class HistoryDamageError(CorruptJournalError):
         self.index = index
 
 
-def journaled(reply: Reply, streamed: StreamedText) -> dict[str, Any]:
+def journaled(reply: Reply, streamed: StreamedText) -> KeptReply:
     """The step result a model call journals for ``reply``: its text, or, when this run's
     delta events hold the text whole (and items a step appends are durable before its
     record), only its length (``ds``): the text is not stored twice."""
-    out: dict[str, Any] = {"text": reply.text, "tool_calls": reply.tool_calls, "usage": reply.usage}
+    out: KeptReply = {"text": reply.text, "tool_calls": reply.tool_calls, "usage": reply.usage}
     if reply.call_errors:
         out["calls"] = reply.call_errors
     if reply.reasoning is not None:
@@ -64,7 +64,7 @@ def journaled(reply: Reply, streamed: StreamedText) -> dict[str, Any]:
     return out
 
 
-def reply_message(kept: dict[str, Any], text: str | None = None) -> Message:
+def reply_message(kept: KeptReply, text: str | None = None) -> Message:
     """The history item (form 1) of a journaled reply ``kept``; ``text`` when it has none."""
     message: Message = {
         "role": "assistant",
@@ -76,7 +76,7 @@ def reply_message(kept: dict[str, Any], text: str | None = None) -> Message:
     return message
 
 
-def reply_text(kept: dict[str, Any], streamed: StreamedText) -> tuple[str, list[int]] | None:
+def reply_text(kept: KeptReply, streamed: StreamedText) -> tuple[str, list[int]] | None:
     """The text of a journaled reply of length ``ds`` and the delta events holding it (None
     when they do not: the text is lost with them)."""
     found = streamed.text_events()
@@ -85,7 +85,7 @@ def reply_text(kept: dict[str, Any], streamed: StreamedText) -> tuple[str, list[
     return found
 
 
-def call_errors(kept: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def call_errors(kept: KeptReply) -> dict[str, ArgumentError]:
     """The argument errors of a journaled reply's tool calls, by call id."""
     return dict(kept.get("calls") or {})
 

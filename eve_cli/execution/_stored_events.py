@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from eve_cli._events import Event
+from eve_cli._events import Event, EventData
 from eve_cli._session import history_stream
 from eve_cli.execution._event_form import pack, unpack
 from eve_cli.execution._lost import LOST_TEXT, lost_event
@@ -18,11 +18,11 @@ from world import LostItem, World
 if TYPE_CHECKING:
     from eve_cli._session import Snapshot
 
-REF = "_h"  # an event's reference to the history item holding its text
+REF: Final = "_h"  # an event's reference to the history item holding its text
 
 
 def stored_event(
-    type: str, at: float, data: dict[str, Any], since: float | None = None
+    type: str, at: float, data: EventData, since: float | None = None
 ) -> dict[str, Any]:
     """An event as stored: no session id (the stream names it), in the compact form of
     :mod:`eve_cli.execution._event_form`; ``at`` as epoch seconds (a float), or, given the
@@ -31,7 +31,7 @@ def stored_event(
     return pack({"type": type, "at": stored_time(at, since), **data})
 
 
-def started_event(snap: Snapshot, agent: str) -> dict[str, Any]:
+def started_event(snap: Snapshot, agent: str) -> EventData:
     """The data of ``session.started`` (written by the driver and by the runtime at creation,
     under the same key)."""
     return {"agent": agent, "mode": snap.mode, "model": snap.model, "parent": snap.parent}
@@ -64,7 +64,7 @@ def read_event(
     )  # a fork's copy of an older event names the original's token: its own is in the meta
     for k, v in stored.items():
         if k == REF:
-            event["text"] = (texts or {}).get(v, "")
+            event["text"] = (texts or {}).get(v, "") if isinstance(v, int) else ""
             if refs:
                 event[REF] = v
         elif k != KEY and not (waiting and k == "continuationToken"):

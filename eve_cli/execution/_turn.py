@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from eve_cli._events import EventType
+from eve_cli._events import EventData, EventType
 from eve_cli._keys import turn
-from eve_cli._session import Snapshot, session_base
+from eve_cli._session import Delivered, Snapshot, SnapshotData, session_base
 from eve_cli.execution._host import SessionHost
 from eve_cli.execution._stored_events import EventReader
+from eve_cli.execution._workflows import TurnInput, TurnResult
 from eve_cli.harness import (
     admit_resolved,
     apply_delivery,
@@ -36,7 +37,7 @@ _log = logging.getLogger(__name__)
 TASK_WAIT_ERROR = "a task cannot wait for input (approval or question); it fails instead"
 
 
-async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str, Any]) -> Any:
+async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: TurnInput) -> TurnResult:
     """Run one turn; returns ``{"changes", "outcome"[, "text", "error", "handedBack"]}``
     (``changes``: the snapshot fields the turn changed; the driver has the rest)."""
     snap = turn_input(ctx, data["snap"])
@@ -55,7 +56,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     if not ctx.is_replaying:  # a cancel signalled before this turn began is not for it
         executor.cancels.clear(snap.id)
     await host.load_keys()
-    started = {"agentDigest": agent.digest} if agent.digest else {}
+    started: EventData = {"agentDigest": agent.digest} if agent.digest else {}
     if snap.parent is None and snap.agent_name and snap.agent_name != ctx.meta.get("agent"):
         started["agent"] = snap.agent_name  # moved: a fold from this turn on knows its agent
     host.emit("turn.started", started, keys.start)
@@ -68,7 +69,7 @@ async def turn_workflow(executor: Executor, ctx: WorkflowContext, data: dict[str
     return await _run(host, ctx)
 
 
-async def _run(host: SessionHost, ctx: WorkflowContext) -> dict[str, Any]:
+async def _run(host: SessionHost, ctx: WorkflowContext) -> TurnResult:
     """The started turn's loop: deliveries, then a step, until it ends or fails; its result."""
     snap = host.snap
     hook = ctx.hook(snap.token) if snap.token else None
@@ -163,7 +164,7 @@ class _Deliveries:
         return effect == "cancel"
 
 
-def turn_input(ctx: WorkflowContext, data: dict[str, Any]) -> Snapshot:
+def turn_input(ctx: WorkflowContext, data: SnapshotData) -> Snapshot:
     """The snapshot a turn starts from: its input leaves out what equals the snapshot its
     driver's generation began with (the parent's input)."""
     session = ctx.run_id.rsplit(".", 1)[0]
@@ -171,7 +172,7 @@ def turn_input(ctx: WorkflowContext, data: dict[str, Any]) -> Snapshot:
     return Snapshot.from_data(data, session, Snapshot.from_data(ctx.parent_input(), session, base))
 
 
-def _answers_later(host: SessionHost, payload: dict[str, Any]) -> bool:
+def _answers_later(host: SessionHost, payload: Delivered) -> bool:
     """Whether ``payload`` answers only requests that are not open yet. A poll inside a step
     (an action boundary) may take, on a replay, an answer to a request that a later step of
     this very replay makes again (requests are not journaled): it is kept for then."""
@@ -181,7 +182,7 @@ def _answers_later(host: SessionHost, payload: dict[str, Any]) -> bool:
     return bool(ids) and not ids & {r["requestId"] for r in host.snap.pending}
 
 
-async def _cancel(host: SessionHost, index: int, by: Any = None) -> dict[str, Any]:
+async def _cancel(host: SessionHost, index: int, by: Any = None) -> TurnResult:
     """End the turn as cancelled (``by``: who asked, kept in ``turn.cancelled``); open calls
     get a 'cancelled' result so history stays valid."""
     cancel_pending(host)
@@ -190,12 +191,17 @@ async def _cancel(host: SessionHost, index: int, by: Any = None) -> dict[str, An
     return _finish(host, "cancelled", None, by)
 
 
-def _finish(host: SessionHost, outcome: str, error: str | None, by: Any = None) -> dict[str, Any]:
+def _finish(
+    host: SessionHost,
+    outcome: Literal["completed", "failed", "cancelled"],
+    error: str | None,
+    by: Any = None,
+) -> TurnResult:
     if host.snap.token:  # a session turn: messages a sub-agent handed back wait for next turn
         # (an answer kept for a request that never came again has nothing left to answer)
         kept = host.take_deferred()
         host.snap.queued.extend(p for p in kept if p.get("kind") not in ("cancel", "responses"))
-    data: dict[str, Any] = {}
+    data: EventData = {}
     if error:
         data["error"] = error
     if isinstance(by, dict):
@@ -208,7 +214,7 @@ def _finish(host: SessionHost, outcome: str, error: str | None, by: Any = None) 
     host.emit(event[outcome], data, host.turn.end)
     _checkpoint(host)
     # Journaled three times (the turn's result, the driver's copy, the head): only what changed.
-    result: dict[str, Any] = {"outcome": outcome}
+    result: TurnResult = {"outcome": outcome}
     if host.before is not None:
         result["changes"] = host.snap.changes_since(host.before)
     else:

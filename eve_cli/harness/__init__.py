@@ -6,7 +6,7 @@ named here (``__all__``, pinned by a test); the modules behind it are private.
 
 from eve_cli.harness._compaction import compact
 from eve_cli.harness._effects import OUTCOME, answer_problem
-from eve_cli.harness._host import Reply, StepHost, StoredReply, StreamedText
+from eve_cli.harness._host import KeptReply, Reply, StepHost, StoredReply, StreamedText
 from eve_cli.harness._input import (
     apply_delivery,
     cancel_pending,
@@ -16,13 +16,15 @@ from eve_cli.harness._input import (
     unresolved,
     with_ids,
 )
-from eve_cli.harness._outcome import CallResult, StepResult
+from eve_cli.harness._outcome import ArgumentError, CallResult, StepResult
 from eve_cli.harness._step import run_step
 from eve_cli.harness._tool_calls import admit_resolved
 
 __all__ = [
     "OUTCOME",
+    "ArgumentError",
     "CallResult",
+    "KeptReply",
     "Reply",
     "StepHost",
     "StepResult",

@@ -96,8 +96,9 @@ class DeltaBuffer:
         when they are not one unbroken run from the start."""
         text, indexes = "", []
         for start, length, key in sorted(self.spans(), key=lambda span: span[:2]):
-            event = self.host.emitted_event(key) or {}
-            delta, index = event.get("delta"), self.host.emitted_index(key)
+            event = self.host.emitted_event(key)
+            delta = event.get("delta") if event is not None else None
+            index = self.host.emitted_index(key)
             if start != len(text) or not isinstance(delta, str) or len(delta) != length:
                 return None
             if index is None:

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from eve_cli._agent_api import ToolContext, bind_state, unbind_state
-from eve_cli._session import PendingRequest, Resolution
+from eve_cli._json import JSONObject
+from eve_cli._session import InputResponse, PendingRequest, Resolution, requested_event
 from eve_cli._text import repaired
 from eve_cli._tool_threads import QUICK_WAIT
 from eve_cli._tools import Tool
 from eve_cli.harness._host import StepHost
-from eve_cli.harness._outcome import ToolOutcome
+from eve_cli.harness._outcome import ToolCallRecord, ToolOutcome
 
 OUTCOME = "outcome"  # the kind of input request for a call whose outcome is unknown
 RERUN, FAILED, RESULT = "rerun", "failed", "result"
@@ -47,9 +47,9 @@ def action_name(call_id: str, attempt: int) -> str:
 def tool_function(
     host: StepHost,
     tool: Tool,
-    call: dict[str, Any],
+    call: ToolCallRecord,
     ctx: ToolContext,
-    checked: dict[str, Any] | None,
+    checked: JSONObject | None,
 ) -> Callable[[], Awaitable[ToolOutcome]]:
     """The function of a call's action: its result as journaled (``{"unknown": True}`` for
     an interrupted ``unsafe`` call, which does not run)."""
@@ -97,7 +97,7 @@ def tool_function(
     return execute
 
 
-def outcome_request(host: StepHost, index: int, call: dict[str, Any], attempt: int) -> None:
+def outcome_request(host: StepHost, index: int, call: ToolCallRecord, attempt: int) -> None:
     """Park the call on an ``outcome`` request: its run ``attempt`` was interrupted."""
     keys = host.turn.tool(call["id"]).outcome(attempt)
     request: PendingRequest = {
@@ -113,15 +113,10 @@ def outcome_request(host: StepHost, index: int, call: dict[str, Any], attempt: i
         "step": index,
     }
     host.snap.pending.append(request)
-    host.emit(
-        "input.requested",
-        {k: v for k, v in request.items() if k not in ("step", "attempt")},
-        keys.requested,
-        index,
-    )
+    host.emit("input.requested", requested_event(request), keys.requested, index)
 
 
-def outcome_answer(response: dict[str, Any]) -> Resolution | None:
+def outcome_answer(response: InputResponse) -> Resolution | None:
     """The resolution an answer to an ``outcome`` request gives (None: not such an answer):
     ``{"outcome": "rerun"}``, ``{"outcome": "failed"}`` or ``{"outcome": "result", "result":
     text}``."""
@@ -133,7 +128,7 @@ def outcome_answer(response: dict[str, Any]) -> Resolution | None:
     return None
 
 
-def answer_problem(response: dict[str, Any]) -> str | None:
+def answer_problem(response: InputResponse) -> str | None:
     """What is wrong with an answer to an ``outcome`` request (None: nothing)."""
     if outcome_answer(response) is not None:
         return None

@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
-from eve_cli._events import EventType
+from eve_cli._events import Event, EventData, EventType
 from eve_cli._keys import DeltaKeys, Key, Turn
 from eve_cli._loader import AgentDefinition
 from eve_cli._session import Snapshot
 from eve_cli._tools import Tool
-from eve_cli.harness._outcome import CallResult
+from eve_cli.harness._outcome import ArgumentError, CallResult, ToolCallRecord
 from eve_cli.models import Message, Model, Price, Reasoning, ToolSpec
 
 
@@ -25,10 +25,27 @@ class Reply:
     """A model call's answer, the one form the harness gives the host to keep."""
 
     text: str
-    tool_calls: list[dict[str, Any]]  # {"id", "name", "arguments"} each
+    tool_calls: list[ToolCallRecord]
     usage: dict[str, int]  # {"input", "output"[, "cacheRead", "cacheWrite", "reasoning"]}
-    call_errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> error, raw
+    call_errors: dict[str, ArgumentError] = field(default_factory=dict)  # by call id
     reasoning: Reasoning | None = None  # kept byte-exact in the history item
+
+
+class KeptReply(TypedDict, total=False):
+    """What a model call's action journals: its reply (:meth:`StepHost.keep_reply`: ``text``,
+    or only its length ``ds`` when its delta events hold it; ``calls``: the argument errors
+    of its tool calls, by id), or why there is none (``error``; ``cancelled``, with what it
+    had streamed, ``partial``)."""
+
+    text: str
+    ds: int
+    tool_calls: list[ToolCallRecord]
+    usage: dict[str, int]
+    calls: dict[str, ArgumentError]
+    reasoning: Reasoning
+    error: str
+    cancelled: bool
+    partial: str
 
 
 @dataclass(slots=True)  # (as Reply)
@@ -36,7 +53,7 @@ class StoredReply:
     """A model call's reply as stored: its history item and its calls' argument errors."""
 
     index: int
-    call_errors: dict[str, dict[str, Any]]
+    call_errors: dict[str, ArgumentError]
 
 
 class StreamedText(Protocol):
@@ -157,7 +174,7 @@ class StepHost(Protocol):
     def emit(
         self,
         type: EventType,
-        data: dict[str, Any],
+        data: EventData,
         key: Key,
         step: int | None = None,
         *,
@@ -172,7 +189,7 @@ class StepHost(Protocol):
         call's text or reasoning) already stored for this generation."""
         ...
 
-    def emitted_event(self, key: Key) -> dict[str, Any] | None:
+    def emitted_event(self, key: Key) -> Event | None:
         """The event stored under ``key`` in this generation (full field names), if any."""
         ...
 
@@ -195,14 +212,12 @@ class StepHost(Protocol):
         """The index of the history item stored under ``key``; None when there is none."""
         ...
 
-    def keep_reply(self, reply: Reply, streamed: StreamedText) -> dict[str, Any]:
+    def keep_reply(self, reply: Reply, streamed: StreamedText) -> KeptReply:
         """What the model call's step journals for ``reply`` (inside the step function; the
         form is the storage's business: text the delta events hold is not stored again)."""
         ...
 
-    def store_reply(
-        self, kept: dict[str, Any], key: Key, streamed: StreamedText
-    ) -> StoredReply | None:
+    def store_reply(self, kept: KeptReply, key: Key, streamed: StreamedText) -> StoredReply | None:
         """The reply a model call's step journaled (``kept``, from :meth:`keep_reply`) stored
         in history under ``key`` unless it is there (after the step, in workflow code a replay
         repeats); None when its text is lost."""

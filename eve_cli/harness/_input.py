@@ -13,8 +13,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from eve_cli._events import EventData
+from eve_cli._json import JSONObject
 from eve_cli._keys import Delivery
-from eve_cli._session import PendingRequest, Resolution
+from eve_cli._session import (
+    CompactMessage,
+    Delivered,
+    InputResponse,
+    PendingRequest,
+    Resolution,
+)
 from eve_cli.harness._effects import OUTCOME, outcome_answer
 from eve_cli.harness._host import StepHost
 
@@ -22,11 +30,11 @@ Effect = Literal["none", "steered", "cancel"]
 
 
 def compact_message(
-    text: str, policy: str, output_schema: dict[str, Any] | None = None
-) -> dict[str, Any]:
+    text: str, policy: str, output_schema: JSONObject | None = None
+) -> CompactMessage:
     """The payload that delivers a user message (see :func:`expand_delivery`); ``o``: the
     JSON schema of the answer to the turn it starts."""
-    payload: dict[str, Any] = {"m": text} if policy == "steer" else {"m": text, "p": policy}
+    payload: CompactMessage = {"m": text} if policy == "steer" else {"m": text, "p": policy}
     if output_schema is not None:
         payload["o"] = output_schema
     return payload
@@ -35,7 +43,11 @@ def compact_message(
 def expand_delivery(payload: Any) -> Any:
     """A delivery as the harness reads it: a compact message made whole, others as sent."""
     if isinstance(payload, dict) and "m" in payload and "kind" not in payload:
-        whole = {"kind": "message", "text": payload["m"], "policy": payload.get("p", "steer")}
+        whole: Delivered = {
+            "kind": "message",
+            "text": payload["m"],
+            "policy": payload.get("p", "steer"),
+        }
         if isinstance(payload.get("o"), dict):
             whole["outputSchema"] = payload["o"]
         if isinstance(payload.get("b"), dict):
@@ -44,10 +56,10 @@ def expand_delivery(payload: Any) -> Any:
     return payload
 
 
-def with_ids(payloads: list[Any], ids: list[int]) -> list[Any]:
+def with_ids(payloads: list[Any], ids: list[int]) -> list[Delivered]:
     """Payloads taken from the hook (``HookHandle.taken_ids``: their delivery ids), made whole;
     a message keeps its delivery id (``d``), which its ``message.received`` event names."""
-    out = []
+    out: list[Delivered] = []
     for n, payload in enumerate(payloads):
         payload = expand_delivery(payload)
         if isinstance(payload, dict) and payload.get("kind") == "message" and n < len(ids):
@@ -78,7 +90,7 @@ def fold_message(
         held = text
     else:
         held = str(host.adopt_history(index).get("content") or "")
-    data: dict[str, Any] = {"_h": index, "disposition": disposition}
+    data: EventData = {"_h": index, "disposition": disposition}
     if isinstance(delivery, int):
         data["deliveryId"] = delivery
     if isinstance(by, dict):
@@ -88,7 +100,7 @@ def fold_message(
 
 
 def apply_delivery(
-    host: StepHost, payload: dict[str, Any], keys: Delivery, *, parked: bool, step: int | None
+    host: StepHost, payload: Delivered, keys: Delivery, *, parked: bool, step: int | None
 ) -> Effect:
     """Apply one delivery to the running turn; says whether input was folded or cancel asked."""
     kind = payload.get("kind")
@@ -99,7 +111,7 @@ def apply_delivery(
                 host, text, keys, "steered", step, delivery=payload.get("d"), by=payload.get("b")
             )
             return "steered"
-        host.snap.queued.append(dict(payload))
+        host.snap.queued.append(payload.copy())
         if isinstance(delivery := payload.get("d"), int):  # what its receipt reads
             host.emit("message.queued", {"deliveryId": delivery}, keys.queued, step)
         return "none"
@@ -110,12 +122,12 @@ def apply_delivery(
     if kind == "cancel":
         return "cancel"
     if kind in ("clear", "compact", "reset", "move"):
-        host.snap.queued.append(dict(payload))
+        host.snap.queued.append(payload.copy())
     return "none"
 
 
 def resolve(
-    host: StepHost, response: dict[str, Any], keys: Delivery, step: int | None, by: Any = None
+    host: StepHost, response: InputResponse, keys: Delivery, step: int | None, by: Any = None
 ) -> None:
     """Attach an answer to its pending request (``by``: who answered, kept in its
     ``input.resolved`` event); unknown or answered ids are ignored."""
@@ -137,10 +149,28 @@ def resolve(
         request["resolution"] = resolution
         if request["kind"] == "approval" and resolution.get("approved"):
             _remember_approval(host, request.get("tool"), bool(resolution.get("always")))
-        who = {"by": by} if isinstance(by, dict) else {}
-        event = {"requestId": rid, **resolution, **who}
+        event = _resolved(request["requestId"], resolution)
+        if isinstance(by, dict):
+            event["by"] = by
         host.emit("input.resolved", event, keys.resolved(request["requestId"]), step)
         return
+
+
+def _resolved(request_id: str, resolution: Resolution) -> EventData:
+    """The data of an ``input.resolved`` event: the request and its resolution's fields (in
+    the order they were set)."""
+    event: EventData = {"requestId": request_id}
+    if "answer" in resolution:
+        event["answer"] = resolution["answer"]
+    if "outcome" in resolution:
+        event["outcome"] = resolution["outcome"]
+    if "result" in resolution:
+        event["result"] = resolution["result"]
+    if "approved" in resolution:
+        event["approved"] = resolution["approved"]
+    if "always" in resolution:
+        event["always"] = resolution["always"]
+    return event
 
 
 def _remember_approval(host: StepHost, tool: str | None, always: bool) -> None:

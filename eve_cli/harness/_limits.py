@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eve_cli._session import PendingRequest, Snapshot
+from eve_cli._session import PendingRequest, Snapshot, requested_event
 from eve_cli.harness._host import StepHost
 from eve_cli.harness._outcome import StepResult
 
@@ -55,7 +55,7 @@ def check_limits(host: StepHost, index: int) -> StepResult | None:
         "step": index,
     }
     snap.pending.append(request)
-    data = {k: v for k, v in request.items() if k not in ("step", "grant")}
+    data = requested_event(request)
     data["kind"] = "approval"
     data["reason"] = "limit"
     host.emit("input.requested", data, keys.requested, index)

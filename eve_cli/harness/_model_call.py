@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from eve_cli._keys import Key, ModelCall
 from eve_cli._text import repair, warn
 from eve_cli.harness._deltas import DeltaBuffer
-from eve_cli.harness._host import Reply, StepHost
-from eve_cli.harness._outcome import ModelAnswer
+from eve_cli.harness._host import KeptReply, Reply, StepHost
+from eve_cli.harness._outcome import AnsweredCall, ArgumentError, ModelAnswer
 from eve_cli.harness._result import output_schema
 from eve_cli.models import ModelError, ModelRequest, ModelResponse, ToolSpec
 from world import STORAGE_ERRORS
@@ -96,7 +96,7 @@ async def call_model(
         )
         return await model.generate(request, text, thoughts.add)
 
-    async def generate() -> dict[str, Any]:
+    async def generate() -> KeptReply:
         try:
             try:
                 response = await unless_cancelled(host, ask())
@@ -112,7 +112,8 @@ async def call_model(
         if response is None:  # cancelled: the stream is closed, the turn ends
             return {"cancelled": True, "partial": "".join(deltas.sent)}
         response = valid_text(response, model.name)
-        bad = {c.id: {"error": c.argument_error, "raw": c.raw_arguments}
+        bad: dict[str, ArgumentError] = {
+               c.id: {"error": c.argument_error, "raw": c.raw_arguments}
                for c in response.tool_calls
                if c.argument_error is not None or c.raw_arguments is not None}  # fmt: skip
         reply = Reply(
@@ -129,7 +130,7 @@ async def call_model(
     await host.start_tools(keys.mcp, index)  # the MCP servers' start-up: not the call's time
     # Nobody observes a model's request: what came before it need not be stored before the
     # request is sent, only before anything observed follows (`ordered=False`).
-    result: dict[str, Any] = await host.action(f"model:{n}", generate, ordered=False)
+    result: KeptReply = await host.action(f"model:{n}", generate, ordered=False)
     snap.model_calls += 1
     return _answer(host, result, keys.reply, deltas, n)
 
@@ -156,7 +157,7 @@ _CALL_FIELDS = ("id", "name", "arguments", "raw_arguments", "argument_error")
 
 
 def _answer(
-    host: StepHost, result: dict[str, Any], key: Key, deltas: DeltaBuffer, n: int
+    host: StepHost, result: KeptReply, key: Key, deltas: DeltaBuffer, n: int
 ) -> ModelAnswer:
     """The answer of model call ``n`` from what its action journaled (``result``), its reply
     stored in history under ``key`` (from workflow code after the step, which a replay
@@ -169,8 +170,12 @@ def _answer(
     if stored is None:
         return ModelAnswer(error=f"the reply of model call {n} is missing from the event stream")
     message = host.adopt_history(stored.index)
-    calls = [{**c, **stored.call_errors.get(c.get("id"), {})}
-             for c in message.get("tool_calls") or []]  # fmt: skip
+    calls: list[AnsweredCall] = []
+    for c in message.get("tool_calls") or []:
+        call: AnsweredCall = {"id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+        if (error := stored.call_errors.get(c["id"])) is not None:
+            call["error"], call["raw"] = error["error"], error["raw"]
+        calls.append(call)
     answer = ModelAnswer(stored.index, message.get("content") or "", calls, result["usage"])
     reasoning = message.get("reasoning")
     if isinstance(reasoning, dict):

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
+
+from eve_cli._json import JSONObject
+from eve_cli._tools import ToolExtra
+from eve_cli.models import ProviderCall
 
 Outcome = Literal["continue", "done", "park", "failed", "cancelled"]
 
@@ -20,11 +24,33 @@ class ToolOutcome(TypedDict, total=False):
 
     content: str
     isError: bool
-    state: dict[str, Any] | None  # the session state the call left, when it changed it
+    state: JSONObject | None  # the session state the call left, when it changed it
     progress: list[str]  # what the tool reported while it ran
     durationMs: int
-    extra: dict[str, Any]  # what an MCP call returned besides text
+    extra: ToolExtra  # what an MCP call returned besides text
     unknown: bool
+
+
+class ToolCallRecord(TypedDict):
+    """A tool call the model asked for, as a reply's history item keeps it."""
+
+    id: str
+    name: str
+    arguments: JSONObject | None  # None: they could not be parsed (see `ArgumentError`)
+
+
+class ArgumentError(TypedDict):
+    """Why a call's arguments could not be parsed (``error``), and what arrived (``raw``)."""
+
+    error: str | None
+    raw: str | None
+
+
+class AnsweredCall(ToolCallRecord, total=False):
+    """A tool call of a model's answer: its argument error beside it, if it had one."""
+
+    error: str | None
+    raw: str | None
 
 
 class CallResult(TypedDict):
@@ -41,13 +67,11 @@ class ModelAnswer:
 
     index: int = -1
     text: str = ""
-    # {"id", "name", "arguments"[, "error", "raw"]} each: a call's argument error beside it
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[AnsweredCall] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)  # {"input", "output"}: tokens
     error: str | None = None
     cancelled: bool = False
     partial: str = ""
     reasoning: str = ""  # what may be shown of the model's reasoning
-    # tools the provider ran: {"id", "name", "arguments", "output", "isError"} each
-    provider_calls: list[dict[str, Any]] = field(default_factory=list)
+    provider_calls: list[ProviderCall] = field(default_factory=list)  # tools the provider ran
     redacted: bool = False  # some of it came encrypted

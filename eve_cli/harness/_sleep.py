@@ -11,9 +11,11 @@ replay reaches it again and finds its deadline and how it ended in the journal.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
+from eve_cli._events import EventData
+from eve_cli._json import JSONObject
 from eve_cli.harness._host import StepHost
+from eve_cli.harness._outcome import ToolCallRecord
 
 INVALID = (
     "Invalid arguments for tool 'sleep': give seconds (a number above 0) or until (an ISO 8601 "
@@ -21,7 +23,7 @@ INVALID = (
 )
 
 
-def deadline(arguments: dict[str, Any], now: float) -> float | None:
+def deadline(arguments: JSONObject, now: float) -> float | None:
     """When the sleep ends (seconds since the epoch); None for arguments that say no time."""
     seconds, until = arguments.get("seconds"), arguments.get("until")
     if (seconds is None) == (until is None):
@@ -56,7 +58,7 @@ def span(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
-async def sleep_call(host: StepHost, index: int, call: dict[str, Any]) -> tuple[str, bool]:
+async def sleep_call(host: StepHost, index: int, call: ToolCallRecord) -> tuple[str, bool]:
     """Sleep as the call asks; returns the tool result (text, is_error) for the model."""
     start = host.now()
     until = deadline(call.get("arguments") or {}, start)
@@ -64,8 +66,13 @@ async def sleep_call(host: StepHost, index: int, call: dict[str, Any]) -> tuple[
         return INVALID, True
     if until <= start:
         return f"Did not sleep: {iso(until)} has passed (it is {iso(start)}).", False
-    counts = {"turns": host.snap.turns, "steps": host.snap.steps}
-    data = {"on": "sleep", "until": iso(until), "callId": call["id"], **counts}
+    data: EventData = {
+        "on": "sleep",
+        "until": iso(until),
+        "callId": call["id"],
+        "turns": host.snap.turns,
+        "steps": host.snap.steps,
+    }
     host.emit("turn.waiting", data, host.turn.tool(call["id"]).sleeping, index)
     woken = await host.sleep_until(until)
     slept = max(host.now() - start, 0.0)

@@ -9,8 +9,7 @@ model call (:mod:`._model_call`), its streamed text (:mod:`._deltas`), the tool 
 
 from __future__ import annotations
 
-from typing import Any
-
+from eve_cli._events import ActionRequest, EventData
 from eve_cli._keys import ModelCall
 from eve_cli.harness._compaction import compact, needs_compaction
 from eve_cli.harness._host import StepHost
@@ -59,7 +58,7 @@ async def run_step(host: StepHost, index: int) -> StepResult:
     if result.outcome == "failed":
         host.emit("step.failed", {"error": result.error}, keys.failed, index)
     else:
-        done: dict[str, Any] = {"usage": usage}
+        done: EventData = {"usage": usage}
         if cost:
             done["cost"] = round(sum(cost), 9)
         host.emit("step.completed", done, keys.done, index)
@@ -84,7 +83,7 @@ def count_usage(
 def show_reasoning(host: StepHost, answer: ModelAnswer, keys: ModelCall, index: int) -> None:
     """The ``reasoning.completed`` event of an answer that showed some of its reasoning."""
     if answer.reasoning or answer.redacted:
-        shown: dict[str, Any] = {"text": answer.reasoning}
+        shown: EventData = {"text": answer.reasoning}
         if answer.redacted:
             shown["redacted"] = True
         host.emit("reasoning.completed", shown, keys.reasoning, index)
@@ -104,7 +103,7 @@ def show_provider_calls(host: StepHost, answer: ModelAnswer, keys: ModelCall, in
     emits them from the history item, as recorded."""
     if not answer.provider_calls:
         return
-    requested = [
+    requested: list[ActionRequest] = [
         {"callId": c["id"], "name": c["name"], "arguments": c.get("arguments"),
          "providerExecuted": True}
         for c in answer.provider_calls
@@ -112,7 +111,7 @@ def show_provider_calls(host: StepHost, answer: ModelAnswer, keys: ModelCall, in
     host.emit("actions.requested", {"actions": requested}, keys.provider_requested, index)
     for n, call in enumerate(answer.provider_calls):
         failed = bool(call.get("isError"))
-        data = {
+        data: EventData = {
             "callId": call["id"], "name": call["name"],
             "status": "failed" if failed else "completed", "isError": failed,
             "output": call.get("output") or "", "providerExecuted": True,
@@ -137,7 +136,7 @@ async def model_round(
         return StepResult("failed", answer.error)
     if answer.cancelled:
         if answer.partial:  # what was shown live stays in the transcript
-            data = {"role": "assistant", "text": answer.partial, "cancelled": True}
+            data: EventData = {"role": "assistant", "text": answer.partial, "cancelled": True}
             host.emit("message.completed", data, keys.completed, index)
         return StepResult("cancelled")
     count_usage(host, answer.usage, usage, cost)
@@ -147,14 +146,12 @@ async def model_round(
     # The reply is an item of the history stream (stored by the call's step); the event refers
     # to it (``_h``) and readers see its text. An empty text is stored as it is: a reader then
     # has nothing to look up (most steps of a tool loop say nothing).
-    said = {"_h": answer.index} if answer.text else {"text": ""}
-    host.emit(
-        "message.completed",
-        {"role": "assistant", **said},
-        keys.completed,
-        index,
-        text=answer.text,
+    said: EventData = (
+        {"role": "assistant", "_h": answer.index}
+        if answer.text
+        else {"role": "assistant", "text": ""}
     )
+    host.emit("message.completed", said, keys.completed, index, text=answer.text)
     if not calls:
         return _final(host, index, keys, answer.text)
     host.emit(

@@ -4,11 +4,11 @@ What a call may do when it runs again after a crash is `_effects`; the sleep too
 
 from __future__ import annotations
 
-from typing import Any
-
 from eve_cli._agent_api import ToolContext
-from eve_cli._session import PendingRequest
-from eve_cli._tools import ASK_QUESTION, SLEEP, InvalidArguments, Tool
+from eve_cli._events import EventData
+from eve_cli._json import JSONObject
+from eve_cli._session import PendingRequest, requested_event
+from eve_cli._tools import ASK_QUESTION, SLEEP, InvalidArguments, Tool, ToolExtra
 from eve_cli.harness._effects import (
     OUTCOME,
     RERUN,
@@ -21,22 +21,23 @@ from eve_cli.harness._effects import (
 )
 from eve_cli.harness._host import StepHost
 from eve_cli.harness._limits import grant_more
-from eve_cli.harness._outcome import ToolOutcome
+from eve_cli.harness._outcome import AnsweredCall, ToolCallRecord, ToolOutcome
 from eve_cli.harness._sleep import sleep_call
+from eve_cli.models import Message
 
 CANCELLED_CALL = "The turn was cancelled."  # the result of a call that never ran
 
 
-async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> None:
+async def dispatch_call(host: StepHost, index: int, call: AnsweredCall) -> None:
     """Run, reject or park one tool call according to its validity and approval policy."""
-    name = call["name"]
+    name, arguments = call["name"], call["arguments"]
     tool = host.find_tool(name)
-    if call.get("arguments") is None:
+    if arguments is None:
         why = call.get("error") or "arguments could not be parsed"
         record_result(host, index, call, f"Invalid arguments for tool {name!r}: {why}", True)
         return
     if name in host.agent.subagents:
-        task = call["arguments"].get("task")
+        task = arguments.get("task")
         if not isinstance(task, str):
             record_result(host, index, call, "Invalid arguments: 'task' must be a string", True)
             return
@@ -48,7 +49,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
         record_result(host, index, call, f"Unknown tool {name!r}; available: {known}", True)
         return
     try:
-        checked = tool.validate(call["arguments"])
+        checked = tool.validate(arguments)
     except InvalidArguments as exc:
         record_result(host, index, call, f"Invalid arguments for tool {name!r}: {exc}", True)
         return
@@ -56,9 +57,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
         await builtin_call(host, index, call)
         return
     try:
-        decision = tool.approval.decide(
-            call["arguments"], approved_before=name in host.snap.approved_tools
-        )
+        decision = tool.approval.decide(arguments, approved_before=name in host.snap.approved_tools)
     except Exception as exc:
         record_result(host, index, call, f"Approval policy failed: {exc}", True)
         return
@@ -70,7 +69,7 @@ async def dispatch_call(host: StepHost, index: int, call: dict[str, Any]) -> Non
         park_call(host, index, call, "approval")
 
 
-async def builtin_call(host: StepHost, index: int, call: dict[str, Any]) -> None:
+async def builtin_call(host: StepHost, index: int, call: ToolCallRecord) -> None:
     """A call of a built-in tool: ``ask_question`` parks, ``sleep`` waits (``_sleep``)."""
     if call["name"] == ASK_QUESTION:
         park_call(host, index, call, "question")
@@ -79,7 +78,7 @@ async def builtin_call(host: StepHost, index: int, call: dict[str, Any]) -> None
         record_result(host, index, call, content, is_error)
 
 
-def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> None:
+def park_call(host: StepHost, index: int, call: ToolCallRecord, kind: str) -> None:
     keys = host.turn.tool(call["id"]).request
     request: PendingRequest = {
         "requestId": keys.id,
@@ -90,23 +89,20 @@ def park_call(host: StepHost, index: int, call: dict[str, Any], kind: str) -> No
         "step": index,
     }
     if kind == "question":
-        request["question"] = call["arguments"].get("question", "")
-        request["options"] = call["arguments"].get("options")
+        arguments = call["arguments"] or {}
+        question, options = arguments.get("question", ""), arguments.get("options")
+        request["question"] = question if isinstance(question, str) else str(question)
+        request["options"] = [str(o) for o in options] if isinstance(options, list) else None
     host.snap.pending.append(request)
-    host.emit(
-        "input.requested",
-        {k: v for k, v in request.items() if k != "step"},
-        keys.requested,
-        index,
-    )
+    host.emit("input.requested", requested_event(request), keys.requested, index)
 
 
 async def run_tool(
     host: StepHost,
     index: int,
-    call: dict[str, Any],
+    call: ToolCallRecord,
     tool: Tool,
-    checked: dict[str, Any] | None = None,
+    checked: JSONObject | None = None,
     attempt: int = 1,
 ) -> None:
     """Run one tool call as a durable action; its state changes are saved with its result.
@@ -143,29 +139,30 @@ async def run_tool(
 def record_result(
     host: StepHost,
     index: int,
-    call: dict[str, Any],
+    call: ToolCallRecord,
     content: str,
     is_error: bool,
     status: str | None = None,
     progress: list[str] | None = None,
     duration_ms: int | None = None,
-    extra: dict[str, Any] | None = None,
+    extra: ToolExtra | None = None,
 ) -> None:
     """Append the tool message the model will see and emit ``action.result``. ``extra``:
     what an MCP call returned besides text (kept in history: images as bytes)."""
-    message: dict[str, Any] = {
+    message: Message = {
         "role": "tool",
         "tool_call_id": call["id"],
         "name": call["name"],
         "content": content,
         "is_error": is_error,
     }
-    kept: dict[str, Any] = (
-        {k: extra[k] for k in ("parts", "structured") if k in extra} if extra else {}
-    )
+    if extra and "parts" in extra:  # kept in history beside the text (images as bytes)
+        message["parts"] = extra["parts"]
+    if extra and "structured" in extra:
+        message["structured"] = extra["structured"]
     keys = host.turn.tool(call["id"])
-    host.append_history({**message, **kept}, keys.message)
-    data: dict[str, Any] = {
+    host.append_history(message, keys.message)
+    data: EventData = {
         "callId": call["id"],
         "name": call["name"],
         "status": status or ("failed" if is_error else "completed"),
@@ -177,7 +174,7 @@ def record_result(
     if duration_ms is not None:
         data["durationMs"] = duration_ms
     if extra and "server" in extra:
-        data["server"], data["tool"] = extra["server"], extra.get("tool")
+        data["server"], data["tool"] = extra["server"], extra["tool"]
     host.emit("action.result", data, keys.result, index)
 
 
@@ -196,7 +193,11 @@ async def admit_resolved(host: StepHost, index: int) -> str | None:
                 return f"stopped at the {request['limit']} limit: continuing was not approved"
             grant_more(host, request["limit"])
             continue
-        call = {"id": request["callId"], "name": request["tool"], "arguments": request["arguments"]}
+        call: ToolCallRecord = {
+            "id": request["callId"],
+            "name": request["tool"],
+            "arguments": request["arguments"],
+        }
         if request["kind"] == "question":
             record_result(host, index, call, str(resolution.get("answer", "")), False)
         elif request["kind"] == "cancelled":
@@ -210,7 +211,7 @@ async def admit_resolved(host: StepHost, index: int) -> str | None:
     return None
 
 
-async def run_again(host: StepHost, index: int, call: dict[str, Any], attempt: int = 1) -> None:
+async def run_again(host: StepHost, index: int, call: ToolCallRecord, attempt: int = 1) -> None:
     """Run an answered call (approved, or asked to run again) with the tool as it is now."""
     tool = host.find_tool(call["name"])
     if tool is None:
@@ -220,7 +221,7 @@ async def run_again(host: StepHost, index: int, call: dict[str, Any], attempt: i
 
 
 async def settle_outcome(
-    host: StepHost, index: int, call: dict[str, Any], request: PendingRequest
+    host: StepHost, index: int, call: ToolCallRecord, request: PendingRequest
 ) -> None:
     """Act on the answer to an interrupted call's ``outcome`` request (see ``_effects``)."""
     resolution = request["resolution"]

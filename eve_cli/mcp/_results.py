@@ -7,11 +7,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
 
 import mcp_types
 
-from eve_cli._tools import ToolResult
+from eve_cli._tools import ResultPart, ToolExtra, ToolResult
 
 MAX_TEXT = 100_000  # characters of a result the model reads; the rest is cut, and said so
 
@@ -20,7 +19,7 @@ def to_result(result: mcp_types.CallToolResult, server: str, tool: str) -> ToolR
     """The harness's result for one call (``extra``: ``server``, ``tool``, ``parts`` that are
     not text, ``structured``)."""
     texts: list[str] = []
-    parts: list[dict[str, Any]] = []
+    parts: list[ResultPart] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
             texts.append(block.text)
@@ -41,7 +40,7 @@ def to_result(result: mcp_types.CallToolResult, server: str, tool: str) -> ToolR
             texts.append(f"[resource link {block.uri}]")
     if not texts and result.structured_content is not None:
         texts.append(json.dumps(result.structured_content, default=str))
-    extra: dict[str, Any] = {"server": server, "tool": tool}
+    extra: ToolExtra = {"server": server, "tool": tool}
     if parts:
         extra["parts"] = parts
     if result.structured_content is not None:

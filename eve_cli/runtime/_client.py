@@ -18,7 +18,7 @@ from eve_cli._events import Event
 from eve_cli._facade import By, JsonSchema, TurnPolicy
 from eve_cli._keys import SESSION_START
 from eve_cli._loader import AgentLoadError, check_model_string
-from eve_cli._session import SessionMeta, Snapshot, events_stream, session_base
+from eve_cli._session import Delivered, SessionMeta, Snapshot, events_stream, session_base
 from eve_cli._text import bad_text
 from eve_cli.execution import (
     ENDING_WAIT,
@@ -92,7 +92,7 @@ class Client:
         operation_id: str | None,
         task: str | None,
         extra: Mapping[str, Any] | None,
-        first: Mapping[str, Any] | None = None,
+        first: Delivered | None = None,
     ) -> tuple[str, bool]:
         """The session's id, and whether this call created it. ``first``: a message the
         session takes first (queued in its creation record; the meta says it has one)."""
@@ -121,7 +121,7 @@ class Client:
             mode=mode,
             created_at=time.time(),
             task=task,
-            queued=[dict(first)] if first is not None else [],
+            queued=[first.copy()] if first is not None else [],
         )
         # The session's constants, kept once: every snapshot the driver journals leaves them
         # out (session_base).

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from eve_cli._events import Event
 from eve_cli.execution._event_form import FIELDS, TYPES, pack, unpack
 
 EVENTS: list[dict[str, Any]] = [
@@ -27,19 +28,20 @@ EVENTS: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("event", EVENTS)
 def test_pack_then_unpack_is_the_event_itself(event: dict[str, Any]) -> None:
-    stored = pack(dict(event))
+    stored = pack(cast(Event, dict(event)))
     back = unpack(stored)
     assert back == event and list(back) == list(event)  # same fields, same order
 
 
 def test_the_stored_form_is_short() -> None:
     event = EVENTS[0]
-    assert len(msgpack.packb(pack(event))) < len(msgpack.packb(event)) - 35
-    assert pack(event)["y"] == TYPES.index("message.appended") and pack(event)["u"] == 12
+    packed = pack(cast(Event, event))
+    assert len(msgpack.packb(packed)) < len(msgpack.packb(event)) - 35
+    assert packed["y"] == TYPES.index("message.appended") and packed["u"] == 12
 
 
 def test_data_using_a_short_name_is_stored_in_the_full_form() -> None:
-    event = {"type": "action.result", "at": 1.0, "callId": "c", "d": "mine"}
+    event = cast(Event, {"type": "action.result", "at": 1.0, "callId": "c", "d": "mine"})
     assert pack(event) == event and unpack(pack(event)) == event
 
 

@@ -75,7 +75,8 @@ def test_execution_and_harness_names_are_pinned() -> None:
         "summary", "taken", "unpack", "window_messages",
     ]  # fmt: skip
     assert sorted(harness.__all__) == [
-        "CallResult", "OUTCOME", "Reply", "StepHost", "StepResult", "StoredReply", "StreamedText",
+        "ArgumentError", "CallResult", "KeptReply", "OUTCOME", "Reply", "StepHost", "StepResult",
+        "StoredReply", "StreamedText",
         "admit_resolved", "answer_problem", "apply_delivery", "cancel_pending", "compact",
         "compact_message", "expand_delivery", "fold_message", "run_step",
         "unresolved", "with_ids",

@@ -5,10 +5,18 @@ snapshot it started from give the snapshot it ended with."""
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import cast
 
 import pytest
 
-from eve_cli._session import CODES, SNAPSHOT_VERSION, PendingRequest, Snapshot, session_base
+from eve_cli._session import (
+    CODES,
+    SNAPSHOT_VERSION,
+    PendingRequest,
+    Snapshot,
+    SnapshotData,
+    session_base,
+)
 
 
 def test_every_field_has_a_distinct_stored_name() -> None:
@@ -29,7 +37,7 @@ def test_a_pre_release_version_is_refused() -> None:
     old = {"id": "s_1", "token": "tok", "turns": 4, "summary": "earlier", "v": 1}
     for data in (old, {"k": "tok", "t": 2, "v": 2}, {"k": "tok"}):  # no "v": version 1
         with pytest.raises(ValueError, match="pre-release form this eve does not read"):
-            Snapshot.from_data(data, "s_1")
+            Snapshot.from_data(cast(SnapshotData, data), "s_1")
 
 
 def test_a_newer_version_is_refused() -> None:
@@ -72,11 +80,13 @@ def test_version_3_leaves_out_what_the_base_holds() -> None:
 
 
 def test_a_copy_shares_nothing_changeable() -> None:
-    snap = Snapshot(id="s", state={"a": [1]}, pending=[], queued=[{"k": 1}])
+    snap = Snapshot(id="s", state={"a": [1]}, pending=[], queued=[{"text": "1"}])
     copied = snap.copy()
     assert copied == snap
     copied.pending.append({"requestId": "x", "kind": "question"})
-    copied.state["a"].append(2)
-    copied.queued[0]["k"] = 2
+    values = copied.state["a"]
+    assert isinstance(values, list)
+    values.append(2)
+    copied.queued[0]["text"] = "2"
     copied.approved_tools.append("t")
-    assert snap == Snapshot(id="s", state={"a": [1]}, pending=[], queued=[{"k": 1}])
+    assert snap == Snapshot(id="s", state={"a": [1]}, pending=[], queued=[{"text": "1"}])

@@ -8,9 +8,9 @@ import shutil
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from eve_cli._events import Event
+from eve_cli._events import Event, EventData
 from eve_cli._keys import Key, generation, turn
 from eve_cli.execution._event_form import unpack
 from eve_cli.execution._keys import EventKeys, HistoryKeys
@@ -59,7 +59,8 @@ def old_form(world: Any, sid: str, meta: dict[str, Any]) -> list[dict[str, Any]]
     continuation token in every ``session.waiting``, ``at`` in epoch seconds."""
     history = resolve(world, sid, 0, world.stream_read(f"history.{sid}"))
     out = []
-    for item in map(unpack, world.stream_read(f"events.{sid}")):
+    for stored in world.stream_read(f"events.{sid}"):
+        item = cast(dict[str, Any], unpack(stored))  # read as a plain mapping
         event = {}
         for k, v in item.items():
             event["text" if k == "_h" else k] = history[v]["content"] if k == "_h" else v
@@ -251,13 +252,13 @@ def test_event_keys_their_fields_imply_are_stored_compact_and_derived_back() -> 
     ]  # fmt: skip
     stream = KeyedStream(world, name, 2, EventKeys())
     for n, (key, kind, data) in enumerate(implied + whole):
-        assert stream.append(key, stored_event(kind, 1.0, data)) == n
+        assert stream.append(key, stored_event(kind, 1.0, cast(EventData, data))) == n
     stored = [item["_k"] for item in world.stream_read(name)]
     assert stored == [2, 2, 2, 2, [2, 0], [2, 6], 2, 2, 2] + [f"2:{k.text}" for k, _, _ in whole]
     # A new process derives the same keys: nothing is appended twice.
     again = KeyedStream(world, name, 2, EventKeys())
     for key, kind, data in implied + whole:
-        assert again.append(key, stored_event(kind, 1.0, data)) is None
+        assert again.append(key, stored_event(kind, 1.0, cast(EventData, data))) is None
     assert sorted(again.keys_starting(first.delta_head)) == [
         "t3:0:0:d@0+6",
         "t3:0:0:d@6+3",

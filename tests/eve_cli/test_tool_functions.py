@@ -57,7 +57,8 @@ def test_schema_from_hints_and_docstring() -> None:
     assert built.parameters["required"] == ["a"]
     where = build_tool(locate)
     assert where.name == "where"
-    assert "ctx" not in where.parameters["properties"]
+    properties = where.parameters["properties"]
+    assert isinstance(properties, dict) and "ctx" not in properties
     assert where.ctx_param == "ctx"
 
 
