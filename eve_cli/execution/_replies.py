@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: a reader of stored replies needs no harne
     from eve_cli.harness import ArgumentError, KeptReply, Reply, StreamedText
     from eve_cli.models import Message
 
+SPANS = 16  # spans of events read apart at most (else one read over all of them)
 EVENTS = "e"  # form 2: the reply's delta events, as runs [start, count, ...]
 LENGTH = "n"  # form 2: the length of the text those events hold
 _APPENDED = TYPE_CODES["message.appended"]
@@ -185,6 +186,8 @@ def _read_events(
     found = dict(events)
     spans = runs(needed)
     pairs = [(start, start + count) for start, count in zip(spans[::2], spans[1::2], strict=True)]
+    if len(pairs) > SPANS:  # one read (a world may make each a round trip: a turn has many)
+        pairs = [(pairs[0][0], pairs[-1][1])]
     name = events_stream(session_id)
     for start, end in pairs:
         for offset, event in enumerate(world.stream_read(name, start, end)):

@@ -29,7 +29,7 @@ from eve_cli.execution._fold import (
     trim,
 )
 from eve_cli.execution._frozen import freeze
-from eve_cli.execution._replies import runs
+from eve_cli.execution._replies import SPANS, runs
 from eve_cli.execution._stored_events import EventReader
 from world import World, WorldError, decode, encode
 
@@ -459,7 +459,7 @@ def _messages(reader: EventReader, refs: set[int]) -> dict[int, str]:
     its item), in one read; one stored in another form through ``reader``."""
     spans = runs(sorted(refs))
     pairs = [(start, start + n) for start, n in zip(spans[::2], spans[1::2], strict=True)]
-    if len(pairs) > _SPANS:  # one read (a world may read each span on its own)
+    if len(pairs) > SPANS:  # one read (a world may read each span on its own)
         pairs = [(pairs[0][0], pairs[-1][1])]
     found: dict[int, str] = {}
     for start, end in pairs:
@@ -468,9 +468,6 @@ def _messages(reader: EventReader, refs: set[int]) -> dict[int, str]:
             if start + offset in refs and isinstance(content, str):
                 found[start + offset] = content
     return found | reader.texts(refs - found.keys())
-
-
-_SPANS = 16  # spans of history read apart at most (else one read over all of them)
 
 
 def _current(record: Any) -> bool:

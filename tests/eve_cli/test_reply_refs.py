@@ -117,6 +117,29 @@ def test_scattered_deltas_read_in_one_call(monkeypatch: pytest.MonkeyPatch) -> N
     assert reads == []
 
 
+def test_the_deltas_of_many_replies_read_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn of many steps refers to more delta spans than `SPANS`: one read over all of
+    them (a world where a read is a round trip made one a span: 100 at a turn's end)."""
+    world = MemoryWorld()
+    for i in range(60):  # the replies' deltas are every third event
+        delta = {"y": 11, "d": "ab", "_k": [i, 0]}
+        world.stream_append("events.s1", delta if i % 3 == 0 else {"y": 13})
+    items: list[dict[str, Any]] = [
+        {"role": "assistant", "e": runs([i]), "n": 2} for i in range(0, 60, 3)
+    ]
+    assert len(items) > _replies.SPANS
+    reads: list[tuple[str, int, int | None]] = []
+    original = world.stream_read
+
+    def counted(name: str, start: int = 0, end: int | None = None) -> list[Any]:
+        reads.append((name, start, end))
+        return original(name, start, end)
+
+    monkeypatch.setattr(world, "stream_read", counted)
+    assert [m["content"] for m in resolve(world, "s1", 7, items)] == ["ab"] * len(items)
+    assert reads == [("events.s1", 0, 58)]
+
+
 def damaged_copy(data: Path, sid: str, root: Path, change: Any) -> Path:
     """A copy of ``data`` whose events stream is rewritten through ``change(index, item)``
     (an item, or None to cut the stream there)."""
