@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 # A record to be written: its body, run, generation and kind (`rows.record_row`).
 Row = tuple[bytes, str | None, int | None, str | None]
+# A head to be written: its stored form, and what it says the family waits for (`head_wake`).
+Head = tuple[bytes, float | None, int | None]
 
 
 @dataclass(slots=True)
@@ -57,6 +59,7 @@ class _Batch:
     first: int  # the position of its first record
     records: list[Row]
     items: list[tuple[str, int, bytes]]  # (stream, index, item)
+    head: Head | None  # the family's head, written after them
 
     def arrays(self) -> list[bytes]:
         """The batch's arrays as `write_batch` takes them (binary): bodies, runs,
@@ -87,6 +90,7 @@ class _PgLease(Lease):
         # `next_pos`), and the generation of each run of the family as far as it knows
         # (from the records it loaded and appended: a record's `gen` column).
         self.records: list[Row] = []
+        self.head: Head | None = None  # the head to write after them
         self.gens: dict[str, int] = {}
         self.last_mark = 0  # the world's stream mark after this family's latest append
         self.committing = threading.Lock()  # held by the family's commit
@@ -185,12 +189,12 @@ class Owners(Connected):
             self._commits.commit_soon(loop)
 
     def _commit_family(self, root: str) -> bool:
-        """The commit queue's commit of family `root`: what its lease holds pending, written
-        in one transaction (`write_batch`). True once nothing of it is pending (or nothing is
-        written for it any more: a lease released, lost or failed, which its owner's next
-        write raises). A batch that could not be written fails every later write of the
-        lease: the positions and indexes it gave out are gone, so the drive stops and a
-        resume reloads the family."""
+        """The commit queue's commit of family `root`: what its lease holds pending (records,
+        stream items, then its head), written in one transaction (`commit_family`). True
+        once nothing of it is pending (or nothing is written for it any more: a lease
+        released, lost or failed, which its owner's next write raises). A batch that could
+        not be written fails every later write of the lease: the positions and indexes it
+        gave out are gone, so the drive stops and a resume reloads the family."""
         lease = self._leases.get(root)
         if lease is None:
             return True
@@ -211,20 +215,23 @@ class Owners(Connected):
         the world's lock). A lost lease's are dropped: a commit of them raises once."""
         items, lease.pending = lease.pending, []
         records, lease.records = lease.records, []
-        if lease.failure is not None or not (items or records):
+        head, lease.head = lease.head, None
+        if lease.failure is not None or not (items or records or head):
             return None
         if lease.lost:
             lease.failure = OwnershipError(self._lost_message(lease.root))
             raise lease.failure
-        return _Batch(lease.next_pos - len(records), records, items)
+        return _Batch(lease.next_pos - len(records), records, items, head)
 
     def _send_batch(self, lease: _PgLease, batch: _Batch) -> None:
         """Write a taken batch (a retry looks first whether the try before committed)."""
         root, first = lease.root, batch.first
         arrays = dict(zip(("bodies", "runs", "gens", "kinds", "names", "idx", "items"),
                           batch.arrays(), strict=True))  # fmt: skip
+        head, due, mark = batch.head or (None, None, None)
         params = {"root": root, "epoch": lease.epoch, "first": first, **arrays,
-                  "chan": self._channel, "key": self._alive_key}  # fmt: skip
+                  "chan": self._channel, "key": self._alive_key, "head": head, "due": due,
+                  "mark": mark}  # fmt: skip
         bodies = [r[0] for r in batch.records]
 
         def go(conn: psycopg.Connection[Any], attempt: int) -> None:
@@ -233,7 +240,7 @@ class Owners(Connected):
             if lease.recheck:
                 self._recheck(conn, lease, batch)
             try:
-                row = conn.execute(self._sql["write_batch"], params).fetchone()
+                row = conn.execute(self._sql["commit_family"], params).fetchone()
             except psycopg.errors.UniqueViolation:  # an index it gave out was taken
                 raise StorageError(
                     f"run family {root}: a stream of it was appended to by a process without "
@@ -288,6 +295,8 @@ class Owners(Connected):
     ) -> bool:
         if bodies:
             return self._stored(conn, root, first, bodies)
+        if not items:
+            return False  # a head alone: written again (the same)
         name, idx, item = items[0]
         row = conn.execute(self._sql["stream_item"], {"name": name, "idx": idx}).fetchone()
         return row is not None and row[0] is not None and bytes(row[0]) == item

@@ -229,6 +229,35 @@ INSERT INTO {s}.store_identity DEFAULT VALUES ON CONFLICT DO NOTHING;
 """
 
 
+# One family's commit (`owners`): `write_batch`'s records and stream items, then, if `p_head`
+# is given, the head and what it says the family waits for (`WAKE_UPDATE`'s columns), in one
+# transaction and one round trip; `write_batch`'s answer (nothing is written unless 0). Made
+# at every open, outside the numbered migrations, so an eve of the same schema version
+# without it still opens the schema (and writes with `write_batch` alone).
+COMMIT_FAMILY = """
+CREATE OR REPLACE FUNCTION {s}.commit_family(
+    p_root text, p_epoch bigint, p_first bigint, p_bodies bytea[], p_runs text[],
+    p_gens integer[], p_kinds text[], p_names text[], p_idx bigint[], p_items bytea[],
+    p_chan text, p_key bigint, p_head bytea, p_due double precision, p_mark bigint
+) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    code integer := {s}.write_batch(p_root, p_epoch, p_first, p_bodies, p_runs, p_gens,
+        p_kinds, p_names, p_idx, p_items, p_chan, p_key);
+BEGIN
+    IF code <> 0 OR p_head IS NULL THEN
+        RETURN code;
+    END IF;
+    UPDATE {s}.families SET hook_mark = p_mark,
+        due = CASE WHEN inbox_next <> p_mark THEN '-Infinity'::float8 ELSE p_due END
+        WHERE root = p_root AND epoch = p_epoch;
+    INSERT INTO {s}.heads (root, head) VALUES (p_root, p_head)
+        ON CONFLICT (root) DO UPDATE SET head = excluded.head, updated = now();
+    RETURN 0;
+END
+$$;
+"""
+
+
 def store_id(conn: Any, schema: str) -> str | None:
     """The id of the store in `schema` (None: no store there)."""
     try:
@@ -269,6 +298,7 @@ def migrate(conn: Any, schema: str, *, create: bool = True) -> bool:
         if current != VERSION:
             _create_or_convert(conn, schema, current)
         conn.execute(IDENTITY.format(s=s))
+        conn.execute(COMMIT_FAMILY.format(s=s))
     return True
 
 

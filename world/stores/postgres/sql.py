@@ -191,12 +191,6 @@ SQL: dict[str, str] = {
     "lease_state": "SELECT epoch, next_pos FROM {s}.families WHERE root = %(root)s",
     "read_head": "SELECT head FROM {s}.heads WHERE root = %(root)s",
     # With what the head says the family waits for (`head_wake`: the sweep's index).
-    "write_head": f"""
-        WITH f AS (
-            {_pg_schema.WAKE_UPDATE} WHERE root = %(root)s AND epoch = %(epoch)s RETURNING root
-        )
-        INSERT INTO {{s}}.heads (root, head) SELECT root, %(head)s FROM f
-        ON CONFLICT (root) DO UPDATE SET head = excluded.head, updated = now()""",
     "write_head_free": f"""
         WITH f AS (
             {_pg_schema.WAKE_UPDATE.replace("families", "families f")}
@@ -280,9 +274,10 @@ SQL: dict[str, str] = {
             SELECT %(name)s, s.idx, %(item)s FROM s RETURNING idx
         )
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
-    "write_batch": """
-        SELECT {s}.write_batch(%(root)s, %(epoch)s, %(first)s, %(bodies)b, %(runs)b,
-            %(gens)b, %(kinds)b, %(names)b, %(idx)b, %(items)b, %(chan)s, %(key)s)""",
+    "commit_family": """
+        SELECT {s}.commit_family(%(root)s, %(epoch)s, %(first)s, %(bodies)b, %(runs)b,
+            %(gens)b, %(kinds)b, %(names)b, %(idx)b, %(items)b, %(chan)s, %(key)s,
+            %(head)s::bytea, %(due)s::float8, %(mark)s::bigint)""",
     "stream_item": "SELECT item FROM {s}.stream_items WHERE name = %(name)s AND idx = %(idx)s",
     # The share lock of the family row waits for a batch in flight (which then committed
     # before the tail's first read) or makes the next one wait and see the row. The rows of

@@ -290,16 +290,12 @@ class PostgresWorld(Streams):
         data = _codec.encode(head, "head")
         due, mark = head_wake(head)
         lease = self._leases.get(root)
-        if lease is not None:
+        if lease is not None:  # written by the family's commit, after its records and items
             self._held(root)
-            self._commits.commit()  # the records and items before the head are seen with it
-            params = {"root": root, "head": data, "epoch": lease.epoch, "due": due, "mark": mark}
-
-            def owned(conn: psycopg.Connection[Any], _: int) -> None:
-                if conn.execute(self._sql["write_head"], params).rowcount != 1:
-                    self._refused(conn, lease, "write its head")
-
-            self._call(owned)
+            with self._lock:
+                lease.head = (data, due, mark)
+            self._commits.pending(root)
+            self._commits.commit()
             return
 
         def unowned(conn: psycopg.Connection[Any], _: int) -> None:
