@@ -16,8 +16,8 @@ A commit made by the loop's timer that fails is raised by the next `commit` (and
 `check`, before the store takes more): what was appended after it may not follow what is
 stored. The store says what one family's commit is (`commit_family`: True once nothing of it
 is pending, False when it took something new meanwhile and stays pending). A store whose
-commit waits on a network (`off_loop`) has the timer's commit made on a thread: the loop
-goes on driving other families meanwhile.
+commit waits on a network (`off_loop`) has the timer's commit made on a thread of the
+engine's (`_offload`): the loop goes on driving other families meanwhile.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from . import _offload
 from ._errors import WorldError
 
 # Seconds the records and stream items before an effect no one observes (a model's request)
@@ -111,7 +112,7 @@ class CommitQueue:
         if due is None:
             return  # committed meanwhile
         if self._off_loop:
-            loop.run_in_executor(None, self._commit_due)
+            loop.run_in_executor(_offload.pool(), self._commit_due)
         else:
             self._commit_due()
 

@@ -9,13 +9,11 @@ and then tries the lease; the owner releases first and then re-checks).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 import functools
 import secrets
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -35,6 +33,7 @@ from ._errors import (
 )
 from ._family import FINISHED, Family, Run, build_head, load_family
 from ._fork import ForkPlan, check_plan, plan_fork
+from ._offload import offload, runs_inline
 from ._records import InboxState, JournalRecord, StoredRecord
 from ._store import IO, LAZY, RECORD, Order, Scheduling, scheduling
 from ._world import World, check_name, check_run_id, root_of
@@ -81,37 +80,6 @@ class Delivery:
 
     run_id: str
     id: int
-
-
-# Storage calls that wait (`World.io`) run here, off the event loop: while one family waits
-# for its fsync or round trip the loop drives the others (and serves HTTP), and their waits
-# overlap (a filesystem merges concurrent fsyncs into one journal commit: a group commit).
-_IO_THREADS = 32
-_io_pool: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _io_pool
-    if _io_pool is None:
-        _io_pool = ThreadPoolExecutor(_IO_THREADS, thread_name_prefix="eve-io")
-    return _io_pool
-
-
-def _relay(loop: asyncio.AbstractEventLoop, done: asyncio.Future[T], call: Future[T]) -> None:
-    """On the pool's thread: hand `call`'s outcome to the loop's future `done`."""
-    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no one waits
-        loop.call_soon_threadsafe(_settle, done, call)
-
-
-def _settle(done: asyncio.Future[T], call: Future[T]) -> None:
-    if done.cancelled():
-        return  # the caller went on (see `Engine.io`)
-    if call.cancelled():
-        done.cancel()
-    elif (exc := call.exception()) is not None:
-        done.set_exception(exc)
-    else:
-        done.set_result(call.result())
 
 
 def _time(ts: float | None) -> dt.datetime | None:
@@ -178,39 +146,13 @@ class Engine:
         return head
 
     async def io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Make a storage call from the event loop where the world wants it (`World.io`);
-        the caller goes on only once it has returned.
-
-        A network world's calls always run on a thread of the engine's, so the loop drives
-        other families and serves requests meanwhile; a disk world's run there while several
-        families are being driven (their fsyncs overlap), inline with one (a thread hop costs
-        ~0.1 ms, and there is nothing to overlap); a memory world's inline.
-        A cancellation first waits for the call to end (the lease must not be released under a
-        write in flight), then goes through: the record may be durable without the caller
-        knowing, as after a crash at that moment, which replay repairs.
-        """
-        io = self._store.io
-        if io is IO.MEMORY or (io is IO.DISK and self._driving < 2):
+        """Make a storage call from the event loop where the world wants it (`World.io`,
+        `_offload.runs_inline`: a network world's on a thread, a disk world's there while
+        several families are driven, a memory world's inline); the caller goes on only once
+        it has returned (a cancellation waits for it: `_offload.offload`)."""
+        if runs_inline(self._store.io, self._driving):
             return fn(*args, **kwargs)
-        # The pool's future tells a loop future of its own from the pool's thread (not
-        # `run_in_executor` and `shield`: their chained futures cost ~30 us more a call,
-        # and a network world makes one a step).
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-        call = _pool().submit(fn, *args, **kwargs)
-        call.add_done_callback(functools.partial(_relay, loop, done))
-        try:
-            return await done
-        except asyncio.CancelledError:
-            if not done.cancelled():
-                raise  # the call's own CancelledError, not the caller's cancellation
-            ended = asyncio.wrap_future(call)
-            while not ended.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait({ended})
-            if not ended.cancelled():
-                ended.exception()  # retrieved: the cancellation is what the caller sees
-            raise
+        return await offload(fn, *args, **kwargs)
 
     # -- outside workflows -----------------------------------------------------------------------
     async def start(
