@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
 
+from eve_cli._json import JSONObject
+
 if TYPE_CHECKING:
     from eve_cli._events import Event
     from eve_cli._schedules import Schedule, ScheduleRow
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from eve_cli.runtime import Runtime
 
 TurnPolicy = Literal["steer", "queue"]
-JsonSchema = dict[str, Any]  # a JSON schema object (a turn's output schema)
+JsonSchema = JSONObject  # a JSON schema object (a turn's output schema)
 # Who asked (SPEC §18): a principal's record, ``{"subject", "tenant"?}``, kept in the events.
 By = dict[str, str]
 T = TypeVar("T")

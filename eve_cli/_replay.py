@@ -37,6 +37,7 @@ from eve_cli._events import Event
 from eve_cli._json import JSONObject
 from eve_cli._loader import AgentDefinition
 from eve_cli._tools import InvalidArguments, Tool, ToolResult
+from eve_cli.execution import PendingView
 from eve_cli.mcp import server_of
 from eve_cli.models import context_window_for
 
@@ -240,7 +241,7 @@ async def _replay_turn(rt: Any, sid: str, turn: Turn, recorded: Recorded) -> Non
         view = await rt.drive(sid)
 
 
-def _answer(request: dict[str, Any], recorded: Recorded) -> dict[str, Any] | None:
+def _answer(request: PendingView, recorded: Recorded) -> dict[str, Any] | None:
     """The recorded answer to ``request``; a request the recording never made is approved
     (the recording ran that call) or answered empty; None: the recording did not answer."""
     call = recorded.calls.get(str(request.get("callId")))

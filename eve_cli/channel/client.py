@@ -13,14 +13,13 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 if TYPE_CHECKING:
     from eve_cli._events import Event
     from eve_cli._facade import JsonSchema, TurnPolicy
-    from eve_cli._session import ForkOrigin
     from eve_cli.execution import Forked, Lineage, SessionView
 
 T = TypeVar("T")
@@ -164,8 +163,7 @@ class RemoteRuntime:
     def lineage(self, sid: str) -> Lineage:
         """Where the session was forked from and its forks (from its view)."""
         view = self.session(sid)
-        origin = cast("ForkOrigin | None", view.get("forkedFrom"))  # the fork's meta's
-        found: Lineage = {"forkedFrom": origin, "forks": view.get("forks") or []}
+        found: Lineage = {"forkedFrom": view.get("forkedFrom"), "forks": view.get("forks") or []}
         return found
 
     def resumable(self) -> list[str]:

@@ -14,9 +14,12 @@ import asyncio
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eve_cli._facade import Facade
+
+if TYPE_CHECKING:
+    from eve_cli.execution import PendingView
 
 MESSAGES = (
     "hello",
@@ -41,7 +44,7 @@ async def converse(rt: Facade) -> str:
     return sid
 
 
-def _answer(request: dict[str, Any]) -> dict[str, Any]:
+def _answer(request: PendingView) -> dict[str, Any]:
     if request.get("kind") == "question":
         return {"requestId": request["requestId"], "answer": ANSWER}
     return {"requestId": request["requestId"], "approved": True, "always": False}

@@ -89,7 +89,8 @@ def _inspect(
             # The latest turns (a checkpoint of turn T needs those before it too).
             view = reader.session(session, None if all_turns or step else RECENT)
             found = reader.lineage(session)
-            view["forkedFrom"] = dict(found["forkedFrom"]) if found["forkedFrom"] else None
+            origin = found["forkedFrom"]
+            view["forkedFrom"] = origin.copy() if origin else None
             view["forks"] = found["forks"]
             view["status"] = live_status(reader, session, str(view.get("status")))
             if view["status"] == "interrupted":

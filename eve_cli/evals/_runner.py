@@ -16,6 +16,7 @@ from eve_cli.evals._outcome import CaseRun, read_run
 from eve_cli.evals._stubs import StubBook, stubbed
 
 if TYPE_CHECKING:
+    from eve_cli.execution import PendingView
     from eve_cli.runtime import Runtime
 
 _MAX_ROUNDS = 256  # drives of one case: bounds a case whose agent asks forever
@@ -158,7 +159,7 @@ async def _deliver(rt: Runtime, sid: str, case: Case, place: _Place) -> str | No
 
 
 async def _respond(
-    rt: Runtime, sid: str, case: Case, pending: list[dict[str, Any]], place: _Place
+    rt: Runtime, sid: str, case: Case, pending: list[PendingView], place: _Place
 ) -> str | None:
     responses = []
     for i, request in enumerate(pending):

@@ -34,6 +34,7 @@ from eve_cli.execution._receipts import (
     taken,
 )
 from eve_cli.execution._replies import resolve
+from eve_cli.execution._shapes import PendingView
 from eve_cli.execution._stored_events import REF, EventReader, started_event, stored_event
 from eve_cli.execution._streams import KeyedStream
 from eve_cli.execution._view import PAGE, TAIL, summary
@@ -59,6 +60,7 @@ __all__ = [
     "HistoryKeys",
     "KeyedStream",
     "Lineage",
+    "PendingView",
     "SessionRow",
     "SessionView",
     "ViewFold",

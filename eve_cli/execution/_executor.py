@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from eve_cli._tools import Tool
     from eve_cli.execution._window import WindowState
     from eve_cli.mcp import McpPool
-    from eve_cli.models import ToolSpec
+    from eve_cli.models import Message, ToolSpec
 
 _KEPT_WINDOWS = 32
 _KEPT_STREAMS = 64
@@ -77,7 +77,7 @@ class Executor:
         self._moved: dict[Path, Path] = {}
         self.load_errors: dict[str, str] = {}
         # session id -> (start, history items from start, their digest); see history_window
-        self._windows: OrderedDict[str, tuple[int, list[dict[str, Any]], Any]] = OrderedDict()
+        self._windows: OrderedDict[str, tuple[int, list[Message], Any]] = OrderedDict()
         self._keyed: OrderedDict[tuple[str, int], KeyedStream] = OrderedDict()
         self._states: OrderedDict[str, WindowState] = OrderedDict()  # see extend_window
         # session id -> {history index: text} of replies this process stored by reference
@@ -236,7 +236,7 @@ class Executor:
         while len(self._states) > _KEPT_WINDOWS:
             self._states.popitem(last=False)
 
-    def history_window(self, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
+    def history_window(self, session_id: str, start: int, end: int) -> list[Message]:
         """Items ``start`` to ``end`` of the session's history stream, without their keys.
 
         Kept between turns for a few sessions and reused while the stream's digest of them is
@@ -244,7 +244,7 @@ class Executor:
         """
         name = history_stream(session_id)
         kept = self._windows.pop(session_id, None)
-        items: list[dict[str, Any]] = []
+        items: list[Message] = []
         checked = None  # (count, digest) seen unchanged just now
         if kept is not None and kept[0] == start and start + len(kept[1]) <= end:
             unchanged = self.world.stream_digest(name, start + len(kept[1])) == kept[2]

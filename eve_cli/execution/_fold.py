@@ -25,13 +25,16 @@ from eve_cli._events import Event
 from eve_cli._usage import add_usage, empty_usage
 from eve_cli.execution._shapes import (
     ActionView,
+    AnswerView,
     MarkView,
     McpView,
+    PendingView,
     ReplyView,
     SessionRow,
     SessionView,
     SteerView,
     StepView,
+    TaskView,
     TurnView,
 )
 from eve_cli.execution._stored_events import REF, iso_from_ms
@@ -577,7 +580,10 @@ class ViewFold:
             self.turn["result"] = event.get("value")
 
     def _input_requested(self, event: Event) -> None:
-        self.view["pending"].append({k: v for k, v in event.items() if k in PENDING_FIELDS})
+        # (a PendingView's, an AnswerView's and a TaskView's fields are Event's, of the same
+        # types: picked by name, which mypy cannot follow)
+        asked = {k: v for k, v in event.items() if k in PENDING_FIELDS}
+        self.view["pending"].append(cast(PendingView, asked))
         if "callId" in event and (action := self._call(event["callId"])) is not None:
             action["status"] = "waiting"
             action["waitedFor"] = event.get("kind", "approval")
@@ -588,7 +594,8 @@ class ViewFold:
             if asked.get("requestId") != event.get("requestId") or "callId" not in asked:
                 continue
             if (action := self._call(asked["callId"])) is not None:
-                action["answer"] = {k: v for k, v in event.items() if k in _ANSWERS}
+                answer = {k: v for k, v in event.items() if k in _ANSWERS}
+                action["answer"] = cast(AnswerView, answer)
                 action["answeredIn"] = event.get("stepIndex")
         view["pending"] = [
             p for p in view["pending"] if p.get("requestId") != event.get("requestId")
@@ -626,8 +633,8 @@ class ViewFold:
     def _task(self, event: Event) -> None:
         action = self._call(event.get("taskId"))
         if action is not None:
-            task = action.setdefault("task", {})
-            task.update({k: v for k, v in event.items() if k in _TASK})
+            task = {k: v for k, v in event.items() if k in _TASK}
+            action["task"] = {**action.get("task", {}), **cast(TaskView, task)}
 
     def _task_settled(self, event: Event) -> None:
         self._task(event)

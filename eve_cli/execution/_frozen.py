@@ -8,7 +8,7 @@ changeable ones back.
 from __future__ import annotations
 
 import copy
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 _WHY = "this part of a session view is shared by every copy and read-only; copy it to change it"
 
@@ -17,16 +17,19 @@ def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
     raise TypeError(_WHY)
 
 
-class FrozenDict(dict[str, Any]):
+V = TypeVar("V")
+
+
+class FrozenDict(dict[str, V]):
     """A dict that refuses changes."""
 
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
-    def __copy__(self) -> dict[str, Any]:
+    def __copy__(self) -> dict[str, V]:
         return dict(self)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, V]:
         return {k: copy.deepcopy(v, memo) for k, v in self.items()}
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -5,7 +5,45 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
+from eve_cli._session import ForkOrigin
 from eve_cli._usage import UsageTotals
+
+
+class PendingView(TypedDict, total=False):
+    """An input request the session waits on: its ``input.requested`` event's fields
+    (`_fold.PENDING_FIELDS`)."""
+
+    requestId: str
+    kind: str  # approval | question | outcome (reason: limit, for a budget's)
+    tool: str
+    arguments: Any
+    question: str
+    options: list[str] | None
+    callId: str
+    message: str
+    reason: str
+    turnId: str
+
+
+class AnswerView(TypedDict, total=False):
+    """What an action's input request was answered: its ``input.resolved`` event's
+    fields (and who answered, ``by``)."""
+
+    approved: bool
+    always: bool
+    answer: str
+    outcome: str
+    result: str
+    by: dict[str, str]
+
+
+class TaskView(TypedDict, total=False):
+    """A sub-agent's task: its name and session, then how it settled and its output."""
+
+    name: str
+    childSessionId: str
+    status: str
+    output: Any
 
 
 class ActionView(TypedDict, total=False):
@@ -22,10 +60,10 @@ class ActionView(TypedDict, total=False):
     durationMs: int | None  # the tool's own run (without an approval's wait), when it ended
     server: str  # an MCP server's tool: which server, which tool
     tool: str
-    answer: dict[str, Any]  # what its input request was answered (approved, answer, outcome…)
+    answer: AnswerView  # what its input request was answered
     answeredIn: int | None  # the step whose events carry the answer and the result (a parked
     endedIn: int | None  # call's come in a later step than its own)
-    task: dict[str, Any]  # a sub-agent's task: name, childSessionId, then status and output
+    task: TaskView  # a sub-agent's task
 
 
 class StepView(TypedDict, total=False):
@@ -117,7 +155,7 @@ class SessionView(TypedDict):
     mode: str | None
     model: str | None
     turns: list[TurnView]
-    pending: list[dict[str, Any]]  # input.requested's fields (PENDING_FIELDS)
+    pending: list[PendingView]
     steps: int
     createdAt: Any  # ISO time; ms since creation while the writer's fold holds it
     updatedAt: Any
@@ -132,7 +170,7 @@ class SessionView(TypedDict):
     resume: NotRequired[str]  # added by `eve inspect` to an interrupted session: the command
     # Added by `eve inspect` and GET /session/{id} (`Runtime.lineage`): where it was forked
     # from ({"session", "checkpoint", "at"}) and the sessions forked from it.
-    forkedFrom: NotRequired[dict[str, Any] | None]
+    forkedFrom: NotRequired[ForkOrigin | None]
     forks: NotRequired[list[str]]
     # A page of the view (`ViewCache.view`): the session's turns in all, and the number of
     # the first one ``turns`` holds (its marks are those of these turns).
@@ -152,6 +190,6 @@ class SessionRow(TypedDict):
     updatedAt: Any
     first: NotRequired[str | None]  # added by the runtime: its first message (cut)
     bytes: NotRequired[int | None]  # added by the runtime: what the session stores
-    forkedFrom: NotRequired[dict[str, Any]]  # added by the runtime: a fork's origin
+    forkedFrom: NotRequired[ForkOrigin]  # added by the runtime: a fork's origin
     owner: NotRequired[dict[str, str]]  # added by the runtime: who created it (SPEC §18)
     forks: NotRequired[list[str]]  # added by the runtime: the sessions forked from it

@@ -26,7 +26,7 @@ def read_window(world: World, snap: Snapshot) -> tuple[list[Message], list[int],
     return state.messages, state.indexes, state.summary
 
 
-def _summary_text(world: World, snap: Snapshot, items: list[dict[str, Any]]) -> str | None:
+def _summary_text(world: World, snap: Snapshot, items: list[Message]) -> str | None:
     if snap.summary_at is None:
         return None
     at = snap.summary_at - snap.history_start
@@ -54,7 +54,7 @@ class WindowState:
 
 
 def extend_window(
-    world: World, snap: Snapshot, items: list[dict[str, Any]], kept: WindowState | None
+    world: World, snap: Snapshot, items: list[Message], kept: WindowState | None
 ) -> WindowState:
     """The window state of ``items`` (read with their keys or without): ``kept`` extended by
     the items after it when it is of the same window and its items are these very objects

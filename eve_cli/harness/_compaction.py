@@ -8,7 +8,7 @@ carries the summary text, so their size does not grow with the session's age.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from eve_cli._keys import Compaction
 from eve_cli._session import SUMMARY_ROLE, summary_message
@@ -23,6 +23,16 @@ from eve_cli.models import (
     message_text,
 )
 from world import STORAGE_ERRORS
+
+
+class _Summary(TypedDict, total=False):
+    """What a compaction's action journals: the summary's history index (``h``) and its
+    token estimate, or why there is none (``error``)."""
+
+    h: int
+    tokens: int
+    error: str
+
 
 SUMMARY_SYSTEM = (
     "Summarise the conversation so far for your own later use: facts, decisions, open tasks, "
@@ -105,7 +115,7 @@ async def compact(
     model = host.model()
     call_index = snap.model_calls
 
-    async def summarise() -> dict[str, Any]:
+    async def summarise() -> _Summary:
         request = ModelRequest(
             system=SUMMARY_SYSTEM,
             messages=prior + [_plain(m) for m in older],
@@ -125,7 +135,7 @@ async def compact(
         index = host.store_history({"role": SUMMARY_ROLE, "content": response.text}, keys.summary)
         return {"h": index, "tokens": estimate_text(response.text)}
 
-    result = await host.action(keys.action, summarise)
+    result: _Summary = await host.action(keys.action, summarise)
     if "error" in result:
         host.emit(
             "compaction.completed",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from eve_cli._json import JSONObject
 from eve_cli._keys import ModelCall
 from eve_cli.harness._host import StepHost
 from eve_cli.harness._outcome import StepResult
@@ -28,7 +29,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def parse_result(text: str, schema: dict[str, Any], model: Any = None) -> tuple[Any, str | None]:
+def parse_result(text: str, schema: JSONObject, model: Any = None) -> tuple[Any, str | None]:
     """``(value, None)`` when ``text`` is JSON valid for ``schema`` (or the pydantic ``model``),
     else ``(None, why)``."""
     body = text.strip()
@@ -72,9 +73,11 @@ def _items_problem(value: list[Any], schema: Any, path: str) -> str | None:
     return next((problem for problem in problems if problem is not None), None)
 
 
-def _object_problem(value: dict[str, Any], schema: dict[str, Any], path: str) -> str | None:
-    properties = schema.get("properties") or {}
-    for name in schema.get("required") or ():
+def _object_problem(value: JSONObject, schema: JSONObject, path: str) -> str | None:
+    properties, required = schema.get("properties"), schema.get("required")
+    if not isinstance(properties, dict):
+        properties = {}
+    for name in required if isinstance(required, list) else ():
         if name not in value:
             return f"{path} lacks the required {name!r}"
     for name, item in value.items():
@@ -94,7 +97,7 @@ def _is(value: Any, kind: str) -> bool:
     return isinstance(value, _TYPES.get(kind, (object,)))
 
 
-def output_schema(host: StepHost) -> tuple[dict[str, Any] | None, Any]:
+def output_schema(host: StepHost) -> tuple[JSONObject | None, Any]:
     """The schema this turn's answer follows (the one its message came with, else the
     agent's) and the pydantic model that validates it (the agent's only)."""
     if host.snap.turn_schema is not None:

@@ -16,14 +16,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from eve_cli import _store_migration  # noqa: F401  (registers eve's part of migrations)
 from eve_cli._events import Event
 from eve_cli._facade import By, JsonSchema, SessionStatus, TurnPolicy
 from eve_cli._loader import AgentDefinition, AgentLoadError
 from eve_cli._schedules import Schedule, ScheduleRow
-from eve_cli.execution import PAGE, Executor, Forked, ForkPointError, Lineage, SessionView
+from eve_cli.execution import (
+    PAGE,
+    Executor,
+    Forked,
+    ForkPointError,
+    Lineage,
+    SessionView,
+)
 from eve_cli.runtime._client import Client, DeliveryReceipt
 from eve_cli.runtime._core import (
     Core,
@@ -35,6 +42,9 @@ from eve_cli.runtime._core import (
 from eve_cli.runtime._reader import Reader
 from eve_cli.runtime._worker import Worker
 from world import Engine, World, default_data_dir, store_identity
+
+if TYPE_CHECKING:
+    from eve_cli.models import Message
 
 __all__ = [
     "AgentLoadError",
@@ -365,7 +375,7 @@ class Runtime:
         """Stored events from ``start``, then live ones as they are appended (any process)."""
         return self.reader.tail(sid, start)
 
-    def history(self, sid: str) -> list[dict[str, Any]]:
+    def history(self, sid: str) -> list[Message]:
         """The messages the model would see at the session's next turn (summary first).
 
         Read from the snapshot the last finished turn left; reads the session's journal, so it

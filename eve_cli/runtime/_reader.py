@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import gc
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from eve_cli._events import Event
 from eve_cli._session import SessionMeta, Snapshot, events_stream, history_stream, session_base
@@ -29,6 +29,9 @@ from eve_cli.execution import (
 )
 from eve_cli.runtime._core import Core, live_status
 
+if TYPE_CHECKING:
+    from eve_cli.models import Message
+
 __all__ = ["Reader"]
 
 _FIRST_EVENTS = 16  # a session's first message is among its first events
@@ -39,6 +42,15 @@ def _same(stored: Any, version: Any) -> bool:
     if isinstance(stored, list) and isinstance(version, tuple):
         stored = tuple(stored)
     return version is not None and bool(stored == version)
+
+
+class RowNote(TypedDict):
+    """What a session's head keeps for the listing (`Reader.row_note`): its row, valid while
+    its events stream has the version ``events``, and what the session stores (``bytes``)."""
+
+    row: SessionRow
+    events: Any  # `World.stream_versions`'s token, a list where it was a tuple
+    bytes: int | None
 
 
 class Reader:
@@ -115,7 +127,7 @@ class Reader:
     def lineage(self, sid: str) -> Lineage:
         return lineage(self.world, sid, self.core.meta(sid), self.core.meta_or_none)
 
-    def history(self, sid: str) -> list[dict[str, Any]]:
+    def history(self, sid: str) -> list[Message]:
         """The messages the model would see at the session's next turn (summary first), from
         the snapshot the last finished turn left (reads the journal: for inspection)."""
         meta = self.core.meta(sid)
@@ -206,7 +218,7 @@ class Reader:
         row["bytes"] = self._bytes(sid)
         return row
 
-    def row_note(self, root: str) -> dict[str, Any] | None:
+    def row_note(self, root: str) -> RowNote | None:
         """What a head keeps for the listing (written with the head, whose family is held):
         the row, valid while the event stream keeps the version it has now."""
         count = self.event_count(root)  # before reading: an append in between shows as stale
@@ -243,7 +255,7 @@ class Reader:
         meta = self.core.present_meta(sid) or {}
         origin = meta.get("forkedFrom")
         if isinstance(origin, dict):
-            row["forkedFrom"] = dict(origin)
+            row["forkedFrom"] = origin.copy()
         owner = meta.get("owner")
         if isinstance(owner, dict):
             row["owner"] = owner

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, cast, overload
+from typing import Literal, cast, overload
 
 from eve_cli._facade import SessionStatus
 from eve_cli._schedules import Schedule, ScheduleMark, ScheduleRow, load_schedules
@@ -19,7 +19,7 @@ from eve_cli._session import SessionMeta, events_stream
 from eve_cli.execution import SessionView
 from eve_cli.runtime._client import Client
 from eve_cli.runtime._core import Core, SessionNotFoundError, live_status
-from eve_cli.runtime._reader import Reader
+from eve_cli.runtime._reader import Reader, RowNote
 from world import RunNotFoundError
 
 __all__ = ["Worker"]
@@ -90,7 +90,7 @@ class Worker:
             return {"id": sid, "status": await core.call(self.reader.status, sid)}
         return await core.call(self.reader.view, sid, meta)
 
-    def head_note(self, root: str) -> dict[str, Any] | None:
+    def head_note(self, root: str) -> RowNote | None:
         """Kept in the session's head by the engine each time it writes it (end of a drive,
         creation): the listing row (`Reader.row_note`); and the drive's result is made."""
         note = self.reader.row_note(root)

@@ -67,8 +67,8 @@ def test_execution_and_harness_names_are_pinned() -> None:
     assert sorted(execution.__all__) == [
         "Change", "ContextLostError", "Disposition", "ENDING_WAIT", "EventReader",
         "EventWatcher", "Executor", "ForkPointError", "Forked", "HistoryKeys", "KeyedStream",
-        "Lineage",
-        "PAGE", "REF", "SESSION_WORKFLOW", "SessionRow", "SessionView", "TAIL", "TAKEN_SCAN",
+        "Lineage", "PAGE", "PendingView", "REF", "SESSION_WORKFLOW", "SessionRow", "SessionView",
+        "TAIL", "TAKEN_SCAN",
         "TURN_WORKFLOW", "ViewFold", "change_of", "decide", "first_message", "fold",
         "fork_session", "fresh_start", "lineage", "observe_events", "opens_session", "phase",
         "read_window", "receipt_boundary", "resolve", "settles", "started_event", "stored_event",
