@@ -169,7 +169,7 @@ def resolve(
     return out
 
 
-def expand(item: Mapping[str, Any], text: str) -> dict[str, Any]:
+def expand(item: Mapping[str, Any], text: str) -> Message:
     """A form-2 ``item`` as form 1, with ``text`` as its content."""
     message = {k: v for k, v in item.items() if k not in (EVENTS, LENGTH)}
     message["content"] = text
