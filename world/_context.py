@@ -382,13 +382,15 @@ class WorkflowContext:
                 raise  # the store's failure, not the step's: the drive stops, resumed later
             except Exception as exc:
                 self._busy, run.interrupted = "", False
-                await self._failed(run, exc, policy, _own(store, mark))  # raises at the last
+                order = _own(store, mark, ordered)
+                await self._failed(run, exc, policy, order)  # raises at the last
                 continue
             finally:
                 self._busy = ""
                 _current_step.reset(token)
             rec = {"t": "step", "name": name, "ok": value, "n": run.attempt}
-            stored = await self._record(rec, label=f"step {name!r}", order=_own(store, mark))
+            order = _own(store, mark, ordered)
+            stored = await self._record(rec, label=f"step {name!r}", order=order)
             return stored["ok"]  # type: ignore[no-any-return]
 
     async def _failed(self, run: StepRun, exc: Exception, policy: RetryPolicy, own: Order) -> None:
@@ -630,10 +632,12 @@ def _timestamp(when: dt.datetime) -> float:
     return (when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
-def _own(store: Scheduling, mark: int) -> Order:
+def _own(store: Scheduling, mark: int, ordered: bool) -> Order:
     """A step record's order: the stream items its function appended (after `mark`) are
     durable before it; a step that appended none waits for none."""
-    return Order(streams=mark) if store.stream_mark() != mark else RECORD
+    if store.stream_mark() == mark:
+        return RECORD
+    return Order(streams=mark, unobserved=not ordered)
 
 
 class HookHandle:
