@@ -426,6 +426,38 @@ class Writer:
         self.end = offset + len(data)
         return offset
 
+    def write(self, data: bytes) -> int:
+        """Write `data` at the end without a sync (it is durable elsewhere already: a
+        family's write-ahead file); return its offset. A failure leaves the file as it was."""
+        offset = self.end
+        if self._dirty:
+            self._roll_back()
+        self._appends += 1
+        if self._reserve and offset + len(data) > self._size and self._appends > RESERVE_AFTER:
+            self._extend(offset + len(data))
+        try:
+            write_all(self._fd, data, offset)
+        except OSError as exc:
+            self._roll_back()
+            raise StorageError(f"{self.path}: write failed ({exc.strerror})") from None
+        self.end = offset + len(data)
+        return offset
+
+    def cut(self, end: int) -> None:
+        """Take back what was written from `end` on (its commit failed)."""
+        if end < self.end:
+            self.end = end
+            self._roll_back()
+
+    def sync(self) -> None:
+        """Make everything written durable (`write`'s bytes: a checkpoint)."""
+        with self._settling:
+            try:
+                os.fdatasync(self._fd)
+            except OSError as exc:
+                raise StorageError(f"{self.path}: sync failed ({exc.strerror})") from None
+            self.unsettled = None
+
     def settle(self) -> None:
         """Wait until a deferred append is durable (see :meth:`append`). If the disk fails
         it now, the record is rolled back and :class:`StorageError` raised, as an append's."""

@@ -38,6 +38,7 @@ from world._family import Family, load_family
 from world._records import StoredRecord
 from world._store import RECORD, Order
 from world._world import unpack_token
+from world.stores.local.world import inbox_lock
 
 
 async def steps(ctx: WorkflowContext, n: int) -> int:
@@ -64,7 +65,7 @@ def test_file_count_grows_with_runs_not_steps(tmp_path: Path) -> None:
     assert _files(tmp_path / "ten") == _files(tmp_path / "thousand")
     assert _files(tmp_path / "ten") == [
         "FORMAT", "hooks/t-fixed", "runs/fixed/head.msgpack", "runs/fixed/journal.msgpack",
-        "runs/fixed/owner.lock", "runs/fixed/streams.list",
+        "runs/fixed/owner.lock", "runs/fixed/streams.list", "runs/fixed/wal.msgpack",
     ]  # fmt: skip
     found = json.loads((tmp_path / "ten" / "FORMAT").read_text())
     assert found == {"format": "eve-world", "version": 2, "id": found["id"]}
@@ -607,9 +608,9 @@ def test_the_inbox_lock_excludes_a_filelock_on_it_and_the_other_way(tmp_path: Pa
     path = tmp_path / "runs" / "f" / "inbox.lock"
     other = filelock.FileLock(str(path), timeout=0, preserve_lock_file=True)  # as eve doctor
     busy = pytest.raises(OwnershipError, match=r"inbox\.lock")
-    with other, busy, world._lock(path, 0.05, "f"):
+    with other, busy, inbox_lock(path, 0.05, "f", world.path):
         pass
-    with world._lock(path, 0.05, "f"):
+    with inbox_lock(path, 0.05, "f", world.path):
         with pytest.raises(filelock.Timeout):
             other.acquire()
         held = threading.Thread(target=lambda: world.deliver("f", "tok", 1))

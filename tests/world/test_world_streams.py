@@ -327,8 +327,8 @@ def test_stream_appends_are_made_durable_before_the_next_journal_record(
     rid = asyncio.run(engine.start("flow"))
     log = io_log(monkeypatch)
     asyncio.run(engine.run(rid))
-    files = synced(log)
-    assert files[:2] == ["events.s1.msgpack", "journal.msgpack"]
+    files = synced(log)  # (a stream of another family: synced, then the record committed)
+    assert files[:2] == ["events.s1.msgpack", "wal.msgpack"]
 
 
 def test_stream_appends_are_made_durable_before_a_fork_family_appears(
@@ -366,8 +366,9 @@ def test_a_steps_record_waits_only_for_the_streams_its_function_appended_to(
     asyncio.run(engine.run(rid))
     files = synced(log)
     # The first record waits for the stream its step appended to, not for the other (made
-    # durable before the next step runs); the run's end for what is left.
-    assert files[:2] == ["events.s1.msgpack", "journal.msgpack"]
+    # durable before the next step runs); the run's end for what is left. (Streams of
+    # another family: the record's commit is its family's write-ahead file.)
+    assert files[:2] == ["events.s1.msgpack", "wal.msgpack"]
     assert "history.s1.msgpack" in files[2:] and files[-1] == "journal.msgpack"
 
 

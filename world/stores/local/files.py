@@ -21,6 +21,7 @@ INTACT_KEY = "_intact"
 REMOVE_WAIT = 5.0  # seconds `remove_family` waits for a delivery in progress to finish
 RUN_FILES = ("journal.msgpack", "inbox.msgpack", "head.msgpack")  # a family's data files
 LOCKS = ("owner.lock", "inbox.lock")  # removed last: a waiter on them then finds no journal
+WAL = "wal.msgpack"  # a family's write-ahead file (`wal.NAME`)
 
 
 @contextlib.contextmanager
@@ -228,7 +229,7 @@ def remove_run_folder(folder: Path) -> None:
 
 def usage_of(paths: list[str]) -> tuple[int, float]:
     """The bytes `paths` hold and their latest change (locks left out: a lock's mtime is its
-    taking, not a write)."""
+    taking, not a write; a write-ahead file's is its emptying, which changes no data)."""
     size, last = 0, 0.0
     for path in paths:
         if path.endswith(".lock"):
@@ -238,7 +239,8 @@ def usage_of(paths: list[str]) -> tuple[int, float]:
         except OSError:
             continue
         size += st.st_size
-        last = max(last, st.st_mtime)
+        if not path.endswith(WAL):
+            last = max(last, st.st_mtime)
     return size, last
 
 

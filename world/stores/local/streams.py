@@ -174,45 +174,41 @@ class _Unsynced:
             self._numbers.pop(fd, None)
 
 
-class StreamStore:
-    """Every stream under one directory.
+def _write_index(writer: _Writer, offsets: array[int], index: int) -> None:
+    """Write the index entries of items `index`... (at `offsets`)."""
+    if writer.width == 8:
+        _journal.write_all(writer.idx_fd, offsets.tobytes(), 8 * index)
+    elif offsets[-1] < _stream_index.NARROW_LIMIT:
+        entries = array("I", offsets).tobytes()
+        if index == 0:
+            _journal.write_all(writer.idx_fd, NARROW + entries, 0)
+        elif (n := os.pwrite(writer.idx_fd, entries, len(NARROW) + 4 * index)) != len(entries):
+            _journal.write_rest(writer.idx_fd, entries, len(NARROW) + 4 * index, n)
+    else:  # past 4 GiB: the whole index in the 8-byte form, once
+        stored = offsets_of(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
+        wide = array("Q", stored[:index]) + offsets
+        os.ftruncate(writer.idx_fd, 0)
+        _journal.write_all(writer.idx_fd, wide.tobytes(), 0)
+        writer.width = 8
 
-    Its parts, each with its own invariants: the writers and their open batches (under
-    `_lock`, see `_Writer`), the offsets checked of each stream (`_KnownOffsets`), the data
-    files not yet durable (`_Unsynced`), and the digests' checked prefixes (`_crcs`)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._folder = os.fspath(path)  # joined with each new name: a str, not a Path
-        self._writers: dict[str, _Writer] = {}
-        self._unsynced = _Unsynced()
-        self.appends = 0  # items appended by this store (see World.stream_mark)
-        self._touched: dict[int, int] = {}  # data fd -> `appends` at its latest append
-        # name -> (the data file's identity, stop, crc32 of its first `stop` bytes): a digest
-        # continues from it while the file is as it was then, or as this store's own writes
-        # left it (`_write` moves the identity on), so a prefix is read once, not per digest.
-        self._crcs: dict[str, tuple[tuple[int, int, int, int], int, int]] = {}
-        # Called before any item is written (the owner's journal records it may derive from
-        # must be durable first, see LocalWorld.settle).
-        self.before_write: Callable[[], None] | None = None
-        # Told of every write of frames: (data file, its inode, offset, bytes).
-        self.after_write: Callable[[str, int, int, bytes], None] | None = None
-        # Told a stream's name before this store opens it for appends (its file may be made
-        # then), and called before any stream data is made durable (LocalWorld's records of
-        # each family's streams, `_stream_record`).
-        self.before_open: Callable[[str], None] | None = None
-        self.before_durable: Callable[[], None] | None = None
-        self._known = _KnownOffsets()
-        self._paths: dict[str, tuple[str, str]] = {}
-        self._resolved = str(path.resolve())  # as watchers name the folder
-        self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
-        self._batched: dict[str, _Writer] = {}
-        self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
-        self._drain_due = 0.0  # `hold`: not before then (time.monotonic)
-        self._drain_timer: asyncio.AbstractEventLoop | None = None  # `_drain_later` due on it
-        self._failure: StorageError | None = None
-        self._created: set[int] = set()  # data files this store created, entry not yet durable
-        self._fd_paths: dict[int, str] = {}  # data fd -> its file (for error messages)
+class _StreamReads:
+    """The reading half of `StreamStore` (no lock, no writes): offsets checked against the
+    data files, reads, digests and tails."""
+
+    path: Path
+    _folder: str
+    _paths: dict[str, tuple[str, str]]
+    _known: _KnownOffsets
+    _crcs: dict[str, tuple[tuple[int, int, int, int], int, int]]
+    _batched: dict[str, _Writer]
+    before_read: Callable[[str], None] | None
+
+    def drain(self, keep: str | None = None) -> None:
+        raise NotImplementedError
+
+    def _raise_failure(self) -> None:
+        raise NotImplementedError
 
     def _files(self, name: str) -> tuple[Path, Path]:
         data, idx = self._strings(name)
@@ -239,6 +235,8 @@ class StreamStore:
         if self._batched:
             self.drain()
         self._raise_failure()
+        if self.before_read is not None:
+            self.before_read(name)
         data_path, idx_path = self._strings(name)
         try:
             st = os.stat(data_path)
@@ -400,6 +398,52 @@ class StreamStore:
                 if not items:
                     await watcher.wait()
 
+
+class StreamStore(_StreamReads):
+    """Every stream under one directory.
+
+    Its parts, each with its own invariants: the writers and their open batches (under
+    `_lock`, see `_Writer`), the offsets checked of each stream (`_KnownOffsets`), the data
+    files not yet durable (`_Unsynced`), and the digests' checked prefixes (`_crcs`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._folder = os.fspath(path)  # joined with each new name: a str, not a Path
+        self._writers: dict[str, _Writer] = {}
+        self._unsynced = _Unsynced()
+        self.appends = 0  # items appended by this store (see World.stream_mark)
+        self._touched: dict[int, int] = {}  # data fd -> `appends` at its latest append
+        # name -> (the data file's identity, stop, crc32 of its first `stop` bytes): a digest
+        # continues from it while the file is as it was then, or as this store's own writes
+        # left it (`_write` moves the identity on), so a prefix is read once, not per digest.
+        self._crcs: dict[str, tuple[tuple[int, int, int, int], int, int]] = {}
+        # Called before any item is written (the owner's journal records it may derive from
+        # must be durable first, see LocalWorld.settle).
+        self.before_write: Callable[[], None] | None = None
+        # Told of every write of frames: (data file, its inode, offset, bytes).
+        self.after_write: Callable[[str, int, int, bytes], None] | None = None
+        # Told a stream's name before this store opens it for appends (its file may be made
+        # then), and called before any stream data is made durable (LocalWorld's records of
+        # each family's streams, `_stream_record`).
+        self.before_open: Callable[[str], None] | None = None
+        self.before_durable: Callable[[], None] | None = None
+        # The family whose write-ahead file takes a stream's items (None: written and synced
+        # here), and what commits those families' open batches (LocalWorld, see `wal`).
+        self.route: Callable[[str], str | None] | None = None
+        self.before_read: Callable[[str], None] | None = None  # told a stream about to be read
+        self.commit_families: Callable[[set[str], bool], None] | None = None
+        self._known = _KnownOffsets()
+        self._paths: dict[str, tuple[str, str]] = {}
+        self._resolved = str(path.resolve())  # as watchers name the folder
+        self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
+        self._batched: dict[str, _Writer] = {}
+        self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
+        self._drain_due = 0.0  # `hold`: not before then (time.monotonic)
+        self._drain_timer: asyncio.AbstractEventLoop | None = None  # `_drain_later` due on it
+        self._failure: StorageError | None = None
+        self._created: set[int] = set()  # data files this store created, entry not yet durable
+        self._fd_paths: dict[int, str] = {}  # data fd -> its file (for error messages)
+
     # -- writing ---------------------------------------------------------------------------------
     def append(self, name: str, frame: bytes) -> int:
         # Several a step: the usual path (a batch open on the loop) makes no call of its own.
@@ -409,8 +453,11 @@ class StreamStore:
             writer = self._writers.get(name) or self._writer(name)
             loop = asyncio._get_running_loop()  # None off a loop (no exception raised)
             if not writer.batch:
-                writer = self._begin(name, writer, batch=loop is not None)
-                if loop is None:
+                # A leased family's items wait in a batch for its next commit, on a loop or
+                # not (the step's record: `Order.streams`); others off a loop are written now.
+                routed = self.route is not None and self.route(name) is not None
+                writer = self._begin(name, writer, batch=loop is not None or routed)
+                if loop is None and not routed:
                     try:
                         index = self._write(name, writer, [frame])
                     except OSError as exc:
@@ -474,9 +521,10 @@ class StreamStore:
                 store.drain()
             fcntl.flock(writer.data_fd, fcntl.LOCK_EX)
 
-    def _write(self, name: str, writer: _Writer, frames: list[bytes]) -> int:
-        """Write ``frames`` at the writer's end (the flock held); the first one's index."""
-        if self.before_write is not None:
+    def _write(self, name: str, writer: _Writer, frames: list[bytes], *, wal: bool = False) -> int:
+        """Write ``frames`` at the writer's end (the flock held); the first one's index.
+        ``wal``: they are durable already (in a family's write-ahead file): no sync is due."""
+        if self.before_write is not None and not wal:
             self.before_write()
         index, at = writer.count, writer.end
         offsets, pos = array("Q"), at
@@ -486,26 +534,14 @@ class StreamStore:
         data = b"".join(frames)
         if (n := os.pwrite(writer.data_fd, data, at)) != len(data):  # (`write_all` inline)
             _journal.write_rest(writer.data_fd, data, at, n)
-        if writer.width == 8:
-            _journal.write_all(writer.idx_fd, offsets.tobytes(), 8 * index)
-        elif offsets[-1] < _stream_index.NARROW_LIMIT:
-            entries = array("I", offsets).tobytes()
-            if index == 0:
-                _journal.write_all(writer.idx_fd, NARROW + entries, 0)
-            elif (n := os.pwrite(writer.idx_fd, entries, len(NARROW) + 4 * index)) != len(entries):
-                _journal.write_rest(writer.idx_fd, entries, len(NARROW) + 4 * index, n)
-        else:  # past 4 GiB: the whole index in the 8-byte form, once
-            stored = offsets_of(os.pread(writer.idx_fd, os.fstat(writer.idx_fd).st_size, 0))
-            wide = array("Q", stored[:index]) + offsets
-            os.ftruncate(writer.idx_fd, 0)
-            _journal.write_all(writer.idx_fd, wide.tobytes(), 0)
-            writer.width = 8
+        _write_index(writer, offsets, index)
         writer.end, writer.count = pos, index + len(frames)
         self._known.appended(name, writer.ino, index, offsets, pos)
         kept = self._crcs.get(name)
         if kept is not None and kept[0] == writer.seen:  # as kept up to this write: still so
             self._crcs[name] = (_identity(os.fstat(writer.data_fd)), kept[1], kept[2])
-        self._unsynced.mark(writer.data_fd)
+        if not wal:
+            self._unsynced.mark(writer.data_fd)
         if self.after_write is not None:
             self.after_write(self._strings(name)[0], writer.ino, at, data)
         touched(writer.watched)  # tails in this process wake at once
@@ -531,14 +567,22 @@ class StreamStore:
         self._drain_timer = None
         self._drain_when_due(loop)
 
-    def drain(self) -> None:
-        """Write every open batch now (then their flocks are released)."""
+    def drain(self, keep: str | None = None) -> None:
+        """Write every open batch now (then their flocks are released): those of a family
+        with a write-ahead file by committing the family (`commit_families`), except
+        family ``keep``'s (its next commit takes them)."""
         if not self._batched and self._drain_loop is None:
             return
+        if self.route is not None and self._batched:
+            self._commit_routed(keep)
         with self._lock:
             self._drain_loop = None
-            batched, self._batched = self._batched, {}
-            _OPEN_BATCHES.discard(self)
+            batched: dict[str, _Writer] = {}
+            for name in list(self._batched):  # a family's batches wait for its commit
+                if self.route is None or self.route(name) is None:
+                    batched[name] = self._batched.pop(name)
+            if not self._batched:
+                _OPEN_BATCHES.discard(self)
             for name, writer in batched.items():
                 frames, writer.batch = writer.batch, []
                 writer.end, writer.count = writer.batch_at, writer.batch_index
@@ -553,6 +597,79 @@ class StreamStore:
                 finally:
                     fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
 
+    def _commit_routed(self, keep: str | None) -> None:
+        assert self.route is not None and self.commit_families is not None
+        # Called holding the lock (an append waiting for a flock): a family being committed
+        # on another thread meanwhile is skipped, not waited for (it takes this lock).
+        nested = self._lock._is_owned()  # type: ignore[attr-defined]
+        with self._lock:
+            roots = {root for name in self._batched if (root := self.route(name)) is not None}
+        if keep is not None:
+            roots.discard(keep)
+        if roots:
+            self.commit_families(roots, not nested)
+
+    def holds(self, root: str) -> bool:
+        """Whether items of family ``root``'s streams wait in open batches for its commit."""
+        route = self.route
+        return route is not None and any(route(name) == root for name in list(self._batched))
+
+    def take(self, root: str) -> list[tuple[str, _Writer, list[bytes], int]]:
+        """The open batches of family ``root``'s streams, out of the open ones (their flocks
+        still held: `put` writes them): (name, writer, frames, where they go)."""
+        taken = []
+        with self._lock:
+            assert self.route is not None
+            for name in [n for n in self._batched if self.route(n) == root]:
+                writer = self._batched.pop(name)
+                frames, writer.batch = writer.batch, []
+                taken.append((name, writer, frames, writer.batch_at))
+            if not self._batched:
+                _OPEN_BATCHES.discard(self)
+        return taken
+
+    def put(self, taken: list[tuple[str, _Writer, list[bytes], int]], *, stored: bool) -> None:
+        """Write batches `take` gave, made durable in a write-ahead file (``stored``; False:
+        that failed, they are dropped), and release their flocks. The first write that fails
+        is raised after every flock is released."""
+        failure: StorageError | None = None
+        with self._lock:
+            for name, writer, frames, at in taken:
+                writer.end, writer.count = at, writer.batch_index
+                try:
+                    if stored:
+                        self._write(name, writer, frames, wal=True)
+                    else:
+                        writer.end = -1  # resync before the next append
+                except OSError as exc:
+                    writer.end = -1
+                    where = self._fd_paths.get(writer.data_fd, name)
+                    failure = failure or storage_error(where, f"appending to stream {name!r}", exc)
+                finally:
+                    fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
+        if failure is not None:
+            raise failure
+
+    def file_name(self, name: str) -> str:
+        return os.path.basename(self._strings(name)[0])
+
+    def sync_streams(self, names: set[str]) -> None:
+        """Make the data files of streams `names` durable (a family's checkpoint), with the
+        folder's entries of those this store made."""
+        with self._lock:
+            fds = [w.data_fd for n in names if (w := self._writers.get(n)) is not None]
+        made = False
+        for fd in fds:
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                where = self._fd_paths.get(fd, str(self.path))
+                raise storage_error(where, "making stream appends durable", exc) from None
+            made |= fd in self._created
+        if made:
+            _journal.fsync_dir(self.path)
+            self._created.difference_update(fds)
+
     def _raise_failure(self) -> None:
         failure, self._failure = self._failure, None
         if failure is not None:
@@ -563,6 +680,8 @@ class StreamStore:
         if writer is None:
             data_path, idx_path = self._strings(name)
             try:
+                if self.before_read is not None:  # (what a cut left of its family's commits)
+                    self.before_read(name)
                 if self.before_open is not None:
                     self.before_open(name)
                 if not self.path.is_dir():
@@ -641,12 +760,13 @@ class StreamStore:
         writer.end, writer.count = end, len(offsets)
         writer.width = index_form(fresh if offsets else b"")[1]
 
-    def flush(self, since: int | None = None) -> None:
+    def flush(self, since: int | None = None, keep: str | None = None) -> None:
         """Make every append of this process durable (before a journal append proceeds);
         `since`: only those to the streams appended to after the `since`-th item (`appends`);
-        the others stay for a later flush."""
+        the others stay for a later flush. `keep`: a family whose open batches its own next
+        commit makes durable (see `drain`)."""
         if self._batched:
-            self.drain()
+            self.drain(keep)
         self._raise_failure()
         if self.before_durable is not None:
             self.before_durable()

@@ -47,6 +47,7 @@ from ..._family import GAP, load_family
 from ..._findings import Finding
 from ..._world import stream_family
 from . import stream_record as _stream_record
+from . import wal as _wal
 from .layout import FORMAT_VERSION, format_text, read_format, store_id, written_by_format_2
 from .stream_index import encode_index, index_form, index_offsets
 
@@ -178,6 +179,8 @@ def _check_family(
             out.append(_check_head(root, file))
         elif name in ("owner.lock", "inbox.lock"):
             out.append(_check_lock(root, file))
+        elif name == _wal.NAME:
+            out.append(_check_wal(root, file))
         else:
             out.append(_temp(root, file))
     if not (folder / "journal.msgpack").exists():
@@ -329,6 +332,36 @@ def _held_read_only(file: Path) -> bool:
     return False
 
 
+def _check_wal(root: Path, file: Path) -> Finding:
+    """A family's write-ahead file (`wal`): entries whose bytes the files do not hold yet
+    (a cut after their commit) are written there by the family's next open (or a repair)."""
+    rel = _rel(root, file)
+    try:
+        pending = _wal.replay(str(file.parent), str(root / "streams"), dry_run=True)
+    except (OSError, StorageError) as exc:
+        return Finding(rel, "wal", "unreadable", str(exc))
+    if pending.changed:
+        detail = (
+            f"{pending.entries} commit(s), {pending.changed} byte(s) not in the journal or "
+            "streams yet: written there when the run is next opened (or repaired)"
+        )
+        return Finding(rel, "wal", "torn", detail, size=_size(file), records=pending.entries)
+    return Finding(rel, "wal", "ok", f"{pending.entries} commit(s)", size=_size(file))
+
+
+def replay_wals(root: Path) -> None:
+    """Write what each family's write-ahead file holds into its files (under its lease; a
+    family in use is left to its owner), before a repair reads them."""
+    runs = root / "runs"
+    for family in _listdir(runs):
+        folder = runs / family
+        if not (folder / _wal.NAME).is_file() or not _wal.read(str(folder / _wal.NAME)):
+            continue
+        lock = filelock.FileLock(str(folder / "owner.lock"), timeout=0, preserve_lock_file=True)
+        with contextlib.suppress(filelock.Timeout), lock:
+            _wal.replay(str(folder), str(root / "streams"))
+
+
 def _check_record(root: Path, file: Path, streams: set[str]) -> Finding:
     """A family's record of its streams (`_stream_record`) must name each of them: the damage
     check before a write (`LocalWorld.check_intact`) reads only the streams it names."""
@@ -389,6 +422,7 @@ def repair(path: str | os.PathLike[str]) -> list[Finding]:
     root = _data_dir(path)
     bin_ = _Quarantine(root)
     done: list[Finding] = []
+    replay_wals(root)  # committed bytes first: a tail they complete is no damage to cut
     for found in verify(root):
         if found.ok or found.kind == "lock" or found.state in ("lost", "damaged"):
             continue  # locks need nothing; what an earlier repair left, no repair changes

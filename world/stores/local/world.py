@@ -39,6 +39,8 @@ from ..._world import (
     inbox_record,
 )
 from . import migrate as _migrate
+from . import wal as _wal
+from .commits import FamilyCommits, Recovery, empty_durably
 from .files import (
     INTACT_KEY,
     REMOVE_WAIT,
@@ -78,13 +80,17 @@ class _FileLease(Lease):
         self._world, self._root, self._lock = world, root, lock
 
     def release(self) -> None:
-        self._world._leased.discard(self._root)
-        writer = self._world._writers.pop(self._root, None)
+        world = self._world
         try:
-            if writer is not None:
-                writer.close()  # settles: may raise what the disk refused
+            world._families.release(self._root)  # a checkpoint: may raise what the disk refused
         finally:
-            self._lock.release()
+            world._leased.discard(self._root)
+            writer = world._writers.pop(self._root, None)
+            try:
+                if writer is not None:
+                    writer.close()
+            finally:
+                self._lock.release()
 
 
 # Seconds the records and stream items before an effect no one observes (a model's request)
@@ -132,6 +138,14 @@ class LocalWorld(Store):
         self._records = StreamRecords(os.path.join(self.path, "runs"))
         self._streams.before_open = self._records.note
         self._streams.before_durable = self._records.sync
+        # How a leased family's commit is made durable: its write-ahead file (`wal`).
+        self._families = FamilyCommits(
+            self._writer, self._streams, self._checks.wrote, self._records.sync
+        )
+        self._streams.route = self._families.route
+        self._streams.commit_families = self._families.commit_many
+        self._recovery = Recovery(self._run_files, self.path / "streams", self._leased, create)
+        self._streams.before_read = self._recovery.stream
         self._stream_files = Listing(self.path / "streams", stream_root, by_name=True)
         self._hook_files = Listing(self.path / "hooks", hook_root)
         self._hooks = HookFiles(
@@ -210,6 +224,7 @@ class LocalWorld(Store):
             finally:
                 writer.close()
             StreamRecords.start(str(folder))  # before the journal: it is a family's from birth
+            os.close(os.open(folder / _wal.NAME, os.O_WRONLY | os.O_CREAT, 0o644))
             place_once(tmp, path, f"run {root!r}")
             _fsync_dir(folder)
             _fsync_dir(folder.parent)
@@ -290,7 +305,7 @@ class LocalWorld(Store):
             return True
         with (
             guard(folder, "removing a run family"),
-            self._lock(folder / "inbox.lock", REMOVE_WAIT, root),
+            inbox_lock(folder / "inbox.lock", REMOVE_WAIT, root, self.path),
         ):
             if inbox_mark is not None and self.inbox_end(root) != inbox_mark:
                 return False  # delivered to since the caller decided
@@ -301,11 +316,13 @@ class LocalWorld(Store):
         """Hooks, streams, the run folder's data, its journal, its lock files, the folder:
         a crash at any point leaves a family still listed, or a remnant."""
         folder = self._dir(root)
+        self._families.drop(root)
         writer = self._writers.pop(root, None)
         if writer is not None:
             writer.close()
         self._records.forget(root)
         try:
+            empty_durably(str(folder))  # its entries must not make a removed stream again
             hooks, streams = self._hook_files, self._stream_files
             before = hooks.stamp()
             for name in hooks.get().get(root, []):
@@ -335,6 +352,7 @@ class LocalWorld(Store):
         return (verify.repair if repair else verify.verify)(self.path)
 
     def load(self, root: str, start: int = 0) -> FamilyLog:
+        self._recovery.family(root)
         path = self._journal_path(root)
         result = None
         if start > 0:
@@ -354,13 +372,27 @@ class LocalWorld(Store):
         records = result.records[1:] if start == 0 else result.records
         return FamilyLog(records=cast("list[tuple[int, StoredRecord]]", records), start=start)
 
-    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
-        self._commits.check()
+    def _writer(self, root: str) -> _journal.Writer:
         writer = self._writers.get(root)
         if writer is None:
             path = self._journal_path(root)
             end = _journal.read_file(path).end
             writer = self._writers[root] = _journal.Writer(path, end, reserve=True)
+        return writer
+
+    def append(self, root: str, bodies: list[bytes], order: Order = RECORD) -> list[int]:
+        self._commits.check()
+        if self._families.holds(root):  # kept for its next commit (`FamilyCommits`)
+            if order.streams is not None:  # the others' items durable first, its own with it
+                self._streams.flush(order.streams, keep=root)
+            positions = self._families.append(root, bodies, order)
+            if not order.lazy:
+                if asyncio._get_running_loop() is not None:  # by the next effect or reader
+                    self._commits.pending(root)
+                else:  # the engine's thread: durable on return, as callers there expect
+                    self._families.commit(root)
+            return positions
+        writer = self._writer(root)
         if order.streams is not None:  # items a replay would not re-append: durable first
             self._streams.flush(order.streams)
         frames = list(map(_journal.frame_body, bodies))
@@ -438,7 +470,7 @@ class LocalWorld(Store):
         self._journal_path(root)
         item = _journal.frame(inbox_record(token, payload, self.now()), "payload")
         path = folder / "inbox.msgpack"
-        with guard(folder, "delivering"), self._lock(folder / "inbox.lock", 30.0, root):
+        with guard(folder, "delivering"), inbox_lock(folder / "inbox.lock", 30.0, root, self.path):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it
             self.check_intact(root)
             head = None if root in self._inboxes.ends else self.read_head(root)
@@ -507,6 +539,7 @@ class LocalWorld(Store):
         fsync'd before the lock is released: a later delivery must not land in a file a
         power loss could undo); either file, old or new, gives every kept delivery its id."""
         self._settle()
+        self._families.commit(root)  # the receipts of what it drops (lazy records) first
         folder = self._dir(root)
         path = folder / "inbox.msgpack"
         tmp = folder / f"inbox.msgpack.tmp{os.getpid()}"
@@ -516,7 +549,7 @@ class LocalWorld(Store):
         except FileNotFoundError:
             return False
         try:  # optional work: a busy lock (a delivery, `eve doctor`) or a removed run skips it
-            with self._lock(folder / "inbox.lock", 1.0, root):
+            with inbox_lock(folder / "inbox.lock", 1.0, root, self.path):
                 done = compact_inbox_file(path, tmp, keep_from, COMPACT_MIN)
         except (OwnershipError, RunNotFoundError, PermissionError):
             return False
@@ -546,57 +579,18 @@ class LocalWorld(Store):
         self._hooks.release(token, run_id)
 
     # -- ownership and wake-ups --------------------------------------------------------------
-    @contextlib.contextmanager
-    def _lock(self, path: Path, wait: float, root: str) -> Iterator[None]:
-        """`inbox.lock`, held while a delivery or a compaction writes the inbox: a plain
-        `flock` (as a stream's), ~5 us a use against ~0.2 ms for a `filelock` object; the
-        same lock as the `filelock` that `eve doctor` takes on it (flock on the same file)."""
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:  # the run's folder was removed (`eve gc`)
-            raise RunNotFoundError(f"no run family {root!r} in {self.path}") from None
-        try:
-            deadline, pause = time.monotonic() + wait, 0.001
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise OwnershipError(
-                            f"run family {root}: {path} is held by another process; retry"
-                        ) from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.05)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
-    def _take(self, path: Path, wait: float, root: str) -> filelock.BaseFileLock:
-        lock = filelock.FileLock(str(path), timeout=wait, preserve_lock_file=True)
-        try:
-            lock.acquire()
-        except FileNotFoundError:  # the run's folder was removed (`eve gc`) while waiting
-            raise RunNotFoundError(f"no run family {root!r} in {self.path}") from None
-        except filelock.Timeout:
-            raise OwnershipError(
-                f"run family {root} is owned by another process ({path}); wait until it "
-                "parks or finishes"
-            ) from None
-        return lock
-
     def acquire(self, root: str, wait: float | None = None) -> Lease:
         folder = self._dir(root)
         self._journal_path(root)
         with guard(folder, "taking ownership"):
-            lock = self._take(folder / "owner.lock", wait or 0.0, root)
+            lock = take_lease(folder / "owner.lock", wait or 0.0, root, self.path)
         try:
             self._journal_path(root)  # again: removed while this process waited for the lock
+            with guard(folder, "replaying the run's write-ahead file"):
+                _wal.replay(str(folder), str(self.path / "streams"))
             self.check_intact(root)
-        except (RunNotFoundError, CorruptJournalError):
+            self._families.open(root, str(folder))
+        except (RunNotFoundError, CorruptJournalError, StorageError):
             lock.release()
             raise
         if self._records.names(root) is None:  # an older eve's family: named once, here
@@ -648,6 +642,9 @@ class LocalWorld(Store):
             self._commits.commit()
 
     def _commit_family(self, root: str) -> bool:
+        if self._families.holds(root):
+            self._families.commit(root)
+            return True
         writer = self._writers.get(root)
         if writer is not None:
             writer.settle()
@@ -684,8 +681,8 @@ class LocalWorld(Store):
         return self._streams.tail(name, start)
 
     def close(self) -> None:
+        failure = self._families.close()
         writers, self._writers = list(self._writers.values()), {}
-        failure: StorageError | None = None
         for writer in writers:  # every writer closed; the first refusal raised after
             try:
                 writer.close()
@@ -694,3 +691,47 @@ class LocalWorld(Store):
         self._streams.close()
         if failure is not None:
             raise failure
+
+
+@contextlib.contextmanager
+def inbox_lock(path: Path, wait: float, root: str, data: Path) -> Iterator[None]:
+    """`inbox.lock`, held while a delivery or a compaction writes the inbox: a plain
+    `flock` (as a stream's), ~5 us a use against ~0.2 ms for a `filelock` object; the
+    same lock as the `filelock` that `eve doctor` takes on it (flock on the same file)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:  # the run's folder was removed (`eve gc`)
+        raise RunNotFoundError(f"no run family {root!r} in {data}") from None
+    try:
+        deadline, pause = time.monotonic() + wait, 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise OwnershipError(
+                        f"run family {root}: {path} is held by another process; retry"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def take_lease(path: Path, wait: float, root: str, data: Path) -> filelock.BaseFileLock:
+    lock = filelock.FileLock(str(path), timeout=wait, preserve_lock_file=True)
+    try:
+        lock.acquire()
+    except FileNotFoundError:  # the run's folder was removed (`eve gc`) while waiting
+        raise RunNotFoundError(f"no run family {root!r} in {data}") from None
+    except filelock.Timeout:
+        raise OwnershipError(
+            f"run family {root} is owned by another process ({path}); wait until it "
+            "parks or finishes"
+        ) from None
+    return lock
