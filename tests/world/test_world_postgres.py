@@ -864,3 +864,36 @@ def test_an_unobserved_effect_waits_from_its_own_start(url: str) -> None:
         lease.release()
     finally:
         owner.close()
+
+
+def test_a_release_commits_its_family_whatever_another_family_s_commit_raised(url: str) -> None:
+    """Family A's commit failed on the queue's timer (taken over meanwhile); family B's
+    appends and release still commit what B holds, then release: A's failure is A's (raised
+    by A's writes and the next observed effect), not a reason to refuse or drop B's records."""
+    first, second = PostgresWorld(url), PostgresWorld(url)
+    try:
+        engine = Engine(first, {"steps": _steps})
+        a, b = asyncio.run(engine.start("steps", 1)), asyncio.run(engine.start("steps", 1))
+        stale, mine = first.acquire(a), first.acquire(b)
+        start = len(first.load(b).records)
+        _halt_listener(first)
+        taken = second.acquire(a, wait=5)
+
+        async def refused_on_the_timer() -> None:
+            _pending(first, a, 1)
+            first.before_effect(observed=False)
+            await asyncio.sleep(EFFECT_WAIT * 50)
+
+        asyncio.run(refused_on_the_timer())
+        _pending(first, b, 2)
+        mine.release()
+        assert [rec["n"] for _, rec in second.load(b).records[start:]] == [0, 1]
+        with pytest.raises(OwnershipError, match="taken over"):
+            first.append(a, [RECORD_BODY])
+        with pytest.raises(OwnershipError, match="taken over"):
+            first.before_effect()  # no effect follows while a family's records are not stored
+        taken.release()
+        stale.release()
+    finally:
+        first.close()
+        second.close()

@@ -142,7 +142,6 @@ class Owners(Connected):
         # commit (the commit queue's: before the next observed effect, before anything a
         # reader could see): one transaction for a step's records and the items around them,
         # committed synchronously (a lazy record too).
-        self._commits.check()
         lease = self._held(root)
         rows = [(body, *record_row(root, body, lease.gens)) for body in bodies]
         if order.streams is not None and self._others_appended(lease, order.streams):
@@ -155,6 +154,7 @@ class Owners(Connected):
         self._commits.pending(root)
         if fault is not None:
             self._commits.commit()
+            self._failed(lease)
             self._after_write(fault)
         return list(range(first, first + len(rows)))
 
@@ -185,6 +185,7 @@ class Owners(Connected):
         loop = asyncio._get_running_loop()
         if observed or loop is None:
             self._commits.commit()
+            self._failed()  # no effect follows a family whose records are not stored
         else:
             self._commits.commit_soon(loop)
 
@@ -192,9 +193,11 @@ class Owners(Connected):
         """The commit queue's commit of family `root`: what its lease holds pending (records,
         stream items, then its head), written in one transaction (`commit_family`). True
         once nothing of it is pending (or nothing is written for it any more: a lease
-        released, lost or failed, which its owner's next write raises). A batch that could
-        not be written fails every later write of the lease: the positions and indexes it
-        gave out are gone, so the drive stops and a resume reloads the family."""
+        released, lost or failed). A batch that could not be written is the family's
+        failure, not the caller's (the queue commits every family): kept in the lease, it
+        fails every later write of the lease and the next observed effect (`_failed`): the
+        positions and indexes it gave out are gone, so the drive stops before any effect
+        and a resume reloads the family."""
         lease = self._leases.get(root)
         if lease is None:
             return True
@@ -204,15 +207,22 @@ class Owners(Connected):
             if batch is not None:
                 try:
                     self._send_batch(lease, batch)
-                except BaseException as exc:
+                except Exception as exc:
                     lease.failure = exc
-                    raise
         with self._lock:
-            return not (lease.records or lease.pending)
+            return not (lease.records or lease.pending or lease.head)
+
+    def _failed(self, lease: _PgLease | None = None) -> None:
+        """Raise the failure of `lease`'s commit (None: of any lease this object holds)."""
+        with self._lock:
+            leases = list(self._leases.values()) if lease is None else [lease]
+        for held in leases:
+            if held.failure is not None:
+                raise held.failure
 
     def _take_batch(self, lease: _PgLease) -> _Batch | None:
         """What the lease has pending, taken from it (the caller holds `lease.committing` and
-        the world's lock). A lost lease's are dropped: a commit of them raises once."""
+        the world's lock). A lost lease's are dropped, its failure set."""
         items, lease.pending = lease.pending, []
         records, lease.records = lease.records, []
         head, lease.head = lease.head, None
@@ -220,7 +230,7 @@ class Owners(Connected):
             return None
         if lease.lost:
             lease.failure = OwnershipError(self._lost_message(lease.root))
-            raise lease.failure
+            return None
         return _Batch(lease.next_pos - len(records), records, items, head)
 
     def _send_batch(self, lease: _PgLease, batch: _Batch) -> None:

@@ -87,6 +87,7 @@ class Streams(Owners):
         loop = asyncio._get_running_loop()
         if loop is None:
             self._commits.commit()  # not on a loop (a caller that goes on at once): now
+            self._failed(lease)
         else:
             self._commits.commit_soon(loop)  # readable within `EFFECT_WAIT` at the latest
         return index
@@ -134,6 +135,7 @@ class Streams(Owners):
         lease = self._leases.get(root) if root is not None else None
         if lease is not None:
             self._commits.commit()
+            self._failed(lease)
         return lease
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:

@@ -252,13 +252,14 @@ class PostgresWorld(Streams):
         if removed and lease is not None:
             lease.lost = True  # nothing is written for it any more; its release is a no-op
             with self._lock:
-                lease.pending, lease.records = [], []
+                lease.pending, lease.records, lease.head = [], [], None
         return removed
 
     def load(self, root: str, start: int = 0) -> FamilyLog:
         lease = self._leases.get(root)
         if lease is not None:
             self._commits.commit()  # what this owner appended is read back
+            self._failed(lease)
         rows = self._all("load", {"root": root, "start": max(start, 1)}) if start > 0 else []
         if not rows or rows[0][0] != start:
             start = 0
@@ -296,6 +297,7 @@ class PostgresWorld(Streams):
                 lease.head = (data, due, mark)
             self._commits.pending(root)
             self._commits.commit()
+            self._held(root)  # (raises why it was not written)
             return
 
         def unowned(conn: psycopg.Connection[Any], _: int) -> None:
@@ -488,7 +490,10 @@ class PostgresWorld(Streams):
     def _release(self, lease: _PgLease) -> None:
         try:
             if not lease.lost and lease.failure is None:
-                self._commits.commit()  # while the lease fences them
+                # What it holds, while the lease fences it (this family's commit alone: what
+                # another family's raises is not this release's).
+                self._commit_family(lease.root)
+                self._failed(lease)
         finally:
             with self._lock:
                 if self._leases.get(lease.root) is lease:
