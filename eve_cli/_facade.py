@@ -11,7 +11,7 @@ which serves sessions, needs two more calls only the store's own process can ans
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, Protocol, TypedDict, TypeVar, overload
 
 from eve_cli._json import JSONObject
 
@@ -37,6 +37,14 @@ class Receipt(Protocol):
 
     @property
     def reason(self) -> str | None: ...
+
+
+class ReceiptBody(TypedDict):
+    """A receipt as the channel and MCP answer it: what happened, and why when it was
+    rejected."""
+
+    disposition: str
+    reason: NotRequired[str]
 
 
 class SessionStatus(TypedDict):
@@ -256,4 +264,4 @@ def _conformance(local: Runtime, remote: RemoteRuntime) -> tuple[ServingFacade, 
     return local, remote
 
 
-__all__ = ["By", "Facade", "Receipt", "ServingFacade", "SessionStatus", "TurnPolicy"]
+__all__ = ["By", "Facade", "Receipt", "ReceiptBody", "ServingFacade", "SessionStatus", "TurnPolicy"]

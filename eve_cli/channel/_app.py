@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -16,7 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from eve_cli._facade import Receipt, ServingFacade, TurnPolicy
+from eve_cli._facade import Receipt, ReceiptBody, ServingFacade, TurnPolicy
+from eve_cli._json import JSONObject
 from eve_cli._schedules import NAME as SCHEDULE_NAME
 from eve_cli._version import __version__
 from eve_cli.auth import ADMIN, OPERATOR, READ, SEND, Principal, StaticTokens, Verifiers
@@ -33,6 +34,7 @@ from eve_cli.channel._bodies import (
 from eve_cli.channel._errors import (
     CatchAll,
     ChannelError,
+    ErrorBody,
     error_body,
     from_runtime_error,
     on_channel_error,
@@ -61,6 +63,25 @@ from eve_cli.runtime import SessionNotFoundError
 PREFIX = "/eve/v1"
 MODES = ("conversation", "task")
 _ACTIONS = ("cancel", "compact", "clear", "reset")
+
+
+class Readiness(TypedDict):
+    """``GET /ready``: whether this worker can serve, else which parts cannot."""
+
+    ready: bool
+    problems: NotRequired[list[str]]
+
+
+class Created(TypedDict):
+    """``POST /session``'s answer when another call already delivered its message, or it had
+    none: the session, and whether this call made it."""
+
+    sessionId: str
+    created: bool
+
+
+class CreatedAndSent(Created, ReceiptBody):
+    """``POST /session``'s answer with what happened to its message."""
 
 
 @dataclass
@@ -262,7 +283,7 @@ class Channel:
         problems = await _store_problems(self.runtime, self.settings)
         if self.runtime.agent_error() is not None:
             problems.append("agent failed to load")
-        body: dict[str, Any] = {"ready": not problems}
+        body: Readiness = {"ready": not problems}
         if problems:
             body["problems"] = problems
         return JSONResponse(body, 503 if problems else 200)
@@ -310,9 +331,9 @@ class Channel:
             meta=Owners.meta(principal), by=Owners.by(principal), turn_policy=policy,
         )  # fmt: skip
         sid, created, receipt = await self._call(started)
-        out: dict[str, Any] = {"sessionId": sid, "created": created}
+        out: Created | CreatedAndSent = {"sessionId": sid, "created": created}
         if receipt is not None:
-            out.update(self._received(sid, receipt))
+            out = {"sessionId": sid, "created": created, **self._received(sid, receipt)}
         if message is not None:
             self.supervisor.kick(sid)  # also when its creator died before driving it
         return JSONResponse(out, 202)
@@ -418,15 +439,15 @@ class Channel:
         sid: str,
         message: str,
         policy: TurnPolicy,
-        schema: dict[str, Any] | None,
+        schema: JSONObject | None,
         principal: Principal,
-    ) -> dict[str, Any]:
+    ) -> ReceiptBody:
         delivered = self.runtime.deliver(
             sid, message, turn_policy=policy, output_schema=schema, by=Owners.by(principal)
         )
         return self._received(sid, await self._call(delivered, sid))
 
-    def _received(self, sid: str, receipt: Receipt) -> dict[str, str]:
+    def _received(self, sid: str, receipt: Receipt) -> ReceiptBody:
         """A message's receipt as answered, counted, its session driven unless refused."""
         out = receipt_body(receipt)
         self.metrics.deliveries.labels(out["disposition"]).inc()
@@ -514,7 +535,7 @@ class Channel:
             self.settings.log(f"session {sid}: {mapped.message}" if sid else mapped.message)
         return mapped
 
-    async def _json(self, request: Request, allow_empty: bool = False) -> dict[str, Any]:
+    async def _json(self, request: Request, allow_empty: bool = False) -> JSONObject:
         return await read_json(
             request, self.settings.max_body, allow_empty, timeout=self.settings.body_timeout
         )
@@ -530,10 +551,19 @@ def _verifiers(settings: ChannelSettings) -> Verifiers:
     return verifiers
 
 
-def _rejected(sid: str, receipt: dict[str, Any]) -> JSONResponse:
+class Rejected(ErrorBody):
+    """The body of a 409: a delivery the runtime refused, and why."""
+
+    sessionId: str
+    disposition: str
+    reason: str
+
+
+def _rejected(sid: str, receipt: ReceiptBody) -> JSONResponse:
     """409 for a delivery the runtime refused; the body says so and why."""
     reason = receipt.get("reason") or "the session does not accept this now"
-    body = error_body("rejected", reason, sessionId=sid, disposition="rejected", reason=reason)
+    body: Rejected = {**error_body("rejected", reason), "sessionId": sid,
+                      "disposition": "rejected", "reason": reason}  # fmt: skip
     return JSONResponse(body, 409)
 
 

@@ -12,14 +12,15 @@ from typing import Any
 
 from starlette.requests import Request
 
-from eve_cli._facade import TurnPolicy
+from eve_cli._facade import ReceiptBody, TurnPolicy
+from eve_cli._json import JSONObject, JSONValue
 from eve_cli._text import bad_text
 from eve_cli.channel._errors import ChannelError
 
 
 async def read_json(
     request: Request, limit: int, allow_empty: bool = False, timeout: float = 30.0
-) -> dict[str, Any]:
+) -> JSONObject:
     """The body as a JSON object; an empty body is ``{}`` when ``allow_empty``. A body not
     complete within ``timeout`` seconds is a 408 (a client trickling it holds a connection)."""
     try:
@@ -32,7 +33,7 @@ async def read_json(
             return {}
         raise ChannelError(400, "the request needs a JSON object body")
     try:
-        body = json.loads(raw)
+        body: JSONValue = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ChannelError(400, f"malformed JSON body: {exc}") from None
     except RecursionError:  # nesting deep enough to exhaust the parser's stack
@@ -58,22 +59,22 @@ async def _read_limited(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def optional_str(body: dict[str, Any], key: str) -> str | None:
+def optional_str(body: JSONObject, key: str) -> str | None:
     value = body.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ChannelError(400, f"'{key}' must be a string")
-    return value
+    if value is None or isinstance(value, str):
+        return value
+    raise ChannelError(400, f"'{key}' must be a string")
 
 
-def output_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+def output_schema(body: JSONObject) -> JSONObject | None:
     """``outputSchema``: the JSON schema the answer to the turn a message starts follows."""
     value = body.get("outputSchema")
-    if value is not None and not isinstance(value, dict):
-        raise ChannelError(400, "'outputSchema' must be a JSON schema object")
-    return value
+    if value is None or isinstance(value, dict):
+        return value
+    raise ChannelError(400, "'outputSchema' must be a JSON schema object")
 
 
-def turn_policy(body: dict[str, Any]) -> TurnPolicy:
+def turn_policy(body: JSONObject) -> TurnPolicy:
     policy = body.get("turnPolicy", "steer")
     if policy == "steer":
         return "steer"
@@ -121,14 +122,14 @@ def input_responses(value: Any) -> list[dict[str, Any]]:
     return out
 
 
-def receipt_body(receipt: Any) -> dict[str, Any]:
+def receipt_body(receipt: Any) -> ReceiptBody:
     """The JSON form of a delivery receipt (attribute or mapping shaped)."""
     if isinstance(receipt, dict):
         disposition, reason = receipt.get("disposition"), receipt.get("reason")
     else:
         disposition = getattr(receipt, "disposition", None)
         reason = getattr(receipt, "reason", None)
-    out: dict[str, Any] = {"disposition": str(disposition)}
+    out: ReceiptBody = {"disposition": str(disposition)}
     if reason:
         out["reason"] = str(reason)
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -61,9 +61,20 @@ class ChannelError(Exception):
         self.message = message
 
 
-def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+class ErrorDetail(TypedDict):
+    code: str
+    message: str
+
+
+class ErrorBody(TypedDict):
     """The JSON body of an error answer."""
-    return {"error": {"code": code, "message": message}, **extra}
+
+    error: ErrorDetail
+
+
+def error_body(code: str, message: str) -> ErrorBody:
+    """The JSON body of an error answer."""
+    return {"error": {"code": code, "message": message}}
 
 
 def error_response(status: int, message: str, code: str | None = None) -> JSONResponse:

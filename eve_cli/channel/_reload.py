@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import watchfiles
 
@@ -29,6 +29,14 @@ class ReloadResult(TypedDict):
     error: str | None  # the load error (file and line) when not ok
 
 
+class DevInfo(TypedDict):
+    """``dev`` of ``GET /eve/v1/info``."""
+
+    watching: str
+    agent: str
+    last: ReloadResult | None
+
+
 @dataclass
 class DevState:
     """What `eve dev` tells the browser view (`GET /eve/v1/info` → ``dev``)."""
@@ -37,7 +45,7 @@ class DevState:
     agent: str  # the name of the definition serving now
     last: ReloadResult | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> DevInfo:
         return {"watching": self.watching, "agent": self.agent, "last": self.last}
 
 

@@ -13,9 +13,11 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import httpx
+
+from eve_cli._json import JSONObject
 
 if TYPE_CHECKING:
     from eve_cli._events import Event
@@ -28,6 +30,20 @@ __all__ = ["RemoteError", "RemoteReceipt", "RemoteRuntime"]
 
 _DONE = object()  # the server ended the stream
 _TURN_UNDER_WAY = ("running", "parked")  # view statuses a cancel ends with an event
+
+
+class Posted(TypedDict, total=False):
+    """A body the channel's POSTs take: a new session (``mode``, ``operationId``, maybe its
+    first ``message``), a delivery (``message`` with ``turnPolicy`` and ``outputSchema``, or
+    ``inputResponses``), a fork (``at``); an action's is empty."""
+
+    message: str
+    turnPolicy: TurnPolicy
+    outputSchema: JsonSchema
+    inputResponses: list[JSONObject]
+    mode: str
+    operationId: str
+    at: str
 
 
 class RemoteError(Exception):
@@ -70,9 +86,9 @@ class RemoteRuntime:
         is a blocking HTTP request)."""
         return await asyncio.to_thread(fn, *args)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         """The server's ``/info``."""
-        result: dict[str, Any] = self._get("/info")
+        result: JSONObject = self._get("/info")
         return result
 
     def session(
@@ -101,7 +117,11 @@ class RemoteRuntime:
         self, mode: str | None = None, model: str | None = None, operation_id: str | None = None
     ) -> str:
         """Create a session (``model`` is chosen by the server's agent and ignored here)."""
-        body = {k: v for k, v in (("mode", mode), ("operationId", operation_id)) if v}
+        body: Posted = {}
+        if mode:
+            body["mode"] = mode
+        if operation_id:
+            body["operationId"] = operation_id
         result = await self._post("/session", body)
         return str(result["sessionId"])
 
@@ -113,7 +133,7 @@ class RemoteRuntime:
         output_schema: JsonSchema | None = None,
     ) -> RemoteReceipt:
         """Deliver a message; the server starts, steers, queues or rejects it."""
-        body: dict[str, Any] = {"message": message, "turnPolicy": turn_policy}
+        body: Posted = {"message": message, "turnPolicy": turn_policy}
         if output_schema is not None:
             body["outputSchema"] = output_schema
         try:
@@ -122,7 +142,8 @@ class RemoteRuntime:
             if exc.code == "rejected":
                 return RemoteReceipt("rejected", str(exc))
             raise
-        receipt = RemoteReceipt(str(result["disposition"]), result.get("reason"))
+        reason = result.get("reason")
+        receipt = RemoteReceipt(str(result["disposition"]), None if reason is None else str(reason))
         if receipt.disposition == "queued":
             index, _ = self._marks[sid]
             self._marks[sid] = (index, False)
@@ -276,7 +297,7 @@ class RemoteRuntime:
 
     # -- plumbing ------------------------------------------------------------------------
 
-    async def _marked(self, sid: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _marked(self, sid: str, path: str, body: Posted) -> JSONObject:
         """POST a delivery, remembering where the stream stood before it (for `drive`)."""
         if sid not in self._marks:
             self._marks[sid] = (self._length(sid), True)
@@ -298,7 +319,7 @@ class RemoteRuntime:
     def _get(self, path: str) -> Any:
         return self._request(path).json()
 
-    def _request(self, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
+    def _request(self, path: str, params: dict[str, int | str] | None = None) -> httpx.Response:
         try:
             response = self._client().get(f"{self.url}/eve/v1{path}", params=params)
         except httpx.TransportError as exc:
@@ -306,14 +327,14 @@ class RemoteRuntime:
         _raise_for(response)
         return response
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, path: str, body: Posted) -> JSONObject:
         async with httpx.AsyncClient(headers=self._headers, timeout=self._timeout) as client:
             try:
                 response = await client.post(f"{self.url}/eve/v1{path}", json=body)
             except httpx.TransportError as exc:
                 raise RemoteError(0, "unreachable", f"cannot reach {self.url}: {exc}") from None
         _raise_for(response)
-        result: dict[str, Any] = response.json()
+        result: JSONObject = response.json()
         return result
 
     async def _action(self, sid: str, name: str) -> RemoteReceipt:

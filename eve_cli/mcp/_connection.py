@@ -10,7 +10,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import mcp_types
 from mcp import Client
@@ -20,6 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from eve_cli._agent_api import ToolContext
+from eve_cli._json import JSONObject
 from eve_cli._tools import ToolResult
 from eve_cli._version import __version__
 from eve_cli.mcp._config import Launch
@@ -45,7 +46,7 @@ class ListedTool:
     name: str
     exposed: str
     description: str
-    schema: dict[str, Any]
+    schema: JSONObject
 
 
 class Connection:
@@ -156,9 +157,7 @@ class Connection:
         self.tools = listed
         return problems
 
-    async def call(
-        self, tool: ListedTool, arguments: dict[str, Any], ctx: ToolContext
-    ) -> ToolResult:
+    async def call(self, tool: ListedTool, arguments: JSONObject, ctx: ToolContext) -> ToolResult:
         if problem := argument_problem(tool.schema, arguments):
             return ToolResult(f"Invalid arguments for tool {tool.exposed!r}: {problem}", True)
 

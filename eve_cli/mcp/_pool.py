@@ -19,6 +19,7 @@ from mcp_types import CONNECTION_CLOSED
 
 from eve_cli._agent_api import ToolContext
 from eve_cli._env import load_env
+from eve_cli._json import JSONObject
 from eve_cli._tools import ToolResult
 from eve_cli.mcp._config import MissingVariableError, ServerSpec, expand
 from eve_cli.mcp._connection import Connection, ListedTool, ServerUnavailable
@@ -127,7 +128,7 @@ class McpPool:
         return line
 
     async def call(
-        self, spec: ServerSpec, exposed: str, arguments: dict[str, Any], ctx: ToolContext
+        self, spec: ServerSpec, exposed: str, arguments: JSONObject, ctx: ToolContext
     ) -> ToolResult:
         """Call the tool the model calls ``exposed``; every failure is a tool-error result
         (never raises but for a cancel)."""
@@ -168,7 +169,7 @@ class McpPool:
 
     @staticmethod
     async def _call(
-        conn: Connection, tool: ListedTool, arguments: dict[str, Any], ctx: ToolContext
+        conn: Connection, tool: ListedTool, arguments: JSONObject, ctx: ToolContext
     ) -> ToolResult:
         """One call on ``conn``, counted: a retired connection stops after its last call."""
         conn.calls += 1

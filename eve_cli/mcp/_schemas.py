@@ -10,6 +10,8 @@ from typing import Any
 
 import jsonschema
 
+from eve_cli._json import JSONObject, JSONValue
+
 MAX_SCHEMA = 64 * 1024  # bytes of one tool's schema as JSON
 
 
@@ -30,7 +32,7 @@ def schema_problem(schema: Any) -> str | None:
     return None
 
 
-def argument_problem(schema: dict[str, Any], arguments: Any) -> str | None:
+def argument_problem(schema: JSONObject, arguments: JSONValue) -> str | None:
     """What is wrong with ``arguments`` for ``schema`` (None: nothing)."""
     validator = jsonschema.validators.validator_for(schema)(schema)
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))

@@ -16,19 +16,20 @@ from typing import Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
+from eve_cli._json import JSONObject
 from eve_cli._version import __version__
 from eve_cli.auth import LOCAL, Principal
 from eve_cli.channel import principal_of
 from eve_cli.mcp._schemas import argument_problem
-from eve_cli.mcp._service import AgentService, Progress, ServiceError
+from eve_cli.mcp._service import AgentService, Answer, Progress, ServiceError
 
-_ID = {"type": "string", "description": "The session id an earlier call returned."}
-_WAIT = {
+_ID: JSONObject = {"type": "string", "description": "The session id an earlier call returned."}
+_WAIT: JSONObject = {
     "type": "number",
     "minimum": 0,
     "description": "Seconds to wait for the session to settle before answering (at most 300).",
 }
-_RESPONSE = {
+_RESPONSE: JSONObject = {
     "type": "object",
     "properties": {
         "requestId": {"type": "string"},
@@ -43,10 +44,13 @@ _RESPONSE = {
 
 
 # The JSON schema the answer to the turn a message starts must follow (a `result` event).
-_SCHEMA = {"type": "object", "description": "JSON schema of the answer (a result event)"}
+_SCHEMA: JSONObject = {
+    "type": "object",
+    "description": "JSON schema of the answer (a result event)",
+}
 
 
-def _tool(name: str, description: str, props: dict[str, Any], required: list[str]) -> types.Tool:
+def _tool(name: str, description: str, props: JSONObject, required: list[str]) -> types.Tool:
     schema = {"type": "object", "properties": props, "required": required,
               "additionalProperties": False}  # fmt: skip
     return types.Tool(name=name, description=description, input_schema=schema)
@@ -101,8 +105,9 @@ TOOLS = [
 ]
 _SCHEMAS = {tool.name: tool.input_schema for tool in TOOLS}
 
-# (the service, the arguments, progress, the caller) -> the answer.
-Handler = Callable[[AgentService, dict[str, Any], Progress, Principal], Awaitable[dict[str, Any]]]
+# (the service, the arguments as the client sent them, checked against the tool's schema,
+# progress, the caller) -> the answer.
+Handler = Callable[[AgentService, dict[str, Any], Progress, Principal], Awaitable[Answer]]
 HANDLERS: dict[str, Handler] = {
     "agent_start": lambda s, a, p, w: s.start(
         a["message"], a.get("key"), a.get("wait", 0), p, a.get("outputSchema"), w

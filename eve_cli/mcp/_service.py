@@ -15,17 +15,77 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from eve_cli._events import Event
-from eve_cli._facade import Receipt, ServingFacade, TurnPolicy
+from eve_cli._facade import Receipt, ReceiptBody, ServingFacade, TurnPolicy
+from eve_cli._json import JSONObject
 from eve_cli.auth import APPROVE, LOCAL, READ, SEND, Principal
 from eve_cli.channel import NotOwned, Owners, Supervisor, answer_scope
+from eve_cli.execution import SessionView
 from eve_cli.runtime import InvalidSessionIdError, SessionNotFoundError
 
 MAX_EVENTS = 200  # events in one answer; `next` says where the rest begins
 MAX_WAIT = 300.0  # seconds one call may wait for a session
 Progress = Callable[[int, str], Awaitable[None]]  # (count, what happened)
+
+
+class TurnRef(TypedDict):
+    """The turn an answer's ``reply`` belongs to."""
+
+    id: str | None
+    number: int
+    status: str
+
+
+class CurrentReply(TypedDict):
+    """The current turn's reply (None while it has none) and that turn (None before any)."""
+
+    reply: str | None
+    turn: TurnRef | None
+
+
+class State(CurrentReply):
+    """A session as every answer gives it (``agent_get``'s whole answer)."""
+
+    sessionId: str
+    status: str
+    pending: list[JSONObject]  # the view's pending requests
+    turnCount: int | None
+    events: list[Event]  # from the asked index, at most MAX_EVENTS
+    next: int  # the index to ask from next
+    parkedOn: NotRequired[str | None]
+    more: NotRequired[bool]  # events after ``next`` were left out
+
+
+class Started(State):
+    """``agent_start``'s answer when another call already delivered the message: whether the
+    session was made by this call."""
+
+    created: bool
+
+
+class StartedAndSent(Started, ReceiptBody):
+    """``agent_start``'s answer, with what happened to its message."""
+
+
+class Sent(State, ReceiptBody):
+    """``agent_send``'s answer."""
+
+
+class Answered(State):
+    """``agent_respond``'s answer: how many answers it took."""
+
+    accepted: int
+
+
+class Cancelled(State):
+    """``agent_cancel``'s answer."""
+
+    cancelled: bool
+
+
+Answer = Started | StartedAndSent | Sent | State | Answered | Cancelled
 
 
 class ServiceError(Exception):
@@ -46,9 +106,9 @@ class AgentService:
         key: str | None = None,
         wait: float = 0.0,
         progress: Progress | None = None,
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JSONObject | None = None,
         who: Principal = LOCAL,
-    ) -> dict[str, Any]:
+    ) -> Started | StartedAndSent:
         """A new session with its first message; the same ``key`` again is that session (its
         message is delivered once, however the first call ended). ``who``: the caller (each
         call's principal, SPEC §18): its sessions are its own."""
@@ -64,11 +124,11 @@ class AgentService:
             )  # fmt: skip
         except ValueError as exc:
             raise ServiceError(str(exc)) from None
-        out: dict[str, Any] = {"sessionId": sid, "created": created}
-        if receipt is not None:
-            out.update(_received(receipt))
         self.supervisor.kick(sid)  # also when its creator died before driving it (as over HTTP)
-        return {**out, **await self._settled(sid, 0, wait, progress)}
+        state = await self._settled(sid, 0, wait, progress)
+        if receipt is None:
+            return {"sessionId": sid, "created": created, **state}
+        return {"sessionId": sid, "created": created, **_received(receipt), **state}
 
     async def send(
         self,
@@ -77,9 +137,9 @@ class AgentService:
         policy: TurnPolicy = "steer",
         wait: float = 0.0,
         progress: Progress | None = None,
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JSONObject | None = None,
         who: Principal = LOCAL,
-    ) -> dict[str, Any]:
+    ) -> Sent:
         """Deliver a message: it starts a turn, steers the running one or is queued for the
         next (``disposition`` says which)."""
         await self._allow(who, SEND, session_id)
@@ -91,7 +151,7 @@ class AgentService:
 
     async def get(
         self, session_id: str, since: int = 0, wait: float = 0.0, who: Principal = LOCAL
-    ) -> dict[str, Any]:
+    ) -> State:
         """The session now, with its events from ``since``; with ``wait``, first up to that
         many seconds for an event after ``since`` (a poll that returns when there is news)."""
         await self._allow(who, READ, session_id)
@@ -107,7 +167,7 @@ class AgentService:
         wait: float = 0.0,
         progress: Progress | None = None,
         who: Principal = LOCAL,
-    ) -> dict[str, Any]:
+    ) -> Answered:
         """Answer pending requests: approvals ``{requestId, approved, always?}``, questions
         ``{requestId, answer}``, interrupted calls ``{requestId, outcome, result?}`` (all but
         questions need the ``approve`` scope)."""
@@ -124,7 +184,7 @@ class AgentService:
             **await self._settled(session_id, since, wait, progress),
         }
 
-    async def cancel(self, session_id: str, who: Principal = LOCAL) -> dict[str, Any]:
+    async def cancel(self, session_id: str, who: Principal = LOCAL) -> Cancelled:
         """Cancel the running turn (nothing cancelled runs; the session stays)."""
         await self._allow(who, SEND, session_id)
         since = await self._length(session_id)
@@ -140,9 +200,9 @@ class AgentService:
         sid: str,
         message: str,
         policy: TurnPolicy,
-        schema: dict[str, Any] | None,
+        schema: JSONObject | None,
         who: Principal,
-    ) -> dict[str, Any]:
+    ) -> ReceiptBody:
         delivered = self.runtime.deliver(
             sid, message, turn_policy=policy, output_schema=schema, by=Owners.by(who)
         )
@@ -151,9 +211,7 @@ class AgentService:
             self.supervisor.kick(sid)
         return _received(receipt)
 
-    async def _settled(
-        self, sid: str, since: int, wait: float, progress: Progress | None
-    ) -> dict[str, Any]:
+    async def _settled(self, sid: str, since: int, wait: float, progress: Progress | None) -> State:
         """The state after the session's drive settled (at most ``wait`` seconds), telling
         ``progress`` each event meanwhile."""
         if wait > 0:
@@ -187,16 +245,18 @@ class AgentService:
         async for _ in self.runtime.tail(sid, since):
             return
 
-    async def _state(self, sid: str, since: int) -> dict[str, Any]:
+    async def _state(self, sid: str, since: int) -> State:
         rt = self.runtime
         view = await self._guard(sid, rt.call(rt.session, sid, 0))  # no turns: its reply
         events = await rt.call(rt.events, sid, max(0, since))
         page = events[:MAX_EVENTS]
-        state: dict[str, Any] = {
+        reply = current_reply(view)
+        state: State = {
             "sessionId": sid,
             "status": view["status"],
             "pending": view.get("pending") or [],
-            **current_reply(view),
+            "reply": reply["reply"],
+            "turn": reply["turn"],
             "turnCount": view.get("turnCount"),
             "events": page,
             "next": max(0, since) + len(page),
@@ -242,8 +302,8 @@ class AgentService:
             raise ServiceError(f"no session {sid!r}") from None
 
 
-def _received(receipt: Receipt) -> dict[str, str]:
-    out = {"disposition": receipt.disposition}
+def _received(receipt: Receipt) -> ReceiptBody:
+    out: ReceiptBody = {"disposition": receipt.disposition}
     if receipt.reason:
         out["reason"] = receipt.reason
     return out
@@ -269,14 +329,14 @@ class _Told:
                 await progress(self.count, describe(event))
 
 
-def current_reply(view: Any) -> dict[str, Any]:
+def current_reply(view: SessionView) -> CurrentReply:
     """``reply``: the current (latest) turn's reply in a session view, None while it has none
     (a turn waiting for an approval has not replied: an earlier turn's words are not its);
     ``turn``: that turn (None before the first)."""
     reply = view.get("reply")
     if not reply:
         return {"reply": None, "turn": None}
-    turn = {"id": reply["turnId"], "number": reply["turn"], "status": reply["status"]}
+    turn: TurnRef = {"id": reply["turnId"], "number": reply["turn"], "status": reply["status"]}
     return {"reply": reply["text"], "turn": turn}
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eve_cli._agent_api import ToolContext
+from eve_cli._json import JSONObject
 from eve_cli._tools import InvalidArguments, Tool, ToolResult
 from eve_cli.mcp._config import ServerSpec
 from eve_cli.mcp._names import PREFIX, exposed_name, server_of
@@ -32,12 +33,12 @@ class McpTool(Tool):
     mcp_name: str | None = None
     pool: McpPool | None = None
 
-    def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    def validate(self, arguments: JSONObject | None) -> JSONObject:
         if not isinstance(arguments, dict):
             raise InvalidArguments(f"arguments must be a JSON object, got {arguments!r}")
         return dict(arguments)  # the server's schema is checked at the call
 
-    async def invoke(self, kwargs: dict[str, Any], ctx: ToolContext, wait: float) -> ToolResult:
+    async def invoke(self, kwargs: JSONObject, ctx: ToolContext, wait: float) -> ToolResult:
         assert self.server is not None and self.pool is not None
         return await self.pool.call(self.server, self.name, kwargs, ctx)
 
