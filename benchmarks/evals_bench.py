@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from eve_cli.evals._report import Report
+
 from . import measurement
 from ._support import call, scratch, write_agent
 
@@ -64,7 +66,7 @@ def _direct(agent: Path, data: Path, cases: int) -> float:
     return time.perf_counter() - began
 
 
-def _harness(agent: Path, folder: Path, cases: int) -> tuple[float, dict[str, Any]]:
+def _harness(agent: Path, folder: Path, cases: int) -> tuple[float, Report]:
     from eve_cli._loader import load_agent
     from eve_cli.evals import EvalOptions, load_cases
     from eve_cli.evals._evalrun import begin_run, execute_eval

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,7 @@ from eve_cli.cli._errors import EXIT_USAGE, CliError
 if TYPE_CHECKING:
     from eve_cli._loader import AgentDefinition
     from eve_cli.evals import Case, EvalOptions
+    from eve_cli.evals._report import ComparedReport, Report
     from eve_cli.evals._state import EvalDir
 
 EXIT_BELOW = 1
@@ -127,7 +128,7 @@ def _check_model(model: str | None) -> None:
         raise CliError(problem, EXIT_USAGE)
 
 
-def _baseline(path: Path | None) -> dict[str, Any] | None:
+def _baseline(path: Path | None) -> Report | None:
     if path is None:
         return None
     from eve_cli.evals._compare import BaselineError, load_baseline
@@ -201,7 +202,7 @@ def _run(
     threshold: float,
     names: list[str],
     tags: list[str],
-) -> dict[str, Any]:
+) -> Report:
     from eve_cli.cli._runtime import open_runtime
     from eve_cli.evals._evalrun import begin_run, execute_eval
     from eve_cli.evals._terminal import Progress
@@ -252,7 +253,7 @@ def _replay(
     cases: list[Case],
     world: str | None,
     threshold: float,
-) -> dict[str, Any]:
+) -> Report:
     import asyncio
 
     from eve_cli.cli._runtime import open_reader
@@ -291,16 +292,15 @@ def _replay(
         progress.close()
 
 
-def _output(
-    report: dict[str, Any], json_out: Path | None, junit: Path | None, base: dict[str, Any] | None
-) -> None:
+def _output(report: Report, json_out: Path | None, junit: Path | None, base: Report | None) -> None:
     from eve_cli.evals._report import json_bytes, junit_xml
     from eve_cli.evals._terminal import show
 
     if base is not None:
         from eve_cli.evals._compare import compare
 
-        report["baseline"] = compare(report, base)
+        compared: ComparedReport = {**report, "baseline": compare(report, base)}
+        report = compared
     show(report, sys.stdout)
     for path, make in ((json_out, json_bytes), (junit, junit_xml)):
         if path is None:

@@ -12,20 +12,48 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from eve_cli.evals._report import Report
 
 TOLERANCE = 0.10  # a tenth of the baseline's value
 FLOOR = {"tokens": 1.0, "cost": 1e-6, "seconds": 0.1}  # and at least this much
 MEASURES = ("passRate", "tokens", "cost", "seconds")
 
 
+class MeasureChange(TypedDict):
+    """One measure in the baseline and now, and which way it went."""
+
+    baseline: float | None
+    now: float | None
+    change: str  # improved | regressed | same
+
+
+class CaseChange(TypedDict):
+    """A case against the baseline: ``new``, ``removed``, or how its measures changed."""
+
+    name: str
+    status: str  # new | removed | improved | regressed | same
+    measures: NotRequired[dict[str, MeasureChange]]
+
+
+class Comparison(TypedDict):
+    """A report against a baseline report, per case and overall."""
+
+    cases: list[CaseChange]
+    overall: dict[str, MeasureChange]
+    improved: list[str]
+    regressed: list[str]
+
+
 class BaselineError(ValueError):
     """The baseline file is not an `eve eval` JSON report (one line)."""
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
+def load_baseline(path: Path) -> Report:
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
+        found: Report = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise BaselineError(f"--baseline {path}: cannot read it: {exc.strerror or exc}") from None
     except ValueError as exc:
@@ -49,8 +77,8 @@ def verdict(measure: str, was: Any, now: Any) -> str:
     return "same"
 
 
-def _changes(was: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _changes(was: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, MeasureChange]:
+    out: dict[str, MeasureChange] = {}
     for m in MEASURES:
         out[m] = {
             "baseline": was.get(m),
@@ -60,7 +88,7 @@ def _changes(was: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _status(changes: Mapping[str, Any]) -> str:
+def _status(changes: Mapping[str, MeasureChange]) -> str:
     rate = changes["passRate"]["change"]
     if rate != "same":
         return str(rate)
@@ -68,10 +96,10 @@ def _status(changes: Mapping[str, Any]) -> str:
     return "regressed" if "regressed" in kinds else "improved" if "improved" in kinds else "same"
 
 
-def compare(report: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, Any]:
+def compare(report: Report, baseline: Report) -> Comparison:
     """Per case (``new`` and ``removed`` ones too) and overall."""
     before = {str(c.get("name")): c for c in baseline.get("cases") or []}
-    cases: list[dict[str, Any]] = []
+    cases: list[CaseChange] = []
     for row in report.get("cases") or []:
         old = before.pop(str(row["name"]), None)
         if old is None:

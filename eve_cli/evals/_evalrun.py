@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eve_cli.evals._case import Case
-from eve_cli.evals._report import build_report
-from eve_cli.evals._runner import EvalOptions, OnResult, run_cases
+from eve_cli.evals._report import Report, RunInfo, build_report
+from eve_cli.evals._runner import EvalOptions, OnResult, ResultEntry, run_cases
 from eve_cli.evals._state import EvalDir, RunRecord, run_key
 
 if TYPE_CHECKING:
@@ -45,11 +45,11 @@ async def execute_eval(
     options: EvalOptions,
     eval_dir: EvalDir,
     record: RunRecord,
-    info: Mapping[str, Any],
+    info: RunInfo,
     *,
     on_result: OnResult | None = None,
     default_threshold: float = 1.0,
-) -> dict[str, Any]:
+) -> Report:
     """Run what is left of ``record`` and return the report (kept as the last one)."""
     results = await run_cases(
         rt, cases, options, record.run_id, record.done, eval_dir.record, on_result
@@ -81,12 +81,12 @@ class NothingToReplay(ValueError):
 async def execute_replay(
     reader: Runtime,
     cases: Sequence[Case],
-    last: Mapping[str, Any],
+    last: Report,
     agent_dir: Path,
     *,
     on_result: OnResult | None = None,
     default_threshold: float = 1.0,
-) -> dict[str, Any]:
+) -> Report:
     """Replay each recorded repetition of ``cases`` in the report ``last``."""
     from eve_cli.evals._replaying import replay_result
 
@@ -96,14 +96,14 @@ async def execute_replay(
         raise NothingToReplay(
             f"the last run has no recording of {', '.join(missing)}: run eve eval first"
         )
-    results: dict[tuple[str, int], dict[str, Any]] = {}
+    results: dict[tuple[str, int], ResultEntry] = {}
     for case in cases:
         for entry in recorded[case.name].get("results") or []:
             result = await replay_result(reader, case, entry, agent_dir)
             results[(case.name, int(entry.get("repeat", 0)))] = result
             if on_result is not None:
                 on_result(case, result)
-    info = {
+    info: RunInfo = {
         "run": last.get("run"),
         "replay": True,
         "agent": last.get("agent"),

@@ -12,8 +12,9 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
+from eve_cli._json import JSONObject
 from eve_cli.evals._case import Case, Judge
 
 JUDGE_ENV = "EVE_JUDGE_MODEL"
@@ -25,6 +26,15 @@ SYSTEM = (
 )
 
 
+class JudgeRecord(TypedDict):
+    """A verdict as results and reports keep it."""
+
+    model: str
+    score: float | None
+    reason: str
+    passed: bool
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What the judge said."""
@@ -34,7 +44,7 @@ class Verdict:
     reason: str
     passed: bool
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JudgeRecord:
         return {
             "model": self.model,
             "score": self.score,
@@ -88,7 +98,7 @@ def verdict(model_name: str, text: str, min_score: float) -> Verdict:
     return Verdict(model_name, float(score), reason, float(score) >= min_score)
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
+def _json_object(text: str) -> JSONObject | None:
     for candidate in (text.strip(), *re.findall(r"\{.*?\}", text, re.DOTALL)):
         try:
             value = json.loads(candidate)

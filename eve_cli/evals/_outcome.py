@@ -4,9 +4,15 @@ the stable contract, so no reader's view shape is assumed here)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from copy import copy
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from eve_cli._events import Event
+
+if TYPE_CHECKING:
+    from eve_cli.evals._judge import JudgeRecord
 
 # Fields of a step's usage that count as tokens (cache and reasoning ones are parts of these).
 _TOKEN_FIELDS = ("inputTokens", "outputTokens")
@@ -29,7 +35,7 @@ class CaseRun:
     """A finished (or stopped) case session as expectations and checks see it."""
 
     session_id: str
-    events: list[dict[str, Any]]
+    events: list[Event]
     reply: str = ""
     result: Any = None  # the structured result (a ``result`` event's value), when there is one
     has_result: bool = False
@@ -43,7 +49,7 @@ class CaseRun:
     stopped: str | None = None  # why the runner stopped driving it early (no answer left, ...)
     view: Mapping[str, Any] | None = None  # the session's view, as `Runtime.drive` gives it
     failures: list[str] = field(default_factory=list)  # the expectations it missed
-    judge: dict[str, Any] | None = None  # the judge's verdict (model, score, reason, passed)
+    judge: JudgeRecord | None = None  # the judge's verdict
 
     @property
     def passed(self) -> bool:
@@ -53,9 +59,9 @@ class CaseRun:
         return [c for c in self.tool_calls if c.name == name]
 
 
-def read_run(session_id: str, events: Sequence[Mapping[str, Any]]) -> CaseRun:
+def read_run(session_id: str, events: Sequence[Event]) -> CaseRun:
     """The run that ``events`` (a session's whole stream) record."""
-    run = CaseRun(session_id, [dict(event) for event in events])
+    run = CaseRun(session_id, [copy(event) for event in events])
     calls: dict[str, ToolCallMade] = {}
     for event in events:
         _take(run, calls, event)

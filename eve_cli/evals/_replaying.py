@@ -6,21 +6,21 @@ is the one it judged."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eve_cli.evals._case import Case
 from eve_cli.evals._expect import check_run
 from eve_cli.evals._outcome import read_run
+from eve_cli.evals._runner import ResultEntry
 
 if TYPE_CHECKING:
     from eve_cli.runtime import Runtime
 
 
 async def replay_result(
-    reader: Runtime, case: Case, recorded: Mapping[str, Any], agent_dir: Path
-) -> dict[str, Any]:
+    reader: Runtime, case: Case, recorded: ResultEntry, agent_dir: Path
+) -> ResultEntry:
     """Replay the session of one recorded repetition (``recorded``: its report entry)."""
     from eve_cli._cassette import cassette
     from eve_cli._replay import play
@@ -38,8 +38,9 @@ async def replay_result(
                 "the reply changed since it was judged: run eve eval without "
                 "--replay to judge it again"
             )
-        elif not (verdict or {}).get("passed"):
-            failures.append(f"judge (recorded): {(verdict or {}).get('reason') or 'failed'}")
+        elif verdict is None or not verdict.get("passed"):
+            reason = verdict.get("reason") if verdict is not None else None
+            failures.append(f"judge (recorded): {reason or 'failed'}")
     divergences = [d.as_dict() for d in found.divergences]
     return {
         "run": recorded.get("run"),

@@ -5,12 +5,79 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Required, TypedDict
 from xml.etree import ElementTree as ET
 
 from eve_cli.evals._case import Case
+from eve_cli.evals._runner import ResultEntry
+
+if TYPE_CHECKING:
+    from eve_cli.evals._compare import Comparison
 
 REPORT_VERSION = 1
+
+
+class CaseRow(TypedDict):
+    """A case's line of the report: its pass rate over its repetitions and their means."""
+
+    name: str
+    file: str
+    line: int
+    tags: list[str]
+    threshold: float
+    repetitions: int
+    passed: int
+    passRate: float
+    ok: bool
+    steps: float | None
+    tokens: float | None
+    cost: float | None
+    seconds: float | None
+    results: list[ResultEntry]
+
+
+class Summary(TypedDict):
+    """The totals of a report's case rows."""
+
+    cases: int
+    ok: int
+    belowThreshold: list[str]
+    flaky: list[str]
+    repetitions: int
+    passed: int
+    passRate: float
+    tokens: float | None
+    cost: float | None
+    seconds: float | None
+
+
+class RunInfo(TypedDict, total=False):
+    """What a report says of its run (as far as it is known)."""
+
+    run: str | None
+    resumed: bool
+    replay: bool
+    agent: str | None
+    agentDir: str
+    world: str | None
+    repeat: int | None
+    model: str | None
+    judgeModel: str | None
+
+
+class Report(RunInfo, total=False):
+    """The JSON report (what ``--baseline`` reads back)."""
+
+    version: Required[int]
+    finishedAt: Required[float]
+    cases: Required[list[CaseRow]]
+    summary: Required[Summary]
+
+
+class ComparedReport(Report, total=False):
+    """A report with its comparison to a baseline (``--baseline``)."""
+
+    baseline: Required[Comparison]
 
 
 def _mean(values: Sequence[float | int | None]) -> float | None:
@@ -19,8 +86,8 @@ def _mean(values: Sequence[float | int | None]) -> float | None:
 
 
 def case_summary(
-    case: Case, results: Sequence[Mapping[str, Any]], default_threshold: float = 1.0
-) -> dict[str, Any]:
+    case: Case, results: Sequence[ResultEntry], default_threshold: float = 1.0
+) -> CaseRow:
     """A case's line of the report: its pass rate over its repetitions and their means."""
     passed = sum(1 for r in results if r.get("passed"))
     rate = passed / len(results) if results else 0.0
@@ -39,16 +106,16 @@ def case_summary(
         "tokens": _mean([r.get("tokens") for r in results]),
         "cost": _mean([r.get("cost") for r in results]),
         "seconds": _mean([r.get("seconds") for r in results]),
-        "results": [dict(r) for r in sorted(results, key=lambda r: int(r.get("repeat", 0)))],
+        "results": sorted(results, key=lambda r: int(r.get("repeat", 0))),
     }
 
 
 def build_report(
     cases: Sequence[Case],
-    results: Mapping[tuple[str, int], Mapping[str, Any]],
-    info: Mapping[str, Any],
+    results: Mapping[tuple[str, int], ResultEntry],
+    info: RunInfo,
     default_threshold: float = 1.0,
-) -> dict[str, Any]:
+) -> Report:
     """The whole report; ``info``: the run's id, agent, world, model, repeat, ..."""
     rows = []
     for case in cases:
@@ -63,7 +130,7 @@ def build_report(
     }
 
 
-def _summary(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+def _summary(rows: Sequence[CaseRow]) -> Summary:
     """The totals of a report's case rows."""
     runs = [r for row in rows for r in row["results"]]
     passed = sum(1 for r in runs if r.get("passed"))
@@ -75,18 +142,20 @@ def _summary(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
         "repetitions": len(runs),
         "passed": passed,
         "passRate": round(passed / len(runs), 4) if runs else 0.0,
-        **{name: _mean([r.get(name) for r in runs]) for name in ("tokens", "cost", "seconds")},
+        "tokens": _mean([r.get("tokens") for r in runs]),
+        "cost": _mean([r.get("cost") for r in runs]),
+        "seconds": _mean([r.get("seconds") for r in runs]),
     }
 
 
-def json_bytes(report: Mapping[str, Any]) -> bytes:
+def json_bytes(report: Report) -> bytes:
     """The JSON report as written by ``--json`` (what ``--baseline`` reads back)."""
     import json
 
     return (json.dumps(report, indent=1, default=str, ensure_ascii=False) + "\n").encode()
 
 
-def junit_xml(report: Mapping[str, Any]) -> bytes:
+def junit_xml(report: Report) -> bytes:
     """The report as JUnit XML: one testsuite, one testcase per case (a case below its
     threshold is a failure; each failing repetition is listed in it)."""
     rows = report.get("cases") or []
@@ -109,12 +178,12 @@ def junit_xml(report: Mapping[str, Any]) -> bytes:
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
 
 
-def _timestamp(report: Mapping[str, Any]) -> str:
+def _timestamp(report: Report) -> str:
     at = float(report.get("finishedAt") or time.time())
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
 
 
-def _testcase(row: Mapping[str, Any]) -> ET.Element:
+def _testcase(row: CaseRow) -> ET.Element:
     from pathlib import Path
 
     runs = int(row.get("repetitions") or 0)
@@ -141,7 +210,7 @@ def _testcase(row: Mapping[str, Any]) -> ET.Element:
     return element
 
 
-def _failure_lines(row: Mapping[str, Any]) -> list[str]:
+def _failure_lines(row: CaseRow) -> list[str]:
     lines = []
     for result in row.get("results") or []:
         if result.get("passed"):

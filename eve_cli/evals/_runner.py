@@ -7,23 +7,44 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from eve_cli.evals._case import Answer, Case
 from eve_cli.evals._expect import check_run
-from eve_cli.evals._judge import judge_model, run_judge
+from eve_cli.evals._judge import JudgeRecord, judge_model, run_judge
 from eve_cli.evals._outcome import CaseRun, read_run
 from eve_cli.evals._stubs import StubBook, stubbed
 
 if TYPE_CHECKING:
+    from eve_cli._replay import DivergenceRecord
     from eve_cli.execution import PendingView
     from eve_cli.runtime import Runtime
 
 _MAX_ROUNDS = 256  # drives of one case: bounds a case whose agent asks forever
 _ENDED = ("completed", "failed", "cancelled")
 
+
+class ResultEntry(TypedDict):
+    """One repetition's line in the results and the report."""
+
+    run: str | None
+    case: str
+    repeat: int
+    session: str
+    passed: bool
+    failures: list[str]
+    reply: str
+    steps: int | None
+    tokens: int | None
+    cost: float | None
+    seconds: float | None
+    judge: JudgeRecord | None
+    status: str
+    divergences: NotRequired[list[DivergenceRecord]]  # a replay's
+
+
 # Called with each finished repetition's result (the progress display).
-OnResult = Callable[[Case, dict[str, Any]], None]
+OnResult = Callable[[Case, ResultEntry], None]
 
 
 @dataclass(frozen=True)
@@ -87,7 +108,7 @@ def serve_stubs(rt: Runtime, cases: Sequence[Case]) -> StubBook:
 
 async def _judge(
     case: Case, run: CaseRun, options: EvalOptions
-) -> tuple[dict[str, Any] | None, list[str]]:
+) -> tuple[JudgeRecord | None, list[str]]:
     judge = case.expect.judge
     assert judge is not None
     model = judge_model(case, judge, options.judge_model)
@@ -200,7 +221,7 @@ def _args(arguments: Any) -> str:
     return json.dumps(arguments, default=str)[:100]
 
 
-def result_entry(run_id: str, case: Case, repeat: int, run: CaseRun) -> dict[str, Any]:
+def result_entry(run_id: str, case: Case, repeat: int, run: CaseRun) -> ResultEntry:
     """One repetition's line in the results and the report."""
     return {
         "run": run_id,
@@ -224,10 +245,10 @@ async def run_cases(
     cases: Sequence[Case],
     options: EvalOptions,
     run_id: str,
-    done: Mapping[tuple[str, int], dict[str, Any]],
-    record: Callable[[dict[str, Any]], None],
+    done: Mapping[tuple[str, int], ResultEntry],
+    record: Callable[[ResultEntry], None],
     on_result: OnResult | None = None,
-) -> dict[tuple[str, int], dict[str, Any]]:
+) -> dict[tuple[str, int], ResultEntry]:
     """Run every repetition of ``cases`` not in ``done``, ``options.jobs`` at a time; each
     result is given to ``record`` (made durable) before ``on_result`` (shown)."""
     book = serve_stubs(rt, cases)

@@ -21,15 +21,27 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from eve_cli.evals._case import Case
+from eve_cli.evals._report import Report
+from eve_cli.evals._runner import ResultEntry
 
 DEFAULT_DIR = ".eve-evals"
 
 
 class EvalBusy(RuntimeError):
     """Another `eve eval` runs in this eval directory (one line)."""
+
+
+class RunFile(TypedDict, total=False):
+    """``run.json``: the run under way (``finished`` once its report is written)."""
+
+    run: Required[str]
+    key: str
+    finished: bool
+    started: float
+    ended: float
 
 
 @dataclass
@@ -39,7 +51,7 @@ class RunRecord:
     run_id: str
     key: str
     resumed: bool
-    done: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    done: dict[tuple[str, int], ResultEntry] = field(default_factory=dict)
 
 
 def run_key(cases: Iterable[Case], options: dict[str, Any]) -> str:
@@ -98,43 +110,43 @@ class EvalDir:
         )
         return record
 
-    def record(self, result: dict[str, Any]) -> None:
+    def record(self, result: ResultEntry) -> None:
         """Add a finished case repetition before it is reported (one write: a kill leaves the
         line whole or cut, and a cut one is not read)."""
         line = json.dumps(result, default=str, ensure_ascii=False) + "\n"
         with self.results.open("a", encoding="utf-8") as handle:
             handle.write(line)
 
-    def finish(self, record: RunRecord, report: dict[str, Any]) -> None:
+    def finish(self, record: RunRecord, report: Report) -> None:
         self._write_json(self.last, report)
         self._write_json(
             self.run_file,
             {"run": record.run_id, "key": record.key, "finished": True, "ended": time.time()},
         )
 
-    def last_report(self) -> dict[str, Any] | None:
+    def last_report(self) -> Report | None:
         try:
-            found = json.loads(self.last.read_text(encoding="utf-8"))
+            found: Report = json.loads(self.last.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return found if isinstance(found, dict) else None
 
-    def _read_run(self) -> dict[str, Any] | None:
+    def _read_run(self) -> RunFile | None:
         try:
-            found = json.loads(self.run_file.read_text(encoding="utf-8"))
+            found: RunFile = json.loads(self.run_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return found if isinstance(found, dict) and "run" in found else None
 
-    def _done(self, run_id: str) -> dict[tuple[str, int], dict[str, Any]]:
-        done: dict[tuple[str, int], dict[str, Any]] = {}
+    def _done(self, run_id: str) -> dict[tuple[str, int], ResultEntry]:
+        done: dict[tuple[str, int], ResultEntry] = {}
         try:
             lines = self.results.read_text(encoding="utf-8").splitlines()
         except OSError:
             return done
         for line in lines:
             try:
-                item = json.loads(line)
+                item: ResultEntry = json.loads(line)
             except ValueError:  # a line cut short by a kill: that repetition runs again
                 continue
             if isinstance(item, dict) and item.get("run") == run_id:

@@ -4,15 +4,14 @@ and the cost and result expectations on it."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from eve_cli._events import Event
 from eve_cli.evals import Expect
 from eve_cli.evals._expect import check_run
 from eve_cli.evals._outcome import read_run
 from eve_cli.testing import expect
 
 
-def _events() -> list[dict[str, Any]]:
+def _events() -> list[Event]:
     at = "2026-12-04T10:00:0{}.000+00:00"
     return [
         {"type": "session.started", "at": at.format(0)},
@@ -69,7 +68,7 @@ def test_cost_and_structured_result_expectations() -> None:
 
 
 def test_a_failed_turn_is_one_error() -> None:
-    events = [
+    events: list[Event] = [
         *_events()[:3],
         {"type": "step.failed", "error": {"message": "boom"}},
         {"type": "turn.failed", "error": {"message": "boom"}},
