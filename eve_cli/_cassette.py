@@ -18,7 +18,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from eve_cli._session import Resolution
+    from eve_cli.models import ScriptEntry
 
 CASSETTE = "eve-cassette"
 VERSION = 1
@@ -36,7 +40,7 @@ class Call(TypedDict, total=False):
     arguments: Any
     step: int
     asked: str | None  # approval | question: the request the call waited for, if any
-    answer: dict[str, Any] | None  # {"approved": bool} | {"answer": str}
+    answer: Resolution | None  # {"approved": bool} | {"answer": str}
     status: str | None
     isError: bool
     output: str | None
@@ -61,7 +65,7 @@ class Cassette(TypedDict, total=False):
     session: str
     agent: str | None
     model: str | None
-    responses: list[dict[str, Any]]
+    responses: list[ScriptEntry]
     turns: list[Turn]
 
 
@@ -69,7 +73,7 @@ class CassetteError(ValueError):
     """A file that is not a cassette this eve reads (names the file and what is wrong)."""
 
 
-def recording(events: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[Turn]]:
+def recording(events: Iterable[Mapping[str, Any]]) -> tuple[list[ScriptEntry], list[Turn]]:
     """The model answers (call order) and the turns a session's events hold."""
     recorder = _Recorder()
     for event in events:
@@ -85,7 +89,7 @@ class _Recorder:
     """Folds events into responses and turns, one handler per event type."""
 
     def __init__(self) -> None:
-        self.responses: list[dict[str, Any]] = []
+        self.responses: list[ScriptEntry] = []
         self.turns: list[Turn] = []
         self.by_id: dict[str, Turn] = {}
         self.calls: dict[str, Call] = {}
@@ -151,7 +155,7 @@ class _Recorder:
         if call is None:
             return
         if "answer" in event:
-            call["answer"] = {"answer": event.get("answer")}
+            call["answer"] = {"answer": event["answer"]}
         else:
             call["answer"] = {"approved": bool(event.get("approved"))}
 

@@ -35,8 +35,10 @@ from opentelemetry.trace import (
     StatusCode,
     TraceFlags,
 )
+from opentelemetry.util.types import AttributeValue
 
 from eve_cli._events import Event
+from eve_cli._json import JSONObject
 from eve_cli._keys import Key
 from eve_cli._tracing import _TRUE, CONTENT_ENV, TurnInfo, span_id, trace_id
 from eve_cli._tracing._export import Delivery
@@ -127,7 +129,7 @@ ACTION_KINDS = {
 }
 
 
-def annotate_current(attributes: dict[str, Any]) -> None:
+def annotate_current(attributes: dict[str, AttributeValue]) -> None:
     running = _CURRENT.get()
     if running is not None:
         running.span.set_attributes(attributes)
@@ -280,7 +282,7 @@ class TurnTrace:
 
         return traced
 
-    def _title(self, kind: str, name: str, attributes: dict[str, Any]) -> str:
+    def _title(self, kind: str, name: str, attributes: dict[str, AttributeValue]) -> str:
         if kind == "chat":
             attributes["gen_ai.provider.name"] = self.provider
             attributes["gen_ai.request.model"] = self.model_name
@@ -318,7 +320,7 @@ class TurnTrace:
         """A model call of the running action answered (its usage and finish reason)."""
         span = running.span
         usage = response.usage
-        attributes: dict[str, Any] = {
+        attributes: dict[str, AttributeValue] = {
             "gen_ai.usage.input_tokens": usage.input_tokens,
             "gen_ai.usage.output_tokens": usage.output_tokens,
             "gen_ai.response.model": self.model_name,
@@ -337,7 +339,7 @@ class TurnTrace:
         if self.exporter.content and running.kind == "chat":
             attributes["gen_ai.system_instructions"] = request.system or ""
             attributes["gen_ai.input.messages"] = _text(request.messages)
-            out: dict[str, Any] = {"role": "assistant", "content": response.text}
+            out: JSONObject = {"role": "assistant", "content": response.text}
             if response.tool_calls:
                 out["tool_calls"] = [
                     {"id": c.id, "name": c.name, "arguments": c.arguments}
@@ -351,8 +353,8 @@ class TurnTrace:
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _scope(self) -> dict[str, Any]:
-        scope = {
+    def _scope(self) -> dict[str, AttributeValue]:
+        scope: dict[str, AttributeValue] = {
             "gen_ai.conversation.id": self.info.session_id,
             "eve.session.id": self.info.session_id,
             "eve.turn.id": self.info.turn_id,

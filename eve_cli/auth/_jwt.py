@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import jwt
 
+from eve_cli._json import JSONObject
 from eve_cli.auth._principal import Principal, Refused
 from eve_cli.auth._static import parse_scopes
 
@@ -75,7 +76,10 @@ class JwtVerifier:
         if kept is not None and time.time() < kept[1] and (self.keys is None or self.keys.fresh()):
             return kept[0]
         principal = await self._verify(token)
-        until = min(float(principal.claims["exp"]), time.time() + KEEP_VERIFIED)
+        exp = principal.claims["exp"]  # a number: PyJWT checked it
+        until = time.time() + KEEP_VERIFIED
+        if isinstance(exp, int | float):
+            until = min(float(exp), until)
         self._verified[digest] = (principal, until)
         if len(self._verified) > _VERIFIED_MAX:
             self._verified.popitem(last=False)
@@ -104,11 +108,11 @@ class JwtVerifier:
             raise Refused(f"JWT algorithm {alg!r} does not match its key (kid {kid!r})")
         return found
 
-    def _decode(self, token: str, key: jwt.PyJWK, alg: str) -> dict[str, Any]:
+    def _decode(self, token: str, key: jwt.PyJWK, alg: str) -> JSONObject:
         rules = self.rules
         required = ["exp", "sub"] + (["iss"] if rules.issuer else [])
         try:
-            claims: dict[str, Any] = jwt.decode(
+            claims: JSONObject = jwt.decode(
                 token,
                 key.key,
                 algorithms=[alg],
@@ -133,7 +137,7 @@ class JwtVerifier:
             raise Refused(f"JWT refused: {type(exc).__name__}") from None
         return claims
 
-    def _principal(self, claims: dict[str, Any]) -> Principal:
+    def _principal(self, claims: JSONObject) -> Principal:
         rules = self.rules
         named = _scope_names(claims)
         if named is None:
@@ -146,7 +150,7 @@ class JwtVerifier:
         return Principal(str(claims["sub"]), str(tenant) if tenant else None, scopes, claims=claims)
 
 
-def _scope_names(claims: dict[str, Any]) -> Sequence[str] | None:
+def _scope_names(claims: JSONObject) -> Sequence[str] | None:
     """The scope names a token carries (``scope``, ``scp`` or ``scopes``); None: none said."""
     for name in ("scope", "scp", "scopes"):
         value = claims.get(name)

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import jwt
 
+from eve_cli._json import JSONObject, JSONValue
 from eve_cli.auth._principal import Refused
 
 FETCH_TIMEOUT = 5.0
@@ -98,7 +99,7 @@ class UrlKeys:
         self.url, self.issuer = url, issuer
         self.refresh, self.keep, self.min_gap = refresh, keep, min(min_gap, refresh)
         self.log, self.clock = log, clock
-        self.discovery: dict[str, Any] | None = None
+        self.discovery: JSONObject | None = None
         self._set: KeySet | None = None
         self._fetched = -1e18  # when the kept keys were fetched
         self._tried = -1e18  # when a fetch was last tried
@@ -150,12 +151,12 @@ class UrlKeys:
         return str(self.discovery["jwks_uri"])
 
 
-async def discover(client: httpx.AsyncClient, issuer: str) -> dict[str, Any]:
+async def discover(client: httpx.AsyncClient, issuer: str) -> JSONObject:
     """The OIDC discovery document of ``issuer``, checked to name that issuer."""
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
     answer = await client.get(url)
     answer.raise_for_status()
-    document = answer.json()
+    document: JSONValue = answer.json()
     if not isinstance(document, dict) or not isinstance(document.get("jwks_uri"), str):
         raise ValueError(f"{url}: no jwks_uri in the discovery document")
     if document.get("issuer") != issuer:

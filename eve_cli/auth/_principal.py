@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eve_cli._json import JSONObject
+
 # What a principal may do (SPEC §18). `admin` implies every other scope and every session.
 READ, SEND, APPROVE, ADMIN = "read", "send", "approve", "admin"
 SCOPES = (READ, SEND, APPROVE, ADMIN)
@@ -28,7 +30,7 @@ class Principal:
     subject: str
     tenant: str | None = None
     scopes: frozenset[str] = frozenset()
-    claims: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    claims: JSONObject = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.subject, str) or not self.subject:

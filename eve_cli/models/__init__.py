@@ -25,6 +25,7 @@ from eve_cli.models._base import (
     Usage,
 )
 from eve_cli.models._prices import Price, PriceTableError, load_prices, price_for
+from eve_cli.models._script import ScriptCall, ScriptEntry, ScriptUsage
 from eve_cli.models._settings import ModelReference, ModelSettings, as_settings, settings_problem
 from eve_cli.models._tokens import estimate_text, estimate_with, message_text, message_tokens
 from eve_cli.models._windows import context_window_for
@@ -42,6 +43,9 @@ __all__ = [
     "PriceTableError",
     "ProviderCall",
     "Reasoning",
+    "ScriptCall",
+    "ScriptEntry",
+    "ScriptUsage",
     "ToolCall",
     "ToolSpec",
     "UnknownModelError",
