@@ -11,9 +11,10 @@ import contextvars
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypedDict, TypeVar, overload
 
-from eve_cli.models import ModelReference, ModelSettings, as_settings
+from eve_cli._json import JSONObject
+from eve_cli.models import GivenSettings, ModelReference, ModelSettings, as_settings
 
 T = TypeVar("T")
 
@@ -24,7 +25,7 @@ Mode = Literal["conversation", "task"]
 # run again unasked: the turn asks whether it took effect).
 Effects = Literal["none", "idempotent", "unsafe"]
 EFFECTS: tuple[Effects, ...] = ("none", "idempotent", "unsafe")
-PolicyFn = Callable[[dict[str, Any]], Decision | str]
+PolicyFn = Callable[[JSONObject], Decision | str]  # (a call's arguments) -> decision
 
 # The per-session state of the tool call being executed (bound by the execution layer).
 _current_state: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("eve_state")
@@ -42,7 +43,7 @@ class ApprovalPolicy:
     kind: Literal["never", "always", "once", "callable"]
     check: PolicyFn | None = None
 
-    def decide(self, arguments: dict[str, Any], *, approved_before: bool) -> Decision:
+    def decide(self, arguments: JSONObject, *, approved_before: bool) -> Decision:
         """The decision for one call; ``approved_before``: this tool was approved in this
         session already (by ``once()`` or an always-approve answer)."""
         if self.kind == "never" or approved_before:
@@ -282,6 +283,47 @@ class Limits:
                 raise ValueError(f"limits: {name} must be a number above 0, not {value!r}")
 
 
+class CompactionFields(TypedDict, total=False):
+    """:class:`Compaction`'s fields, as ``define_agent(compaction={...})`` takes them."""
+
+    threshold_percent: float
+    reserved_tokens: int | None
+
+
+class LimitsFields(TypedDict, total=False):
+    """:class:`Limits`' fields, as ``define_agent(limits={...})`` takes them."""
+
+    tokens_per_session: int | None
+    session_timeout: float | None
+    cost_per_session: float | None
+    tokens_per_turn: int | None
+    cost_per_turn: float | None
+
+
+# An approval as a declaration gives it: a policy, a callable, or ``never`` / ``always`` /
+# ``once``.
+ApprovalGiven = ApprovalPolicy | PolicyFn | str
+
+
+class McpServer(TypedDict, total=False):
+    """An MCP server as ``define_agent(mcp_servers=)`` declares it (as in ``mcp.json``, but
+    ``approval`` may be a policy object or a callable too)."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    url: str
+    headers: dict[str, str]
+    type: str  # stdio | http | streamable-http | streamableHttp
+    allow: list[str]
+    deny: list[str]
+    timeout: float | dict[str, float]  # seconds, or by tool ("*": the others)
+    startTimeout: float
+    approval: ApprovalGiven | dict[str, ApprovalGiven]  # by tool ("*": the others)
+    disabled: bool
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """What ``define_agent`` returns; the loader completes it from the agent folder."""
@@ -293,14 +335,14 @@ class AgentConfig:
     compaction: Compaction = field(default_factory=Compaction)
     limits: Limits = field(default_factory=Limits)
     mode: Mode = "conversation"
-    output_schema: dict[str, Any] | None = None
+    output_schema: JSONObject | None = None
     output_type: Any = None  # the pydantic model output_schema came from, which validates
-    provider_tools: tuple[dict[str, Any], ...] = ()  # tools the provider runs (web search, ...)
+    provider_tools: tuple[JSONObject, ...] = ()  # tools the provider runs (web search, ...)
     model_calls_per_step: int = 1
     context_window: int | None = None
     name: str | None = None
     description: str | None = None
-    mcp_servers: dict[str, Any] | None = None
+    mcp_servers: dict[str, McpServer] | None = None
     tracing: bool = False
     sleep: bool = False
     source_file: str | None = None
@@ -322,17 +364,17 @@ def define_agent(
     *,
     model: str | ModelReference | None = None,
     instructions: str | None = None,
-    settings: ModelSettings | dict[str, Any] | None = None,
-    compaction: Compaction | dict[str, Any] | None = None,
-    limits: Limits | dict[str, Any] | None = None,
+    settings: ModelSettings | GivenSettings | None = None,
+    compaction: Compaction | CompactionFields | None = None,
+    limits: Limits | LimitsFields | None = None,
     mode: Mode = "conversation",
-    output_schema: dict[str, Any] | type | None = None,
-    provider_tools: list[dict[str, Any]] | None = None,
+    output_schema: JSONObject | type | None = None,
+    provider_tools: list[JSONObject] | None = None,
     model_calls_per_step: int = 1,
     context_window: int | None = None,
     name: str | None = None,
     description: str | None = None,
-    mcp_servers: dict[str, Any] | None = None,
+    mcp_servers: dict[str, McpServer] | None = None,
     tracing: bool = False,
     sleep: bool = False,
 ) -> AgentConfig:

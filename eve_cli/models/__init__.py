@@ -26,12 +26,19 @@ from eve_cli.models._base import (
 )
 from eve_cli.models._prices import Price, PriceTableError, load_prices, price_for
 from eve_cli.models._script import ScriptCall, ScriptEntry, ScriptUsage
-from eve_cli.models._settings import ModelReference, ModelSettings, as_settings, settings_problem
+from eve_cli.models._settings import (
+    GivenSettings,
+    ModelReference,
+    ModelSettings,
+    as_settings,
+    settings_problem,
+)
 from eve_cli.models._tokens import estimate_text, estimate_with, message_text, message_tokens
 from eve_cli.models._windows import context_window_for
 
 __all__ = [
     "DeltaCallback",
+    "GivenSettings",
     "Message",
     "Model",
     "ModelError",

@@ -6,6 +6,7 @@ import pytest
 
 from eve_cli import Compaction, Limits, always, define_agent, define_state, never, once
 from eve_cli._agent_api import ApprovalPolicy, bind_state, unbind_state
+from eve_cli._json import JSONObject
 
 
 def test_define_agent_defaults_and_dict_forms() -> None:
@@ -30,7 +31,11 @@ def test_policies_decide() -> None:
     assert always().decide({}, approved_before=False) == "user-approval"
     assert once().decide({}, approved_before=False) == "user-approval"
     assert once().decide({}, approved_before=True) == "approved"
-    big = ApprovalPolicy("callable", lambda args: "denied" if args["n"] > 5 else "approved")
+    def over_five(args: JSONObject) -> str:
+        n = args["n"]
+        return "denied" if isinstance(n, int) and n > 5 else "approved"
+
+    big = ApprovalPolicy("callable", over_five)
     assert big.decide({"n": 9}, approved_before=False) == "denied"
     assert big.decide({"n": 1}, approved_before=False) == "approved"
     odd = ApprovalPolicy("callable", lambda args: "maybe")

@@ -95,7 +95,7 @@ def test_bad_values_are_one_line_errors() -> None:
     with pytest.raises(ValueError, match="reasoning must be 'low', 'medium', 'high'"):
         ModelSettings(reasoning="max")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown model setting 'temprature'"):
-        define_agent(settings={"temprature": 1})
+        define_agent(settings={"temprature": 1})  # type: ignore[arg-type]
     with pytest.raises(UnknownModelError, match="claude-x: anthropic models have no setting"):
         resolve_model("anthropic:claude-x", env={}, settings=ModelSettings(seed=1))
 
