@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from eve_cli.channel._app import Channel as Channel
     from eve_cli.channel._app import ChannelSettings as ChannelSettings
+    from eve_cli.channel._app import ServerInfo as ServerInfo
     from eve_cli.channel._auth import BindRefusedError as BindRefusedError
     from eve_cli.channel._auth import check_bind as check_bind
     from eve_cli.channel._auth import is_session_id as is_session_id
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "Channel": "_app",
     "ChannelSettings": "_app",
+    "ServerInfo": "_app",
     "BindRefusedError": "_auth",
     "check_bind": "_auth",
     "is_session_id": "_auth",

@@ -65,6 +65,16 @@ MODES = ("conversation", "task")
 _ACTIONS = ("cancel", "compact", "clear", "reset")
 
 
+class ServerInfo(TypedDict, total=False):
+    """What the server adds to ``GET /info``: the agent it serves and the world it serves
+    from (`/ready` checks the store is still the one it started on)."""
+
+    agent: str
+    agentDir: str
+    model: str | None
+    world: dict[str, str | int | None]  # the store's identity: storeId, where, ...
+
+
 class Readiness(TypedDict):
     """``GET /ready``: whether this worker can serve, else which parts cannot."""
 
@@ -94,7 +104,7 @@ class ChannelSettings:
     max_body: int = 1 << 20
     heartbeat: float = 15.0
     grace: float = 5.0
-    info: dict[str, Any] = field(default_factory=dict)
+    info: ServerInfo = field(default_factory=ServerInfo)
     log: Callable[[str], None] = print
     # Names the server is reached as besides its bound address and loopback ("*": any).
     allowed_hosts: tuple[str, ...] = ()

@@ -16,7 +16,7 @@ from typing import Any
 import uvicorn
 
 from eve_cli.auth import Verifiers
-from eve_cli.channel._app import Channel, ChannelSettings
+from eve_cli.channel._app import Channel, ChannelSettings, ServerInfo
 from eve_cli.channel._auth import check_bind
 from eve_cli.channel._conn import (
     FloodFilter,
@@ -48,7 +48,7 @@ class ServeOptions:
     grace: float = 5.0
     max_body: int = 1 << 20
     heartbeat: float = 15.0
-    info: dict[str, Any] = field(default_factory=dict)
+    info: ServerInfo = field(default_factory=ServerInfo)
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     sweep: float = 0.0  # see ChannelSettings.sweep

@@ -8,7 +8,7 @@ session is idle, owned by another process, or interrupted mid-step.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from eve_cli.cli._events import (
     describe_request,
@@ -19,10 +19,66 @@ from eve_cli.cli._events import (
     who,
 )
 
+if TYPE_CHECKING:  # `eve inspect` of an empty store loads no execution layer
+    from eve_cli._usage import UsageTotals
+    from eve_cli.execution import ActionView, McpView, StepView, TurnView
+
+    class ToolLine(ActionView):
+        kind: Literal["tool"]
+
+    class McpLine(McpView):
+        kind: Literal["mcp"]  # the servers' start-up, before the model call
+        status: str
+
+
 Event = Mapping[str, Any]
 
 
-def build(view: Mapping[str, Any]) -> dict[str, Any]:
+class ModelLine(TypedDict):
+    kind: Literal["model"]
+    status: str
+    text: str | None
+    durationMs: int | None
+
+
+class TreeStep(TypedDict):
+    """A step as the tree shows it: its actions in the order they ran."""
+
+    index: int | None
+    status: str
+    startedAt: Any  # ISO times
+    endedAt: Any
+    durationMs: int | None
+    usage: dict[str, int] | None
+    actions: list[McpLine | ModelLine | ToolLine]
+    firstEvent: int | None  # the indexes of its first and latest events
+    lastEvent: int | None
+    error: NotRequired[str]
+
+
+class TreeTurn(TypedDict):
+    """A turn as the tree shows it (``by``, ``cancelledBy``: who sent, who cancelled)."""
+
+    id: str | None
+    number: int | None
+    status: str
+    message: str | None
+    startedAt: Any
+    endedAt: Any
+    steps: list[TreeStep]
+    by: NotRequired[str]
+    cancelledBy: NotRequired[str]
+    error: NotRequired[str]
+    lost: NotRequired[list[int]]
+    usage: NotRequired[UsageTotals]
+
+
+class Tree(TypedDict):
+    turns: list[TreeTurn]
+    waits: list[dict[str, Any]]  # the pending input requests (`event_request`)
+
+
+def build(view: Mapping[str, Any]) -> Tree:
     """`{"turns": [...], "waits": [...]}` of a session view: each turn's steps list the MCP
     servers' start-up (when the step started them), the model call (once its reply is
     complete) and then the tool calls."""
@@ -31,8 +87,8 @@ def build(view: Mapping[str, Any]) -> dict[str, Any]:
     return {"turns": turns, "waits": waits}
 
 
-def _turn(turn: Mapping[str, Any]) -> dict[str, Any]:
-    shown: dict[str, Any] = {
+def _turn(turn: TurnView) -> TreeTurn:
+    shown: TreeTurn = {
         "id": turn.get("id"),
         "number": turn.get("number"),
         "status": turn.get("status"),
@@ -41,9 +97,11 @@ def _turn(turn: Mapping[str, Any]) -> dict[str, Any]:
         "endedAt": turn.get("endedAt"),
         "steps": [_step(step) for step in turn.get("steps") or []],
     }
-    for key in ("by", "cancelledBy"):  # who sent its message, who cancelled it (SPEC §18)
-        if isinstance(turn.get(key), Mapping) and (name := who({"by": turn[key]})):
-            shown[key] = name
+    # Who sent its message, who cancelled it (SPEC §18).
+    if isinstance(by := turn.get("by"), Mapping) and (name := who({"by": by})):
+        shown["by"] = name
+    if isinstance(by := turn.get("cancelledBy"), Mapping) and (name := who({"by": by})):
+        shown["cancelledBy"] = name
     if turn.get("error"):
         shown["error"] = error_text(turn)
     if turn.get("lost"):
@@ -53,8 +111,8 @@ def _turn(turn: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def _step(step: Mapping[str, Any]) -> dict[str, Any]:
-    actions: list[dict[str, Any]] = []
+def _step(step: StepView) -> TreeStep:
+    actions: list[McpLine | ModelLine | ToolLine] = []
     if mcp := step.get("mcp"):  # the servers' start-up: its own line, not the model call's
         actions.append({"kind": "mcp", "status": "completed", **mcp})
     if step.get("modelMs") is not None:  # its reply complete (the text streams before)
@@ -67,7 +125,7 @@ def _step(step: Mapping[str, Any]) -> dict[str, Any]:
             }
         )
     actions.extend({"kind": "tool", **action} for action in step.get("actions") or [])
-    shown = {
+    shown: TreeStep = {
         "index": step.get("index"),
         "status": step.get("status"),
         "startedAt": step.get("startedAt"),
@@ -83,7 +141,7 @@ def _step(step: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def find_step(turns: list[dict[str, Any]], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def find_step(turns: list[TreeTurn], ref: str) -> tuple[TreeTurn, TreeStep]:
     """The turn and step `T.S` names (T: turn number from 1 or turn id; S: step index)."""
     turn_ref, sep, step_ref = ref.rpartition(".")
     if not sep or not step_ref.isdigit():

@@ -319,8 +319,9 @@ def _emit_step(
     except (ValueError, LookupError) as exc:
         raise CliError(f"session {view.get('id')}: {exc}") from None
     previous = _previous_checkpoint(tree["turns"], turn, step)
-    first = (previous["lastEvent"] + 1) if previous else 0
-    changed = _tree.changes(events, first, step["lastEvent"])
+    first = ((previous["lastEvent"] or 0) + 1) if previous else 0
+    last = step["lastEvent"]
+    changed = _tree.changes(events, first, last if last is not None else first - 1)
     if json_:
         obj = {
             "session": view.get("id"),
@@ -347,11 +348,15 @@ def _emit_step(
         console.print(f"  {line}", markup=False)
 
 
+class _Checkpoint(_tree.TreeStep):
+    turn: int | None  # its turn's number
+
+
 def _previous_checkpoint(
-    turns: list[dict[str, Any]], turn: Mapping[str, Any], step: Mapping[str, Any]
-) -> dict[str, Any] | None:
+    turns: list[_tree.TreeTurn], turn: _tree.TreeTurn, step: _tree.TreeStep
+) -> _Checkpoint | None:
     """The checkpoint before `step` in stream order (maybe the last step of an earlier turn)."""
-    before = None
+    before: _Checkpoint | None = None
     for t in turns:
         for s in t["steps"]:
             if s is step:

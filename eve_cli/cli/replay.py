@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, NotRequired, TypedDict
 
 import typer
 
@@ -17,8 +17,17 @@ from eve_cli.cli._runtime import open_reader, user_errors
 
 if TYPE_CHECKING:
     from eve_cli._cassette import Cassette
-    from eve_cli._replay import ReplayReport
+    from eve_cli._replay import DivergenceRecord, ReplayReport
     from eve_cli.runtime import Runtime
+
+
+class Replayed(TypedDict):
+    """A session's line of the report (``--json``: ``sessions``)."""
+
+    session: str
+    turns: int
+    divergences: list[DivergenceRecord]
+    error: NotRequired[str]  # why it could not be replayed (--all goes on)
 
 
 def replay(
@@ -59,7 +68,7 @@ def replay(
     if agent is not None and not agent.is_dir():
         raise CliError(f"agent folder {agent} does not exist", 2)
     tools = [t.strip() for t in (live_tools or "").split(",") if t.strip()]
-    reports: list[dict[str, Any]] = []
+    reports: list[Replayed] = []
     for sid, tape, folder in _tapes(session, all_, data, world, agent):
         try:
             reports.append(_replay_one(sid, tape, folder, tools, live_model))
@@ -76,7 +85,7 @@ def replay(
 
 def _replay_one(
     sid: str, tape: Cassette, folder: Path | None, tools: list[str], live_model: bool
-) -> dict[str, Any]:
+) -> Replayed:
     """One session's report; a CliError when it cannot be replayed."""
     import asyncio
 
@@ -163,7 +172,7 @@ def _from_store(reader: Runtime, sid: str) -> tuple[str, Cassette, Path | None]:
     return sid, tape, Path(folder) if folder else None
 
 
-def _entry(sid: str, tape: Cassette, found: ReplayReport) -> dict[str, Any]:
+def _entry(sid: str, tape: Cassette, found: ReplayReport) -> Replayed:
     return {
         "session": sid,
         "turns": len(tape.get("turns") or []),
@@ -171,7 +180,7 @@ def _entry(sid: str, tape: Cassette, found: ReplayReport) -> dict[str, Any]:
     }
 
 
-def _print(reports: list[dict[str, Any]], json_: bool) -> None:
+def _print(reports: list[Replayed], json_: bool) -> None:
     if json_:
         diverged = any(r["divergences"] for r in reports)
         typer.echo(json.dumps({"diverged": diverged, "sessions": reports}))

@@ -8,12 +8,15 @@ import signal
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from eve_cli.cli._context import DataOption, Where, WorldOption, choose_world
 from eve_cli.cli._errors import EXIT_INTERRUPTED, CliError, user_message
+
+if TYPE_CHECKING:
+    from eve_cli.channel import ServerInfo
 
 HostOption = Annotated[
     str, typer.Option("--host", help="Address to bind; anything but loopback needs a token.")
@@ -245,7 +248,7 @@ def run(
     except BindRefusedError as exc:
         runtime.close()
         raise CliError(user_message(exc)) from None
-    info = {**_agent_info(runtime, data_dir), "world": identity}
+    info: ServerInfo = {**_agent_info(runtime, data_dir), "world": identity}
     options = ServeOptions(
         host=host,
         port=port,
@@ -440,7 +443,7 @@ def _joining(runtime: Any, pinned: str | None) -> tuple[dict[str, str | int | No
     return identity, fleet
 
 
-def _agent_info(runtime: Any, data_dir: Where) -> dict[str, Any]:
+def _agent_info(runtime: Any, data_dir: Where) -> ServerInfo:
     agent = runtime.agent
     return {
         "agent": agent.name,

@@ -34,7 +34,7 @@ from eve_cli.execution._receipts import (
     taken,
 )
 from eve_cli.execution._replies import resolve
-from eve_cli.execution._shapes import PendingView
+from eve_cli.execution._shapes import ActionView, McpView, PendingView, StepView, TurnView
 from eve_cli.execution._stored_events import REF, EventReader, started_event, stored_event
 from eve_cli.execution._streams import KeyedStream
 from eve_cli.execution._view import PAGE, TAIL, summary
@@ -49,6 +49,7 @@ __all__ = [
     "TAIL",
     "TAKEN_SCAN",
     "TURN_WORKFLOW",
+    "ActionView",
     "Change",
     "ContextLostError",
     "Disposition",
@@ -60,9 +61,12 @@ __all__ = [
     "HistoryKeys",
     "KeyedStream",
     "Lineage",
+    "McpView",
     "PendingView",
     "SessionRow",
     "SessionView",
+    "StepView",
+    "TurnView",
     "ViewFold",
     "change_of",
     "decide",

@@ -65,12 +65,13 @@ def test_execution_and_harness_names_are_pinned() -> None:
     from eve_cli import execution, harness
 
     assert sorted(execution.__all__) == [
-        "Change", "ContextLostError", "Disposition", "ENDING_WAIT", "EventReader",
+        "ActionView", "Change", "ContextLostError", "Disposition", "ENDING_WAIT", "EventReader",
         "EventWatcher", "Executor", "ForkPointError", "Forked", "HistoryKeys", "KeyedStream",
-        "Lineage", "PAGE", "PendingView", "REF", "SESSION_WORKFLOW", "SessionRow", "SessionView",
-        "TAIL", "TAKEN_SCAN",
-        "TURN_WORKFLOW", "ViewFold", "change_of", "decide", "first_message", "fold",
-        "fork_session", "fresh_start", "lineage", "observe_events", "opens_session", "phase",
+        "Lineage", "McpView",
+        "PAGE", "PendingView", "REF", "SESSION_WORKFLOW", "SessionRow", "SessionView", "StepView",
+        "TAIL", "TAKEN_SCAN", "TURN_WORKFLOW", "TurnView", "ViewFold", "change_of", "decide",
+        "first_message", "fold", "fork_session", "fresh_start", "lineage", "observe_events",
+        "opens_session", "phase",
         "read_window", "receipt_boundary", "resolve", "settles", "started_event", "stored_event",
         "summary", "taken", "unpack", "window_messages",
     ]  # fmt: skip

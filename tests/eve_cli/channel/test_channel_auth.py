@@ -59,6 +59,7 @@ def test_public_surface_is_pinned() -> None:
         "NotOwned",
         "Owners",
         "ServeOptions",
+        "ServerInfo",
         "Supervisor",
         "answer_scope",
         "bind_socket",

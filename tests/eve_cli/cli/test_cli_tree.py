@@ -58,6 +58,7 @@ def test_tree_has_turns_steps_actions_and_the_current_wait() -> None:
     assert first["usage"] == {"inputTokens": 5}
     assert [a["kind"] for a in first["actions"]] == ["model", "tool"]
     tool = first["actions"][1]
+    assert tool["kind"] == "tool"
     assert (tool["name"], tool["status"], tool["isError"], tool["durationMs"]) == (
         "get_current_time",
         "completed",
@@ -80,6 +81,7 @@ def test_resolved_and_cancelled_waits_disappear() -> None:
     assert tree["waits"] == []
     # The approved call ran in the next step; its result belongs to the call that asked.
     call = tree["turns"][1]["steps"][0]["actions"][1]
+    assert call["kind"] == "tool"
     assert (call["status"], call["output"], call["durationMs"]) == ("completed", "saved", 990)
     assert tree["turns"][1]["steps"][1]["actions"] == []
     cancelled = [*EVENTS, ev(20, "turn.cancelled", 2000, turnId="t2")]
