@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from eve_cli._loader import AgentDefinition
     from eve_cli.evals import Case, EvalOptions
     from eve_cli.evals._report import ComparedReport, Report
-    from eve_cli.evals._state import EvalDir
+    from eve_cli.evals._state import EvalDir, Selection
 
 EXIT_BELOW = 1
 EVAL_DIR = Path(".eve-evals")
@@ -208,7 +208,7 @@ def _run(
     from eve_cli.evals._terminal import Progress
 
     where, throwaway = _where(world, eval_dir)
-    selection = {
+    selection: Selection = {
         "names": sorted(names),
         "tags": sorted(tags),
         "agent": str(agent.directory),

@@ -3,14 +3,14 @@ report; and ``--replay`` of the last run's sessions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eve_cli.evals._case import Case
 from eve_cli.evals._report import Report, RunInfo, build_report
 from eve_cli.evals._runner import EvalOptions, OnResult, ResultEntry, run_cases
-from eve_cli.evals._state import EvalDir, RunRecord, run_key
+from eve_cli.evals._state import EvalDir, RunRecord, Selection, run_key
 
 if TYPE_CHECKING:
     from eve_cli.runtime import Runtime
@@ -23,7 +23,7 @@ def begin_run(
     world: str,
     *,
     throwaway: bool,
-    selection: Mapping[str, Any],
+    selection: Selection,
 ) -> RunRecord:
     """The run to do: the unfinished one of the same cases and options, or a new one."""
     key = run_key(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eve_cli._json import JSONObject
 from eve_cli.evals._case import (
     CASE_KEYS,
     EXPECT_KEYS,
@@ -227,7 +228,7 @@ def _schema(f: Fields, key: str) -> Mapping[str, Any] | None:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise f.fail(key, f"{key!r} is not a valid JSON schema: {exc.message}") from None
-    plain: dict[str, Any] = _plain(schema)
+    plain: JSONObject = _plain(schema)
     return plain
 
 

@@ -34,6 +34,24 @@ class EvalBusy(RuntimeError):
     """Another `eve eval` runs in this eval directory (one line)."""
 
 
+class Selection(TypedDict, total=False):
+    """What `eve eval` was asked to run: case names and tags, the agent, the threshold."""
+
+    names: list[str]
+    tags: list[str]
+    agent: str
+    threshold: float
+
+
+class RunOptions(Selection, total=False):
+    """What makes two invocations the same run, besides the case files (`run_key`)."""
+
+    repeat: int
+    model: str | None
+    judge: str | None
+    world: str
+
+
 class RunFile(TypedDict, total=False):
     """``run.json``: the run under way (``finished`` once its report is written)."""
 
@@ -54,7 +72,7 @@ class RunRecord:
     done: dict[tuple[str, int], ResultEntry] = field(default_factory=dict)
 
 
-def run_key(cases: Iterable[Case], options: dict[str, Any]) -> str:
+def run_key(cases: Iterable[Case], options: RunOptions) -> str:
     """What makes two invocations the same run: the case files' contents and the options."""
     digest = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode())
     for c in sorted(cases, key=lambda c: c.name):

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from eve_cli._agent_api import ToolContext
+from eve_cli._json import JSONObject
 from eve_cli._loader import AgentDefinition
 from eve_cli._tools import InvalidArguments, Tool, ToolResult
 from eve_cli.evals._case import Stub, arguments_match
@@ -39,7 +40,7 @@ class StubbedTool(Tool):
 
     async def execute(
         self,
-        arguments: dict[str, Any] | None,
+        arguments: JSONObject | None,
         ctx: ToolContext,
         *,
         wait: float = 0.0,
