@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from eve_cli._facade import ReceiptBody, TurnPolicy
 from eve_cli._json import JSONObject, JSONValue
+from eve_cli._session import InputResponse
 from eve_cli._text import bad_text
 from eve_cli.channel._errors import ChannelError
 
@@ -83,43 +84,37 @@ def turn_policy(body: JSONObject) -> TurnPolicy:
     raise ChannelError(400, f"turnPolicy must be 'steer' or 'queue', got {policy!r}")
 
 
-def input_responses(value: Any) -> list[dict[str, Any]]:
+def input_responses(value: JSONValue) -> list[InputResponse]:
     """Validate ``inputResponses``: approvals ``{requestId, approved, always?}``, answers
     ``{requestId, answer}`` or an interrupted call's outcome ``{requestId, outcome,
     result?}`` (its values are checked against the request by the runtime)."""
     if not isinstance(value, list) or not value:
         raise ChannelError(400, "'inputResponses' must be a non-empty list")
-    out = []
-    for i, item in enumerate(value):
-        where = f"inputResponses[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("requestId"), str):
-            raise ChannelError(400, f"{where} must be an object with a string 'requestId'")
-        if "approved" in item:
-            if not isinstance(item["approved"], bool) or not isinstance(
-                item.get("always", False), bool
-            ):
-                raise ChannelError(400, f"{where}: 'approved' and 'always' must be booleans")
-            out.append(
-                {
-                    "requestId": item["requestId"],
-                    "approved": item["approved"],
-                    "always": item.get("always", False),
-                }
-            )
-        elif isinstance(item.get("answer"), str):
-            out.append({"requestId": item["requestId"], "answer": item["answer"]})
-        elif "outcome" in item:  # an interrupted call: rerun | failed | result (+ result)
-            if not isinstance(item["outcome"], str) or not isinstance(item.get("result", ""), str):
-                raise ChannelError(400, f"{where}: 'outcome' and 'result' must be strings")
-            answer = {"requestId": item["requestId"], "outcome": item["outcome"]}
-            if "result" in item:
-                answer["result"] = item["result"]
-            out.append(answer)
-        else:
-            raise ChannelError(
-                400, f"{where} needs 'approved' (bool), 'answer' (string) or 'outcome' (string)"
-            )
-    return out
+    return [_input_response(item, f"inputResponses[{i}]") for i, item in enumerate(value)]
+
+
+def _input_response(item: JSONValue, where: str) -> InputResponse:
+    request_id = item.get("requestId") if isinstance(item, dict) else None
+    if not isinstance(item, dict) or not isinstance(request_id, str):
+        raise ChannelError(400, f"{where} must be an object with a string 'requestId'")
+    if "approved" in item:
+        approved, always = item["approved"], item.get("always", False)
+        if not isinstance(approved, bool) or not isinstance(always, bool):
+            raise ChannelError(400, f"{where}: 'approved' and 'always' must be booleans")
+        return {"requestId": request_id, "approved": approved, "always": always}
+    if isinstance(answer := item.get("answer"), str):
+        return {"requestId": request_id, "answer": answer}
+    if "outcome" in item:  # an interrupted call: rerun | failed | result (+ result)
+        outcome, result = item["outcome"], item.get("result", "")
+        if not isinstance(outcome, str) or not isinstance(result, str):
+            raise ChannelError(400, f"{where}: 'outcome' and 'result' must be strings")
+        out: InputResponse = {"requestId": request_id, "outcome": outcome}
+        if "result" in item:
+            out["result"] = result
+        return out
+    raise ChannelError(
+        400, f"{where} needs 'approved' (bool), 'answer' (string) or 'outcome' (string)"
+    )
 
 
 def receipt_body(receipt: Any) -> ReceiptBody:

@@ -20,6 +20,7 @@ from typing import Any, NotRequired, TypedDict
 from eve_cli._events import Event
 from eve_cli._facade import Receipt, ReceiptBody, ServingFacade, TurnPolicy
 from eve_cli._json import JSONObject
+from eve_cli._session import InputResponse
 from eve_cli.auth import APPROVE, LOCAL, READ, SEND, Principal
 from eve_cli.channel import NotOwned, Owners, Supervisor, answer_scope
 from eve_cli.execution import SessionView
@@ -163,7 +164,7 @@ class AgentService:
     async def respond(
         self,
         session_id: str,
-        responses: list[dict[str, Any]],
+        responses: list[InputResponse],
         wait: float = 0.0,
         progress: Progress | None = None,
         who: Principal = LOCAL,
