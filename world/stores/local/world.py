@@ -145,7 +145,8 @@ class LocalWorld(Store):
         self._streams.route = self._families.route
         self._streams.commit_families = self._families.commit_many
         self._recovery = Recovery(self._run_files, self.path / "streams", self._leased, create)
-        self._streams.before_read = self._recovery.stream
+        if create:  # (a reader's open writes nothing: the files as they are)
+            self._streams.before_read = self._recovery.stream
         self._stream_files = Listing(self.path / "streams", stream_root, by_name=True)
         self._hook_files = Listing(self.path / "hooks", hook_root)
         self._hooks = HookFiles(
