@@ -17,7 +17,7 @@ WORLD_MEMBERS = 25  # methods of world.World: the interface every store implemen
 COMPLEX_FUNCTIONS = 10  # cyclomatic complexity over 15 (issue 32: at most 10)
 CLASSES_OVER_400 = 7
 PRIVATE_IMPORTS = 8  # another package's private module (issue 33: at most 15)
-DICT_STR_ANY = {"world": 50, "eve_cli": 72}  # lines annotated `dict[str, Any]`
+DICT_STR_ANY = {"world": 50, "eve_cli": 71}  # lines annotated `dict[str, Any]`
 
 
 @functools.cache

@@ -17,6 +17,7 @@ from eve_cli.evals._stubs import StubBook, stubbed
 
 if TYPE_CHECKING:
     from eve_cli._replay import DivergenceRecord
+    from eve_cli._session import InputResponse
     from eve_cli.execution import PendingView
     from eve_cli.runtime import Runtime
 
@@ -197,7 +198,7 @@ async def _respond(
     return None
 
 
-def _response(request: Mapping[str, Any], given: Answer | None) -> dict[str, Any] | str:
+def _response(request: PendingView, given: Answer | None) -> InputResponse | str:
     kind = request.get("kind")
     asked = (
         f"approval of {request.get('tool')}({_args(request.get('arguments'))})"
