@@ -191,3 +191,23 @@ def test_a_replay_writes_nothing_over_bytes_another_writer_put_there(tmp_path: P
     assert done.stale and done.entries == 2
     assert (folder / "journal.msgpack").read_bytes() == b"J" * 10 + b"older eve's record"
     assert os.path.getsize(folder / _wal.NAME) == 0
+
+
+def test_an_item_appended_while_its_streams_commit_is_written_goes_after_it(
+    tmp_path: Path,
+) -> None:
+    # A commit takes a family's open batches and writes them once its entry is synced; an
+    # append to the same stream meanwhile (another thread) continues after them, under
+    # the flock they hold, never where a resync from the file would put it (one offset).
+    from world import _journal
+    from world.stores.local.streams import StreamStore
+
+    store = StreamStore(tmp_path / "streams")
+    store.route = lambda name: "r"
+    store.append("events.r", _journal.frame({"v": 0}))
+    taken = store.take("r")
+    store.append("events.r", _journal.frame({"v": 1}))  # while the commit syncs
+    store.put(taken, stored=True)
+    store.put(store.take("r"), stored=True)
+    assert store.read("events.r") == [0, 1]
+    store.close()

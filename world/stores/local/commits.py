@@ -129,7 +129,7 @@ class FamilyCommits:
             return
         writer = self._writer_of(root)
         ops: list[Op] = []
-        for name, _, frames, at in taken:
+        for name, _, frames, at, _ in taken:
             data = b"".join(frames)
             if at == len(STREAM_HEADER):  # (the header with it: a cut may lose a new file)
                 data, at = STREAM_HEADER + data, 0

@@ -79,6 +79,16 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
 _OPEN_BATCHES: weakref.WeakSet[StreamStore] = weakref.WeakSet()
 
 
+class Taken(NamedTuple):
+    """An open batch taken for a family's commit (`StreamStore.take`)."""
+
+    name: str
+    writer: _Writer
+    frames: list[bytes]
+    at: int  # where its first frame goes in the data file
+    first: int  # and that frame's index
+
+
 class _Known(NamedTuple):
     """A stream's offsets as checked against its data file (inode, size and modification
     time at the check; `mtime` -1: as this store's own append left it, which only grows it).
@@ -437,6 +447,7 @@ class StreamStore(_StreamReads):
         self._resolved = str(path.resolve())  # as watchers name the folder
         self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
         self._batched: dict[str, _Writer] = {}
+        self._taken: dict[str, int] = {}  # batches `take` gave that `put` has not written
         self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
         self._drain_due = 0.0  # `hold`: not before then (time.monotonic)
         self._drain_timer: asyncio.AbstractEventLoop | None = None  # `_drain_later` due on it
@@ -452,7 +463,9 @@ class StreamStore(_StreamReads):
                 self._raise_failure()
             writer = self._writers.get(name) or self._writer(name)
             loop = asyncio._get_running_loop()  # None off a loop (no exception raised)
-            if not writer.batch:
+            if not writer.batch and name in self._taken:
+                self._continue(name, writer)  # its last batch is being committed: after it
+            elif not writer.batch:
                 # A leased family's items wait in a batch for its next commit, on a loop or
                 # not (the step's record: `Order.streams`); others off a loop are written now.
                 routed = self.route is not None and self.route(name) is not None
@@ -614,39 +627,59 @@ class StreamStore(_StreamReads):
         route = self.route
         return route is not None and any(route(name) == root for name in list(self._batched))
 
-    def take(self, root: str) -> list[tuple[str, _Writer, list[bytes], int]]:
+    def _continue(self, name: str, writer: _Writer) -> None:
+        """Open a batch after one `take` gave and `put` has not written yet: it goes where
+        that one ends, under the flock that one holds (a resync would read the file without
+        it and put both at one offset)."""
+        writer.batch_at, writer.batch_index = writer.end, writer.count
+        if not self._batched:
+            _OPEN_BATCHES.add(self)
+        self._batched[name] = writer
+
+    def take(self, root: str) -> list[Taken]:
         """The open batches of family ``root``'s streams, out of the open ones (their flocks
-        still held: `put` writes them): (name, writer, frames, where they go)."""
+        still held: `put` writes them)."""
         taken = []
         with self._lock:
             assert self.route is not None
             for name in [n for n in self._batched if self.route(n) == root]:
                 writer = self._batched.pop(name)
                 frames, writer.batch = writer.batch, []
-                taken.append((name, writer, frames, writer.batch_at))
+                taken.append(Taken(name, writer, frames, writer.batch_at, writer.batch_index))
+                self._taken[name] = self._taken.get(name, 0) + 1
             if not self._batched:
                 _OPEN_BATCHES.discard(self)
         return taken
 
-    def put(self, taken: list[tuple[str, _Writer, list[bytes], int]], *, stored: bool) -> None:
+    def put(self, taken: list[Taken], *, stored: bool) -> None:
         """Write batches `take` gave, made durable in a write-ahead file (``stored``; False:
-        that failed, they are dropped), and release their flocks. The first write that fails
-        is raised after every flock is released."""
+        that failed, they are dropped, with any opened after them), and release their flocks
+        (unless a batch opened since holds it). The first write that fails is raised after."""
         failure: StorageError | None = None
         with self._lock:
-            for name, writer, frames, at in taken:
-                writer.end, writer.count = at, writer.batch_index
+            for name, writer, frames, at, index in taken:
+                left = self._taken.pop(name, 1) - 1
+                if left:
+                    self._taken[name] = left
+                after = (writer.end, writer.count) if name in self._batched else None
+                writer.end, writer.count = at, index
                 try:
-                    if stored:
-                        self._write(name, writer, frames, wal=True)
-                    else:
-                        writer.end = -1  # resync before the next append
+                    if not stored:
+                        raise OSError(0, "not stored")
+                    self._write(name, writer, frames, wal=True)
+                    if after is not None:
+                        writer.end, writer.count = after
                 except OSError as exc:
-                    writer.end = -1
-                    where = self._fd_paths.get(writer.data_fd, name)
-                    failure = failure or storage_error(where, f"appending to stream {name!r}", exc)
+                    writer.end, after = -1, None  # resync before the next append
+                    if self._batched.pop(name, None) is not None:
+                        writer.batch = []
+                    if stored:
+                        where = self._fd_paths.get(writer.data_fd, name)
+                        doing = f"appending to stream {name!r}"
+                        failure = failure or storage_error(where, doing, exc)
                 finally:
-                    fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
+                    if after is None and not left:
+                        fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
         if failure is not None:
             raise failure
 
