@@ -22,6 +22,7 @@ Example: `EVE_FAULTS=crash_mid_write@3,eio_read@2`.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 
@@ -79,6 +80,23 @@ def compact_point(stage: str) -> None:
     if stage == "written":
         _counts["compact"] += 1
     if FAULTS.get(f"crash_compact_{stage}") == _counts["compact"]:
+        kill_self()
+
+
+def before_file_write(fault: str | None, fd: int, data: bytes, offset: int) -> None:
+    """Inject write fault `fault` (from `next_write`) into writing `data` at `offset` of file
+    `fd`, as a disk or a crash would: die before it, write half and raise the disk's error,
+    or write half, make it durable and die. Any other fault (or None): nothing, the caller
+    writes."""
+    if fault == "crash_before_write":
+        kill_self()
+    if fault in ("enospc", "eio_write"):
+        os.pwrite(fd, data[: len(data) // 2], offset)
+        code = errno.ENOSPC if fault == "enospc" else errno.EIO
+        raise OSError(code, os.strerror(code))
+    if fault == "crash_mid_write":
+        os.pwrite(fd, data[: len(data) // 2], offset)
+        os.fdatasync(fd)
         kill_self()
 
 

@@ -374,32 +374,30 @@ class Writer:
         except OSError:  # no space for more, or a file system without it: plain appends
             self._reserve = False
 
+    def _start(self, size: int) -> int:
+        """Where a write of `size` bytes goes: the end, after a torn tail is rolled back and,
+        past the first appends, space reserved ahead."""
+        offset = self.end
+        if self._dirty:
+            self._roll_back()
+        self._appends += 1
+        if self._reserve and offset + size > self._size and self._appends > RESERVE_AFTER:
+            self._extend(offset + size)
+        return offset
+
     def append(self, data: bytes, *, sync: bool = True, defer: bool = False) -> int:
         """Write `data` at the end and fdatasync it (unless `sync` is False); return its offset.
 
         `defer`: start writing it to the disk and return; :meth:`settle` waits until it is
         durable (the caller calls it before anything that must come after the record). The
         work in between overlaps the disk's; the `fdatasync` then has less to wait for."""
-        offset = self.end
-        if self._dirty:
-            self._roll_back()
-        self._appends += 1
-        if self._reserve and offset + len(data) > self._size and self._appends > RESERVE_AFTER:
-            self._extend(offset + len(data))
+        offset = self._start(len(data))
         fault = _faults.next_write() if _faults.ACTIVE else None
         if fault is not None:
             self.settle()  # at a fault point every earlier record is durable
-        if fault == "crash_before_write":
-            _faults.kill_self()
         try:
-            if fault in ("enospc", "eio_write"):
-                os.pwrite(self._fd, data[: len(data) // 2], offset)
-                code = errno.ENOSPC if fault == "enospc" else errno.EIO
-                raise OSError(code, os.strerror(code))
-            if fault == "crash_mid_write":
-                os.pwrite(self._fd, data[: len(data) // 2], offset)
-                os.fdatasync(self._fd)
-                _faults.kill_self()
+            if fault is not None:
+                _faults.before_file_write(fault, self._fd, data, offset)
             if (n := os.pwrite(self._fd, data, offset)) != len(data):  # (`write_all` inline)
                 write_rest(self._fd, data, offset, n)
             writeback = _WRITEBACK[0] if _WRITEBACK else _writeback()
@@ -429,12 +427,7 @@ class Writer:
     def write(self, data: bytes) -> int:
         """Write `data` at the end without a sync (it is durable elsewhere already: a
         family's write-ahead file); return its offset. A failure leaves the file as it was."""
-        offset = self.end
-        if self._dirty:
-            self._roll_back()
-        self._appends += 1
-        if self._reserve and offset + len(data) > self._size and self._appends > RESERVE_AFTER:
-            self._extend(offset + len(data))
+        offset = self._start(len(data))
         try:
             write_all(self._fd, data, offset)
         except OSError as exc:

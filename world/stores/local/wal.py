@@ -236,15 +236,8 @@ class Wal:
         if at + len(data) > self._size:
             self._reserve(at + len(data))
         try:
-            if fault == "crash_before_write":
-                _faults.kill_self()
-            if fault in ("enospc", "eio_write"):
-                os.pwrite(self._fd, data[: len(data) // 2], at)
-                raise OSError(*_fault_error(fault))
-            if fault == "crash_mid_write":
-                os.pwrite(self._fd, data[: len(data) // 2], at)
-                os.fdatasync(self._fd)
-                _faults.kill_self()
+            if fault is not None:
+                _faults.before_file_write(fault, self._fd, data, at)
             _journal.write_all(self._fd, data, at)
             os.fdatasync(self._fd)
         except OSError as exc:
@@ -281,10 +274,3 @@ class Wal:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-
-
-def _fault_error(fault: str) -> tuple[int, str]:
-    import errno
-
-    code = errno.ENOSPC if fault == "enospc" else errno.EIO
-    return code, os.strerror(code)
