@@ -377,7 +377,7 @@ def test_a_tail_polls_when_the_system_has_no_watcher_left(
 ) -> None:
     """Out of inotify instances (128 per user by default, shared by every program), a live
     tail and an inbox wait still wake up, for appends within the same second too."""
-    from world.stores.local import watch as _watch
+    import watchfiles._rust_notify
 
     refused: list[str] = []
 
@@ -387,7 +387,7 @@ def test_a_tail_polls_when_the_system_has_no_watcher_left(
             "Error creating recommended watcher: Too many open files (os error 24)"
         )
 
-    monkeypatch.setattr(_watch, "RustNotify", refusing)
+    monkeypatch.setattr(watchfiles._rust_notify, "RustNotify", refusing)
     world = LocalWorld(tmp_path / "data")
     sid = "s_" + "a" * 24
     world.create_family(sid, [])

@@ -24,8 +24,6 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
-
 _DEBOUNCE_MS, _STEP_MS = 50, 2
 _POLL_S = 0.05  # how often a watcher without notify support says "look again"
 _LOCK = threading.Lock()  # guards the registry and every watcher's state
@@ -39,6 +37,10 @@ class _Folder:
         self.watchers: set[DirWatcher] = set()
         self.stop = threading.Event()
         self.error: Exception | None = None  # the notify handle failed: its watchers raise it
+        # Imported here, not at the top: a command that never waits (`eve inspect`) skips the
+        # package's import (~6 ms of its start).
+        from watchfiles._rust_notify import RustNotify
+
         # Starts watching at construction; raises when the system has no watcher left.
         self._notify = RustNotify([path], False, False, 300, False, False)
         threading.Thread(target=self._run, name=f"eve-watch {path}", daemon=True).start()
@@ -92,6 +94,8 @@ class DirWatcher:
         self._changed = False  # a change since the last wait that returned True
         self._waiter: asyncio.Future[bool] | None = None
         self._polling = False
+        from watchfiles._rust_notify import WatchfilesRustInternalError
+
         with _LOCK:
             shared = _FOLDERS.get(path)
             if shared is None:
