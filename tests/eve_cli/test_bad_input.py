@@ -259,11 +259,11 @@ def test_a_store_of_the_pre_release_format_is_migrated_in_one_line(
     before = _snapshot(data)
     result = runner.invoke(app, ["doctor"])  # a dry run
     assert result.exit_code == 1, result.output
-    _one_line(result.stderr, str(data), "would migrate store format 1 -> 2", "nothing changed")
+    _one_line(result.stderr, str(data), "would migrate store format 1 -> 3", "nothing changed")
     assert _snapshot(data) == before
     result = runner.invoke(app, ["inspect", sid])
     assert result.exit_code == 0, result.output
-    _one_line(result.stderr, str(data), "migrated store format 1 -> 2: 1 run family,")
+    _one_line(result.stderr, str(data), "migrated store format 1 -> 3: 1 run family,")
     assert runner.invoke(app, ["inspect", sid]).stderr == ""  # once
 
 
@@ -301,12 +301,12 @@ def test_answers_that_are_not_pending_are_rejected_and_change_nothing(
 @pytest.mark.parametrize(
     "text",
     [
-        '{"format": "eve-world", "version": 1}\n',  # format 1 under files only format 2 writes
-        '{"format": "eve-world", "version": 0}\n',  # one byte: 2 -> 0
-        '{"format": "eve-world", "version": 7}\n',  # one byte: 2 -> 7 (a newer eve's?)
-        '{"format": "eve-world", "versiom": 2}\n',  # one byte of the key
-        '{"format": "eve-world", "version": "2"}\n',
-        '{"format": "eve-world", "version": 2]\n',
+        '{"format": "eve-world", "version": 1}\n',  # format 1 under files only format 2+ writes
+        '{"format": "eve-world", "version": 0}\n',  # one byte: 3 -> 0
+        '{"format": "eve-world", "version": 7}\n',  # one byte: 3 -> 7 (a newer eve's?)
+        '{"format": "eve-world", "versiom": 3}\n',  # one byte of the key
+        '{"format": "eve-world", "version": "3"}\n',
+        '{"format": "eve-world", "version": 3]\n',
     ],
 )
 def test_a_damaged_format_is_named_by_doctor_and_repaired(
@@ -325,10 +325,10 @@ def test_a_damaged_format_is_named_by_doctor_and_repaired(
     assert checked.exit_code == 1, checked.output
     [finding] = [f for f in json.loads(checked.stdout)["findings"] if f["path"] == "FORMAT"]
     assert finding["state"] == "unreadable"
-    assert finding["detail"].endswith("rewrites it as version 2 (the old one in quarantine/)")
+    assert finding["detail"].endswith("rewrites it as version 3 (the old one in quarantine/)")
     repaired = runner.invoke(app, ["doctor", "--repair"])
     assert repaired.exit_code == 0, repaired.output
-    assert json.loads(fmt.read_text()) == {"format": "eve-world", "version": 2, "id": kept}
+    assert json.loads(fmt.read_text()) == {"format": "eve-world", "version": 3, "id": kept}
     assert [p.read_text() for p in data.glob("quarantine/*/FORMAT")] == [text]
     shown = runner.invoke(app, ["inspect", sid])
     assert shown.exit_code == 0 and shown.stderr == "", shown.output

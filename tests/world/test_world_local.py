@@ -68,7 +68,7 @@ def test_file_count_grows_with_runs_not_steps(tmp_path: Path) -> None:
         "runs/fixed/owner.lock", "runs/fixed/streams.list", "runs/fixed/wal.msgpack",
     ]  # fmt: skip
     found = json.loads((tmp_path / "ten" / "FORMAT").read_text())
-    assert found == {"format": "eve-world", "version": 2, "id": found["id"]}
+    assert found == {"format": "eve-world", "version": 3, "id": found["id"]}
     assert str(uuid.UUID(found["id"])) == found["id"]
 
 
@@ -297,8 +297,8 @@ def test_a_store_of_format_1_is_migrated_once_at_open(tmp_path: Path) -> None:
     kept = journal.read_bytes()
     world = LocalWorld(tmp_path / "data", create=False)
     assert world.migration is not None and "\n" not in str(world.migration)
-    assert str(world.migration).startswith(f"{tmp_path / 'data'}: migrated store format 1 -> 2")
-    assert json.loads(fmt.read_text())["version"] == 2 and journal.read_bytes() == kept
+    assert str(world.migration).startswith(f"{tmp_path / 'data'}: migrated store format 1 -> 3")
+    assert json.loads(fmt.read_text())["version"] == 3 and journal.read_bytes() == kept
     assert LocalWorld(tmp_path / "data").migration is None  # once
     assert verify(tmp_path / "data") and not any(f.error for f in verify(tmp_path / "data"))
 

@@ -25,7 +25,7 @@ def test_a_new_store_gets_an_id_that_stays(tmp_path: Path) -> None:
     world = LocalWorld(tmp_path / "d")
     made = store_identity(world)
     assert made.id == str(uuid.UUID(made.id or "")) == _id_of(tmp_path / "d")
-    assert (made.where, made.format, made.schema) == (str(tmp_path / "d"), 2, None)
+    assert (made.where, made.format, made.schema) == (str(tmp_path / "d"), 3, None)
     world.close()
     assert store_identity(LocalWorld(tmp_path / "d")).id == made.id
     assert store_identity(LocalWorld(tmp_path / "e")).id != made.id
@@ -38,7 +38,7 @@ def _open(path: str) -> None:
 def test_a_store_without_an_id_gets_one_at_its_next_open_for_writing(tmp_path: Path) -> None:
     data = tmp_path / "d"
     LocalWorld(data).close()
-    (data / "FORMAT").write_text('{"format": "eve-world", "version": 2}\n')  # made before ids
+    (data / "FORMAT").write_text('{"format": "eve-world", "version": 3}\n')  # made before ids
     assert store_identity(LocalWorld(data, create=False)).id is None  # a reader writes nothing
     assert _id_of(data) is None
     with multiprocessing.get_context("spawn").Pool(4) as pool:  # several at once: one id

@@ -36,8 +36,8 @@ def test_parked_sessions_of_the_previous_format_resume_after_the_upgrade(
     shutil.copytree(FIXTURE / "store", data)
     shutil.copytree(FIXTURE / "agent", agent)  # the agent, at another path than it was made
     server = eve_process("start", "--port", "0", "--agent", str(agent), "--world", str(data))
-    server.stderr_until(f"{data}: migrated store format 1 -> 2: 2 run families")
-    assert json.loads((data / "FORMAT").read_text())["version"] == 2
+    server.stderr_until(f"{data}: migrated store format 1 -> 3: 2 run families")
+    assert json.loads((data / "FORMAT").read_text())["version"] == 3
     rows = {r["id"]: r for r in httpx.get(f"{server.url}{API}/sessions", timeout=WAIT).json()[
         "sessions"]}  # fmt: skip
     assert (rows[APPROVAL]["status"], rows[CONVERSATION]["status"]) == ("parked", "waiting")

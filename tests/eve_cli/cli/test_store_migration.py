@@ -106,8 +106,8 @@ def test_a_format_1_store_reads_as_the_pre_release_code_read_it(eve: Eve, tmp_pa
     first = eve("inspect", "--data", str(data))
     assert first.exit_code == 0, first.output
     [line] = [ln for ln in first.stderr.splitlines() if "store format" in ln]
-    assert line.startswith(f"eve: {data}: migrated store format 1 -> 2: 2 run families"), line
-    assert json.loads((data / "FORMAT").read_text())["version"] == 2
+    assert line.startswith(f"eve: {data}: migrated store format 1 -> 3: 2 run families"), line
+    assert json.loads((data / "FORMAT").read_text())["version"] == 3
     assert not (data / ".migrating").exists()
     for name, found in _reads(eve, data).items():
         _same_data(found, _expected(name))
@@ -154,12 +154,12 @@ def test_doctor_says_what_a_migration_would_do_and_changes_nothing(
     result = eve("doctor", "--data", str(data))
     assert result.exit_code == 1
     [line] = result.stderr.strip().splitlines()
-    assert "would migrate store format 1 -> 2: 2 run families" in line, line
+    assert "would migrate store format 1 -> 3: 2 run families" in line, line
     assert "dry run: nothing changed" in line and "eve doctor --migrate" in line
     assert _files(data) == before
     done = eve("doctor", "--migrate", "--data", str(data))
     assert done.exit_code == 0, done.output
-    assert "migrated store format 1 -> 2" in done.stderr and "0 damaged" in done.stdout
+    assert "migrated store format 1 -> 3" in done.stderr and "0 damaged" in done.stdout
 
 
 def test_a_store_in_use_is_not_migrated_under_its_user(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """The layout of a data directory:
 
 ```
-FORMAT                          {"format": "eve-world", "version": 2, "id": "<uuid>"}
+FORMAT                          {"format": "eve-world", "version": 3, "id": "<uuid>"}
 runs/<root>/journal.msgpack     every record of the family (root run and its children)
+runs/<root>/wal.msgpack         the write-ahead file: commits not yet in the files (`wal`)
 runs/<root>/inbox.msgpack       deliveries, appended by any process under inbox.lock
 runs/<root>/head.msgpack        status cache, one checksummed frame (the journal is the truth)
 runs/<root>/owner.lock          the family lease (flock: free the moment its owner dies)
@@ -14,12 +15,12 @@ What a data directory's FORMAT file says, and whether the files under it agree: 
 for `LocalWorld`'s open and for `verify`/`repair`, so the open's error and `eve doctor` give
 the same verdict and the same advice.
 
-FORMAT is ``{"format": "eve-world", "version": 2, "id": …}``; ``id`` names the store, made
+FORMAT is ``{"format": "eve-world", "version": 3, "id": …}``; ``id`` names the store, made
 once when it is created (one made before it had ids gets one at its next open for writing)
 and kept by every rewrite of FORMAT (a migration, a repair). A version the files contradict
 is damage, not a store of another format: every family's record of its streams
-(``streams.list``) is written only by format 2, so a FORMAT saying 1 over such files is not
-migrated (the migration would read format-2 files as format 1) but rewritten by a repair; a
+(``streams.list``) is written only by format 2 and later, so a FORMAT saying 1 over such files
+is not migrated (the migration would read format-2 files as format 1) but rewritten by a repair; a
 version no eve ever wrote (not a positive integer, the key misspelled) is damage too. A
 version above this eve's is a newer eve's store, unless the files are all in this format's
 forms and hold its records: then it is a damaged byte, and the repair says what it does
@@ -42,11 +43,16 @@ from ... import _journal
 from ..._errors import CorruptJournalError, StoreFormatError
 from .files import guard
 
-# Version 2: the format frozen for 0.1 (every file kind in one form, see `_journal`); a store
-# of version 1 holds pre-release forms, which this version does not read.
-FORMAT_VERSION = 2
+# Version 3: a family's write-ahead file may hold commits its other files do not have yet
+# (`wal`): an eve that does not replay it must refuse the store. Version 2: the format frozen
+# for 0.1 (every file kind in one form, see `_journal`), the same files and forms as 3; a
+# store of version 1 holds pre-release forms, which this version does not read.
+FORMAT_VERSION = 3
+# The forms of records, deliveries and stream items (format 2's, unchanged by 3): what a
+# PostgreSQL schema holds too (`postgres.schema.STORE_FORMAT`; it has no write-ahead files).
+FORMS_VERSION = 2
 FORMAT = {"format": "eve-world", "version": FORMAT_VERSION}
-# Written only by format 2 (a family's record of its streams, `_stream_record.RECORD`).
+# Written only by format 2 and later (a family's record of its streams, `_stream_record.RECORD`).
 _FORMAT_2_FILE = "streams.list"
 # A store id as FORMAT holds it; found even in a FORMAT damaged elsewhere (a repair keeps it).
 _ID = re.compile(r'"id"\s*:\s*"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"')
@@ -87,8 +93,8 @@ def read_format(path: Path) -> FormatReading:
     if version == FORMAT_VERSION:
         return FormatReading("ok", version, f"version {version}")
     if version < FORMAT_VERSION:
-        if written_by_format_2(path):
-            return _damaged(f"it says version {version}, but its files are format {FORMAT_VERSION}")
+        if version < 2 and written_by_format_2(path):
+            return _damaged(f"it says version {version}, but its files are format 2 or later")
         return FormatReading("older", version, f"version {version}: migrated on the next open")
     return FormatReading(
         "newer", version, f"version {version}: written by a newer eve (this one reads "
@@ -117,7 +123,7 @@ def _damaged(why: str) -> FormatReading:
 
 
 def written_by_format_2(path: Path) -> bool:
-    """Whether any family of the store at ``path`` has a file only format 2 writes."""
+    """Whether any family of the store at ``path`` has a file only format 2 and later write."""
     runs = path / "runs"
     try:
         roots = os.listdir(runs)

@@ -1,7 +1,10 @@
 """Store migrations: numbered, named, run once when a data directory is opened (SPEC §3, D9).
 
 `MIGRATIONS` maps each store format to the function that brings a store of the format before it
-there (`m002_frozen_forms`: format 1, the pre-release forms, to 2, the frozen ones). A user of
+there (`m002_frozen_forms`: format 1, the pre-release forms, to 2, the frozen ones;
+`m003_write_ahead_files`: 2 to 3, no file rewritten). A store several formats behind goes
+through each in turn in one migration (one commit); a step after one that rewrites a family's
+files must read them as staged (none does: 3 rewrites nothing). A user of
 the world whose payloads the world cannot read (eve's session snapshots, its step results)
 registers a `MigrationStep` for the format it migrates to; the world hands it every journal
 record on the way, whole, before it stores the record in the new form.
@@ -39,6 +42,9 @@ from ..._world import InboxItem, inbox_item, inbox_record
 if TYPE_CHECKING:
     from ..._world import World
 
+# The oldest format whose files are the current format's (every later step rewrites none): a
+# reader (`LocalWorld(create=False)`) reads a store of it as it is, and writes nothing.
+SAME_FILES_SINCE = 2
 STAGING = ".migrating"
 COMMITTED = "COMMITTED"
 LOCK = "migrate.lock"
@@ -85,14 +91,11 @@ def migrate_store(
             _open_files_for(path, 0 if dry_run else 2 * len(roots)),
             _family_locks(path, roots, dry_run),
         ):
-            staged = []
-            for n, root in enumerate(roots, 1):
-                staged.append(MIGRATIONS[version + 1](world, path, root, report))
-                if not dry_run:
-                    _stage(staging, staged[-1])
-                    _faults.migrate_point("staged", n)
+            staged = _stage_all(world, path, roots, report, dry_run)
             report.families = len(roots)
-            report.steps = [s.name for s in steps_for(version + 1)]
+            report.steps = [
+                s.name for to in range(version + 1, FORMAT_VERSION + 1) for s in steps_for(to)
+            ]
             if dry_run:
                 return report
             if before is not None:
@@ -101,6 +104,26 @@ def migrate_store(
             _faults.migrate_point("committed", 1)
             _roll_forward(path)
     return report
+
+
+def _stage_all(
+    world: World, path: Path, roots: list[str], report: MigrationReport, dry_run: bool
+) -> list[_Staged]:
+    """Each family through every step from the report's format to the current one; the
+    files a step rewrote are staged (written under `.migrating/`) unless `dry_run`."""
+    from .layout import FORMAT_VERSION
+
+    staged = []
+    for n, root in enumerate(roots, 1):
+        for to in range(report.from_version + 1, FORMAT_VERSION + 1):
+            made = MIGRATIONS[to](world, path, root, report)
+            if made is not None:
+                staged.append(made)
+                if not dry_run:
+                    _stage(path / STAGING, made)
+        if not dry_run:
+            _faults.migrate_point("staged", n)
+    return staged
 
 
 def finish_interrupted(path: Path) -> None:
@@ -411,6 +434,21 @@ def _inbox_end(inbox: bytes | None) -> int:
     return len(inbox) + _journal.inbox_layout(inbox[: _journal.HEADER_MAX])[0]
 
 
-MIGRATIONS: dict[int, Callable[[World, Path, str, MigrationReport], _Staged]] = {
+# -- 2 -> 3 ------------------------------------------------------------------------------------
+
+
+def m003_write_ahead_files(
+    world: World, path: Path, root: str, report: MigrationReport
+) -> _Staged | None:
+    """Format 2 -> 3 for one family: nothing is rewritten. Format 3 says a family's write-ahead
+    file (`wal`) may hold commits its journal and stream files do not have yet (a kill or a
+    cut after the commit): an eve that does not replay them (one that knows only format 2)
+    refuses the store instead of reading it as after a power cut and losing them. What a
+    format-2 store's write-ahead files hold is replayed as ever, at the family's next lease."""
+    return None
+
+
+MIGRATIONS: dict[int, Callable[[World, Path, str, MigrationReport], _Staged | None]] = {
     2: m002_frozen_forms,
+    3: m003_write_ahead_files,
 }

@@ -161,7 +161,7 @@ class LocalWorld(Store):
 
     def _check_format(self) -> None:
         older = open_format(self.path, create=self._create)
-        if older is not None:
+        if older is not None and (self._create or older < _migrate.SAME_FILES_SINCE):
             self.migration = self._migrate_from(older)
         elif os.path.exists(os.path.join(self.path, _migrate.STAGING)):
             _migrate.finish_interrupted(self.path)  # cut after its FORMAT was written

@@ -21,7 +21,7 @@ _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 VERSION = 11  # the schema this eve writes
 CONVERTS = 9  # the oldest it brings to VERSION (the last pre-release eve's), converted in place
-STORE_FORMAT = 2  # the store format (`local.FORMAT_VERSION`) every version here has
+STORE_FORMAT = 2  # the store format (`local.FORMS_VERSION`) every version here has
 
 # Every table is keyed by what it is looked up by; no foreign keys (a check per insert on the
 # hot path for nothing: rows of one family are removed together, by root). A record, a
