@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +127,61 @@ def test_a_reader_reads_a_format_2_store_as_it_is(tmp_path: Path) -> None:
     assert reader.migration is None and _steps_seen(reader, rid) == names
     reader.close()
     assert {str(p): p.read_bytes() for p in data.rglob("*") if p.is_file()} == before
+
+
+JOB = """
+import asyncio, sys
+from world import Engine, LocalWorld, WorkflowContext
+
+world = LocalWorld(sys.argv[1])
+
+def effect(i):
+    world.stream_append("events.job", {"i": i})
+    return i
+
+async def job(ctx: WorkflowContext, n: int) -> int:
+    for i in range(n):
+        await ctx.step(f"s{i}", effect, i)
+    return n
+
+async def main():
+    engine = Engine(world, {"job": job})
+    await engine.start("job", 10, run_id="job")
+    await engine.run("job")
+
+asyncio.run(main())
+"""
+
+
+def _files(data: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in data.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_a_reader_sees_every_commit_a_killed_writer_left_in_its_write_ahead_file(
+    tmp_path: Path, n: int
+) -> None:
+    """SIGKILL right after a commit's entry is synced, before its records and items are
+    written into the journal and the stream: a reader (`eve inspect`) reads them through the
+    write-ahead file, writing nothing, as a writer's replay then stores them."""
+    data, script = tmp_path / "data", tmp_path / "job.py"
+    script.write_text(JOB)
+    env = dict(os.environ, EVE_FAULTS=f"crash_after_fsync@{n}")
+    done = subprocess.run([sys.executable, str(script), str(data)], env=env, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    folder = data / "runs" / "job"
+    assert _wal.missing(str(folder), str(data / "streams")), "no commit left in the file alone"
+    before = _files(data)
+    reader = LocalWorld(data, create=False)
+    seen = (_steps_seen(reader, "job"), reader.stream_read("events.job"))
+    assert reader.stream_length("events.job") == len(seen[1])
+    reader.close()
+    assert _files(data) == before  # read through, nothing written
+    writer = LocalWorld(data)  # replays the file
+    try:
+        stored = (_steps_seen(writer, "job"), writer.stream_read("events.job"))
+    finally:
+        writer.close()
+    assert not _wal.missing(str(folder), str(data / "streams"))
+    assert seen == stored
+    assert stored[0][-1] == f"s{len(stored[1]) - 1}"  # the last step, with its item

@@ -51,6 +51,7 @@ from .stream_index import (
     offsets_of,
     plausible,
 )
+from .wal import Patch, patched
 from .watch import DirWatcher, touched
 
 
@@ -213,6 +214,9 @@ class _StreamReads:
     _crcs: dict[str, tuple[tuple[int, int, int, int], int, int]]
     _batched: dict[str, _Writer]
     before_read: Callable[[str], None] | None
+    # A reader's: the bytes (offset, bytes) a stream's data file (name, path) lacks that its
+    # family's write-ahead file holds, read as if written (`wal.View`).
+    overlay: Callable[[str, str], list[Patch] | None] | None
 
     def drain(self, keep: str | None = None) -> None:
         raise NotImplementedError
@@ -248,6 +252,11 @@ class _StreamReads:
         if self.before_read is not None:
             self.before_read(name)
         data_path, idx_path = self._strings(name)
+        overlaid = self._patched(name, data_path)
+        if overlaid is not None:  # not kept: the next read looks at the files again
+            result = _journal.parse(overlaid, 0, data_path)
+            offsets = array("Q", [pos for pos, _ in result.records[1:]])
+            return offsets, len(offsets), result.end
         try:
             st = os.stat(data_path)
         except FileNotFoundError:
@@ -276,6 +285,18 @@ class _StreamReads:
             _Known(st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns, whole),
         )
         return offsets, len(offsets), end
+
+    def _patched(self, name: str, data_path: str) -> bytes | None:
+        """The data file's bytes with what its family's write-ahead file adds (a reader's,
+        `overlay`); None: the file as it is."""
+        patches = self.overlay(name, data_path) if self.overlay is not None else None
+        if not patches:
+            return None
+        try:
+            with open(data_path, "rb") as f:
+                return patched(f.read(), patches)
+        except FileNotFoundError:
+            return patched(b"", patches)
 
     def _complete(self, path: str, offsets: array[int], size: int) -> tuple[array[int], int]:
         """The offsets of every item of the data file `path` (`size` bytes) and where its
@@ -324,9 +345,13 @@ class _StreamReads:
         first = offsets[wanted[0][0]]
         last = offsets[wanted[-1][1]] if wanted[-1][1] < n else data_end
         data_path, _ = self._strings(name)
-        with open(data_path, "rb") as f:
-            f.seek(first)
-            data = f.read(last - first)
+        whole = self._patched(name, data_path) if self.overlay is not None else None
+        if whole is not None:
+            data = whole[first:last]
+        else:
+            with open(data_path, "rb") as f:
+                f.seek(first)
+                data = f.read(last - first)
         out: list[list[Any]] = []
         for start, stop in cut:
             if start >= stop:
@@ -372,6 +397,9 @@ class _StreamReads:
             return 0, 0
         start, crc = 0, 0
         data_path, _ = self._strings(name)
+        whole = self._patched(name, data_path) if self.overlay is not None else None
+        if whole is not None:
+            return stop, zlib.crc32(whole[:stop])
         try:
             now = _identity(os.stat(data_path))
         except FileNotFoundError:
@@ -441,6 +469,7 @@ class StreamStore(_StreamReads):
         # here), and what commits those families' open batches (LocalWorld, see `wal`).
         self.route: Callable[[str], str | None] | None = None
         self.before_read: Callable[[str], None] | None = None  # told a stream about to be read
+        self.overlay: Callable[[str, str], list[Patch] | None] | None = None
         self.commit_families: Callable[[set[str], bool], None] | None = None
         self._known = _KnownOffsets()
         self._paths: dict[str, tuple[str, str]] = {}

@@ -43,6 +43,7 @@ import msgpack
 
 from ... import _faults, _journal
 from ..._errors import StorageError, storage_error
+from ..._world import stream_family
 from .files import WAL
 
 NAME = WAL  # runs/<root>/wal.msgpack
@@ -196,6 +197,95 @@ def _open(target: str, offset: int, dry_run: bool) -> tuple[int, bool]:
         if offset != 0 or dry_run or target.endswith("journal.msgpack"):
             return -1, False
     return os.open(target, os.O_RDWR | os.O_CREAT, 0o644), True
+
+
+Patch = tuple[int, bytes]  # bytes an entry holds and its file does not, at their offset
+
+
+class View:
+    """What a reader (`LocalWorld(create=False)`) reads of a family: its files with the
+    entries of its write-ahead file that they do not hold yet applied in memory (a kill or a
+    cut after a commit, before a writer replayed it). Nothing is written and no lock taken;
+    one `stat` a read (a parked family's file is empty), the entries read again only when
+    the file changed."""
+
+    def __init__(self, runs: str, streams: str) -> None:
+        self._runs, self._streams = runs, streams
+        self._seen: dict[str, tuple[tuple[int, int, int], dict[str, list[Patch]]]] = {}
+
+    def patches(self, root: str) -> dict[str, list[Patch]]:
+        """Family `root`'s patches, by the path of the file they go in (none: {})."""
+        folder = os.path.join(self._runs, root)
+        try:
+            st = os.stat(os.path.join(folder, NAME))
+        except (OSError, ValueError):
+            return {}
+        if not st.st_size:
+            if self._seen:
+                self._seen.pop(root, None)
+            return {}
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        seen = self._seen.get(root)
+        if seen is not None and seen[0] == stamp:
+            return seen[1]
+        found = missing(folder, self._streams)
+        if len(self._seen) >= 4096:
+            self._seen.clear()
+        self._seen[root] = (stamp, found)
+        return found
+
+    def stream(self, name: str, path: str) -> list[Patch] | None:
+        """The patches of stream `name`'s data file `path` (its family's: `stream_family`)."""
+        root = stream_family(name)
+        return None if root is None else self.patches(root).get(path)
+
+
+def missing(folder: str, streams: str) -> dict[str, list[Patch]]:
+    """What run folder `folder`'s write-ahead file holds that its files do not, by file (as
+    `replay` would write it; nothing when the files hold other bytes there)."""
+    entries = read(os.path.join(folder, NAME))
+    if not entries:
+        return {}
+    files = _Targets(folder, streams, dry_run=True)
+    try:
+        writes = [w for ops in entries for op in ops if (w := files.check(*op)) is not None]
+        paths = {fd: path for path, fd in files.fds.items()}
+    except OSError:
+        return {}
+    finally:
+        files.close()
+    if files.done.stale:
+        return {}
+    out: dict[str, list[Patch]] = {}
+    for fd, offset, data in writes:
+        out.setdefault(paths[fd], []).append((offset, data))
+    return out
+
+
+def patched(data: bytes, patches: list[Patch]) -> bytes:
+    """`data` (a file's bytes from its start) with `patches` written over it."""
+    out = bytearray(data)
+    for offset, piece in patches:
+        end = offset + len(piece)
+        if len(out) < end:
+            out.extend(bytes(end - len(out)))
+        out[offset:end] = piece
+    return bytes(out)
+
+
+def read_patched(path: str, start: int, patches: list[Patch]) -> _journal.ReadResult:
+    """`_journal.read_file(path, start)` of the journal with `patches` applied."""
+    try:
+        with open(path, "rb") as f:
+            data = patched(f.read(), patches)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise storage_error(path, "reading the run's journal", exc) from None
+    result = _journal.parse(data[start:], start, path)
+    if start == 0 and result.records:
+        _journal.check_header(path, result.records[0][1])
+    return result
 
 
 def empty(path: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import os
 import time
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
@@ -145,7 +146,12 @@ class LocalWorld(Store):
         self._streams.route = self._families.route
         self._streams.commit_families = self._families.commit_many
         self._recovery = Recovery(self._run_files, self.path / "streams", self._leased, create)
-        if create:  # (a reader's open writes nothing: the files as they are)
+        # A reader's open writes nothing: it reads the files with what a crash left in their
+        # write-ahead files applied in memory (`wal.View`); a writer replays those first.
+        self._view = None if create else _wal.View(self._run_files.runs, str(self.path / "streams"))
+        if self._view is not None:
+            self._streams.overlay = self._view.stream
+        else:
             self._streams.before_read = self._recovery.stream
         self._stream_files = Listing(self.path / "streams", stream_root, by_name=True)
         self._hook_files = Listing(self.path / "hooks", hook_root)
@@ -355,15 +361,18 @@ class LocalWorld(Store):
     def load(self, root: str, start: int = 0) -> FamilyLog:
         self._recovery.family(root)
         path = self._journal_path(root)
+        read = _journal.read_file
+        if self._view is not None and (patches := self._view.patches(root).get(path)):
+            read = functools.partial(_wal.read_patched, patches=patches)
         result = None
         if start > 0:
             with contextlib.suppress(CorruptJournalError):  # not a record boundary: read all
-                result = _journal.read_file(path, start)
+                result = read(path, start)
             if result is not None and (not result.records or result.records[0][0] != start):
                 result = None
         if result is None:
             start = 0
-            result = _journal.read_file(path, 0)
+            result = read(path, 0)
         if root in self._leased:
             old = self._writers.pop(root, None)
             if old is not None:
