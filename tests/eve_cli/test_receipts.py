@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import traceback
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +14,7 @@ from eve_cli.execution._receipts import Phase, decide, phase, taken
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, reply
 from tests.worlds import WorldOpener
+from world._family import Family
 
 
 def _events(*kinds: str, **data: Any) -> list[dict[str, Any]]:
@@ -152,6 +156,85 @@ def test_a_task_session_refuses_a_message_held_for_a_next_turn(
         assert view["status"] == "completed"
         texts = [e.get("text") for e in rt.events(sid) if e["type"] == "message.received"]
         assert texts == ["the task", "and this"]  # the rejected one never reached a turn
+        rt.close()
+
+    asyncio.run(main())
+
+
+def _send_late(agent: Path, data: Path, sid: str, read: threading.Event) -> Any:
+    """Another client of the store delivers a message to ``sid``; ``read`` is set once it
+    has read the session's events (or given up). Its receipt."""
+
+    async def go() -> Any:
+        other = Runtime(agent_dir=agent, data_dir=data)
+        client = other.client
+        events_around = client._events_around
+
+        def read_events(*args: Any) -> Any:
+            try:
+                return events_around(*args)
+            finally:
+                read.set()
+
+        setattr(client, "_events_around", read_events)  # noqa: B010 (an instance's own)
+        try:
+            return await other.deliver(sid, "too late for the first turn")
+        finally:
+            read.set()
+            other.close()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a poll that finds the inbox unchanged (`Family.read_inbox` returns early) leaves the "
+    "step's events unreadable (they wait for the next commit), so a sender reading after its "
+    "delivery sees the step in flight (`busy`: turn.started, message.received, step.started) "
+    "and says `steered`, though the turn is past its final poll and the message starts the "
+    "next turn; needs a signal the owner leaves at such a poll (issue 32)",
+)
+def test_a_message_delivered_after_a_turn_s_final_poll_is_not_told_steered(
+    make_agent: AgentFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The moment staged: the turn's final poll (its look after its one step) finds the inbox
+    unchanged (`Family.read_inbox` returns early, without making the step's events readable);
+    then, before the turn goes on, another client delivers a message and reads the session's
+    events. The turn ends without it; it starts the next turn: its receipt must say so."""
+    agent = make_agent(script=[reply("first answer"), reply("second answer")])
+    data = tmp_path / "data"
+    read, receipts, answered = threading.Event(), list[Any](), list[str]()
+    session, senders = list[str](), list[threading.Thread]()
+    original = Family.read_inbox
+
+    def read_inbox(self: Family, world: Any) -> bool:
+        found = original(self, world)
+        callers = {f.name for f in traceback.extract_stack(limit=12)}
+        answered.extend(["model"] if "model_round" in callers else [])  # the step's own look
+        if not found and answered and "take" in callers and not read.is_set():
+            # The turn's final poll, nothing came: the sender goes before the turn goes on.
+            sender = threading.Thread(
+                target=lambda: receipts.append(_send_late(agent, data, session[0], read))
+            )
+            sender.start()
+            assert read.wait(30)
+            senders.append(sender)
+        return found
+
+    monkeypatch.setattr(Family, "read_inbox", read_inbox)
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, data_dir=data)
+        session.append(await rt.create_session())
+        await rt.deliver(session[0], "first")
+        await rt.drive(session[0])
+        await asyncio.to_thread(senders[0].join, 30)
+        await rt.drive(session[0])
+        [receipt] = receipts
+        events = rt.events(session[0])
+        became = {e["text"]: e["disposition"] for e in events if e["type"] == "message.received"}
+        assert became == {"first": "started", "too late for the first turn": "started"}
+        assert receipt.disposition == "started", "told steered, but it started the next turn"
         rt.close()
 
     asyncio.run(main())
