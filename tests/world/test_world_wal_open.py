@@ -185,3 +185,26 @@ def test_a_reader_sees_every_commit_a_killed_writer_left_in_its_write_ahead_file
     assert not _wal.missing(str(folder), str(data / "streams"))
     assert seen == stored
     assert stored[0][-1] == f"s{len(stored[1]) - 1}"  # the last step, with its item
+
+
+@pytest.mark.parametrize("fault", ["crash_migrate_staged@1", "crash_migrate_committed"])
+def test_a_migration_from_format_2_killed_leaves_format_2_or_3_and_loses_nothing(
+    tmp_path: Path, fault: str
+) -> None:
+    data = tmp_path / "data"
+    rid, names = _crashed(data, 2)
+    _set_version(data, 2)
+    opening = f"from world import LocalWorld; LocalWorld({str(data)!r}).close()"
+    env = dict(os.environ, EVE_FAULTS=fault)
+    killed = subprocess.run([sys.executable, "-c", opening], env=env, timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    version = json.loads((data / "FORMAT").read_text())["version"]
+    assert version == 2 or (version == 3 and fault == "crash_migrate_committed")
+    world = LocalWorld(data)  # finishes it, or migrates again
+    try:
+        assert json.loads((data / "FORMAT").read_text())["version"] == 3
+        assert not (data / ".migrating").exists()
+        assert _steps_seen(world, rid) == names
+        assert [item["i"] for item in world.stream_read(f"events.{rid}")] == list(range(STEPS))
+    finally:
+        world.close()

@@ -209,12 +209,15 @@ class View:
     one `stat` a read (a parked family's file is empty), the entries read again only when
     the file changed."""
 
-    def __init__(self, runs: str, streams: str) -> None:
-        self._runs, self._streams = runs, streams
+    def __init__(self, runs: str, streams: str, leased: set[str]) -> None:
+        self._runs, self._streams, self._leased = runs, streams, leased
         self._seen: dict[str, tuple[tuple[int, int, int], dict[str, list[Patch]]]] = {}
 
     def patches(self, root: str) -> dict[str, list[Patch]]:
-        """Family `root`'s patches, by the path of the file they go in (none: {})."""
+        """Family `root`'s patches, by the path of the file they go in (none: {}; none for a
+        family this process leases: its files hold every commit, replayed at `acquire`)."""
+        if root in self._leased:
+            return {}
         folder = os.path.join(self._runs, root)
         try:
             st = os.stat(os.path.join(folder, NAME))

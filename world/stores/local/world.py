@@ -148,7 +148,8 @@ class LocalWorld(Store):
         self._recovery = Recovery(self._run_files, self.path / "streams", self._leased, create)
         # A reader's open writes nothing: it reads the files with what a crash left in their
         # write-ahead files applied in memory (`wal.View`); a writer replays those first.
-        self._view = None if create else _wal.View(self._run_files.runs, str(self.path / "streams"))
+        streams = str(self.path / "streams")
+        self._view = None if create else _wal.View(self._run_files.runs, streams, self._leased)
         if self._view is not None:
             self._streams.overlay = self._view.stream
         else:
