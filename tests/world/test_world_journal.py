@@ -375,6 +375,38 @@ def test_a_quick_unobserved_step_shares_the_next_steps_fsync(
         assert syncs >= 2 * rounds  # the model's wait wrote the items: a second a round
 
 
+def test_reading_another_stream_does_not_commit_a_familys_open_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A step's items wait in an open batch for the family's next commit (the tool's effect):
+    # a read of one of the family's other streams in between (a turn reads its own streams)
+    # sees that stream as stored and commits nothing; a read of the batched stream itself
+    # commits the batch first, and sees its items.
+    world = LocalWorld(tmp_path / "data")
+    rounds = 10
+    seen: list[tuple[int, int]] = []
+
+    async def flow(ctx: WorkflowContext, _: None) -> None:
+        events, other = f"events.{ctx.run_id}", f"other.{ctx.run_id}"  # the family's
+        await ctx.step("first", lambda: world.stream_append(other, {"n": 0}))
+        for i in range(rounds):
+            for part in range(2):
+                world.stream_append(events, {"step": i, "part": part})
+                seen.append((world.stream_length(other), len(world.stream_read(other))))
+            await ctx.step(f"tool{i}", lambda: 2)
+        world.stream_append(events, {"step": "last"})
+        seen.append((world.stream_length(events), len(world.stream_read(events))))
+
+    engine = Engine(world, {"flow": flow})
+    rid = asyncio.run(engine.start("flow"))
+    log = io_log(monkeypatch)
+    asyncio.run(engine.run(rid))
+    world.close()
+    assert seen == [(1, 1)] * 2 * rounds + [(2 * rounds + 1, 2 * rounds + 1)]
+    # One commit a round (the tool's), the first step's, the last read's and the run's end.
+    assert synced(log).count("wal.msgpack") <= rounds + 3
+
+
 def test_a_deferred_record_the_disk_refuses_fails_the_run_and_is_rolled_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

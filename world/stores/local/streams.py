@@ -11,11 +11,12 @@ Appends made on a thread running an event loop are written in batches: the first
 stream's `flock` and the items up to the loop's next turn are written with one write for the
 data and one for the index (a step appends several items at once; each on its own cost five
 system calls). The index of an item is fixed when it is appended, as the lock is held until
-the batch is written. Every read, flush and close of the store writes the open batches first;
-a write that fails is raised by the store's next append, read or flush. The owner may `hold`
-the batches for a moment: writing an item makes the journal records before it durable first,
-and one written as the loop waits for a model's first bytes cost a step a second `fdatasync`;
-held, it goes with the tool's effect, which writes the batches and settles the records in one.
+the batch is written. Every flush and close of the store writes the open batches first, and
+so does a read of a stream with one open; a write that fails is raised by the store's next
+append, read or flush. The owner may `hold` the batches for a moment: writing an item makes
+the journal records before it durable first, and one written as the loop waits for a model's
+first bytes cost a step a second `fdatasync`; held, it goes with the tool's effect, which
+writes the batches and settles the records in one.
 
 A store keeps the offsets it last read of each stream with the data file's inode and size:
 while one `stat` shows both unchanged, reads use them as they are (a turn reads its streams a
@@ -245,8 +246,11 @@ class _StreamReads:
     # -- reading (no lock, no writes) ------------------------------------------------------------
     def _index(self, name: str) -> tuple[array[int], int, int]:
         """Offsets of the stored items (use the first `count`), `count` and the data's end:
-        the index checked and completed from the data."""
-        if self._batched:
+        the index checked and completed from the data. Only an open batch of `name` itself
+        is written first (with every other: `drain`): a read of another stream does not
+        commit a family's batch it does not read (a turn reads its own streams a few times
+        while the step's items wait for the step's commit)."""
+        if name in self._batched:
             self.drain()
         self._raise_failure()
         if self.before_read is not None:
