@@ -28,7 +28,7 @@ from eve_cli.execution._fold import (
     restored,
     trim,
 )
-from eve_cli.execution._frozen import freeze
+from eve_cli.execution._frozen import FrozenList, freeze
 from eve_cli.execution._replies import SPANS, runs
 from eve_cli.execution._stored_events import EventReader
 from world import World, WorldError, decode, encode
@@ -350,8 +350,34 @@ class ViewCache:
         index = self.world.stream_append(checkpoint_stream(session_id), record)
         self._marks[session_id] = count
         if kept is not None and kept.fold is folded:  # the turns before are the record's now
+            if kept.due is None:  # the record as `_part` reads it, from the fold (texts held)
+                self._keep_part(kept, index, record, since, marks)
             trim(folded, record["turns"], record["marks"])
             kept.base = index
+
+    @staticmethod
+    def _keep_part(kept: _Kept, index: int, record: Checkpoint, since: int, marks: int) -> None:
+        """Keep checkpoint record ``index`` (just written from ``kept``'s fold, from turn
+        ``since`` and mark ``marks`` on) as `_part` decodes it: the turns and marks the fold
+        lets go, texts and all, so the next page of them reads nothing back (decoding it
+        read every event of its turns again to fill their texts: ~10% of a text step's CPU)."""
+        folded = kept.fold
+        skip = max(0, since - folded.before)
+        turns = [
+            kept.frozen.get(folded.before + skip + i + 1) or freeze(turn)
+            for i, turn in enumerate(folded.view["turns"][skip:])
+        ]
+        held_marks = folded.view.get("marks", [])[max(0, marks - folded.marks_before) :]
+        kept.older[index] = _Part(
+            folded.before + skip,
+            record["turns"],
+            max(marks, folded.marks_before),
+            record["marks"],
+            FrozenList(turns),
+            freeze(held_marks),
+        )
+        while len(kept.older) > _RECORDS_KEPT:
+            kept.older.popitem(last=False)
 
     def _after(
         self, session_id: str, latest: Checkpoint | None

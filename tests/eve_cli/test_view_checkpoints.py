@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from eve_cli._session import events_stream
 from eve_cli.execution import _view, fold
 from eve_cli.execution._view import checkpoint_stream
 from eve_cli.runtime import Runtime
@@ -145,6 +146,45 @@ def test_a_checkpoint_that_does_not_match_the_events_is_not_read(
         assert _folded(other.session(sid, None)) == _folded(fold(sid, rt.events(sid)))
         other.close()
         writer.close()
+        rt.close()
+
+    asyncio.run(main())
+
+
+def test_the_writers_view_after_a_checkpoint_reads_no_turn_back(
+    open_world: WorldOpener, tmp_path: Path, every: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process that checkpoints a session keeps the turns it lets go as the record holds
+    them, texts and all: its views of them read no text back (a drive's view included)."""
+    agent = write_agent(tmp_path / "agent", script=[reply(f"reply {n}") for n in range(12)])
+    read: list[set[int]] = []  # the history items whose texts a view read back
+    real = _view._messages
+
+    def messages(reader: Any, refs: set[int]) -> dict[int, str]:
+        read.append(refs)
+        return real(reader, refs)
+
+    monkeypatch.setattr(_view, "_messages", messages)
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        if rt.world.stream_digest(events_stream("s_1"), 0) is None:
+            pytest.skip("a world without digests folds afresh every time")
+        sid = await rt.create_session()
+        for n in range(6):
+            await rt.deliver(sid, f"message {n}")
+            view = await rt.drive(sid)
+            assert [t["input"] for t in view["turns"]] == [f"message {i}" for i in range(n + 1)]
+            view = rt.session(sid, None)
+            assert [t["input"] for t in view["turns"]] == [f"message {i}" for i in range(n + 1)]
+            if n == 0:
+                read.clear()  # (a first view may start from a checkpoint: its first message)
+        assert len(rt.world.stream_read(checkpoint_stream(sid))) >= 3
+        assert read == []
+        other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
+        assert _folded(rt.session(sid, None)) == _folded(other.session(sid, None))
+        other.close()
+        assert read  # (the other process read them)
         rt.close()
 
     asyncio.run(main())
