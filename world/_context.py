@@ -514,7 +514,7 @@ class WorkflowContext:
         await self._record({"t": "wake"})
         raise TimeoutError(f"nothing delivered to hook {token!r} by its deadline")
 
-    async def _poll(self, token: str) -> list[Any]:
+    async def _poll(self, token: str, settled: bool = False) -> list[Any]:
         # An empty poll records nothing (it runs at every step boundary of a turn). A poll
         # that took payloads records how many empty polls came before it since the last
         # record, so a replay returns [] to exactly those and the payloads to this one.
@@ -532,6 +532,8 @@ class WorkflowContext:
             self._empty_polls += 1
             self._taken = []
             return []
+        if settled:
+            await self._engine.before_effect(observed=True)
         items = await self._pending(token, None)
         if not items:
             self._empty_polls += 1
@@ -664,9 +666,13 @@ class HookHandle:
             until = self._ctx.now() + dt.timedelta(seconds=max(timeout, 0.0))
         return await self._ctx._receive(self.token, until)
 
-    async def poll(self) -> list[Any]:
-        """Every pending payload, without waiting (may be empty)."""
-        return await self._ctx._poll(self.token)
+    async def poll(self, *, settled: bool = False) -> list[Any]:
+        """Every pending payload, without waiting (may be empty). `settled`: what the run
+        appended before (records, stream items) is made durable and readable first, as
+        before an observed effect (one commit when anything waits): for a poll the run may
+        stop after without another, so one who delivers after it and reads the run's
+        streams sees everything that came before it."""
+        return await self._ctx._poll(self.token, settled)
 
     @property
     def taken_ids(self) -> list[int]:

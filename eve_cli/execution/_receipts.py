@@ -3,8 +3,9 @@
 A steer message is folded into the running turn when a poll of that turn reads the inbox after
 the delivery; it starts a turn when the turn ended before that (or none ran) and no message
 delivered before it is still untaken. The sender reads the session's events *after* its
-delivery. A turn's poll makes the events emitted before it readable before it reads the inbox
-(`LocalWorld.read_inbox`), so:
+delivery. A turn's poll that may be its last (after a step that asked for nothing more, or for
+an answer: `HookHandle.poll(settled=True)`) makes the events emitted before it readable before
+it looks at the inbox; any other is followed by another poll. So:
 
 - a turn doing a step (or just started, or having folded a message in) polls again after the
   sender's read: the message is ``steered``;

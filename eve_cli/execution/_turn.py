@@ -79,7 +79,9 @@ async def _run(host: SessionHost, ctx: WorkflowContext) -> TurnResult:
     loop = _Deliveries(host, hook, watch)
     while True:
         # host.cancelled: the last step stopped its model call on a cancel signal.
-        if await loop.take() or host.cancelled:
+        # A poll the turn may end or park after (its step asked for nothing more, or for an
+        # answer): the step's events are readable before it looks (`_receipts`).
+        if await loop.take(settled=not loop.fresh or bool(unresolved(host))) or host.cancelled:
             return await _cancel(host, loop.step, loop.cancel_by)
         if unresolved(host):
             if snap.mode == "task" or hook is None:
@@ -113,12 +115,13 @@ class _Deliveries:
     fresh: bool = True  # new input since the last model answer
     cancel_by: Any = None  # who asked for the cancel taken (SPEC §18)
 
-    async def take(self) -> bool:
-        """Apply what was delivered since the last look; True when it asks for a cancel."""
+    async def take(self, *, settled: bool = False) -> bool:
+        """Apply what was delivered since the last look; True when it asks for a cancel.
+        ``settled``: the turn's events are readable before it looks (`HookHandle.poll`)."""
         host = self.host
         taken = host.take_deferred()
         if self.watch is not None:
-            polled = await self.watch.poll()
+            polled = await self.watch.poll(settled=settled)
             taken += with_ids(polled, self.watch.taken_ids)
         for payload in taken:
             if self.hook is not None and _answers_later(host, payload):

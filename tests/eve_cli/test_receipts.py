@@ -186,14 +186,6 @@ def _send_late(agent: Path, data: Path, sid: str, read: threading.Event) -> Any:
     return asyncio.run(go())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a poll that finds the inbox unchanged (`Family.read_inbox` returns early) leaves the "
-    "step's events unreadable (they wait for the next commit), so a sender reading after its "
-    "delivery sees the step in flight (`busy`: turn.started, message.received, step.started) "
-    "and says `steered`, though the turn is past its final poll and the message starts the "
-    "next turn; needs a signal the owner leaves at such a poll (issue 32)",
-)
 def test_a_message_delivered_after_a_turn_s_final_poll_is_not_told_steered(
     make_agent: AgentFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
