@@ -38,7 +38,10 @@ class DeltaBuffer:
         self.indexes: list[int] = []  # where (event indexes)
 
     async def add(self, text: str) -> None:
-        text = repair_str(text)  # same length: offsets hold (the reply's repair warns)
+        self.hold(text)
+
+    def hold(self, text: str) -> None:
+        """:meth:`add` without a coroutine of its own (a model streams many deltas)."""
         self.held.append(text)
         self.size += len(text)
         if self.size >= DELTA_MAX:
@@ -56,6 +59,7 @@ class DeltaBuffer:
         text, self.held, self.size = "".join(self.held), [], 0
         if not text:
             return  # nothing arrived since the last flush
+        text = repair_str(text)  # same length: offsets hold (the reply's repair warns)
         start, self.offset = self.offset, self.offset + len(text)
         if self.offset <= self.streamed:
             return  # stored by an earlier run of this call

@@ -78,8 +78,9 @@ async def call_model(
     thoughts = DeltaBuffer(host, keys.reasoning_deltas, index, reasoning=True)
 
     async def text(delta: str) -> None:
-        thoughts.flush()  # what streamed of the reasoning is stored before the answer
-        await deltas.add(delta)
+        if thoughts.held:  # what streamed of the reasoning is stored before the answer
+            thoughts.flush()
+        deltas.hold(delta)
 
     async def ask() -> ModelResponse:
         messages, (_, tokens) = host.read_history(), host.history_tokens()
