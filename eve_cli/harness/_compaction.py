@@ -135,7 +135,9 @@ async def compact(
         index = host.store_history({"role": SUMMARY_ROLE, "content": response.text}, keys.summary)
         return {"h": index, "tokens": estimate_text(response.text)}
 
-    result: _Summary = await host.action(keys.action, summarise)
+    # A request no one observes, as a step's model call: what came before it, and the
+    # summary's item and record, go with the next commit (`ordered=False`).
+    result: _Summary = await host.action(keys.action, summarise, ordered=False)
     if "error" in result:
         host.emit(
             "compaction.completed",
