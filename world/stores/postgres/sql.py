@@ -301,7 +301,13 @@ SQL: dict[str, str] = {
     "stream_read": "SELECT idx, item FROM {s}.stream_items WHERE name = %(name)s "
     "AND idx >= %(start)s AND (%(end)s::bigint IS NULL OR idx < %(end)s) ORDER BY idx",
     "stream_length": "SELECT length FROM {s}.streams WHERE name = %(name)s",
-    "stream_made": "SELECT length, made, rewrites FROM {s}.streams WHERE name = %(name)s",
+    # A stream's row (its length and what a kept digest trusts) with its items from `start`
+    # up to `end` (one row with NULL items when there are none).
+    "stream_digest": """
+        SELECT st.length, st.made, st.rewrites, i.idx, i.item FROM {s}.streams st
+        LEFT JOIN {s}.stream_items i ON i.name = st.name AND i.idx >= %(start)s
+            AND i.idx < %(end)s
+        WHERE st.name = %(name)s ORDER BY i.idx""",
     "heads": """
         SELECT f.root, h.head, f.inbox_next FROM {s}.families f
         LEFT JOIN {s}.heads h ON h.root = f.root ORDER BY f.root COLLATE "C"

@@ -176,27 +176,27 @@ class Streams(Owners):
     def stream_digest(self, name: str, count: int, after: tuple[int, Any] | None = None) -> Any:
         # Only the items after the longest prefix known here are read: the one `after` names,
         # or this object's last digest of the stream while its row says no stored item was
-        # changed or removed since (an append changes neither `made` nor `rewrites`).
+        # changed or removed since (an append changes neither `made` nor `rewrites`). The row
+        # and those items are one statement, read from where the kept digest ends; only when
+        # the row says it is stale are the items read again from where they must start.
         check_name(name, "stream name")
         self._settled(name)
-        row = self._one("stream_made", {"name": name})
-        if count > (0 if row is None else int(row[0])):
-            return None
-        first, crc = 0, 0
-        token = None if row is None else (str(row[1]), int(row[2]))
         kept = self._digests.get(name)
-        if kept is not None and kept[0] == token and kept[1] <= count:
-            first, crc = kept[1], kept[2]
-        if (
-            after is not None
-            and isinstance(after[1], tuple)
-            and after[1][0] == after[0]
-            and first < after[0] <= count
-        ):
-            first, crc = after[0], after[1][1]
-        if first < count:
-            rows = self._all("stream_read", {"name": name, "start": first, "end": count})
-            for _, item in rows:
+        base, crc = (kept[1], kept[2]) if kept is not None and kept[1] <= count else (0, 0)
+        first = _digest_start(base, count, after)
+        rows = self._all("stream_digest", {"name": name, "start": first, "end": count})
+        if count > (int(rows[0][0]) if rows else 0):
+            return None
+        token = None if not rows else (str(rows[0][1]), int(rows[0][2]))
+        if first == base > 0 and kept is not None and kept[0] != token:  # a stale digest's
+            base, crc = 0, 0
+            first = _digest_start(0, count, after)
+            rows = [(None, None, None, idx, item) for idx, item in self._all(
+                "stream_read", {"name": name, "start": first, "end": count})]  # fmt: skip
+        if first != base and after is not None:  # from the digest `after` names
+            crc = after[1][1]
+        for *_, idx, item in rows:
+            if idx is not None:
                 crc = zlib.crc32(b"\xc1" if item is None else bytes(item), crc)  # (never msgpack)
         if token is not None:
             keep = (token, count, crc)
@@ -264,6 +264,19 @@ class Streams(Owners):
                 params = {"root": root, "key": self._alive_key}
                 with contextlib.suppress(WorldError):
                     self._call(lambda conn, _: conn.execute(self._sql["tail_off"], params))
+
+
+def _digest_start(first: int, count: int, after: tuple[int, Any] | None) -> int:
+    """Where a digest of `count` items reads from: `first` (the end of a digest known here),
+    or further on where `after` names a longer prefix's digest."""
+    if (
+        after is not None
+        and isinstance(after[1], tuple)
+        and after[1][0] == after[0]
+        and first < after[0] <= count
+    ):
+        return after[0]
+    return first
 
 
 def _stream_root(name: str) -> str | None:
