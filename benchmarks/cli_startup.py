@@ -97,9 +97,12 @@ def run(quick: bool) -> Iterator[dict[str, Any]]:
 def _read_only(
     root: Path, env: dict[str, str], rounds: int, against: str | None
 ) -> Iterator[dict[str, Any]]:
-    """The read-only commands on a copy of the example data, alternated with ``against``'s."""
-    data = root / "example"
+    """The read-only commands on a copy of the example data, alternated with ``against``'s
+    (on a copy of its own: `eve schedules` opens the store for writing, which may migrate it
+    to a format the other tree refuses)."""
+    data, theirs = root / "example", root / "example-against"
     shutil.copytree(EXAMPLE, data)
+    shutil.copytree(EXAMPLE, theirs)
     sid = sorted(p.name for p in (data / "runs").iterdir())[0]
     ours = [sys.executable, "-m", "eve_cli"]
     other_env = {**env, "PYTHONPATH": against} if against else env
@@ -111,16 +114,17 @@ def _read_only(
         ("schedules", ["--data", str(data), "schedules"]),
     ]
     for name, args in cases:
+        their_args = [str(theirs) if a == str(data) else a for a in args]
         wall([*ours, *args], env, root, 1)  # writes the bytecode caches (of both trees)
         if against:
-            wall([*ours, *args], other_env, root, 1)
+            wall([*ours, *their_args], other_env, root, 1)
         times, cpus, other = [], [], []
         for _ in range(rounds):
             seconds, cpu = wall([*ours, *args], env, root, 1)
             times.append(seconds)
             cpus.append(cpu)
             if against:
-                other.append(wall([*ours, *args], other_env, root, 1)[1])
+                other.append(wall([*ours, *their_args], other_env, root, 1)[1])
         extra: dict[str, Any] = {"cpu": round(median(cpus), 4)}
         if other:
             extra["against_cpu"] = round(median(other), 4)
