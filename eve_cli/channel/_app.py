@@ -191,9 +191,7 @@ class Channel:
             },
             lifespan=self._lifespan,
         )
-        # A session id may decode to text ending in "/" (`%2F`): redirected without it, the
-        # request would reach another session's route; an API path means what it says.
-        self.app.router.redirect_slashes = False
+        self.app.router.redirect_slashes = False  # an id ending in %2F is not the id without it
 
     def begin_shutdown(self) -> None:
         """End open streams at once (called on SIGTERM, before connections are awaited)."""
