@@ -57,7 +57,7 @@ def test_a_data_directory_has_one_id_and_a_worker_pinned_to_another_refuses(
     server = eve_process("start", "--port", "0", "--world", str(data))
     world = _identity(server)
     made = json.loads((data / "FORMAT").read_text())["id"]
-    assert world == {"where": str(data), "storeId": made, "format": 2, "schema": None}
+    assert world == {"where": str(data), "storeId": made, "format": 3, "schema": None}
     server.close()
     again = eve_process("start", "--port", "0", "--world", str(data), "--store-id", made)
     assert _identity(again)["storeId"] == made  # the id stays: made once, at creation
