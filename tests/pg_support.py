@@ -12,6 +12,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,25 @@ def fresh_schema(**params: str) -> Iterator[str]:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """A world URL on a database of its own, dropped afterwards: what no other test's
+    transaction can hold back (the oldest snapshot that pruning and vacuum respect is the
+    database's own)."""
+    import psycopg
+
+    url = require_server()
+    name = f"t_{secrets.token_hex(6)}"
+    base = url.rsplit("/", 1)[0]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def stored_blobs(spec: str) -> list[tuple[str, bytes]]:
     """Everything a world stored, as `(where, bytes)`: each file of a data directory, or
     each value of every column of every table of a PostgreSQL world's schema."""
@@ -89,6 +109,32 @@ def stored_blobs(spec: str) -> list[tuple[str, bytes]]:
                         (f"{table}.{column}", raw if isinstance(raw, bytes) else raw.encode())
                     )
     return found
+
+
+def to_version_11(conn: Any, schema: str) -> None:
+    """The world of this eve in `schema` stored again as schema version 11 stored it: stream
+    items keyed by their stream's name, streams without a number (its DDL, frozen here)."""
+    s = f'"{schema}"'
+    conn.execute(f"ALTER TABLE {s}.stream_items RENAME TO v12_items")
+    conn.execute(f"ALTER TABLE {s}.v12_items RENAME CONSTRAINT stream_items_pkey TO v12_pkey")
+    conn.execute(
+        f"CREATE TABLE {s}.stream_items (name text NOT NULL, idx bigint NOT NULL, item bytea, "
+        "PRIMARY KEY (name, idx))"
+    )
+    conn.execute(
+        f"INSERT INTO {s}.stream_items SELECT st.name, i.idx, i.item FROM {s}.v12_items i "
+        f"JOIN {s}.streams st ON st.id = i.stream"
+    )
+    conn.execute(f"DROP TABLE {s}.v12_items")
+    conn.execute(f"ALTER TABLE {s}.streams DROP COLUMN id")
+    for when in ("UPDATE", "DELETE"):
+        conn.execute(
+            f"CREATE TRIGGER stream_items_{when.lower()}d AFTER {when} ON {s}.stream_items "
+            f"REFERENCING OLD TABLE AS old_items FOR EACH STATEMENT "
+            f"EXECUTE FUNCTION {s}.stream_rewritten()"
+        )
+    conn.execute(f"DELETE FROM {s}.schema_version WHERE version > 11")
+    conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES (11) ON CONFLICT DO NOTHING")
 
 
 @contextmanager

@@ -103,7 +103,8 @@ def test_an_owner_stops_when_the_restarted_server_kept_less_than_it_wrote(
             cluster.crash()
             cluster.start()
             # As a server restored from an older state would: the last item is gone.
-            _sql(url, "DELETE FROM kept_less.stream_items WHERE name = %s AND idx = 2", name)
+            _sql(url, "DELETE FROM kept_less.stream_items WHERE idx = 2 AND stream = "
+                 "(SELECT id FROM kept_less.streams WHERE name = %s)", name)  # fmt: skip
             _sql(url, "UPDATE kept_less.streams SET length = 2 WHERE name = %s", name)
             with pytest.raises(StorageError, match=r"kept less than this worker wrote.*resume"):
                 world.stream_append(name, "d")
@@ -125,7 +126,8 @@ def test_a_batch_after_a_hole_is_refused_by_the_database() -> None:
                 for item in "abc":
                     world.stream_append(name, item)
                 # Behind the owner's back, no restart to notice: the last item is gone.
-                _sql(url, f'DELETE FROM "{schema}".stream_items WHERE name = %s AND idx = 2', name)
+                _sql(url, f'DELETE FROM "{schema}".stream_items WHERE idx = 2 AND stream = '
+                     f'(SELECT id FROM "{schema}".streams WHERE name = %s)', name)  # fmt: skip
                 _sql(url, f'UPDATE "{schema}".streams SET length = 2 WHERE name = %s', name)
                 with pytest.raises(StorageError, match=r"does not end where.*resume"):
                     world.stream_append(name, "d")

@@ -15,7 +15,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.pg_support import fresh_schema, require_server, with_params
+from tests.pg_support import (
+    fresh_database,
+    fresh_schema,
+    require_server,
+    to_version_11,
+    with_params,
+)
 from world import (
     Engine,
     OwnershipError,
@@ -92,8 +98,10 @@ def test_a_schema_of_version_10_is_given_its_members_table_keeping_its_rows(url:
     world.create_family("r1", [_codec.encode({"t": "start", "at": 1.0, "workflow": "w"})])
     world.close()
     schema = _schema(url)
+    with psycopg.connect(require_server(), autocommit=True) as conn:
+        to_version_11(conn, schema)
     _sql(f'DROP TABLE "{schema}".members')  # as version 10 had it
-    _sql(f'DELETE FROM "{schema}".schema_version WHERE version = %s', VERSION)
+    _sql(f'DELETE FROM "{schema}".schema_version WHERE version = 11')
     _sql(f'INSERT INTO "{schema}".schema_version (version) VALUES (10)')
     world = PostgresWorld(url)
     try:
@@ -103,7 +111,29 @@ def test_a_schema_of_version_10_is_given_its_members_table_keeping_its_rows(url:
     finally:
         world.close()
     rows = _sql(f'SELECT version FROM "{schema}".schema_version ORDER BY version')
-    assert rows == [(10,), (VERSION,)] and VERSION == 11
+    assert rows == [(10,), (VERSION,)] and VERSION == 12
+
+
+def test_a_head_rewritten_many_times_keeps_its_table_a_few_pages() -> None:
+    """A head rewritten at every drive's end, of a size that left a page whose free space
+    was too small for the next version and too large to be pruned (a new page every six
+    versions without the heads' fill factor: 50 pages), stays in a few pages (a page is
+    pruned only if no one else has it pinned at that moment: a checkpoint writing it out
+    makes a version skip it). A database of its own: another test's open transaction
+    would keep every version."""
+    import secrets
+
+    with fresh_database() as url:
+        world = PostgresWorld(url)
+        try:
+            world.create_family("r1", [_codec.encode({"t": "start", "at": 1.0, "workflow": "w"})])
+            for _ in range(300):  # (random bytes: not compressed, as a head up to 2 kB is not)
+                world.write_head("r1", {"v": 1, "runs": {}, "pad": secrets.token_bytes(1150)})
+            with psycopg.connect(url, autocommit=True) as conn:
+                row = conn.execute("SELECT pg_relation_size('eve.heads') / 8192").fetchone()
+            assert row is not None and row[0] <= 15
+        finally:
+            world.close()
 
 
 def test_members_advertise_and_are_listed_while_heard_of(url: str) -> None:
@@ -300,7 +330,8 @@ def test_a_step_s_stream_items_are_written_with_its_record(url: str) -> None:
         assert seen == [5]
         assert reader.stream_read(f"events.{rid}") == [{"i": i % 5} for i in range(10)]
         rows = _sql(
-            f'SELECT idx FROM "{_schema(url)}".stream_items WHERE name = %s ORDER BY idx',
+            f'SELECT idx FROM "{_schema(url)}".stream_items WHERE stream = '
+            f'(SELECT id FROM "{_schema(url)}".streams WHERE name = %s) ORDER BY idx',
             f"events.{rid}",
         )
         assert [r[0] for r in rows] == list(range(10))
@@ -466,11 +497,12 @@ def test_a_stream_digest_reads_only_what_came_since_the_last_one(url: str) -> No
         assert world.stream_digest(name, 300) == first
         assert other.stream_digest(name, 310) == world.stream_digest(name, 310)
         assert read == [0, 10]  # (the 300 were known)
-        _sql(f"UPDATE {s}.stream_items SET item = item || '\\x00'::bytea "
-             "WHERE name = %s AND idx = 3", name)  # fmt: skip
+        _sql(f"UPDATE {s}.stream_items SET item = item || '\\x00'::bytea WHERE idx = 3 "
+             f"AND stream = (SELECT id FROM {s}.streams WHERE name = %s)", name)  # fmt: skip
         changed = world.stream_digest(name, 300)
         assert changed != first and changed == other.stream_digest(name, 300)
-        _sql(f"DELETE FROM {s}.stream_items WHERE name = %s", name)
+        _sql(f"DELETE FROM {s}.stream_items WHERE stream = "
+             f"(SELECT id FROM {s}.streams WHERE name = %s)", name)  # fmt: skip
         _sql(f"DELETE FROM {s}.streams WHERE name = %s", name)
         for i in range(300):  # removed and made again: another stream
             other.stream_append(name, {"i": -i})

@@ -106,7 +106,7 @@ def _damage(url: str, sid: str) -> str:
         )
         conn.execute(
             f"UPDATE {s}.stream_items SET item = '\\xc1'::bytea || item "
-            "WHERE name = %s AND idx = 1",
+            f"WHERE stream = (SELECT id FROM {s}.streams WHERE name = %s) AND idx = 1",
             [f"events.{sid}"],
         )
         conn.execute(f"UPDATE {s}.heads SET head = '\\x00ff' WHERE root = %s", [sid])
@@ -135,7 +135,8 @@ def test_doctor_finds_and_repairs_damage_in_the_database(eve: Eve, url: str) -> 
             row[0]: bytes(row[1])
             for row in conn.execute(
                 f"SELECT 'r', body FROM {s}.records WHERE root = %s AND pos = 2 UNION ALL "
-                f"SELECT 'e', item FROM {s}.stream_items WHERE name = %s AND idx = 1",
+                f"SELECT 'e', item FROM {s}.stream_items WHERE idx = 1 AND stream = "
+                f"(SELECT id FROM {s}.streams WHERE name = %s)",
                 [sid, f"events.{sid}"],
             )
         }
@@ -208,7 +209,9 @@ def test_a_hole_an_older_eve_left_in_a_crash_is_read_around_and_repaired(
         ).fetchone()
         assert length is not None and length[0] > 4
         conn.execute(
-            f"DELETE FROM {s}.stream_items WHERE name = %s AND idx IN (2, 3)", [f"events.{sid}"]
+            f"DELETE FROM {s}.stream_items WHERE idx IN (2, 3) AND stream = "
+            f"(SELECT id FROM {s}.streams WHERE name = %s)",
+            [f"events.{sid}"],
         )
     found = json.loads(eve("doctor", "--world", url, "--json").stdout)["findings"]
     assert [(f["state"], f["offset"]) for f in found if f["path"] == f"streams/events.{sid}"] == [

@@ -26,15 +26,17 @@ import psycopg
 import pytest
 
 from tests.eve_cli.cli.cli_helpers import Eve, json_lines
-from tests.pg_support import fresh_schema, require_server, with_params
+from tests.pg_support import fresh_schema, require_server, to_version_11, with_params
 from world import PostgresWorld
 from world.stores.postgres.schema import VERSION
 
 OLD_DDL = Path(__file__).parent / "pg_schema_9" / "schema.sql"
 _ITEM = b"\x81\xa1v"  # a version-9 stream item's body: {"v": value}
 _GAP = msgpack.packb({"t": "gap"})
-# The tables whose rows every version keeps as they are (their columns the same).
-_SAME = ("families", "heads", "hooks", "streams", "tails", "quarantine")
+# The tables whose rows every version keeps as they are (their columns the same; a stream's
+# row has its number since version 12).
+_SAME = ("families", "heads", "hooks", "tails", "quarantine")
+_STREAM_COLUMNS = "name, length, root, made, rewrites"
 
 
 def old_frame(body: bytes) -> bytes:
@@ -61,6 +63,8 @@ def _downgrade(conn: psycopg.Connection[Any], new: str, old: str) -> None:
     n, o = f'"{new}"', f'"{old}"'
     for table in _SAME:
         conn.execute(f"INSERT INTO {o}.{table} SELECT * FROM {n}.{table}")
+    conn.execute(f"INSERT INTO {o}.streams ({_STREAM_COLUMNS}) "
+                 f"SELECT {_STREAM_COLUMNS} FROM {n}.streams")  # fmt: skip
     with conn.transaction():
         rows = conn.execute(f"SELECT root, pos, body FROM {n}.records").fetchall()
         conn.cursor().executemany(
@@ -72,7 +76,8 @@ def _downgrade(conn: psycopg.Connection[Any], new: str, old: str) -> None:
             f"INSERT INTO {o}.inbox (root, id, frame, key) VALUES (%s, %s, %s, %s)",
             [(root, i, old_frame(bytes(body)), key) for root, i, body, key in rows],
         )
-        rows = conn.execute(f"SELECT name, idx, item FROM {n}.stream_items").fetchall()
+        rows = conn.execute(f"SELECT st.name, i.idx, i.item FROM {n}.stream_items i "
+                            f"JOIN {n}.streams st ON st.id = i.stream").fetchall()  # fmt: skip
         conn.cursor().executemany(
             f"INSERT INTO {o}.stream_items (name, idx, frame) VALUES (%s, %s, %s)",
             [
@@ -93,11 +98,15 @@ def _rows(conn: psycopg.Connection[Any], schema: str) -> dict[str, list[tuple[An
             f"FROM {s}.inbox ORDER BY root, id"
         ).fetchall(),
         "stream_items": conn.execute(
-            f"SELECT name, idx, item FROM {s}.stream_items ORDER BY name, idx"
+            f"SELECT st.name, i.idx, i.item FROM {s}.stream_items i "
+            f"JOIN {s}.streams st ON st.id = i.stream ORDER BY st.name, i.idx"
+        ).fetchall(),
+        "streams": conn.execute(
+            f"SELECT {_STREAM_COLUMNS} FROM {s}.streams ORDER BY name"
         ).fetchall(),
         **{
             t: conn.execute(f"SELECT * FROM {s}.{t} ORDER BY 1, 2").fetchall()
-            for t in ("families", "heads", "streams")
+            for t in ("families", "heads")
         },
     }
 
@@ -149,6 +158,57 @@ def test_a_world_of_the_last_pre_release_is_converted_in_place(
         more = eve("chat", "--world", old, "-s", sid, "-p", "what time is it?")
         assert more.exit_code == 0 and "It is" in more.stdout, more.output
     assert json.loads(eve("doctor", "--world", old, "--json").stdout)["ok"] is True
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with fresh_schema() as found:
+        yield found
+
+
+def test_a_world_of_version_11_keys_its_stream_items_by_number_in_place(eve: Eve, url: str) -> None:
+    """Version 11 keyed a stream item by its stream's name; the first open numbers the
+    streams and keys the items by number, each item as it was, a lost one (NULL) too."""
+    sids = []
+    for text in ("hello", "what time is it?"):
+        out = eve("chat", "--world", url, "--json", "-p", text)
+        assert out.exit_code == 0, out.output
+        sids.append(json_lines(out.stdout)[0]["sessionId"])
+    forked = eve("fork", sids[0], "--world", url, "--json")
+    assert forked.exit_code == 0, forked.output
+    sids.append(json.loads(forked.stdout)["sessionId"])
+    schema = _schema(url)
+    s = f'"{schema}"'
+    shown = {sid: eve("inspect", sid, "--world", url, "--json").stdout for sid in sids}
+    with _connect() as conn:
+        made = _rows(conn, schema)
+        to_version_11(conn, schema)
+        conn.execute(f"INSERT INTO {s}.stream_items VALUES ('events.gone', 0, NULL)")
+        items = conn.execute(f"SELECT count(*) FROM {s}.stream_items").fetchone()
+        assert items is not None and items[0] == len(made["stream_items"]) + 1
+    PostgresWorld(url).close()  # the first open converts
+    with _connect() as conn:
+        versions = conn.execute(f"SELECT version FROM {s}.schema_version").fetchall()
+        assert max(versions) == (VERSION,) and (11,) in versions
+        gone = conn.execute(
+            f"SELECT st.length, st.root, i.idx, i.item FROM {s}.streams st "
+            f"JOIN {s}.stream_items i ON i.stream = st.id WHERE st.name = 'events.gone'"
+        ).fetchall()
+        conn.execute(
+            f"DELETE FROM {s}.stream_items WHERE stream = "
+            f"(SELECT id FROM {s}.streams WHERE name = 'events.gone')"
+        )
+        conn.execute(f"DELETE FROM {s}.streams WHERE name = 'events.gone'")
+        converted = _rows(conn, schema)
+    assert gone == [(1, None, 0, None)]  # an item without a row: given one, kept as it was
+    assert converted == made  # each row as it was, each item keyed by its stream's number
+    for sid in sids:
+        assert eve("inspect", sid, "--world", url, "--json").stdout == shown[sid]
+    doctor = eve("doctor", "--world", url, "--json")
+    assert doctor.exit_code == 0 and json.loads(doctor.stdout)["ok"] is True, doctor.output
+    for sid in sids:
+        more = eve("chat", "--world", url, "-s", sid, "-p", "what time is it?")
+        assert more.exit_code == 0 and "It is" in more.stdout, more.output
 
 
 def test_a_damaged_old_row_is_converted_as_a_repair_would_keeping_its_bytes() -> None:
@@ -211,37 +271,7 @@ def test_a_kill_mid_conversion_leaves_the_old_schema_and_a_rerun_completes(
             "FROM generate_series(0, %s) i",
             [item, rows - 1],
         )
-        tag = f"eve-convert-{schema}"
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
-        child = subprocess.Popen(
-            [sys.executable, "-c", _OPEN, with_params(url, application_name=tag)], env=env
-        )
-        try:
-            _wait(
-                lambda: (
-                    conn.execute(
-                        "SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
-                        "AND query LIKE 'COPY%%stream_items%%'",
-                        [tag],
-                    ).fetchone()
-                    is not None
-                    or child.poll() is not None
-                )
-            )
-            assert child.poll() is None, "the conversion ended before it could be killed"
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait()
-        finally:
-            if child.poll() is None:
-                child.kill()
-        _wait(  # its server process ends (its transaction rolled back)
-            lambda: (
-                conn.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE application_name = %s", [tag]
-                ).fetchone()
-                is None
-            )
-        )
+        _open_and_kill(conn, url, f"eve-convert-{schema}", "COPY%%stream_items%%")
         version = conn.execute(f"SELECT max(version) FROM {s}.schema_version").fetchone()
         assert version == (9,)
         tables = conn.execute(
@@ -264,6 +294,95 @@ def test_a_kill_mid_conversion_leaves_the_old_schema_and_a_rerun_completes(
         ).fetchone()
         assert counts == (rows, rows)
         print(f"converted {2 * rows} rows in {took:.2f} s")  # (the figure docs quote)
+
+
+@pytest.mark.slow
+def test_a_kill_while_stream_items_are_numbered_leaves_version_11_and_a_rerun_completes() -> None:
+    """SIGKILL while the items of a version-11 world of many rows are keyed by number: the
+    schema is still version 11, its items keyed by name, whole; the next open numbers them."""
+    rows = 300_000
+    item = msgpack.packb({"type": "step.completed", "text": "y" * 200})
+    with fresh_schema() as url, _connect() as conn:
+        schema = _schema(url)
+        s = f'"{schema}"'
+        PostgresWorld(url).close()
+        to_version_11(conn, schema)
+        conn.execute(
+            f"INSERT INTO {s}.streams (name, length, root) SELECT 'events.f' || i, 100, 'f' || i "
+            "FROM generate_series(0, %s) i",
+            [rows // 100 - 1],
+        )
+        conn.execute(
+            f"INSERT INTO {s}.stream_items SELECT 'events.f' || (i / 100), i %% 100, %s "
+            "FROM generate_series(0, %s) i",
+            [item, rows - 1],
+        )
+        _open_and_kill(
+            conn, url, f"eve-number-{schema}", "INSERT INTO%%stream_items (stream, idx, item)%%"
+        )
+        assert conn.execute(f"SELECT max(version) FROM {s}.schema_version").fetchone() == (11,)
+        columns = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name IN ('streams', 'stream_items', "
+            "'v11_stream_items') ORDER BY 1, 2",
+            [schema],
+        ).fetchall()
+        assert [c for t, c in columns if t == "stream_items"] == ["idx", "item", "name"]
+        assert "id" not in [c for t, c in columns if t == "streams"]
+        assert not [t for t, _ in columns if t.startswith("v11_")]
+        assert conn.execute(f"SELECT count(*) FROM {s}.stream_items").fetchone() == (rows,)
+
+        started = time.perf_counter()
+        PostgresWorld(url).close()  # the rerun numbers every item
+        took = time.perf_counter() - started
+        assert conn.execute(f"SELECT max(version) FROM {s}.schema_version").fetchone() == (VERSION,)
+        counts = conn.execute(
+            f"SELECT count(*), count(DISTINCT i.stream) FROM {s}.stream_items i "
+            f"JOIN {s}.streams st ON st.id = i.stream AND st.name LIKE 'events.f%%'"
+        ).fetchone()
+        assert counts == (rows, rows // 100)
+        world = PostgresWorld(url)
+        try:
+            assert world.stream_read("events.f7", 99) == [msgpack.unpackb(item)]
+        finally:
+            world.close()
+        print(f"numbered {rows} stream items in {took:.2f} s")  # (the figure docs quote)
+
+
+def _open_and_kill(conn: psycopg.Connection[Any], url: str, tag: str, query: str) -> None:
+    """Open the world at `url` in another process, SIGKILL it while its migration runs a
+    statement LIKE `query`, and wait until its server process has ended (its transaction
+    rolled back)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _OPEN, with_params(url, application_name=tag)], env=env
+    )
+    try:
+        _wait(
+            lambda: (
+                conn.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
+                    f"AND query LIKE '{query}'",
+                    [tag],
+                ).fetchone()
+                is not None
+                or child.poll() is not None
+            )
+        )
+        assert child.poll() is None, "the conversion ended before it could be killed"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    _wait(
+        lambda: (
+            conn.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = %s", [tag]
+            ).fetchone()
+            is None
+        )
+    )
 
 
 def _wait(done: Any, timeout: float = 60.0) -> None:

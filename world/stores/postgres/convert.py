@@ -3,11 +3,12 @@
 Version 9 stored every journal record, delivery and stream item as the local store's frame,
 `[1, crc32, body]` in msgpack, in one `bytea` column. `convert` runs in the migration's
 transaction, under its advisory lock: the three tables are renamed aside, made again with
-their columns (`schema.ROWS`), filled from the old rows read in order, and the old ones
-dropped; a kill anywhere before the commit leaves version 9 as it was, and the next open
-converts it again. A frame whose checksum fails is converted as `eve doctor --repair`
-would: its bytes to `quarantine`, a gap in its place (a record `{"t": "gap"}`, a delivery
-the same, a stream item NULL).
+their columns (`schema.ROWS`, and version 10's stream items, which the later steps key by
+number), filled from the old rows read in order, and the old ones dropped; a kill anywhere
+before the commit leaves version 9 as it was, and the next open converts it again. A frame
+whose checksum fails is converted as `eve doctor --repair` would: its bytes to
+`quarantine`, a gap in its place (a record `{"t": "gap"}`, a delivery the same, a stream
+item NULL).
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ _TABLES = {
     "stream_items": (("name", "idx"), ("name text", "idx int8", "item bytea")),
 }  # fmt: skip
 _WHAT = {"records": "journal", "inbox": "inbox", "stream_items": "stream"}
+# Version 10's stream items, keyed by name (version 12 keys them by number: `schema`'s step).
+_NAMED_ITEMS = """
+    CREATE TABLE {s}.stream_items (
+        name text NOT NULL, idx bigint NOT NULL, item bytea, PRIMARY KEY (name, idx)
+    )"""
 
 
 def convert(conn: Any, s: str) -> None:
@@ -48,6 +54,7 @@ def convert(conn: Any, s: str) -> None:
         conn.execute(f"ALTER TABLE {s}.v9_{table} RENAME CONSTRAINT {table}_pkey "
                      f"TO v9_{table}_pkey")  # fmt: skip
     conn.execute(schema.ROWS.format(s=s))
+    conn.execute(_NAMED_ITEMS.format(s=s))
     for table, (keys, columns) in _TABLES.items():
         _copy(conn, s, table, keys, columns)
         conn.execute(f"DROP TABLE {s}.v9_{table}")

@@ -5,9 +5,11 @@ A schema (PostgreSQL namespace, `eve` by default) holds one world. `schema_versi
 versions it went through; a world refuses a schema whose newest version it does not know (it
 was migrated by a newer eve), and a reader opening a world that was never created sees it
 empty instead of creating it (an older one it converts, as a writer would). A new schema is
-`INITIAL`, `REST`, `ROWS` and `MEMBERS` at `VERSION`; one at an older version this eve knows
-is brought there step by step (`STEPS`: version 9 converted in place by `convert`, version 10
-given `MEMBERS`). Store format 2 (what `FORMAT` says in a data directory) from the first.
+`INITIAL`, `REST`, `ROWS`, `STREAM_ITEMS`, `WRITE_BATCH` and `MEMBERS` at `VERSION`; one at
+an older version this eve knows is brought there step by step in the same transaction
+(`_STEPS`: version 9 converted in place by `convert`, version 10 given `MEMBERS`, version 11's
+stream items keyed by number). Store format 2 (what `FORMAT` says in a data directory) from
+the first.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ..._errors import WorldError
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
-VERSION = 11  # the schema this eve writes
+VERSION = 12  # the schema this eve writes
 CONVERTS = 9  # the oldest it brings to VERSION (the last pre-release eve's), converted in place
 STORE_FORMAT = 2  # the store format (`local.FORMS_VERSION`) every version here has
 
@@ -48,13 +50,19 @@ INITIAL = """
     );
     CREATE INDEX families_due ON {s}.families (due) WHERE due IS NOT NULL;
     -- The head apart from the counters every append updates (a row version each time).
+    -- A head is rewritten at every drive's end, a version of up to ~2 kB (longer ones are
+    -- compressed). A page is pruned of its dead versions only once its free space is below
+    -- the fill factor's reserve, and at least a tenth of a page (819 bytes): a version that
+    -- did not fit in a free space between 819 bytes and its size went to a new page and left
+    -- the old one to vacuum (a page every few turns: ~1.2 kB a turn). Reserving 30% (2.4 kB)
+    -- prunes a page before a version could not fit in it.
     CREATE TABLE {s}.heads (
         root text PRIMARY KEY,
         head bytea NOT NULL,                -- msgpack
         updated timestamptz NOT NULL DEFAULT now()
-    );
+    ) WITH (fillfactor = 70);
 """
-# The three tables of rows `convert` rebuilds, and what goes with them.
+# The journal's and the inbox's rows (`convert` makes them again from version 9's).
 ROWS = """
     CREATE TABLE {s}.records (
         root text NOT NULL,
@@ -74,18 +82,22 @@ ROWS = """
         body bytea NOT NULL,                -- msgpack: k the token, p the payload, a the time
         PRIMARY KEY (root, id)
     );
+"""
+# A stream's items, keyed by its row's `id` (a number, not its name: a quarter of the bytes a
+# stream item takes, with its key), and what keeps `streams.rewrites` (version 12).
+STREAM_ITEMS = """
     CREATE TABLE {s}.stream_items (
-        name text NOT NULL,
+        stream bigint NOT NULL,             -- its stream's `streams.id`
         idx bigint NOT NULL,
         item bytea,                         -- the item as msgpack; NULL: lost (a repair's gap)
-        PRIMARY KEY (name, idx)
+        PRIMARY KEY (stream, idx)
     );
     -- A cache of stream digests trusts a stream's `made` and `rewrites`: every statement that
     -- changes or removes stored items of it counts in `rewrites` (appends change neither).
     CREATE OR REPLACE FUNCTION {s}.stream_rewritten() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         UPDATE {s}.streams SET rewrites = rewrites + 1
-            WHERE name IN (SELECT DISTINCT name FROM old_items);
+            WHERE id IN (SELECT DISTINCT stream FROM old_items);
         RETURN NULL;
     END
     $$;
@@ -95,6 +107,8 @@ ROWS = """
     CREATE TRIGGER stream_items_deleted AFTER DELETE ON {s}.stream_items
         REFERENCING OLD TABLE AS old_items
         FOR EACH STATEMENT EXECUTE FUNCTION {s}.stream_rewritten();
+"""
+WRITE_BATCH = """
     -- An owner's batch of records and stream items, in one round trip and one transaction,
     -- fenced by the lease epoch, committed synchronously (a crash of the server must not lose
     -- a batch whose owner went on giving out the positions after it). The positions and
@@ -107,7 +121,7 @@ ROWS = """
     -- an index this owner gave out makes the batch fail on the items' primary key. It
     -- notifies only while a world object other than its writer's tails one of the family's
     -- streams (`tails`).
-    CREATE FUNCTION {s}.write_batch(
+    CREATE OR REPLACE FUNCTION {s}.write_batch(
         p_root text, p_epoch bigint, p_first bigint, p_bodies bytea[], p_runs text[],
         p_gens integer[], p_kinds text[], p_names text[], p_idx bigint[], p_items bytea[],
         p_chan text, p_key bigint
@@ -139,12 +153,16 @@ ROWS = """
                     AS u(body, run, gen, kind, i);
         END IF;
         IF n_items > 0 THEN
-            INSERT INTO {s}.streams AS s (name, length, root)
-                SELECT u.n, max(u.i) + 1, p_root FROM unnest(p_names, p_idx) AS u(n, i)
-                GROUP BY u.n
-                ON CONFLICT (name) DO UPDATE SET length = greatest(s.length, excluded.length);
-            INSERT INTO {s}.stream_items (name, idx, item)
-                SELECT * FROM unnest(p_names, p_idx, p_items);
+            WITH st AS (
+                INSERT INTO {s}.streams AS s (name, length, root)
+                    SELECT u.n, max(u.i) + 1, p_root FROM unnest(p_names, p_idx) AS u(n, i)
+                    GROUP BY u.n
+                    ON CONFLICT (name) DO UPDATE SET length = greatest(s.length, excluded.length)
+                    RETURNING s.id, s.name
+            )
+            INSERT INTO {s}.stream_items (stream, idx, item)
+                SELECT st.id, u.i, u.item FROM unnest(p_names, p_idx, p_items) AS u(n, i, item)
+                JOIN st ON st.name = u.n;
             IF EXISTS (SELECT 1 FROM {s}.tails WHERE root = p_root AND key <> p_key) THEN
                 PERFORM pg_notify(p_chan, string_agg(DISTINCT 's' || n, ' '))
                     FROM unnest(p_names) AS n;
@@ -163,6 +181,7 @@ REST = """
     CREATE INDEX hooks_root ON {s}.hooks (root);
     CREATE TABLE {s}.streams (
         name text PRIMARY KEY,
+        id bigint GENERATED ALWAYS AS IDENTITY UNIQUE,  -- its items' `stream`
         length bigint NOT NULL,
         root text,                          -- the family it belongs to (`kind.<run id>`)
         made uuid NOT NULL DEFAULT gen_random_uuid(),  -- new for each stream row
@@ -312,7 +331,7 @@ def _create_or_convert(conn: Any, schema: str, current: int) -> None:
             f"knows (up to {VERSION}): it was migrated by a newer eve; upgrade eve"
         )
     if current == 0:
-        conn.execute((INITIAL + REST + ROWS + MEMBERS).format(s=s))
+        conn.execute((INITIAL + REST + ROWS + STREAM_ITEMS + WRITE_BATCH + MEMBERS).format(s=s))
     elif CONVERTS <= current < VERSION:
         for version in range(current, VERSION):
             _STEPS[version](conn, s)
@@ -335,5 +354,30 @@ def _add_members(conn: Any, s: str) -> None:
     conn.execute(MEMBERS.format(s=s))
 
 
+def _number_streams(conn: Any, s: str) -> None:
+    """Version 12: version 11's stream items, keyed by their stream's name, copied in key
+    order into `STREAM_ITEMS`' table, keyed by the stream row's new `id`, and the old table
+    dropped (a stream with items and no row, which no eve writes, gets a row of its items'
+    length); heads keep 30% of a page free (`INITIAL`)."""
+    conn.execute(f"ALTER TABLE {s}.heads SET (fillfactor = 70)")
+    conn.execute(f"ALTER TABLE {s}.streams ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY")
+    conn.execute(f"ALTER TABLE {s}.streams ADD UNIQUE (id)")
+    conn.execute(f"ALTER TABLE {s}.stream_items RENAME TO v11_stream_items")
+    conn.execute(f"ALTER TABLE {s}.v11_stream_items RENAME CONSTRAINT stream_items_pkey "
+                 "TO v11_stream_items_pkey")  # fmt: skip
+    conn.execute(
+        f"INSERT INTO {s}.streams (name, length) SELECT name, max(idx) + 1 "
+        f"FROM {s}.v11_stream_items i WHERE NOT EXISTS "
+        f"(SELECT 1 FROM {s}.streams st WHERE st.name = i.name) GROUP BY name"
+    )
+    conn.execute((STREAM_ITEMS + WRITE_BATCH).format(s=s))
+    conn.execute(
+        f"INSERT INTO {s}.stream_items (stream, idx, item) SELECT st.id, i.idx, i.item "
+        f"FROM {s}.v11_stream_items i JOIN {s}.streams st ON st.name = i.name "
+        "ORDER BY st.id, i.idx"
+    )
+    conn.execute(f"DROP TABLE {s}.v11_stream_items")
+
+
 # The step from each older version to the next, run in one transaction with the others.
-_STEPS = {9: _convert_9, 10: _add_members}
+_STEPS = {9: _convert_9, 10: _add_members, 11: _number_streams}

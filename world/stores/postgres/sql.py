@@ -143,6 +143,8 @@ _ALIVE = """(EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND 
     AND l.classid = (f.owner_key >> 32)::oid AND l.objid = (f.owner_key & 4294967295)::oid
     AND l.objsubid = 1)
     OR pg_postmaster_start_time() > now() - {lease} * interval '1 second')"""
+# The items of the stream named `name` are keyed by its row's number.
+_STREAM = "(SELECT id FROM {s}.streams WHERE name = %(name)s)"
 SQL: dict[str, str] = {
     "create": """
         WITH f AS (
@@ -169,12 +171,15 @@ SQL: dict[str, str] = {
             SELECT u.name, u.n, u.root
             FROM f, unnest(%(names)s::text[], %(counts)s::bigint[], %(roots)s::text[])
                 AS u(name, n, root)
+            RETURNING id, name
         ), si AS (
-            INSERT INTO {s}.stream_items (name, idx, item)
-            SELECT u.name, i.idx, i.item
-            FROM f, unnest(%(names)s::text[], %(sources)s::text[], %(counts)s::bigint[])
+            INSERT INTO {s}.stream_items (stream, idx, item)
+            SELECT st.id, i.idx, i.item
+            FROM unnest(%(names)s::text[], %(sources)s::text[], %(counts)s::bigint[])
                 AS u(name, source, n)
-            JOIN {s}.stream_items i ON i.name = u.source AND i.idx < u.n
+            JOIN st ON st.name = u.name
+            JOIN {s}.streams src ON src.name = u.source
+            JOIN {s}.stream_items i ON i.stream = src.id AND i.idx < u.n
         ), h AS (
             INSERT INTO {s}.hooks (token, run_id, root)
             SELECT u.token, u.run, f.root
@@ -251,10 +256,10 @@ SQL: dict[str, str] = {
         WITH s AS (
             INSERT INTO {s}.streams (name, length, root) VALUES (%(name)s, 1, %(root)s)
             ON CONFLICT (name) DO UPDATE SET length = {s}.streams.length + 1
-            RETURNING length - 1 AS idx
+            RETURNING id, length - 1 AS idx
         ), i AS (
-            INSERT INTO {s}.stream_items (name, idx, item)
-            SELECT %(name)s, s.idx, %(item)s FROM s RETURNING idx
+            INSERT INTO {s}.stream_items (stream, idx, item)
+            SELECT s.id, s.idx, %(item)s FROM s RETURNING idx
         )
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
     # An append to a family's stream by a process not owning the family: only while no live
@@ -268,17 +273,18 @@ SQL: dict[str, str] = {
         ), s AS (
             INSERT INTO {{s}}.streams (name, length, root) SELECT %(name)s, 1, f.root FROM f
             ON CONFLICT (name) DO UPDATE SET length = {{s}}.streams.length + 1
-            RETURNING length - 1 AS idx
+            RETURNING id, length - 1 AS idx
         ), i AS (
-            INSERT INTO {{s}}.stream_items (name, idx, item)
-            SELECT %(name)s, s.idx, %(item)s FROM s RETURNING idx
+            INSERT INTO {{s}}.stream_items (stream, idx, item)
+            SELECT s.id, s.idx, %(item)s FROM s RETURNING idx
         )
         SELECT idx, pg_notify(%(chan)s, %(note)s) FROM i""",
     "commit_family": """
         SELECT {s}.commit_family(%(root)s, %(epoch)s, %(first)s, %(bodies)b, %(runs)b,
             %(gens)b, %(kinds)b, %(names)b, %(idx)b, %(items)b, %(chan)s, %(key)s,
             %(head)s::bytea, %(due)s::float8, %(mark)s::bigint)""",
-    "stream_item": "SELECT item FROM {s}.stream_items WHERE name = %(name)s AND idx = %(idx)s",
+    "stream_item": f"SELECT item FROM {{s}}.stream_items WHERE stream = {_STREAM} "
+    "AND idx = %(idx)s",
     # The share lock of the family row waits for a batch in flight (which then committed
     # before the tail's first read) or makes the next one wait and see the row. The rows of
     # objects no longer alive (their liveness lock is free) go.
@@ -296,16 +302,16 @@ SQL: dict[str, str] = {
         ON CONFLICT DO NOTHING""",
     "tail_off": "DELETE FROM {s}.tails WHERE root = %(root)s AND key = %(key)s",
     "family_lengths": "SELECT name, length FROM {s}.streams WHERE root = %(root)s",
-    "stream_last": "SELECT idx, item FROM {s}.stream_items WHERE name = %(name)s "
+    "stream_last": f"SELECT idx, item FROM {{s}}.stream_items WHERE stream = {_STREAM} "
     "ORDER BY idx DESC LIMIT 8",
-    "stream_read": "SELECT idx, item FROM {s}.stream_items WHERE name = %(name)s "
+    "stream_read": f"SELECT idx, item FROM {{s}}.stream_items WHERE stream = {_STREAM} "
     "AND idx >= %(start)s AND (%(end)s::bigint IS NULL OR idx < %(end)s) ORDER BY idx",
     "stream_length": "SELECT length FROM {s}.streams WHERE name = %(name)s",
     # A stream's row (its length and what a kept digest trusts) with its items from `start`
     # up to `end` (one row with NULL items when there are none).
     "stream_digest": """
         SELECT st.length, st.made, st.rewrites, i.idx, i.item FROM {s}.streams st
-        LEFT JOIN {s}.stream_items i ON i.name = st.name AND i.idx >= %(start)s
+        LEFT JOIN {s}.stream_items i ON i.stream = st.id AND i.idx >= %(start)s
             AND i.idx < %(end)s
         WHERE st.name = %(name)s ORDER BY i.idx""",
     "heads": """
@@ -339,7 +345,7 @@ SQL: dict[str, str] = {
         """,
     "usage": """
         WITH st AS (
-            SELECT name FROM {s}.streams
+            SELECT id FROM {s}.streams
             WHERE (%(names)s::text[] IS NULL AND root = %(root)s) OR name = ANY(%(names)s::text[])
         ), sizes AS (
             SELECT coalesce(sum(octet_length(body)), 0) AS n FROM {s}.records
@@ -349,7 +355,7 @@ SQL: dict[str, str] = {
             UNION ALL SELECT coalesce(sum(octet_length(head)), 0) FROM {s}.heads
                 WHERE root = %(root)s
             UNION ALL SELECT coalesce(sum(octet_length(i.item)), 0)
-                FROM {s}.stream_items i JOIN st ON st.name = i.name
+                FROM {s}.stream_items i JOIN st ON st.id = i.stream
         ), f AS (
             SELECT greatest(f.created, h.updated) AS at FROM {s}.families f
             LEFT JOIN {s}.heads h ON h.root = f.root WHERE f.root = %(root)s
@@ -360,8 +366,8 @@ SQL: dict[str, str] = {
     "remove": """
         WITH h AS (DELETE FROM {s}.hooks WHERE root = %(root)s),
         t AS (DELETE FROM {s}.tails WHERE root = %(root)s),
-        st AS (DELETE FROM {s}.streams WHERE root = %(root)s RETURNING name),
-        si AS (DELETE FROM {s}.stream_items WHERE name IN (SELECT name FROM st)),
+        st AS (DELETE FROM {s}.streams WHERE root = %(root)s RETURNING id),
+        si AS (DELETE FROM {s}.stream_items WHERE stream IN (SELECT id FROM st)),
         i AS (DELETE FROM {s}.inbox WHERE root = %(root)s),
         hd AS (DELETE FROM {s}.heads WHERE root = %(root)s),
         r AS (DELETE FROM {s}.records WHERE root = %(root)s)

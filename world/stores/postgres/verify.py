@@ -136,7 +136,12 @@ def verify(world: PostgresWorld) -> list[Finding]:
         str(n): int(length) for n, length in _rows(world, "SELECT name, length FROM {s}.streams")
     }
     streams = _scan(
-        _rows(world, "SELECT name, idx, item FROM {s}.stream_items ORDER BY name, idx"), "stream"
+        _rows(
+            world,
+            "SELECT st.name, i.idx, i.item FROM {s}.stream_items i "
+            "JOIN {s}.streams st ON st.id = i.stream ORDER BY st.name, i.idx",
+        ),
+        "stream",
     )
     for name in sorted(lengths):
         stream = streams.get(name) or _Scan()
@@ -195,7 +200,7 @@ def _head_finding(root: str, stored: bytes) -> Finding:
 
 _TABLES = {"journal": ("records", "root", "pos", "body", "run, gen, kind"),
            "inbox": ("inbox", "root", "id", "body", "token, at"),
-           "stream": ("stream_items", "name", "idx", "item", "")}  # fmt: skip
+           "stream": ("stream_items", "stream", "idx", "item", "")}  # fmt: skip
 # What a damaged row becomes: its body a gap, its columns NULL (a record's kind `gap`).
 _GAP_ROW = {"journal": (GAP_BODY, (None, None, GAP)), "inbox": (GAP_BODY, (None, None)),
             "stream": (None, ())}  # fmt: skip
@@ -231,10 +236,11 @@ def _fill(world: PostgresWorld, found: Finding) -> Finding:
               f"WHERE {key_col} = %s AND {pos_col} = %s")  # fmt: skip
 
     def fix(conn: psycopg.Connection[Any]) -> str:
+        ref = _stream_id(conn, s, key) if kind == "stream" else key  # (items: by number)
         rows = conn.execute(
             f"SELECT {pos_col}, {body_col}{', ' if names else ''}{columns} FROM {s}.{table} "
             f"WHERE {key_col} = %s ORDER BY {pos_col} FOR UPDATE",
-            [key],
+            [ref],
         ).fetchall()
         gap_body, gap_columns = _GAP_ROW[kind]
         damaged, moved, gens = 0, 0, dict[str, int]()
@@ -242,12 +248,12 @@ def _fill(world: PostgresWorld, found: Finding) -> Finding:
             state = _state(body, kind)
             if state is _BAD:
                 _keep(world, conn, kind, f"{key} at {pos}", bytes(body))
-                conn.execute(update, [gap_body, *gap_columns, key, pos])
+                conn.execute(update, [gap_body, *gap_columns, ref, pos])
                 damaged += 1
             elif kind == "journal" and state is not _GAP:
                 right = record_row(key, bytes(body), gens)
                 if right != tuple(stored):
-                    conn.execute(update, [body, *right, key, pos])
+                    conn.execute(update, [body, *right, ref, pos])
                     moved += 1
         missing = _fill_holes(world, conn, kind, key, {int(r[0]) for r in rows})
         done = []
@@ -276,16 +282,22 @@ def _fill_holes(world: PostgresWorld, conn: Any, kind: str, key: str, present: s
     elif kind == "stream":
         row = conn.execute(f"SELECT length FROM {s}.streams WHERE name = %s", [key]).fetchone()
         wanted = range(0, int(row[0])) if row else range(0)
-        insert = f"INSERT INTO {s}.stream_items (name, idx, item) VALUES (%s, %s, NULL)"
+        insert = f"INSERT INTO {s}.stream_items (stream, idx, item) VALUES (%s, %s, NULL)"
         gap = []
     else:
         return 0
     missing = [pos for pos in wanted if pos not in present]
+    ref = _stream_id(conn, s, key) if kind == "stream" else key  # (items: by number)
     for pos in missing:
-        conn.execute(insert, [key, pos, *gap])
+        conn.execute(insert, [ref, pos, *gap])
     if missing and kind == "stream":  # (its items changed: a cached digest no longer holds)
         conn.execute(f"UPDATE {s}.streams SET rewrites = rewrites + 1 WHERE name = %s", [key])
     return len(missing)
+
+
+def _stream_id(conn: Any, s: str, name: str) -> int | None:
+    row = conn.execute(f"SELECT id FROM {s}.streams WHERE name = %s", [name]).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _guarded(
