@@ -115,6 +115,26 @@ def agent_model(directory: Path) -> str:
     return _config(directory).model or DEFAULT_MODEL
 
 
+def agent_name(directory: Path) -> str:
+    """The name of the agent folder ``directory`` (its ``define_agent(name=)``, else the
+    folder's), from its ``agent.py`` alone (listing its schedules needs no more): its tools,
+    sub-agents and MCP servers are not loaded, but ``agent.py`` and its model (and
+    ``prices.json``) are checked as a load of the folder checks them, with the same errors."""
+    config = _config(directory)
+    _model_parts(config, directory, _where(config, directory))
+    return _name(config, directory, None)
+
+
+def _where(config: AgentConfig, directory: Path) -> str:
+    """``file:line`` of the folder's ``define_agent(...)`` (its errors start with it)."""
+    return f"{config.source_file or directory / 'agent.py'}:{config.source_line or 1}"
+
+
+def _name(config: AgentConfig, directory: Path, name: str | None) -> str:
+    """The name the agent of ``directory`` goes by (``name``: a sub-agent's folder name)."""
+    return config.name or ("default" if directory == DEFAULT_AGENT_DIR else name or directory.name)
+
+
 def _config(directory: Path) -> AgentConfig:
     """The `AgentConfig` an agent folder's ``agent.py`` defines (none: the default one)."""
     agent_py = directory / "agent.py"
@@ -127,8 +147,7 @@ def _config(directory: Path) -> AgentConfig:
 
 def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefinition:
     config = _config(directory)
-    agent_py = directory / "agent.py"
-    where = f"{config.source_file or agent_py}:{config.source_line or 1}"
+    where = _where(config, directory)
     prices = _model_parts(config, directory, where)
     instructions = _instructions(config, directory)
     if is_subagent and not instructions.strip():
@@ -143,9 +162,8 @@ def _load(directory: Path, *, name: str | None, is_subagent: bool) -> AgentDefin
         raise AgentLoadError(str(exc)) from None
     if servers and (missing := sdk_missing()) is not None:
         raise AgentLoadError(f"{where}: the agent has MCP servers: {missing}")
-    default = "default" if directory == DEFAULT_AGENT_DIR else name or directory.name
     return AgentDefinition(
-        name=config.name or default,
+        name=_name(config, directory, name),
         directory=directory,
         config=replace(config, instructions=instructions),
         instructions=instructions,

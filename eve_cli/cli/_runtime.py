@@ -77,10 +77,10 @@ def runtime_at(where: Where | Path, *, create: bool = True, **options: Any) -> R
 
 @contextlib.contextmanager
 def open_runtime(
-    data_dir: Where | Path, agent_dir: Path | None, model: str | None
+    data_dir: Where | Path, agent_dir: Path | None, model: str | None, *, load_agent: bool = True
 ) -> Iterator[tuple[Runtime, asyncio.AbstractEventLoop]]:
     """A `Runtime` on the world `data_dir` names and the event loop the command drives it
-    with."""
+    with (``load_agent=False``: the agent folder is loaded on first use, see `Runtime`)."""
     import asyncio
 
     errors = user_errors()
@@ -89,7 +89,7 @@ def open_runtime(
     if agent_dir is not None and not agent_dir.is_dir():
         raise CliError(f"agent folder {agent_dir} does not exist; create one with: eve init")
     try:
-        rt = runtime_at(data_dir, agent_dir=agent_dir, model=model)
+        rt = runtime_at(data_dir, agent_dir=agent_dir, model=model, load_agent=load_agent)
     except opening as exc:
         raise CliError(user_message(exc)) from None
     loop = asyncio.new_event_loop()

@@ -33,7 +33,8 @@ def schedules(
     from eve_cli.cli.resume import outcome
 
     data_dir = choose_world(data, world, create=run is not None)
-    with open_runtime(data_dir, agent, None) as (rt, loop):
+    # Listing reads the schedule files and the agent's name (its agent.py), not its tools.
+    with open_runtime(data_dir, agent, None, load_agent=run is not None) as (rt, loop):
         rows, problems = rt.schedule_rows()
         for problem in problems:
             typer.echo(f"eve: error: schedule not loaded: {problem}", err=True)
@@ -47,7 +48,7 @@ def schedules(
         elif json_:
             typer.echo(json.dumps({"schedules": rows, "problems": problems}, ensure_ascii=False))
         elif not rows and not problems:
-            typer.echo(f"no schedules in {rt.agent.directory / 'schedules'}")
+            typer.echo(f"no schedules in {rt.agent_dir / 'schedules'}")
         else:
             for line in _table(rows):
                 typer.echo(line)

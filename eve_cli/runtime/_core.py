@@ -16,6 +16,7 @@ from eve_cli._loader import (
     AgentDefinition,
     AgentLoadError,
     agent_model,
+    agent_name,
     check_model_string,
     resolve_agent_dir,
 )
@@ -123,6 +124,22 @@ class Core:
             return agent_model(self.executor.folder_of(self.stored_dir(self.agent_dir)))
         except AgentLoadError:
             return self.agent.model  # as a load of it says (the built-in agent's, broken)
+
+    @property
+    def agent_folder(self) -> Path:
+        """The folder :attr:`agent` is loaded from (not loaded to say it)."""
+        if self._agent is not None:
+            return self._agent.directory
+        return self.executor.folder_of(self.stored_dir(self.agent_dir))
+
+    @property
+    def agent_name(self) -> str:
+        """The name of :attr:`agent`, from its folder's ``agent.py`` alone when it is not
+        loaded yet (listing the schedules needs no tools); a missing or broken ``agent.py``
+        raises `AgentLoadError` as loading the folder does (no built-in agent instead)."""
+        if self._agent is not None:
+            return self._agent.name
+        return agent_name(self.agent_folder)
 
     @staticmethod
     def stored_dir(directory: Path) -> str | None:

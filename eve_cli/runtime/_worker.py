@@ -144,22 +144,22 @@ class Worker:
 
     # -- schedules ------------------------------------------------------------------------
     def schedules(self) -> tuple[list[Schedule], list[str]]:
-        return load_schedules(self.core.agent.directory)
+        return load_schedules(self.core.agent_folder)
 
-    def _schedule_marks(self) -> list[tuple[ScheduleMark, str]]:
+    def _schedule_marks(self, agent: str | None = None) -> list[tuple[ScheduleMark, str]]:
         """``(meta["schedule"], session id)`` of every session a schedule of this agent
-        started (from the heads: one call)."""
+        (``agent``: its name, when read already) started (from the heads: one call)."""
         found = []
-        agent = self.core.agent.name
+        agent = self.core.agent_name if agent is None else agent
         for info in self.core.engine.runs():
             mark = info.meta.get("schedule") if info.parent is None else None
             if isinstance(mark, dict) and mark.get("agent") == agent:
                 found.append((cast(ScheduleMark, mark), info.run_id))  # as run_schedule wrote it
         return found
 
-    def schedule_sessions(self) -> dict[str, list[tuple[float, str]]]:
+    def schedule_sessions(self, agent: str | None = None) -> dict[str, list[tuple[float, str]]]:
         found: dict[str, list[tuple[float, str]]] = {}
-        for mark, sid in self._schedule_marks():
+        for mark, sid in self._schedule_marks(agent):
             found.setdefault(str(mark.get("name")), []).append((float(mark.get("tick") or 0), sid))
         return {name: sorted(runs) for name, runs in found.items()}
 
@@ -193,8 +193,10 @@ class Worker:
         return sid
 
     def schedule_rows(self) -> tuple[list[ScheduleRow], list[str]]:
+        # The agent's name first: a missing or broken agent.py is said, schedules or none.
+        agent = self.core.agent_name
         schedules, problems = self.schedules()
-        made = self.schedule_sessions() if schedules else {}
+        made = self.schedule_sessions(agent) if schedules else {}
         now, rows = self.core.world.now(), list[ScheduleRow]()
         for schedule in schedules:
             runs = made.get(schedule.name, [])

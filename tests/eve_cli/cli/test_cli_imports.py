@@ -167,5 +167,8 @@ def test_commands_that_read_sessions_import_no_harness_tools_or_pydantic() -> No
         modules = imported(*args)
         assert "eve_cli.execution._view" in modules, args  # the session was read
         assert loaded(modules, running) == [], args
+    # Listing the schedules reads their files and the agent's name, not its tools (issue: the
+    # tools' Pydantic models were a tenth of the command's CPU).
+    assert loaded(imported("schedules"), running) == []
     modules = imported("chat", "-m", "demo", "-p", "again")
     assert [name for name in running[:-1] if name not in modules] == []  # a turn imports them

@@ -49,3 +49,31 @@ def test_a_broken_schedule_is_one_line_and_the_others_are_listed(eve: Eve, tmp_p
     assert result.exit_code == 1
     assert f"{folder / 'schedules' / 'bad.md'}:3: mode 'forever'" in result.stderr
     assert "daily" in result.stdout and "Traceback" not in result.output
+
+
+def test_listing_reads_the_agent_py_not_the_tools(eve: Eve, tmp_path: Path) -> None:
+    """Listing needs the schedule files and the agent's name: a broken agent.py is said (as a
+    load says it, schedules or none), a broken tool is not (`--run` loads the agent, and
+    says it)."""
+    folder = agent(tmp_path / "agent")
+    (folder / "tools").mkdir(exist_ok=True)
+    (folder / "tools" / "broken.py").write_text("x = (\n")
+    listed = eve("schedules", "--agent", str(folder), "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [row["name"] for row in json.loads(listed.stdout)["schedules"]] == ["daily"]
+    ran = eve("schedules", "--agent", str(folder), "--run", "daily")
+    assert ran.exit_code == 1 and f"{folder / 'tools' / 'broken.py'}:1: syntax" in ran.stderr
+    (folder / "tools" / "broken.py").unlink()
+    agent_py = (folder / "agent.py").read_text()
+    for schedules in (True, False):
+        if not schedules:
+            (folder / "schedules" / "daily.md").unlink()
+        (folder / "agent.py").write_text(agent_py + "\nagent = (\n")
+        broken = eve("schedules", "--agent", str(folder))
+        assert broken.exit_code == 1 and f"{folder / 'agent.py'}:" in broken.stderr
+        assert "syntax error" in broken.stderr and "Traceback" not in broken.output
+        (folder / "agent.py").write_text(
+            "from eve_cli import define_agent\nagent = define_agent(model='x')\n"
+        )
+        wrong = eve("schedules", "--agent", str(folder))
+        assert wrong.exit_code == 1 and "unknown model 'x'" in wrong.stderr
