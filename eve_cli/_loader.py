@@ -31,7 +31,13 @@ from eve_cli._tools import (
 )
 from eve_cli.mcp import PREFIX as MCP_PREFIX
 from eve_cli.mcp import McpConfigError, ServerSpec, load_servers, sdk_missing
-from eve_cli.models import ModelSettings, Price, PriceTableError, load_prices, settings_problem
+from eve_cli.models import (
+    ModelSettings,
+    PriceTable,
+    PriceTableError,
+    load_prices,
+    settings_problem,
+)
 
 DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
 DEFAULT_MODEL = "demo"
@@ -59,7 +65,7 @@ class AgentDefinition:
     tools: dict[str, Tool]
     subagents: dict[str, AgentDefinition] = field(default_factory=dict)
     mcp: tuple[ServerSpec, ...] = ()  # its MCP servers (mcp.json, define_agent(mcp_servers=))
-    prices: dict[str, Price] = field(default_factory=dict)  # prices.json: model -> price
+    prices: PriceTable = field(default_factory=PriceTable)  # prices.json: model -> price
     digest: str = ""  # of the folder's code as loaded (`code_digest`): which code ran a turn
 
     @property
@@ -230,7 +236,7 @@ def code_digest(directory: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def _model_parts(config: AgentConfig, directory: Path, where: str) -> dict[str, Price]:
+def _model_parts(config: AgentConfig, directory: Path, where: str) -> PriceTable:
     """Check the model string and settings; the folder's ``prices.json`` entries."""
     if config.model is not None:
         problem = check_model_string(config.model)
