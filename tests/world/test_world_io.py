@@ -247,3 +247,44 @@ def test_a_hook_looked_up_then_closed_on_a_network_world_is_not_checked_after() 
         return (await engine.run(rid)).result
 
     assert asyncio.run(main()) == "went on"
+
+
+class KnowingWorld(SlowWorld):
+    """A slow world that knows the owners of the hooks it claimed (as a PostgreSQL owner's
+    lease does): `known_hook_owner` answers them without a call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claimed: dict[str, str] = {}
+        self.asked: list[str] = []
+
+    def claim_hook(self, token: str, run_id: str) -> str:
+        owner = str(super().claim_hook(token, run_id))
+        self.claimed[token] = owner
+        return owner
+
+    def hook_owner(self, token: str) -> str | None:
+        self.asked.append(token)
+        return super().hook_owner(token)
+
+    def known_hook_owner(self, token: str) -> str | None:
+        return self.claimed.get(token)
+
+
+def test_a_hook_lookup_the_store_knows_makes_no_call() -> None:
+    world = KnowingWorld()
+    engine = Engine(world, {"looking": looking, "peeking": peeking, "taken": taken})
+
+    async def main() -> list[Any]:
+        mine = await engine.start("looking", "seen")
+        owner = await engine.start("taken", "owned")
+        other = await engine.start("peeking", "owned")
+        return [
+            (await engine.run(mine)).result,
+            (await engine.run(owner)).status,
+            (await engine.run(other)).result,
+        ]
+
+    # Known: looked up without a call (nor a thread hop); a conflict is found all the same.
+    assert asyncio.run(main()) == [[], "parked", "conflict"]
+    assert world.asked == []
