@@ -178,15 +178,24 @@ class Streams(Owners):
         # changed or removed since (an append changes neither `made` nor `rewrites`). The row
         # and those items are one statement, read from where the kept digest ends; only when
         # the row says it is stale are the items read again from where they must start.
+        # Items this owner committed under its lease are not read back: the row alone is
+        # read, and they are taken from the lease while the row says nothing was changed or
+        # removed since the kept digest (`Owners._committed`).
         check_name(name, "stream name")
-        self._settled(name)
+        lease = self._settled(name)
         kept = self._digests.get(name)
         base, crc = (kept[1], kept[2]) if kept is not None and kept[1] <= count else (0, 0)
         first = _digest_start(base, count, after)
-        rows = self._all("stream_digest", {"name": name, "start": first, "end": count})
+        mine = None if kept is None else self._committed(lease, name, first, count)
+        start = first if mine is None else count
+        rows = self._all("stream_digest", {"name": name, "start": start, "end": count})
         if count > (int(rows[0][0]) if rows else 0):
             return None
         token = None if not rows else (str(rows[0][1]), int(rows[0][2]))
+        if mine is not None and kept is not None and kept[0] != token:  # changed: read them
+            mine = None
+            rows = [(None, None, None, idx, item) for idx, item in self._all(
+                "stream_read", {"name": name, "start": first, "end": count})]  # fmt: skip
         if first == base > 0 and kept is not None and kept[0] != token:  # a stale digest's
             base, crc = 0, 0
             first = _digest_start(0, count, after)
@@ -197,16 +206,22 @@ class Streams(Owners):
         for *_, idx, item in rows:
             if idx is not None:
                 crc = zlib.crc32(b"\xc1" if item is None else bytes(item), crc)  # (never msgpack)
+        for data in mine or ():
+            crc = zlib.crc32(data, crc)
         if token is not None:
-            keep = (token, count, crc)
-            if kept is not None and kept[0] == token and kept[1] > count:
-                keep = kept  # a longer prefix is known
-            with self._lock:
-                self._digests.pop(name, None)  # (the newest last: the oldest goes first)
-                self._digests[name] = keep
-                if len(self._digests) > DIGESTS_KEPT:
-                    del self._digests[next(iter(self._digests))]
+            self._keep_digest(name, kept, (token, count, crc))
         return count, crc
+
+    def _keep_digest(self, name: str, kept: Any, keep: tuple[Any, int, int]) -> None:
+        """Keep `(token, count, crc)` as the last digest of stream `name` (`kept`: the one
+        kept before, which stays if it is of a longer prefix with the same token)."""
+        if kept is not None and kept[0] == keep[0] and kept[1] > keep[1]:
+            keep = kept  # a longer prefix is known
+        with self._lock:
+            self._digests.pop(name, None)  # (the newest last: the oldest goes first)
+            self._digests[name] = keep
+            if len(self._digests) > DIGESTS_KEPT:
+                del self._digests[next(iter(self._digests))]
 
     async def stream_tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
         check_name(name, "stream name")
