@@ -31,13 +31,7 @@ from eve_cli._tools import (
 )
 from eve_cli.mcp import PREFIX as MCP_PREFIX
 from eve_cli.mcp import McpConfigError, ServerSpec, load_servers, sdk_missing
-from eve_cli.models import (
-    ModelSettings,
-    PriceTable,
-    PriceTableError,
-    load_prices,
-    settings_problem,
-)
+from eve_cli.models import ModelSettings, Price, PriceTableError, load_prices, settings_problem
 
 DEFAULT_AGENT_DIR = Path(__file__).resolve().parent / "_default_agent"
 DEFAULT_MODEL = "demo"
@@ -65,7 +59,7 @@ class AgentDefinition:
     tools: dict[str, Tool]
     subagents: dict[str, AgentDefinition] = field(default_factory=dict)
     mcp: tuple[ServerSpec, ...] = ()  # its MCP servers (mcp.json, define_agent(mcp_servers=))
-    prices: PriceTable = field(default_factory=PriceTable)  # prices.json: model -> price
+    prices: dict[str, Price] = field(default_factory=dict)  # prices.json: model -> price
     digest: str = ""  # of the folder's code as loaded (`code_digest`): which code ran a turn
 
     @property
@@ -236,7 +230,7 @@ def code_digest(directory: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def _model_parts(config: AgentConfig, directory: Path, where: str) -> PriceTable:
+def _model_parts(config: AgentConfig, directory: Path, where: str) -> dict[str, Price]:
     """Check the model string and settings; the folder's ``prices.json`` entries."""
     if config.model is not None:
         problem = check_model_string(config.model)

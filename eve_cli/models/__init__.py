@@ -24,7 +24,7 @@ from eve_cli.models._base import (
     UnknownModelError,
     Usage,
 )
-from eve_cli.models._prices import Price, PriceTable, PriceTableError, load_prices, price_for
+from eve_cli.models._prices import Price, PriceTableError, load_prices, price_for
 from eve_cli.models._script import ScriptCall, ScriptEntry, ScriptUsage
 from eve_cli.models._settings import (
     GivenSettings,
@@ -47,7 +47,6 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "Price",
-    "PriceTable",
     "PriceTableError",
     "ProviderCall",
     "Reasoning",
