@@ -512,6 +512,38 @@ def test_a_stream_digest_reads_only_what_came_since_the_last_one(url: str) -> No
         other.close()
 
 
+def test_a_digest_of_a_shorter_prefix_asked_again_reads_nothing(url: str) -> None:
+    # (a view checks its checkpoint's prefix at every drive, while the drives' ends move on)
+    world, other = PostgresWorld(url), PostgresWorld(url)
+    name, read = "events.r1", list[int]()
+    fetch = world._all
+
+    def counted(what: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        rows = fetch(what, params)
+        if what in ("stream_read", "stream_digest"):
+            read.append(sum(1 for r in rows if r[-2] is not None))
+        return rows
+
+    world._all = counted  # type: ignore[method-assign, assignment]
+    s = f'"{_schema(url)}"'
+    try:
+        for i in range(40):
+            other.stream_append(name, {"i": i})
+        short = world.stream_digest(name, 20)
+        for end in (30, 40):
+            world.stream_digest(name, end)
+            read.clear()
+            assert world.stream_digest(name, 20) == short and read == [0]
+        assert world.stream_digest(name, 25) == other.stream_digest(name, 25) and read == [0, 5]
+        _sql(f"UPDATE {s}.stream_items SET item = item || '\\x00'::bytea WHERE idx = 3 "
+             f"AND stream = (SELECT id FROM {s}.streams WHERE name = %s)", name)  # fmt: skip
+        changed = world.stream_digest(name, 20)
+        assert changed != short and changed == other.stream_digest(name, 20)
+    finally:
+        world.close()
+        other.close()
+
+
 def test_an_owners_digest_does_not_read_back_what_its_commits_wrote(url: str) -> None:
     world, other = PostgresWorld(url), PostgresWorld(url)
     name, read = "events.r1", list[int]()

@@ -82,8 +82,10 @@ class Connected(Store):
         self._tails: dict[str, int] = {}
         self._tails_lock = threading.Lock()
         # The last digest taken of each stream, with what the stream's row said then (its
-        # `made` and `rewrites`: the prefix it covers is unchanged while they are the same).
-        self._digests: dict[str, tuple[tuple[str, int], int, int]] = {}
+        # `made` and `rewrites`: the prefix it covers is unchanged while they are the same),
+        # and those of a few shorter prefixes asked lately (`(count, crc)`, the latest first).
+        self._digests: dict[str, tuple[tuple[str, int], int, int, tuple[tuple[int, int], ...]]]
+        self._digests = {}
         self._lock = threading.Lock()
         self._away = False  # the database stopped answering (`_gone`), said once
         self._server = ""  # the server run last seen (`_server_of`)

@@ -38,6 +38,7 @@ _DAMAGED = object()
 # cannot get: a batch that began before its registration, of a family created meanwhile).
 TAIL_LOOK = 5.0
 DIGESTS_KEPT = 4096  # streams whose last digest this object keeps (`stream_digest`)
+PREFIXES_KEPT = 3  # digests of shorter prefixes kept with a stream's last
 
 
 class Streams(Owners):
@@ -184,7 +185,7 @@ class Streams(Owners):
         check_name(name, "stream name")
         lease = self._settled(name)
         kept = self._digests.get(name)
-        base, crc = (kept[1], kept[2]) if kept is not None and kept[1] <= count else (0, 0)
+        base, crc = _kept_base(kept, count)
         first = _digest_start(base, count, after)
         mine = None if kept is None else self._committed(lease, name, first, count)
         start = first if mine is None else count
@@ -212,11 +213,18 @@ class Streams(Owners):
             self._keep_digest(name, kept, (token, count, crc))
         return count, crc
 
-    def _keep_digest(self, name: str, kept: Any, keep: tuple[Any, int, int]) -> None:
-        """Keep `(token, count, crc)` as the last digest of stream `name` (`kept`: the one
-        kept before, which stays if it is of a longer prefix with the same token)."""
-        if kept is not None and kept[0] == keep[0] and kept[1] > keep[1]:
-            keep = kept  # a longer prefix is known
+    def _keep_digest(self, name: str, kept: Any, digest: tuple[Any, int, int]) -> None:
+        """Keep `(token, count, crc)` as a digest of stream `name` (`kept`: what was kept
+        before: the longest prefix's stays, and a few shorter ones with the same token: a
+        view checks the prefix its checkpoint covers at every drive while the drives' ends
+        move on)."""
+        token, count, crc = digest
+        keep = (token, count, crc, ())
+        if kept is not None and kept[0] == token:
+            pairs = [(count, crc), (kept[1], kept[2]), *kept[3]]
+            longest = max(pairs)
+            shorter = [p for p in dict(pairs).items() if p[0] != longest[0]]  # (latest first)
+            keep = (token, *longest, tuple(shorter[:PREFIXES_KEPT]))
         with self._lock:
             self._digests.pop(name, None)  # (the newest last: the oldest goes first)
             self._digests[name] = keep
@@ -278,6 +286,15 @@ class Streams(Owners):
                 params = {"root": root, "key": self._alive_key}
                 with contextlib.suppress(WorldError):
                     self._call(lambda conn, _: conn.execute(self._sql["tail_off"], params))
+
+
+def _kept_base(kept: Any, count: int) -> tuple[int, int]:
+    """`(count, crc)` of the longest prefix up to `count` items whose digest is kept (`kept`:
+    a stream's in `_digests`), `(0, 0)` if none is."""
+    if kept is None:
+        return 0, 0
+    return max([(n, crc) for n, crc in [(kept[1], kept[2]), *kept[3]] if n <= count],
+               default=(0, 0))  # fmt: skip
 
 
 def _digest_start(first: int, count: int, after: tuple[int, Any] | None) -> int:
