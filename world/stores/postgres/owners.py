@@ -295,8 +295,10 @@ class Owners(Connected):
         """Items `first` up to `end` of stream `name` as this owner's commits wrote them under
         `lease`, if they wrote every one (None: read them). No one else changes them while
         the lease is held (a repair takes the lease); a caller still checks the stream's row
-        (`made`, `rewrites`) against what it knew, for a lease lost unawares."""
-        if lease is None or lease.lost or lease.failure is not None:
+        (`made`, `rewrites`) against what it knew, for a lease lost unawares. Not after a
+        connection broke or the server changed, until the positions were read again (the
+        database may have kept less: `_recheck`)."""
+        if lease is None or lease.lost or lease.failure is not None or lease.recheck:
             return None
         with self._lock:
             held = lease.written.get(name)
