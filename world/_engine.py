@@ -36,7 +36,7 @@ from ._fork import ForkPlan, check_plan, plan_fork
 from ._offload import offload, runs_inline
 from ._records import InboxState, JournalRecord, StoredRecord
 from ._store import IO, LAZY, RECORD, Order, Scheduling, scheduling
-from ._world import World, check_name, check_run_id, root_of
+from ._world import DRIVING, World, check_name, check_run_id, root_of
 
 Workflow = Callable[[WorkflowContext, Any], Awaitable[Any]]
 T = TypeVar("T")
@@ -406,8 +406,12 @@ class Engine:
     # -- driving ---------------------------------------------------------------------------------
     async def _drive_family(self, family: Family) -> None:
         tried: dict[str, tuple[Any, ...]] = {}
-        while (run := self._pick(family, tried)) is not None:
-            await self._drive_run(family, run)
+        driving = DRIVING.set(family.root)  # its workflows' reads (`DRIVING`)
+        try:
+            while (run := self._pick(family, tried)) is not None:
+                await self._drive_run(family, run)
+        finally:
+            DRIVING.reset(driving)
 
     def _pick(self, family: Family, tried: dict[str, tuple[Any, ...]]) -> Run | None:
         for run in list(family.runs.values()):

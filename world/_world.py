@@ -15,6 +15,7 @@ calls are made), which a store of this interface alone needs none of. Records cr
 
 from __future__ import annotations
 
+import contextvars
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9]{1,9})*")
 _NAME = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,199}")
+# The family an engine is driving in this context (its workflows' own reads): a store may give
+# them the items they appended that wait for the family's next commit, which no other reader
+# may see before they are durable (`StreamStore.read_spans`).
+DRIVING: contextvars.ContextVar[str | None] = contextvars.ContextVar("world_driving", default=None)
 
 
 def check_run_id(run_id: str) -> str:

@@ -579,3 +579,59 @@ def test_an_index_past_the_4_byte_limit_is_rewritten_in_8_byte_form(
     assert not [f for f in _verify.verify(folder) if not f.ok]
     _verify.repair(folder)  # nothing to repair; a rebuilt index would take the same form
     assert (folder / "streams" / "s.idx").read_bytes() == raw
+
+
+def test_a_held_familys_open_batch_is_counted_and_read_without_committing_it(
+    tmp_path: Path,
+) -> None:
+    """A stream of a family held here, with an open batch (the flock held, the items the
+    family's next commit's): its length, items and digest include the batch's without
+    committing the family first (a turn's start read its history so, one commit a turn), and
+    are what the files say once the batch is written. Another reader (not the family's drive)
+    still sees only what a commit made durable."""
+    from world import _journal
+    from world._world import DRIVING
+    from world.stores.local.streams import StreamStore
+
+    store = StreamStore(tmp_path / "streams")
+    commits: list[set[str]] = []
+
+    def commit(roots: set[str], wait: bool) -> None:
+        commits.append(roots)
+        store.put(store.take("r"), stored=True)
+
+    store.route, store.commit_families = (lambda name: "r"), commit
+    name = "events.r"
+    for i in range(3):
+        store.append(name, _journal.frame({"v": {"i": i}}))
+    store.put(store.take("r"), stored=True)  # items 0-2 in the file
+    before = store.digest(name, 3)
+    store.append(name, _journal.frame({"v": {"i": 3}}))
+    store.append(name, _journal.frame({"v": {"i": 4}}))  # 3-4 in the open batch
+    assert store.holds("r")
+    driving = DRIVING.set("r")  # as the engine's drive of family r
+    assert store.length(name) == 5
+    assert [x["i"] for x in store.read(name)] == [0, 1, 2, 3, 4]
+    assert [x["i"] for x in store.read(name, -2)] == [3, 4]
+    spans = store.read_spans(name, [(1, 2), (2, 4), (4, 9)])
+    assert [[x["i"] for x in span] for span in spans] == [[1], [2, 3], [4]]
+    assert store.digest(name, 3) == before
+    ahead = [store.digest(name, n) for n in (4, 5)]
+    assert store.digest(name, 6) is None
+    assert store.digest(name, 5, (3, before)) == ahead[1]  # continued from a checked prefix
+    assert commits == [] and store.holds("r")  # nothing committed to read them
+    store.drain()
+    assert commits == [{"r"}] and not store.holds("r")
+    assert [store.digest(name, n) for n in (3, 4, 5)] == [before, *ahead]
+    assert [x["i"] for x in store.read(name)] == [0, 1, 2, 3, 4]
+    store.append(name, _journal.frame({"v": {"i": 5}}))
+    taken = store.take("r")  # being committed (another thread): 6 goes after it
+    store.append(name, _journal.frame({"v": {"i": 6}}))
+    store.put(taken, stored=True)
+    assert store.length(name) == 7 and [x["i"] for x in store.read(name, 4)] == [4, 5, 6]
+    assert len(commits) == 1
+    DRIVING.reset(driving)
+    assert [x["i"] for x in store.read(name)] == list(range(7)) and len(commits) == 2
+    store.append(name, _journal.frame({"v": {"i": 7}}))
+    assert store.length(name) == 8 and len(commits) == 3  # another reader: committed first
+    store.close()

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 from ... import _journal
 from ..._errors import CorruptJournalError, StorageError, storage_error
-from ..._world import LostItem, check_name
+from ..._world import DRIVING, LostItem, check_name
 from . import stream_index as _stream_index
 from .stream_index import (
     HEADER,
@@ -54,6 +54,8 @@ from .stream_index import (
 )
 from .wal import Patch, patched
 from .watch import DirWatcher, touched
+
+_Index = tuple["array[int]", int, int]  # a stream's item offsets, item count and data end
 
 
 class _Writer:
@@ -252,6 +254,10 @@ class _StreamReads:
         while the step's items wait for the step's commit)."""
         if name in self._batched:
             self.drain()
+        return self._file_index(name)
+
+    def _file_index(self, name: str) -> _Index:
+        """`_index` of the data file as it is (an open batch of `name` not written first)."""
         self._raise_failure()
         if self.before_read is not None:
             self.before_read(name)
@@ -340,7 +346,12 @@ class _StreamReads:
     ) -> list[list[Any]]:
         """``read`` of each ``(start, end)`` of ``spans`` (ascending): one read of the bytes
         they lie in, and only their items decoded (a reader picking a few items out of many)."""
-        offsets, n, data_end = self._index(name)
+        return self._read_spans(self._index(name), name, spans, retry=retry)
+
+    def _read_spans(
+        self, index: _Index, name: str, spans: list[tuple[int, int]], *, retry: bool
+    ) -> list[list[Any]]:
+        offsets, n, data_end = index
         cut = [(max(start, 0), max(min(end, n), 0)) for start, end in spans]
         cut = [(start, max(start, stop)) for start, stop in cut]
         wanted = [(start, stop) for start, stop in cut if start < stop]
@@ -393,7 +404,12 @@ class _StreamReads:
         """(bytes, crc32) of the data file up to the end of item `count` (None: fewer items);
         given `after`, a digest just checked for fewer items, only the bytes after them are
         read (the crc continues from theirs)."""
-        offsets, n, data_end = self._index(name)
+        return self._digest(self._index(name), name, count, after)
+
+    def _digest(
+        self, index: _Index, name: str, count: int, after: tuple[int, Any] | None
+    ) -> tuple[int, int] | None:
+        offsets, n, data_end = index
         if count > n:
             return None
         stop = offsets[count] if count < n else data_end
@@ -654,6 +670,71 @@ class StreamStore(_StreamReads):
             roots.discard(keep)
         if roots:
             self.commit_families(roots, not nested)
+
+    def _own_batch(self, name: str) -> _Writer | None:
+        """Stream ``name``'s open batch, to the drive of its family held here (call holding the
+        lock): its own items, made durable by the family's next commit, counted and read from
+        it, not committed first (a turn reads its history's length, first item and digest as
+        it starts). None: read the files, committed first (no one else sees them before)."""
+        root = self.route(name) if self.route is not None else None
+        if root is None or root != DRIVING.get() or name in self._taken:
+            return None  # (taken: being committed, neither in the file nor in the batch)
+        return self._batched.get(name)
+
+    def length(self, name: str) -> int:
+        if name in self._batched:
+            with self._lock:
+                if (writer := self._own_batch(name)) is not None:
+                    self._raise_failure()
+                    return writer.count
+        return super().length(name)
+
+    def read_spans(
+        self, name: str, spans: list[tuple[int, int]], *, retry: bool = True
+    ) -> list[list[Any]]:
+        if name in self._batched and spans:
+            with self._lock:
+                if (writer := self._own_batch(name)) is not None:
+                    return self._read_with_batch(writer, name, spans, retry)
+        return super().read_spans(name, spans, retry=retry)
+
+    def _read_with_batch(
+        self, writer: _Writer, name: str, spans: list[tuple[int, int]], retry: bool
+    ) -> list[list[Any]]:
+        """`read_spans` with an open batch of its own (`_own_batch`): the items before it from
+        the file as it is, the batch's decoded from its frames (as written they would read)."""
+        at, count = writer.batch_index, writer.count
+        below = [(s, min(e, at)) for s, e in spans]
+        read = self._read_spans(self._file_index(name), name, below, retry=retry)
+        if all(e <= at for _, e in spans):
+            return read
+        data_path, _ = self._strings(name)
+        parsed = _journal.parse(b"".join(writer.batch), writer.batch_at, data_path)
+        items = [r.get("v") for _, r in parsed.records]
+        if len(items) != count - at:  # (never: the frames are this store's own)
+            raise CorruptJournalError(data_path, writer.batch_at, what="an open batch unreadable")
+        return [
+            part + items[max(s - at, 0) : max(min(e, count) - at, 0)]
+            for part, (s, e) in zip(read, spans, strict=True)
+        ]
+
+    def digest(
+        self, name: str, count: int, after: tuple[int, Any] | None = None
+    ) -> tuple[int, int] | None:
+        if name in self._batched:
+            with self._lock:
+                if (writer := self._own_batch(name)) is not None:
+                    # The file's bytes to the batch, then its frames: the file's once written.
+                    at = min(count, writer.batch_index)
+                    since = after if after is not None and after[0] <= at else None
+                    head = self._digest(self._file_index(name), name, at, since)
+                    if count <= at:
+                        return head
+                    if head is None or head[0] != writer.batch_at or count > writer.count:
+                        return None
+                    data = b"".join(writer.batch[: count - at])
+                    return head[0] + len(data), zlib.crc32(data, head[1])
+        return super().digest(name, count, after)
 
     def holds(self, root: str) -> bool:
         """Whether items of family ``root``'s streams wait in open batches for its commit."""
