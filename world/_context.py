@@ -288,10 +288,7 @@ class WorkflowContext:
             await self._engine.io(self._claim_now, token)
         while self._unchecked_hooks:
             token = self._unchecked_hooks.pop(0)
-            owner = self._engine._store.known_hook_owner(token)  # (the lease's: no thread hop)
-            if owner is None:
-                owner = await self._engine.io(self._engine.world.hook_owner, token)
-            self._check_owner(token, owner)
+            self._check_owner(token, await self._engine.io(self._engine.world.hook_owner, token))
 
     async def _release_closed(self) -> None:
         while self._closed_hooks:

@@ -144,12 +144,6 @@ class Scheduling:
         may then skip a trip off the loop when nothing came."""
         return None
 
-    def known_hook_owner(self, token: str) -> str | None:
-        """`hook_owner` when the store knows it without a wait (a network store answering
-        from the lease of the family whose run claimed or looked up the token); None: ask
-        `hook_owner`. A caller on an event loop may then skip a trip off the loop."""
-        return None
-
 
 class Store(World, Scheduling):
     """A built-in store: the public `World` and the engine's `Scheduling` of it."""

@@ -46,9 +46,6 @@ if TYPE_CHECKING:
     from .world import PostgresWorld
 
 
-# Bytes of the items its commits wrote that a lease keeps for digests (`_PgLease.written`).
-WRITTEN_KEPT = 1024 * 1024
-
 # A record to be written: its body, run, generation and kind (`rows.record_row`).
 Row = tuple[bytes, str | None, int | None, str | None]
 # A head to be written: its stored form, and what it says the family waits for (`head_wake`).
@@ -105,10 +102,6 @@ class _PgLease(Lease):
         # A connection broke or the server changed since the positions were last known to be
         # the database's: they are read again before the next commit (`_recheck`).
         self.recheck = False
-        # The items its commits wrote, by stream: (index of the first, the items from it on),
-        # up to `WRITTEN_KEPT` bytes (`Owners._committed`: a digest does not read them back).
-        self.written: dict[str, tuple[int, list[bytes]]] = {}
-        self.written_bytes = 0
 
     def release(self) -> None:
         self.world._release(self)
@@ -268,43 +261,10 @@ class Owners(Connected):
                 self._refused(conn, lease, "write to its journal and streams", first, code)
 
         self._call(go)
-        self._keep_written(lease, batch.items)
         # The batch notified only if another world object tails the family: this one's own
         # tails are woken here.
         for name in {item[0] for item in batch.items}:
             self._signals.fire("s" + name)
-
-    def _keep_written(self, lease: _PgLease, items: list[tuple[str, int, bytes]]) -> None:
-        """Keep the items a commit of `lease` wrote (`_PgLease.written`); past `WRITTEN_KEPT`
-        bytes none are kept any more (they are read back)."""
-        with self._lock:
-            for name, idx, data in items:
-                held = lease.written.get(name)
-                if held is not None and held[0] + len(held[1]) == idx:
-                    held[1].append(data)
-                else:  # its first (a gap is not expected: then only what follows is kept)
-                    lease.written[name] = (idx, [data])
-                lease.written_bytes += len(data)
-            if lease.written_bytes > WRITTEN_KEPT:
-                lease.written.clear()
-                lease.written_bytes = 0
-
-    def _committed(
-        self, lease: _PgLease | None, name: str, first: int, end: int
-    ) -> list[bytes] | None:
-        """Items `first` up to `end` of stream `name` as this owner's commits wrote them under
-        `lease`, if they wrote every one (None: read them). No one else changes them while
-        the lease is held (a repair takes the lease); a caller still checks the stream's row
-        (`made`, `rewrites`) against what it knew, for a lease lost unawares. Not after a
-        connection broke or the server changed, until the positions were read again (the
-        database may have kept less: `_recheck`)."""
-        if lease is None or lease.lost or lease.failure is not None or lease.recheck:
-            return None
-        with self._lock:
-            held = lease.written.get(name)
-            if held is None or not held[0] <= first <= end <= held[0] + len(held[1]):
-                return None
-            return held[1][first - held[0] : end - held[0]]
 
     def _recheck(self, conn: psycopg.Connection[Any], lease: _PgLease, batch: _Batch) -> None:
         """Before `batch` is written after a broken connection or a server change: the

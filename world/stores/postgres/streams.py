@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import threading
 import zlib
 from collections.abc import AsyncIterator, Hashable, Sequence
@@ -71,9 +70,10 @@ class Streams(Owners):
             raise StoreUnavailableError(self._unreachable(failure))
 
     def stream_append(self, name: str, item: Any) -> int:
-        root = _checked_root(name)
+        check_name(name, "stream name")
         self._writable()
         data = _codec.encode(item, "stream item")
+        root = _stream_root(name)
         lease = self._leases.get(root) if root is not None else None
         if lease is None:
             return self._append_unowned(name, root, data)
@@ -157,7 +157,8 @@ class Streams(Owners):
         return out
 
     def stream_length(self, name: str) -> int:
-        root = _checked_root(name)
+        check_name(name, "stream name")
+        root = _stream_root(name)
         lease = self._leases.get(root) if root is not None else None
         if lease is not None and not lease.lost:  # known while held: no round trip
             return lease.lengths.get(name, 0)
@@ -179,24 +180,15 @@ class Streams(Owners):
         # changed or removed since (an append changes neither `made` nor `rewrites`). The row
         # and those items are one statement, read from where the kept digest ends; only when
         # the row says it is stale are the items read again from where they must start.
-        # Items this owner committed under its lease are not read back: the row alone is
-        # read, and they are taken from the lease while the row says nothing was changed or
-        # removed since the kept digest (`Owners._committed`).
         check_name(name, "stream name")
-        lease = self._settled(name)
+        self._settled(name)
         kept = self._digests.get(name)
         base, crc = _kept_base(kept, count)
         first = _digest_start(base, count, after)
-        mine = None if kept is None else self._committed(lease, name, first, count)
-        start = first if mine is None else count
-        rows = self._all("stream_digest", {"name": name, "start": start, "end": count})
+        rows = self._all("stream_digest", {"name": name, "start": first, "end": count})
         if count > (int(rows[0][0]) if rows else 0):
             return None
         token = None if not rows else (str(rows[0][1]), int(rows[0][2]))
-        if mine is not None and kept is not None and kept[0] != token:  # changed: read them
-            mine = None
-            rows = [(None, None, None, idx, item) for idx, item in self._all(
-                "stream_read", {"name": name, "start": first, "end": count})]  # fmt: skip
         if first == base > 0 and kept is not None and kept[0] != token:  # a stale digest's
             base, crc = 0, 0
             first = _digest_start(0, count, after)
@@ -207,8 +199,6 @@ class Streams(Owners):
         for *_, idx, item in rows:
             if idx is not None:
                 crc = zlib.crc32(b"\xc1" if item is None else bytes(item), crc)  # (never msgpack)
-        for data in mine or ():
-            crc = zlib.crc32(data, crc)
         if token is not None:
             self._keep_digest(name, kept, (token, count, crc))
         return count, crc
@@ -308,15 +298,6 @@ def _digest_start(first: int, count: int, after: tuple[int, Any] | None) -> int:
     ):
         return after[0]
     return first
-
-
-@functools.lru_cache(maxsize=4096)
-def _checked_root(name: str) -> str | None:
-    """`check_name` and `_stream_root` of a stream name, kept for the names used last (an
-    owner appends to the same few streams all turn long: ~2 us an append); an invalid name
-    raises every time (an exception is not kept)."""
-    check_name(name, "stream name")
-    return _stream_root(name)
 
 
 def _stream_root(name: str) -> str | None:

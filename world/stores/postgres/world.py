@@ -429,9 +429,6 @@ class PostgresWorld(Streams):
         row = self._one("hook_owner", {"token": token})
         return None if row is None else self._keep_hook(token, str(row[0]))
 
-    def known_hook_owner(self, token: str) -> str | None:
-        return self._known_hook(token)
-
     def _known_hook(self, token: str) -> str | None:
         with self._lock:
             for lease in self._leases.values():
