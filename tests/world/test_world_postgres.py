@@ -117,9 +117,10 @@ def test_a_schema_of_version_10_is_given_its_members_table_keeping_its_rows(url:
 def test_a_head_rewritten_many_times_keeps_its_table_a_few_pages() -> None:
     """A head rewritten at every drive's end, of a size that left a page whose free space
     was too small for the next version and too large to be pruned (a new page every six
-    versions without the heads' fill factor: 50 pages), stays in a few pages (a page is
-    pruned only if no one else has it pinned at that moment: a checkpoint writing it out
-    makes a version skip it). A database of its own: another test's open transaction
+    versions without the heads' fill factor: 50 pages, every run), stays in far fewer (a
+    page is pruned only if no one else has it pinned at that moment: a checkpoint or the
+    background writer writing it out makes a version skip it, more often on a loaded
+    machine). A database of its own: another test's open transaction
     would keep every version."""
     import secrets
 
@@ -131,7 +132,7 @@ def test_a_head_rewritten_many_times_keeps_its_table_a_few_pages() -> None:
                 world.write_head("r1", {"v": 1, "runs": {}, "pad": secrets.token_bytes(1150)})
             with psycopg.connect(url, autocommit=True) as conn:
                 row = conn.execute("SELECT pg_relation_size('eve.heads') / 8192").fetchone()
-            assert row is not None and row[0] <= 15
+            assert row is not None and row[0] <= 25  # (half of 50; seen: 1-9, over 15 under load)
         finally:
             world.close()
 
