@@ -59,14 +59,16 @@ class _Kept:
     against the stream, at most what the fold took); its held turns before the last, frozen
     (by number); ``base``: the index of the checkpoint record that holds the turns before
     the held ones (-1: none needed); ``older``: checkpoint records decoded for pages of
-    earlier turns, by index (their turns frozen)."""
+    earlier turns, by index (their turns frozen); ``reach``: how many records the latest
+    page that ends at the held turns needed."""
 
-    __slots__ = ("base", "count", "digest", "due", "fold", "frozen", "older")
+    __slots__ = ("base", "count", "digest", "due", "fold", "frozen", "older", "reach")
 
     def __init__(self, fold: ViewFold, count: int = 0, digest: Any = None, base: int = -1) -> None:
         self.fold, self.count, self.digest, self.base = fold, count, digest, base
         self.frozen: dict[int, Any] = {}
-        self.older: OrderedDict[int, _Part] = OrderedDict()
+        self.older: dict[int, _Part] = {}
+        self.reach = 0
         # Restored from a checkpoint: its state, and the turns whose texts are not read yet.
         self.due: tuple[FoldState, set[int]] | None = None
 
@@ -83,7 +85,7 @@ class _Part(NamedTuple):
     held_marks: list[MarkView]
 
 
-_RECORDS_KEPT = 8  # decoded checkpoint records a kept fold keeps for pages of earlier turns
+_RECORDS_KEPT = 8  # decoded checkpoint records a kept fold keeps at least (see `_keep_older`)
 
 
 class Checkpoint(TypedDict):
@@ -277,21 +279,24 @@ class ViewCache:
         parts: list[list[Any]] = []
         want, marks = kept.fold.before + 1, kept.fold.marks_before  # what the base must hold
         index = kept.base
+        walked = 0
         while True:
             part = self._part(reader, kept, index) if index >= 0 else None
             if part is None or part.turns != want or part.marks != marks:
                 return None
             _take_part(part, lo, hi, turns, parts)
+            walked += 1
             if part.since + 1 <= lo or part.since == 0:
                 break
             want, marks, index = part.since + 1, part.marks_from, index - 1
+        if hi > kept.fold.before:  # a page ending at the held turns (the default one's case)
+            kept.reach = walked
         return turns, [m for found in reversed(parts) for m in found]
 
     def _part(self, reader: EventReader, kept: _Kept, index: int) -> _Part | None:
         """Checkpoint record ``index`` of ``kept``'s session, decoded (kept a while)."""
         part = kept.older.get(index)
         if part is not None:
-            kept.older.move_to_end(index)
             return part
         records = self.world.stream_read(checkpoint_stream(reader.session_id), index, index + 1)
         record = records[0] if records else None
@@ -309,8 +314,7 @@ class ViewCache:
             freeze(state["marks"]),
         )
         kept.older[index] = part
-        while len(kept.older) > _RECORDS_KEPT:
-            kept.older.popitem(last=False)
+        _keep_older(kept, index)
         return part
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -376,8 +380,7 @@ class ViewCache:
             FrozenList(turns),
             freeze(held_marks),
         )
-        while len(kept.older) > _RECORDS_KEPT:
-            kept.older.popitem(last=False)
+        _keep_older(kept, index)
 
     def _after(
         self, session_id: str, latest: Checkpoint | None
@@ -438,6 +441,17 @@ class ViewCache:
         kept.due = (state, numbers) if refs_of(state) else None  # read as pages show them
         self._fill(reader, kept, range(1, 2))  # the first message (a listing's row) now
         return kept
+
+
+def _keep_older(kept: _Kept, new: int) -> None:
+    """Let ``kept``'s oldest decoded records but the ``new`` one go beyond what its latest
+    page at the held turns needed (at least :data:`_RECORDS_KEPT`). Oldest first, not least
+    recently used: a page walks its records newest first, so with fewer kept than it needs,
+    an LRU order let go each time the one the next page reads first, and every view decoded
+    them all again (turns of ~300 events: 10 records a page, ~100 ms a view). A walk further
+    back lets go the record it passed last (not needed by the next page)."""
+    while len(kept.older) > max(_RECORDS_KEPT, kept.reach + 1):
+        del kept.older[min(i for i in kept.older if i != new)]
 
 
 def _take_part(

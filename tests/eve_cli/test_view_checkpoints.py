@@ -188,3 +188,48 @@ def test_the_writers_view_after_a_checkpoint_reads_no_turn_back(
         rt.close()
 
     asyncio.run(main())
+
+
+def test_a_page_needing_more_records_than_kept_decodes_each_once(
+    open_world: WorldOpener, tmp_path: Path, every: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page whose turns span more checkpoint records than a kept fold keeps by default
+    keeps them all: its views decode no record again, in the writer and in another process
+    (records kept least recently used were each let go just before the next page read it)."""
+    monkeypatch.setattr(_view, "_RECORDS_KEPT", 2)
+    agent = write_agent(tmp_path / "agent", script=[reply(f"reply {n}") for n in range(12)])
+    read: list[set[int]] = []  # one entry per record (or turn) whose texts a view read back
+    real = _view._messages
+
+    def messages(reader: Any, refs: set[int]) -> dict[int, str]:
+        read.append(refs)
+        return real(reader, refs)
+
+    monkeypatch.setattr(_view, "_messages", messages)
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent, world=open_world())
+        if rt.world.stream_digest(events_stream("s_1"), 0) is None:
+            pytest.skip("a world without digests folds afresh every time")
+        sid = await rt.create_session()
+        for n in range(9):
+            await rt.deliver(sid, f"message {n}")
+            if n == 1:
+                read.clear()  # (a first view may start from a checkpoint: its first message)
+            view = await rt.drive(sid)
+            assert [t["input"] for t in view["turns"]] == [f"message {i}" for i in range(n + 1)]
+        assert len(rt.world.stream_read(checkpoint_stream(sid))) >= 6
+        assert read == []
+        other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
+        views, decoded = [], []
+        for _ in range(3):
+            before = len(read)
+            views.append(other.session(sid, None))
+            decoded.append(len(read) - before)
+        assert decoded[0] >= 6  # the other process decodes them once (a third view: none)
+        assert decoded[2] == 0
+        assert _folded(views[2]) == _folded(rt.session(sid, None))
+        other.close()
+        rt.close()
+
+    asyncio.run(main())
