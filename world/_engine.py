@@ -33,7 +33,7 @@ from ._errors import (
 )
 from ._family import FINISHED, Family, Run, build_head, load_family
 from ._fork import ForkPlan, check_plan, plan_fork
-from ._offload import offload, runs_inline
+from ._offload import offload, quick_wait, runs_inline
 from ._records import InboxState, JournalRecord, StoredRecord
 from ._store import IO, LAZY, RECORD, Order, Scheduling, scheduling
 from ._world import DRIVING, World, check_name, check_run_id, root_of
@@ -150,9 +150,10 @@ class Engine:
         `_offload.runs_inline`: a network world's on a thread, a disk world's there while
         several families are driven, a memory world's inline); the caller goes on only once
         it has returned (a cancellation waits for it: `_offload.offload`)."""
-        if runs_inline(self._store.io, self._driving):
+        io, driving = self._store.io, self._driving
+        if runs_inline(io, driving):
             return fn(*args, **kwargs)
-        return await offload(fn, *args, **kwargs)
+        return await offload(fn, *args, wait=quick_wait(io, driving), **kwargs)
 
     # -- outside workflows -----------------------------------------------------------------------
     async def start(
