@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -63,7 +64,8 @@ async def offload(fn: Callable[..., T], *args: Any, wait: float = 0.0, **kwargs:
     # `run_in_executor` and `shield`: their chained futures cost ~30 us more a call, and a
     # network store makes one a step).
     loop = asyncio.get_running_loop()
-    call = pool().submit(fn, *args, **kwargs)
+    # In the caller's context: a store knows a drive's own reads by it (`_world.DRIVING`).
+    call = pool().submit(contextvars.copy_context().run, fn, *args, **kwargs)
     if wait > 0.0:
         with contextlib.suppress(TimeoutError):
             return call.result(wait)

@@ -787,6 +787,52 @@ def test_a_quick_unobserved_effect_leaves_its_records_to_the_next_effect(url: st
         other.close()
 
 
+def test_a_drive_reads_its_own_waiting_items_without_committing_them(url: str) -> None:
+    """The drive of a held family (`DRIVING`) reads its streams' items that wait for the
+    family's next commit from the lease: their length, the items and a digest continued
+    over their bytes (what the database gives once they are written), with no commit and no
+    round trip for what is not stored; any other reader commits them first."""
+    from world._world import DRIVING
+
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    owner._commits.wait = 60.0  # (the commit queue's timer does not commit them meanwhile)
+    batches = _threads_of(owner, "_send_batch", after=True)
+    try:
+        rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+        name = f"events.{rid}"
+        lease = owner.acquire(rid)
+        for i in range(3):
+            owner.stream_append(name, {"i": i})  # (no loop: each committed at once)
+        stored = owner.stream_digest(name, 3)
+
+        async def drive() -> None:
+            for i in range(3, 6):
+                owner.stream_append(name, {"i": i})  # waiting for the next commit
+            driving = DRIVING.set(rid)
+            try:
+                batches.clear()
+                assert owner.stream_length(name) == 6
+                assert [x["i"] for x in owner.stream_read(name)] == list(range(6))
+                assert [x["i"] for x in owner.stream_read(name, -2)] == [4, 5]
+                assert [x["i"] for x in owner.stream_read(name, 2, 4)] == [2, 3]
+                assert owner.stream_digest(name, 3) == stored
+                ahead = [owner.stream_digest(name, n) for n in (4, 5, 6)]
+                assert owner.stream_digest(name, 7) is None
+                assert owner.stream_digest(name, 6, (4, ahead[0])) == ahead[2]
+                assert batches == [] and other.stream_length(name) == 3  # nothing written
+            finally:
+                DRIVING.reset(driving)
+            assert [x["i"] for x in owner.stream_read(name)] == list(range(6))  # (not driving)
+            assert len(batches) == 1 and other.stream_length(name) == 6
+            assert [other.stream_digest(name, n) for n in (4, 5, 6)] == ahead
+
+        asyncio.run(drive())
+        lease.release()
+    finally:
+        owner.close()
+        other.close()
+
+
 def _threads_of(world: PostgresWorld, name: str, *, after: bool = False) -> list[str]:
     """The names of the threads `world.<name>` is called on, from now on (`after`: each
     once the call returned, so a waiter seeing it knows the call's work is done)."""

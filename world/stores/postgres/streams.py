@@ -21,6 +21,7 @@ from ..._errors import (
     WorldError,
 )
 from ..._world import (
+    DRIVING,
     LostItem,
     check_name,
     check_run_id,
@@ -139,11 +140,43 @@ class Streams(Owners):
             self._failed(lease)
         return lease
 
+    def _own_waiting(self, name: str) -> tuple[int, list[bytes]] | None:
+        """For the drive of the family of stream `name` (`DRIVING`), held here: the stream's
+        stored length and its items that wait in the lease for the family's next commit (in
+        index order), taken without committing them: a turn reads back what it appended as
+        it starts (its history, the texts of its replies, a window's digest). None for any
+        other reader, and while a batch of the family is being written (neither waiting nor
+        stored yet), or the lease is lost or failed: it commits first, as before."""
+        root = _stream_root(name)
+        if root is None or root != DRIVING.get():
+            return None
+        lease = self._leases.get(root)
+        if lease is None:
+            return None
+        with self._lock:  # (a commit takes its batch under this lock, holding `committing`)
+            if lease.lost or lease.failure is not None or lease.committing.locked():
+                return None
+            waiting = [data for stream, _, data in lease.pending if stream == name]
+            return lease.lengths.get(name, 0) - len(waiting), waiting
+
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         check_name(name, "stream name")
         if start < 0:
             start = max(self.stream_length(name) + start, 0)
-        self._settled(name)
+        own = self._own_waiting(name)
+        if own is None:
+            self._settled(name)
+            return self._stored_items(name, start, end)
+        stored, waiting = own
+        stop = stored + len(waiting) if end is None else min(end, stored + len(waiting))
+        out = self._stored_items(name, start, min(stop, stored)) if start < stored else []
+        what = f"{self.where}: stream {name}"
+        for idx in range(max(start, stored), stop):
+            out.append(self._decoded(idx, waiting[idx - stored], what, record=False))
+        return out
+
+    def _stored_items(self, name: str, start: int, end: int | None) -> list[Any]:
+        """Items `start` to `end` of stream `name` as the database has them."""
         rows = self._all("stream_read", {"name": name, "start": start, "end": end})
         # An item `eve doctor --repair` replaced (NULL) reads as lost, and so does an item
         # missing (a hole an older eve left in a crash of the server): every item is read at
@@ -181,7 +214,36 @@ class Streams(Owners):
         # and those items are one statement, read from where the kept digest ends; only when
         # the row says it is stale are the items read again from where they must start.
         check_name(name, "stream name")
-        self._settled(name)
+        own = self._own_waiting(name)
+        if own is None:
+            self._settled(name)
+        elif count > own[0]:  # over items waiting for the commit: continued over their bytes
+            return self._digest_waiting(name, count, after, *own)
+        return self._stored_digest(name, count, after)
+
+    def _digest_waiting(
+        self, name: str, count: int, after: tuple[int, Any] | None, stored: int,
+        waiting: list[bytes],
+    ) -> Any:  # fmt: skip
+        """`stream_digest` of `count` items, the last of them among the `waiting` ones after
+        the `stored`: what it is once they are written."""
+        if count > stored + len(waiting):
+            return None
+        first = _digest_start(stored, count, after)
+        if first == stored:  # the stored prefix's (a known longer one's is `after`'s)
+            known = after if after is not None and after[0] <= stored else None
+            digest = self._stored_digest(name, stored, known)
+            if digest is None:
+                return None
+            crc = digest[1]
+        else:
+            crc = after[1][1] if after is not None else 0
+        for data in waiting[first - stored : count - stored]:
+            crc = zlib.crc32(data, crc)
+        return count, crc
+
+    def _stored_digest(self, name: str, count: int, after: tuple[int, Any] | None) -> Any:
+        """`stream_digest` of `count` items the database has."""
         kept = self._digests.get(name)
         base, crc = _kept_base(kept, count)
         first = _digest_start(base, count, after)
