@@ -246,10 +246,13 @@ class Executor:
         kept = self._windows.pop(session_id, None)
         items: list[Message] = []
         checked = None  # (count, digest) seen unchanged just now
-        if kept is not None and kept[0] == start and start + len(kept[1]) <= end:
-            unchanged = self.world.stream_digest(name, start + len(kept[1])) == kept[2]
-            items = list(kept[1]) if unchanged else []
-            checked = (start + len(items), kept[2]) if unchanged else None
+        # A window that starts further on (a compaction moved its start) takes the kept
+        # items from there: the digest is of the stream's whole prefix they end.
+        stop = kept[0] + len(kept[1]) if kept is not None else -1
+        if kept is not None and kept[0] <= start <= stop <= end:
+            unchanged = self.world.stream_digest(name, stop) == kept[2]
+            items = list(kept[1][start - kept[0] :]) if unchanged else []
+            checked = (stop, kept[2]) if unchanged else None
         if start + len(items) < end:
             first = start + len(items)
             read = self.world.stream_read(name, first, end)

@@ -21,6 +21,7 @@ from eve_cli.execution import (
     Lineage,
     SessionRow,
     SessionView,
+    ViewFold,
     first_message,
     fold,
     fresh_start,
@@ -212,8 +213,7 @@ class Reader:
         row = summary(sid, tail)
         if row["agent"] is None:  # nothing in the tail names it: since its last turn began
             row["agent"] = self.status_at(sid)[2] or self._agent_name(sid)
-        # The first message is among the first events (session.started, turn.started, …).
-        row["first"] = first_message(fold(sid, self.events(sid, 0, end=_FIRST_EVENTS)))
+        row["first"] = self._first_message(sid)
         self._add_origin(row, sid)
         row["bytes"] = self._bytes(sid)
         return row
@@ -229,7 +229,7 @@ class Reader:
             row["first"] = (
                 first_message(kept.view)  # a kept fold took every event
                 if not kept.before
-                else first_message(fold(root, self.events(root, 0, end=_FIRST_EVENTS)))
+                else self._first_message(root, self.core.present_meta(root))
             )
             row["agent"] = row["agent"] or self._agent_name(root)
             row["bytes"] = self._bytes(root)
@@ -243,6 +243,17 @@ class Reader:
         # (10,000 heads: 0.1 s); a list decodes natively, and `_same` compares it as a tuple.
         token = list(count) if isinstance(count, tuple) else count
         return {"row": row, "events": token, "bytes": bytes_}
+
+    def _first_message(self, sid: str, meta: SessionMeta | None = None) -> str | None:
+        """The session's first message, from its first events (session.started,
+        turn.started, …), reading the text of that message alone (a row shows no other)."""
+        reader = self.core.reader(sid, meta)
+        items = self.world.stream_read(events_stream(sid), 0, _FIRST_EVENTS)
+        folded = ViewFold(sid).feed(reader.read(0, items, texts=False, refs=True))
+        turns = folded.view["turns"]
+        if turns and (ref := folded.inputs.get(turns[0].get("number", 0))) is not None:
+            turns[0]["input"] = reader.texts({ref}).get(ref, "")
+        return first_message(folded.view)
 
     def event_count(self, sid: str) -> Any:
         """What identifies the stored events of ``sid`` (`World.stream_versions`: any append

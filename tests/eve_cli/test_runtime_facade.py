@@ -375,6 +375,71 @@ def test_history_window_kept_between_turns_is_checked_against_the_stream(
     asyncio.run(main())
 
 
+def test_a_window_whose_start_moved_on_takes_the_kept_items_from_there(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    """A compaction moves the window's start: the items kept from before are taken from the
+    new start (their stream prefix checked unchanged), none read again, nor their texts."""
+    from eve_cli._session import history_stream
+
+    agent = make_agent(script=[reply("one"), reply("two"), reply("three")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        for text in ("a", "b", "c"):
+            await rt.deliver(sid, text)
+            await rt.drive(sid)
+        window = rt.executor.history_window
+        whole = window(sid, 0, 6)
+        assert [m["content"] for m in whole] == ["a", "one", "b", "two", "c", "three"]
+        read: list[tuple[str, int]] = []
+        real = rt.world.stream_read
+
+        def counted(name: str, start: int = 0, end: int | None = None) -> list[Any]:
+            read.append((name, start))
+            return real(name, start, end)
+
+        rt.world.stream_read = counted  # type: ignore[method-assign]
+        assert window(sid, 2, 6) == whole[2:]
+        assert window(sid, 4, 6) == whole[4:]
+        assert read == []  # (a stream's digest is not a read of its items)
+        assert window(sid, 0, 6) == whole  # (an earlier start than kept: read again)
+        assert (history_stream(sid), 0) in read
+
+    asyncio.run(main())
+
+
+def test_a_row_reads_the_text_of_the_first_message_alone(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    """A listing row's first message: the first events, and that message's history item
+    (the replies among those events keep their texts unread: a row shows none)."""
+    from eve_cli._session import events_stream, history_stream
+
+    agent = make_agent(script=[reply("one " * 50), reply("two " * 50)])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        for text in ("the first message", "b"):
+            await rt.deliver(sid, text)
+            await rt.drive(sid)
+        read: list[tuple[str, int, int | None]] = []
+        real = rt.world.stream_read
+
+        def counted(name: str, start: int = 0, end: int | None = None) -> list[Any]:
+            read.append((name, start, end))
+            return real(name, start, end)
+
+        rt.world.stream_read = counted  # type: ignore[method-assign]
+        assert rt.reader._first_message(sid) == "the first message"
+        assert read == [(events_stream(sid), 0, 16), (history_stream(sid), 0, 1)]
+        assert rt.sessions()[0]["first"] == "the first message"
+
+    asyncio.run(main())
+
+
 def test_a_session_made_again_after_gc_is_not_read_from_what_was_kept(
     make_agent: AgentFactory, isolated: Path
 ) -> None:
