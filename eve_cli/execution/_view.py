@@ -349,7 +349,9 @@ class ViewCache:
             "turns": folded.before + len(folded.view["turns"]),
             "since": since if state is not None else 0,
             "marks": folded.marks_before + len(folded.view.get("marks", [])),
-            "data": zlib.compress(encode(fold_state(folded, since, marks), "a session's view"), 9),
+            # zlib's default level: a third of level 9's time (~1.1-1.9 ms a checkpoint of
+            # 50-step turns) for ~2% more bytes.
+            "data": zlib.compress(encode(fold_state(folded, since, marks), "a session's view"), 6),
         }
         index = self.world.stream_append(checkpoint_stream(session_id), record)
         self._marks[session_id] = count
