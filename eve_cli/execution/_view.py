@@ -60,7 +60,8 @@ class _Kept:
     (by number); ``base``: the index of the checkpoint record that holds the turns before
     the held ones (-1: none needed); ``older``: checkpoint records decoded for pages of
     earlier turns, by index (their turns frozen); ``reach``: how many records the latest
-    page that ends at the held turns needed."""
+    page that ends at the held turns needed (at most those of a default page: a record holds
+    at least one turn more than the one before)."""
 
     __slots__ = ("base", "count", "digest", "due", "fold", "frozen", "older", "reach")
 
@@ -290,7 +291,8 @@ class ViewCache:
                 break
             want, marks, index = part.since + 1, part.marks_from, index - 1
         if hi > kept.fold.before:  # a page ending at the held turns (the default one's case)
-            kept.reach = walked
+            kept.reach = min(walked, PAGE + 1)  # (a longer page's records are not all kept)
+            _keep_older(kept, -1)
         return turns, [m for found in reversed(parts) for m in found]
 
     def _part(self, reader: EventReader, kept: _Kept, index: int) -> _Part | None:

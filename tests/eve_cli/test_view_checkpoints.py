@@ -228,6 +228,10 @@ def test_a_page_needing_more_records_than_kept_decodes_each_once(
             decoded.append(len(read) - before)
         assert decoded[0] >= 6  # the other process decodes them once (a third view: none)
         assert decoded[2] == 0
+        # A page of every turn walks every record: it keeps no more than a default page's.
+        monkeypatch.setattr(_view, "PAGE", 3)
+        other.session(sid, None, 1)
+        assert len(other.core.views._folds[sid].older) <= 3 + 2
         assert _folded(views[2]) == _folded(rt.session(sid, None))
         other.close()
         rt.close()
