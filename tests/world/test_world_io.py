@@ -4,6 +4,7 @@ round trips do not stall the loop that drives the others (and serves HTTP)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from typing import Any
@@ -82,6 +83,43 @@ def test_a_network_worlds_calls_never_hold_the_loop() -> None:
     # not the maximum, so that a loaded machine's one late wake-up does not count as a stall.
     gaps.sort()
     assert len(gaps) > 20 and gaps[len(gaps) * 9 // 10] < DELAY / 2, (gaps[-5:], elapsed)
+
+
+def test_a_solo_drives_quick_call_is_taken_without_a_turn_of_the_loop() -> None:
+    """While at most one family is driven, the loop waits up to `QUICK_WAIT` for a network
+    world's call: a quick result is taken with nothing else run meanwhile (no wake-up from
+    the thread); a slower one lets the loop go on. Either runs in the caller's context."""
+    from world._offload import QUICK_WAIT
+
+    world = SlowWorld()
+    engine = Engine(world, {"steps": steps})
+    probe: contextvars.ContextVar[str] = contextvars.ContextVar("probe", default="unset")
+    ran: list[int] = []
+
+    def quick() -> tuple[str, str]:
+        return threading.current_thread().name, probe.get()
+
+    def slow() -> str:
+        time.sleep(QUICK_WAIT * 20)
+        return probe.get()
+
+    async def main() -> tuple[list[tuple[str, str]], bool, str, bool]:
+        probe.set("caller")
+        loop, results, taken = asyncio.get_running_loop(), [], False
+        for attempt in range(20):  # (a loaded machine may start the thread late once)
+            loop.call_soon(ran.append, attempt)
+            results.append(await engine.io(quick))
+            if attempt not in ran:
+                taken = True
+                break
+        loop.call_soon(ran.append, -1)
+        got = await engine.io(slow)
+        return results, taken, got, -1 in ran
+
+    results, taken, got, went_on = asyncio.run(main())
+    assert all(name != "MainThread" and seen == "caller" for name, seen in results)
+    assert taken  # a quick call's result, with no other callback run before it
+    assert got == "caller" and went_on  # the loop ran meanwhile
 
 
 def test_a_memory_world_is_called_inline() -> None:
