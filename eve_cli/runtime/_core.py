@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -96,6 +97,9 @@ class Core:
         self.executor = Executor(self.world, self.agent_dir)
         self.views = self.executor.views
         self._metas: OrderedDict[str, SessionMeta] = OrderedDict()
+        # Sessions' metas are asked for from the loop and from the runtime's threads at once
+        # (a drive's head note, an HTTP read): one may be forgotten while another looks it up.
+        self._metas_lock = threading.Lock()
         self._agent: AgentDefinition | None = None
         if load_agent:
             self._agent = self._served(self.executor.agent_for(self.stored_dir(self.agent_dir)))
@@ -182,7 +186,8 @@ class Core:
                 f"invalid session id {sid!r}: expected 1-64 of A-Z a-z 0-9 _ - "
                 "(a sub-agent's session adds .<n> parts)"
             )
-        known = self._metas.get(sid)
+        with self._metas_lock:
+            known = self._metas.get(sid)
         return known.copy() if known is not None else None
 
     def meta(self, sid: str) -> SessionMeta:
@@ -190,7 +195,9 @@ class Core:
         known = self.kept_meta(sid)
         root = sid.split(".", 1)[0]
         if known is not None and self.world.heads(roots=[root], inbox=False):
-            self._metas.move_to_end(sid)
+            with self._metas_lock:
+                if sid in self._metas:  # (not forgotten meanwhile)
+                    self._metas.move_to_end(sid)
             return known  # asked several times a turn: the family is still there
         try:
             info = self.engine.info(sid)
@@ -199,9 +206,10 @@ class Core:
         if info.workflow != SESSION_WORKFLOW:
             raise SessionNotFoundError(f"no session {sid!r}")
         meta = cast(SessionMeta, dict(info.meta))  # as create_session and a fork wrote it
-        self._metas[sid] = meta
-        if len(self._metas) > _KEPT_METAS:
-            self._metas.popitem(last=False)
+        with self._metas_lock:
+            self._metas[sid] = meta
+            if len(self._metas) > _KEPT_METAS:
+                self._metas.popitem(last=False)
         return meta.copy()
 
     def meta_or_none(self, sid: str) -> SessionMeta | None:
@@ -222,7 +230,8 @@ class Core:
 
     def forget_meta(self, sid: str) -> None:
         """Drop the kept meta of ``sid`` (removed, or made again by the same create)."""
-        self._metas.pop(sid, None)
+        with self._metas_lock:
+            self._metas.pop(sid, None)
 
     def reader(self, sid: str, meta: SessionMeta | None = None) -> EventReader:
         """The session's event reader (stored events leave out what the run's meta has: the

@@ -440,6 +440,31 @@ def test_a_row_reads_the_text_of_the_first_message_alone(
     asyncio.run(main())
 
 
+def test_a_meta_forgotten_while_it_is_checked_is_no_error(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    """A session's kept meta is checked against the world (a round trip on PostgreSQL) while
+    another thread may forget it (a create made again, a removal): the check still answers."""
+    agent = make_agent(script=[reply("one")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        meta = rt.core.meta(sid)  # kept now
+        real = rt.world.heads
+
+        def heads(*args: Any, **kwargs: Any) -> Any:
+            rt.core.forget_meta(sid)  # as another thread would, during the round trip
+            return real(*args, **kwargs)
+
+        rt.world.heads = heads  # type: ignore[method-assign]
+        assert rt.core.meta(sid) == meta
+        rt.world.heads = real  # type: ignore[method-assign]
+        assert rt.core.meta(sid) == meta  # (looked up again, kept again)
+
+    asyncio.run(main())
+
+
 def test_a_session_made_again_after_gc_is_not_read_from_what_was_kept(
     make_agent: AgentFactory, isolated: Path
 ) -> None:
