@@ -22,6 +22,8 @@ each measurement works in a schema of its own, dropped afterwards.
   one real parked session's rows copied under new roots.
 * ``postgres.bytes_per_turn``: table + index bytes of a conversation of ``LARGE`` turns, per
   turn; ``postgres.growth``: bytes(``LARGE`` turns) / bytes(``SMALL`` turns) (linear: ≤ 11).
+* ``postgres.late_turn``: a turn's drive in that conversation's last 2% of turns against one
+  in its 2–4% (SPEC: a turn costs the same however old the session: ratio ~1); medians.
 """
 
 from __future__ import annotations
@@ -219,8 +221,9 @@ def measure_sweep(root: Path, parked: int) -> Iterator[dict[str, Any]]:
     yield measurement("postgres.sweep", times[parked], "s/sweep", baseline=times[10], parked=parked)
 
 
-def _conversation_bytes(root: Path, turns: int) -> int:
-    """Table + index bytes of a world holding one conversation of `turns` turns."""
+def _conversation_bytes(root: Path, turns: int, took: list[float] | None = None) -> int:
+    """Table + index bytes of a world holding one conversation of `turns` turns (`took`: each
+    turn's drive, in seconds, appended)."""
     import psycopg
 
     from eve_cli.runtime import Runtime
@@ -235,7 +238,10 @@ def _conversation_bytes(root: Path, turns: int) -> int:
             sid = await rt.create_session()
             for _ in range(turns):
                 await rt.deliver(sid, text(rng, 200))
+                started = time.perf_counter()
                 await rt.drive(sid)
+                if took is not None:
+                    took.append(time.perf_counter() - started)
 
         try:
             asyncio.run(main())
@@ -258,7 +264,13 @@ def run(quick: bool) -> Iterator[dict[str, Any]]:
         yield from measure_sweep(root, 100 if quick else PARKED)
         small, large = (4, 16) if quick else (100, 1000)
         small_bytes = _conversation_bytes(root, small)
-        large_bytes = _conversation_bytes(root, large)
+        took: list[float] = []
+        large_bytes = _conversation_bytes(root, large, took)
+        tail = max(len(took) // 50, 1)
+        early, late = took[tail : 2 * tail], took[-tail:]
+        yield measurement(
+            "postgres.late_turn", median(late), "s/turn", baseline=median(early), turns=large
+        )
         yield measurement("postgres.bytes_per_turn", large_bytes / large, "bytes/turn", turns=large)
         yield measurement(
             "postgres.growth", large_bytes, "bytes", baseline=small_bytes, turns=[small, large]

@@ -55,7 +55,10 @@ EXPECTED = {
         "cli_startup.log",
         "cli_startup.schedules",
     },
-    "postgres": {"postgres.step", "postgres.sweep", "postgres.bytes_per_turn", "postgres.growth"},
+    "postgres": {
+        "postgres.step", "postgres.text", "postgres.sweep", "postgres.bytes_per_turn",
+        "postgres.growth", "postgres.late_turn",
+    },
     "mcp": {"mcp.step", "mcp.start", "mcp.list", "mcp.call"},
     "workers": {
         "workers.steps_per_s.1",

@@ -304,8 +304,12 @@ SQL: dict[str, str] = {
     "family_lengths": "SELECT name, length FROM {s}.streams WHERE root = %(root)s",
     "stream_last": f"SELECT idx, item FROM {{s}}.stream_items WHERE stream = {_STREAM} "
     "ORDER BY idx DESC LIMIT 8",
+    # (`end` in the index condition, not a filter: a generic plan of `end IS NULL OR idx <
+    # end` scanned every item from `start` to the stream's end, the whole events stream of a
+    # long session to read its first 16 events)
     "stream_read": f"SELECT idx, item FROM {{s}}.stream_items WHERE stream = {_STREAM} "
-    "AND idx >= %(start)s AND (%(end)s::bigint IS NULL OR idx < %(end)s) ORDER BY idx",
+    "AND idx >= %(start)s AND idx < coalesce(%(end)s::bigint, 9223372036854775807) "
+    "ORDER BY idx",
     "stream_length": "SELECT length FROM {s}.streams WHERE name = %(name)s",
     # A stream's row (its length and what a kept digest trusts) with its items from `start`
     # up to `end` (one row with NULL items when there are none).
