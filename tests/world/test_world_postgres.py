@@ -20,6 +20,7 @@ from tests.pg_support import (
     fresh_schema,
     require_server,
     to_version_11,
+    to_version_12,
     with_params,
 )
 from world import (
@@ -111,7 +112,91 @@ def test_a_schema_of_version_10_is_given_its_members_table_keeping_its_rows(url:
     finally:
         world.close()
     rows = _sql(f'SELECT version FROM "{schema}".schema_version ORDER BY version')
-    assert rows == [(10,), (VERSION,)] and VERSION == 12
+    assert rows == [(10,), (VERSION,)] and VERSION == 13
+
+
+def _counted_from_rows(url: str, root: str, names: list[str]) -> int:
+    """A family's usage as its rows say (what `usage` summed before version 13)."""
+    s = f'"{_schema(url)}"'
+    [(n,)] = _sql(
+        f"SELECT (SELECT coalesce(sum(octet_length(body)), 0) FROM {s}.records WHERE root = %s)"
+        f" + (SELECT coalesce(sum(octet_length(body)), 0) FROM {s}.inbox WHERE root = %s)"
+        f" + (SELECT coalesce(sum(octet_length(head)), 0) FROM {s}.heads WHERE root = %s)"
+        f" + (SELECT coalesce(sum(octet_length(i.item)), 0) FROM {s}.stream_items i JOIN "
+        f"{s}.streams st ON st.id = i.stream WHERE st.name = ANY(%s))",
+        root, root, root, names,
+    )
+    return int(n)
+
+
+def test_a_familys_usage_is_counted_where_its_rows_are_written(url: str) -> None:
+    """A family's records and its streams' items are counted in bytes as they are written
+    (an owner's batches, an append without the lease, a fork's copies, a rewrite, a repair),
+    so its usage reads no rows of them, and says what the rows do."""
+    world, other = PostgresWorld(url), PostgresWorld(url)
+    try:
+        engine = Engine(world, {"steps": _steps})
+        rid = asyncio.run(engine.start("steps", 3))
+        other.stream_append(f"events.{rid}", {"before": "x" * 100})  # no lease: a row of its own
+        asyncio.run(engine.run(rid))
+        lease = world.acquire(rid)
+
+        async def batch() -> None:
+            for i in range(5):
+                world.stream_append(f"events.{rid}", {"i": i, "text": "y" * 300})
+                world.stream_append(f"history.{rid}", {"m": "z" * i})
+            world.append(rid, [_codec.encode({"t": "mark", "run": rid, "x": "w" * 50})])
+            world.before_effect()
+
+        asyncio.run(batch())
+        lease.release()
+        names = [f"events.{rid}", f"history.{rid}"]
+        assert world.family_usage(rid, streams=names).bytes == _counted_from_rows(url, rid, names)
+        plan = asyncio.run(engine.fork(rid, streams={f"events.{rid}": 3}))
+        forked = [f"events.{plan.root}", f"history.{plan.root}"]
+        assert world.family_usage(plan.root, streams=forked).bytes == _counted_from_rows(
+            url, plan.root, forked
+        )
+        s = f'"{_schema(url)}"'
+        _sql(f"UPDATE {s}.stream_items SET item = item || '\\x0000'::bytea WHERE idx = 1 "
+             f"AND stream = (SELECT id FROM {s}.streams WHERE name = %s)", names[0])  # fmt: skip
+        _sql(f"UPDATE {s}.records SET body = '\\xc1' WHERE root = %s AND pos = 2", rid)
+        world.verify(repair=True)  # the damaged record: a gap, the original in quarantine
+        usage = world.family_usage(rid, streams=names).bytes
+        assert usage == _counted_from_rows(url, rid, names) > 0
+        assert not [f for f in world.verify() if f.kind == "usage"]
+        _sql(f"UPDATE {s}.families SET bytes = 1 WHERE root = %s", rid)  # (miscounted)
+        _sql(f"UPDATE {s}.streams SET bytes = bytes + 5 WHERE name = %s", names[1])
+        [stale] = [f for f in world.verify() if f.kind == "usage"]
+        assert (stale.path, stale.state, stale.family) == (f"{rid}/usage", "stale", rid)
+        assert f"stream {names[1]}" in stale.detail
+        [done] = [f for f in world.verify(repair=True) if f.kind == "usage"]
+        assert done.state == "repaired" and not [f for f in world.verify() if f.kind == "usage"]
+        assert world.family_usage(rid, streams=names).bytes == usage
+    finally:
+        world.close()
+        other.close()
+
+
+def test_a_schema_of_version_12_has_its_rows_counted_in_bytes(url: str) -> None:
+    world = PostgresWorld(url)
+    rid = asyncio.run(Engine(world, {"steps": _steps}).start("steps", 1))
+    asyncio.run(Engine(world, {"steps": _steps}).run(rid))
+    for i in range(20):
+        world.stream_append(f"events.{rid}", {"i": i, "text": "t" * i})
+    names = [f"events.{rid}"]
+    counted = _counted_from_rows(url, rid, names)
+    world.close()
+    with psycopg.connect(require_server(), autocommit=True) as conn:
+        to_version_12(conn, _schema(url))
+    world = PostgresWorld(url)
+    try:
+        assert world.family_usage(rid, streams=names).bytes == counted
+        assert world.family_usage("r_none", streams=[]).bytes == 0
+    finally:
+        world.close()
+    rows = _sql(f'SELECT version FROM "{_schema(url)}".schema_version ORDER BY version')
+    assert rows[-2:] == [(12,), (VERSION,)]
 
 
 def test_a_head_rewritten_many_times_keeps_its_table_a_few_pages() -> None:
@@ -673,13 +758,15 @@ def test_a_repair_leaves_a_family_a_live_worker_drives_alone(url: str) -> None:
         _sql(f"UPDATE {s}.records SET body = '\\x00' WHERE root = %s AND pos = 1", rid)
         assert [f.state for f in doctor.verify() if f.kind == "journal"] == ["corrupt"]
         with world.acquire(rid):
-            [busy] = doctor.verify(repair=True)
-            assert (busy.path, busy.state) == (f"{rid}/journal", "busy")
+            busy = doctor.verify(repair=True)  # (its record's new size: its usage too)
+            assert {(f.path, f.state) for f in busy} == {
+                (f"{rid}/journal", "busy"), (f"{rid}/usage", "busy")
+            }
             assert _sql(f"SELECT body FROM {s}.records WHERE root = %s AND pos = 1", rid) == [
                 (b"\x00",)
             ]
-        [done] = doctor.verify(repair=True)
-        assert done.state == "repaired"
+        done = doctor.verify(repair=True)
+        assert {f.state for f in done} == {"repaired"}
         assert _sql(f"SELECT data FROM {s}.quarantine") == [(b"\x00",)]
     finally:
         world.close()
@@ -909,11 +996,18 @@ def test_a_cancelled_effect_waits_for_its_commit(url: str) -> None:
         rid = asyncio.run(engine.start("steps", 1))
         start = len(owner.load(rid).records)
         lease = owner.acquire(rid)
+        send = owner._send_batch
+
+        def slow_send(*args: Any) -> None:  # (longer than a solo drive's quick wait)
+            time.sleep(0.1)
+            send(*args)
+
+        owner._send_batch = slow_send  # type: ignore[method-assign, assignment]
 
         async def main() -> None:
             _pending(owner, rid, 2)
             effect = asyncio.ensure_future(engine.before_effect(observed=True))
-            await asyncio.sleep(0)  # (sent: waiting for the answer)
+            await asyncio.sleep(0.02)  # (sent: waiting for the answer)
             effect.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await effect

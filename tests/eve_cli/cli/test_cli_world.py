@@ -128,6 +128,7 @@ def test_doctor_finds_and_repairs_damage_in_the_database(eve: Eve, url: str) -> 
         (f"streams/events.{sid}", "corrupt", 1),
         (f"{sid}/head", "unreadable", 0),
         ("hooks of s_gone", "dangling", None),
+        (f"{sid}/usage", "stale", None),  # (a record edited to another size)
     }
     assert "a-secret-token" not in found.stdout and "hunter2" not in found.stdout
     with psycopg.connect(require_server(), autocommit=True) as conn:
@@ -147,6 +148,7 @@ def test_doctor_finds_and_repairs_damage_in_the_database(eve: Eve, url: str) -> 
         (f"streams/events.{sid}", "repaired"),
         (f"{sid}/head", "repaired"),
         ("hooks of s_gone", "quarantined"),
+        (f"{sid}/usage", "repaired"),
     }
     with psycopg.connect(require_server(), autocommit=True) as conn:
         kept = conn.execute(f"SELECT kind, data FROM {s}.quarantine ORDER BY id").fetchall()

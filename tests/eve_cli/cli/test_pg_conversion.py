@@ -61,8 +61,16 @@ def _make_old(conn: psycopg.Connection[Any], schema: str) -> None:
 def _downgrade(conn: psycopg.Connection[Any], new: str, old: str) -> None:
     """Every row of the world in schema `new` stored again in `old` (version 9), in its form."""
     n, o = f'"{new}"', f'"{old}"'
-    for table in _SAME:
-        conn.execute(f"INSERT INTO {o}.{table} SELECT * FROM {n}.{table}")
+    for table in _SAME:  # (the columns version 9 has: a later one's counts are made again)
+        columns = ", ".join(
+            str(row[0])
+            for row in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = %s ORDER BY ordinal_position",
+                [old, table],
+            )
+        )
+        conn.execute(f"INSERT INTO {o}.{table} ({columns}) SELECT {columns} FROM {n}.{table}")
     conn.execute(f"INSERT INTO {o}.streams ({_STREAM_COLUMNS}) "
                  f"SELECT {_STREAM_COLUMNS} FROM {n}.streams")  # fmt: skip
     with conn.transaction():

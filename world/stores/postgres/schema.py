@@ -8,8 +8,8 @@ empty instead of creating it (an older one it converts, as a writer would). A ne
 `INITIAL`, `REST`, `ROWS`, `STREAM_ITEMS`, `WRITE_BATCH` and `MEMBERS` at `VERSION`; one at
 an older version this eve knows is brought there step by step in the same transaction
 (`_STEPS`: version 9 converted in place by `convert`, version 10 given `MEMBERS`, version 11's
-stream items keyed by number). Store format 2 (what `FORMAT` says in a data directory) from
-the first.
+stream items keyed by number, version 12's rows counted in bytes). Store format 2 (what
+`FORMAT` says in a data directory) from the first.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..._errors import WorldError
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
-VERSION = 12  # the schema this eve writes
+VERSION = 13  # the schema this eve writes
 CONVERTS = 9  # the oldest it brings to VERSION (the last pre-release eve's), converted in place
 STORE_FORMAT = 2  # the store format (`local.FORMS_VERSION`) every version here has
 
@@ -46,7 +46,8 @@ INITIAL = """
         -- nothing without a delivery), and the inbox mark after which a delivery gives it
         -- work (a head written after it, or a delivery while it is set, makes `due` -inf).
         due double precision DEFAULT '-Infinity',
-        hook_mark bigint
+        hook_mark bigint,
+        bytes bigint NOT NULL DEFAULT 0     -- of its records' bodies (version 13: usage)
     );
     CREATE INDEX families_due ON {s}.families (due) WHERE due IS NOT NULL;
     -- The head apart from the counters every append updates (a row version each time).
@@ -83,24 +84,34 @@ ROWS = """
         PRIMARY KEY (root, id)
     );
 """
+# What keeps a stream's `rewrites` (version 12) and `bytes` (13) when its stored items change.
+STREAM_REWRITTEN = """
+    -- A cache of stream digests trusts a stream's `made` and `rewrites`: every statement that
+    -- changes or removes stored items of it counts in `rewrites` (appends change neither),
+    -- and the stream's `bytes` are counted again (an append adds its own, where it writes).
+    CREATE OR REPLACE FUNCTION {s}.stream_rewritten() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE {s}.streams st SET rewrites = rewrites + 1,
+            bytes = (SELECT coalesce(sum(octet_length(i.item)), 0) FROM {s}.stream_items i
+                WHERE i.stream = st.id)
+            WHERE id IN (SELECT DISTINCT stream FROM old_items);
+        RETURN NULL;
+    END
+    $$;
+"""
 # A stream's items, keyed by its row's `id` (a number, not its name: a quarter of the bytes a
-# stream item takes, with its key), and what keeps `streams.rewrites` (version 12).
-STREAM_ITEMS = """
+# stream item takes, with its key) (version 12).
+STREAM_ITEMS = (
+    """
     CREATE TABLE {s}.stream_items (
         stream bigint NOT NULL,             -- its stream's `streams.id`
         idx bigint NOT NULL,
         item bytea,                         -- the item as msgpack; NULL: lost (a repair's gap)
         PRIMARY KEY (stream, idx)
     );
-    -- A cache of stream digests trusts a stream's `made` and `rewrites`: every statement that
-    -- changes or removes stored items of it counts in `rewrites` (appends change neither).
-    CREATE OR REPLACE FUNCTION {s}.stream_rewritten() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        UPDATE {s}.streams SET rewrites = rewrites + 1
-            WHERE id IN (SELECT DISTINCT stream FROM old_items);
-        RETURN NULL;
-    END
-    $$;
+"""
+    + STREAM_REWRITTEN
+    + """
     CREATE TRIGGER stream_items_updated AFTER UPDATE ON {s}.stream_items
         REFERENCING OLD TABLE AS old_items
         FOR EACH STATEMENT EXECUTE FUNCTION {s}.stream_rewritten();
@@ -108,6 +119,7 @@ STREAM_ITEMS = """
         REFERENCING OLD TABLE AS old_items
         FOR EACH STATEMENT EXECUTE FUNCTION {s}.stream_rewritten();
 """
+)
 WRITE_BATCH = """
     -- An owner's batch of records and stream items, in one round trip and one transaction,
     -- fenced by the lease epoch, committed synchronously (a crash of the server must not lose
@@ -138,7 +150,8 @@ WRITE_BATCH = """
         ) THEN
             RETURN 3;
         END IF;
-        UPDATE {s}.families SET next_pos = next_pos + n_rec
+        UPDATE {s}.families SET next_pos = next_pos + n_rec,
+                bytes = bytes + coalesce((SELECT sum(octet_length(b)) FROM unnest(p_bodies) b), 0)
             WHERE root = p_root AND epoch = p_epoch AND (n_rec = 0 OR next_pos = p_first);
         IF NOT FOUND THEN
             PERFORM 1 FROM {s}.families WHERE root = p_root AND epoch = p_epoch;
@@ -154,10 +167,12 @@ WRITE_BATCH = """
         END IF;
         IF n_items > 0 THEN
             WITH st AS (
-                INSERT INTO {s}.streams AS s (name, length, root)
-                    SELECT u.n, max(u.i) + 1, p_root FROM unnest(p_names, p_idx) AS u(n, i)
+                INSERT INTO {s}.streams AS s (name, length, root, bytes)
+                    SELECT u.n, max(u.i) + 1, p_root, coalesce(sum(octet_length(u.item)), 0)
+                    FROM unnest(p_names, p_idx, p_items) AS u(n, i, item)
                     GROUP BY u.n
-                    ON CONFLICT (name) DO UPDATE SET length = greatest(s.length, excluded.length)
+                    ON CONFLICT (name) DO UPDATE SET length = greatest(s.length, excluded.length),
+                        bytes = s.bytes + excluded.bytes
                     RETURNING s.id, s.name
             )
             INSERT INTO {s}.stream_items (stream, idx, item)
@@ -185,7 +200,8 @@ REST = """
         length bigint NOT NULL,
         root text,                          -- the family it belongs to (`kind.<run id>`)
         made uuid NOT NULL DEFAULT gen_random_uuid(),  -- new for each stream row
-        rewrites bigint NOT NULL DEFAULT 0  -- statements that changed or removed its items
+        rewrites bigint NOT NULL DEFAULT 0, -- statements that changed or removed its items
+        bytes bigint NOT NULL DEFAULT 0     -- of its items (version 13: usage)
     );
     CREATE INDEX streams_root ON {s}.streams (root) WHERE root IS NOT NULL;
     -- Who tails a family's streams (a batch notifies only then): the family and the tailing
@@ -379,5 +395,23 @@ def _number_streams(conn: Any, s: str) -> None:
     conn.execute(f"DROP TABLE {s}.v11_stream_items")
 
 
+def _count_bytes(conn: Any, s: str) -> None:
+    """Version 13: each family's records and each stream's items counted in bytes where they
+    are written (`families.bytes`, `streams.bytes`: a family's usage without reading its
+    rows), counted once here from the rows; `write_batch` and the trigger that keep them."""
+    conn.execute(f"ALTER TABLE {s}.families ADD COLUMN bytes bigint NOT NULL DEFAULT 0")
+    conn.execute(f"ALTER TABLE {s}.streams ADD COLUMN bytes bigint NOT NULL DEFAULT 0")
+    conn.execute(
+        f"UPDATE {s}.families f SET bytes = r.n FROM (SELECT root, sum(octet_length(body)) AS n "
+        f"FROM {s}.records GROUP BY root) r WHERE r.root = f.root"
+    )
+    conn.execute(
+        f"UPDATE {s}.streams st SET bytes = i.n FROM (SELECT stream, "
+        f"coalesce(sum(octet_length(item)), 0) AS n FROM {s}.stream_items GROUP BY stream) i "
+        "WHERE i.stream = st.id"
+    )
+    conn.execute((STREAM_REWRITTEN + WRITE_BATCH).format(s=s))
+
+
 # The step from each older version to the next, run in one transaction with the others.
-_STEPS = {9: _convert_9, 10: _add_members, 11: _number_streams}
+_STEPS = {9: _convert_9, 10: _add_members, 11: _number_streams, 12: _count_bytes}

@@ -148,8 +148,10 @@ _STREAM = "(SELECT id FROM {s}.streams WHERE name = %(name)s)"
 SQL: dict[str, str] = {
     "create": """
         WITH f AS (
-            INSERT INTO {s}.families (root, next_pos, created_by)
-            VALUES (%(root)s, %(next)s, %(token)s) ON CONFLICT (root) DO NOTHING RETURNING root
+            INSERT INTO {s}.families (root, next_pos, created_by, bytes)
+            VALUES (%(root)s, %(next)s, %(token)s, coalesce((SELECT sum(octet_length(b))
+                FROM unnest(%(bodies)s::bytea[]) b), 0))
+            ON CONFLICT (root) DO NOTHING RETURNING root
         ), r AS (
             INSERT INTO {s}.records (root, pos, run, gen, kind, body)
             SELECT f.root, u.i, u.run, u.gen, u.kind, u.body
@@ -159,18 +161,22 @@ SQL: dict[str, str] = {
         SELECT count(*) FROM f""",
     "fork": """
         WITH f AS (
-            INSERT INTO {s}.families (root, next_pos, created_by)
-            VALUES (%(root)s, %(next)s, %(token)s) ON CONFLICT (root) DO NOTHING RETURNING root
+            INSERT INTO {s}.families (root, next_pos, created_by, bytes)
+            VALUES (%(root)s, %(next)s, %(token)s, coalesce((SELECT sum(octet_length(b))
+                FROM unnest(%(bodies)s::bytea[]) b), 0))
+            ON CONFLICT (root) DO NOTHING RETURNING root
         ), r AS (
             INSERT INTO {s}.records (root, pos, run, gen, kind, body)
             SELECT f.root, u.i, u.run, u.gen, u.kind, u.body
             FROM f, unnest(%(bodies)s::bytea[], %(runs)s::text[], %(gens)s::integer[],
                 %(kinds)s::text[]) WITH ORDINALITY AS u(body, run, gen, kind, i)
         ), st AS (
-            INSERT INTO {s}.streams (name, length, root)
-            SELECT u.name, u.n, u.root
-            FROM f, unnest(%(names)s::text[], %(counts)s::bigint[], %(roots)s::text[])
-                AS u(name, n, root)
+            INSERT INTO {s}.streams (name, length, root, bytes)
+            SELECT u.name, u.n, u.root, coalesce((SELECT sum(octet_length(i.item))
+                FROM {s}.streams src JOIN {s}.stream_items i ON i.stream = src.id
+                WHERE src.name = u.source AND i.idx < u.n), 0)
+            FROM f, unnest(%(names)s::text[], %(counts)s::bigint[], %(roots)s::text[],
+                %(sources)s::text[]) AS u(name, n, root, source)
             RETURNING id, name
         ), si AS (
             INSERT INTO {s}.stream_items (stream, idx, item)
@@ -254,8 +260,10 @@ SQL: dict[str, str] = {
         RETURNING f.root""",
     "stream_append": """
         WITH s AS (
-            INSERT INTO {s}.streams (name, length, root) VALUES (%(name)s, 1, %(root)s)
-            ON CONFLICT (name) DO UPDATE SET length = {s}.streams.length + 1
+            INSERT INTO {s}.streams (name, length, root, bytes)
+            VALUES (%(name)s, 1, %(root)s, octet_length(%(item)s::bytea))
+            ON CONFLICT (name) DO UPDATE SET length = {s}.streams.length + 1,
+                bytes = {s}.streams.bytes + excluded.bytes
             RETURNING id, length - 1 AS idx
         ), i AS (
             INSERT INTO {s}.stream_items (stream, idx, item)
@@ -271,8 +279,10 @@ SQL: dict[str, str] = {
             SELECT root FROM {{s}}.families f WHERE root = %(root)s
                 AND (owner IS NULL OR lease_until < now() OR NOT {_ALIVE}) FOR SHARE
         ), s AS (
-            INSERT INTO {{s}}.streams (name, length, root) SELECT %(name)s, 1, f.root FROM f
-            ON CONFLICT (name) DO UPDATE SET length = {{s}}.streams.length + 1
+            INSERT INTO {{s}}.streams (name, length, root, bytes)
+            SELECT %(name)s, 1, f.root, octet_length(%(item)s::bytea) FROM f
+            ON CONFLICT (name) DO UPDATE SET length = {{s}}.streams.length + 1,
+                bytes = {{s}}.streams.bytes + excluded.bytes
             RETURNING id, length - 1 AS idx
         ), i AS (
             INSERT INTO {{s}}.stream_items (stream, idx, item)
@@ -347,19 +357,19 @@ SQL: dict[str, str] = {
         WHERE NOT EXISTS (SELECT 1 FROM {s}.families f WHERE f.root = r.root)
         ORDER BY root COLLATE "C"
         """,
+    # (the records' and streams' bytes as counted where they are written: no row read; the
+    # inbox, compacted as it is consumed, and the head are small)
     "usage": """
         WITH st AS (
-            SELECT id FROM {s}.streams
+            SELECT bytes FROM {s}.streams
             WHERE (%(names)s::text[] IS NULL AND root = %(root)s) OR name = ANY(%(names)s::text[])
         ), sizes AS (
-            SELECT coalesce(sum(octet_length(body)), 0) AS n FROM {s}.records
-                WHERE root = %(root)s
+            SELECT coalesce(sum(bytes), 0) AS n FROM {s}.families WHERE root = %(root)s
             UNION ALL SELECT coalesce(sum(octet_length(body)), 0) FROM {s}.inbox
                 WHERE root = %(root)s
             UNION ALL SELECT coalesce(sum(octet_length(head)), 0) FROM {s}.heads
                 WHERE root = %(root)s
-            UNION ALL SELECT coalesce(sum(octet_length(i.item)), 0)
-                FROM {s}.stream_items i JOIN st ON st.id = i.stream
+            UNION ALL SELECT coalesce(sum(bytes), 0) FROM st
         ), f AS (
             SELECT greatest(f.created, h.updated) AS at FROM {s}.families f
             LEFT JOIN {s}.heads h ON h.root = f.root WHERE f.root = %(root)s

@@ -148,6 +148,7 @@ def verify(world: PostgresWorld) -> list[Finding]:
         if stream.hole is None and stream.count != lengths[name]:
             stream.hole = stream.count
         found.append(_finding(f"streams/{name}", "stream", stream))
+    found += _usage_findings(world, journals, streams)
     for (run_id,) in _rows(
         world,
         "SELECT h.run_id FROM {s}.hooks h WHERE NOT EXISTS "
@@ -155,6 +156,62 @@ def verify(world: PostgresWorld) -> list[Finding]:
     ):
         found.append(Finding(f"hooks of {run_id}", "hook", "dangling", "its run family is gone"))
     return found
+
+
+def _usage_findings(
+    world: PostgresWorld, journals: dict[Any, _Scan], streams: dict[Any, _Scan]
+) -> list[Finding]:
+    """A family whose records' or streams' bytes, as counted where they are written, are not
+    what its rows hold (`stale`: its usage is wrong; a repair counts them again)."""
+    wrong: dict[str, list[str]] = defaultdict(list)
+    for root, counted in _rows(world, "SELECT root, bytes FROM {s}.families"):
+        held = (journals.get(root) or _Scan()).size
+        if int(counted) != held:
+            wrong[str(root)].append(f"its records {held} bytes, {counted} counted")
+    for name, root, counted in _rows(
+        world, "SELECT name, root, bytes FROM {s}.streams WHERE root IS NOT NULL"
+    ):
+        held = (streams.get(name) or _Scan()).size
+        if int(counted) != held:
+            wrong[str(root)].append(f"stream {name} {held} bytes, {counted} counted")
+    return [
+        Finding(f"{root}/usage", "usage", "stale", "; ".join(said[:3]), family=root)
+        for root, said in sorted(wrong.items())
+    ]
+
+
+def _recount(world: PostgresWorld, root: str) -> Callable[[Any], str]:
+    """Count family `root`'s records' and streams' bytes again from their rows."""
+    s = world.schema_sql
+
+    def fix(conn: psycopg.Connection[Any]) -> str:
+        conn.execute(
+            f"UPDATE {s}.families SET bytes = (SELECT coalesce(sum(octet_length(body)), 0) "
+            f"FROM {s}.records WHERE root = %s) WHERE root = %s",
+            [root, root],
+        )
+        conn.execute(
+            f"UPDATE {s}.streams st SET bytes = (SELECT coalesce(sum(octet_length(i.item)), 0) "
+            f"FROM {s}.stream_items i WHERE i.stream = st.id) WHERE st.root = %s",
+            [root],
+        )
+        return "counted again from its rows"
+
+    return fix
+
+
+def _recounted(
+    world: PostgresWorld, root: str, fix: Callable[[Any], str]
+) -> Callable[[Any], str]:
+    """`fix`, then the family's bytes counted again (the rows it replaced had other sizes)."""
+    recount = _recount(world, root)
+
+    def go(conn: psycopg.Connection[Any]) -> str:
+        detail = fix(conn)
+        recount(conn)
+        return detail
+
+    return go
 
 
 def _finding(path: str, kind: str, scan: _Scan) -> Finding:
@@ -219,6 +276,8 @@ def repair(world: PostgresWorld) -> list[Finding]:
             done.append(
                 _guarded(world, root, found, functools.partial(_move_head, world, root=root))
             )
+        elif found.state == "stale" and found.kind == "usage" and found.family is not None:
+            done.append(_guarded(world, found.family, found, _recount(world, found.family)))
         elif found.state == "dangling" and found.kind == "hook":
             run_id = found.path.removeprefix("hooks of ")
             _write(world, functools.partial(_move_hooks, world, run_id=run_id))
@@ -267,7 +326,7 @@ def _fill(world: PostgresWorld, found: Finding) -> Finding:
 
     if not root:
         return _done(found, "corrupt", "the stream belongs to no family: left as it is")
-    return _guarded(world, root, found, fix)
+    return _guarded(world, root, found, _recounted(world, root, fix))
 
 
 def _fill_holes(world: PostgresWorld, conn: Any, kind: str, key: str, present: set[int]) -> int:
