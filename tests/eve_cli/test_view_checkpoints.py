@@ -151,13 +151,9 @@ def test_a_checkpoint_that_does_not_match_the_events_is_not_read(
     asyncio.run(main())
 
 
-def test_the_writers_view_after_a_checkpoint_reads_no_turn_back(
-    open_world: WorldOpener, tmp_path: Path, every: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The process that checkpoints a session keeps the turns it lets go as the record holds
-    them, texts and all: its views of them read no text back (a drive's view included)."""
-    agent = write_agent(tmp_path / "agent", script=[reply(f"reply {n}") for n in range(12)])
-    read: list[set[int]] = []  # the history items whose texts a view read back
+def _texts_read(monkeypatch: pytest.MonkeyPatch) -> list[set[int]]:
+    """The history items whose texts views read back, a set per read (appended as they are)."""
+    read: list[set[int]] = []
     real = _view._messages
 
     def messages(reader: Any, refs: set[int]) -> dict[int, str]:
@@ -165,6 +161,16 @@ def test_the_writers_view_after_a_checkpoint_reads_no_turn_back(
         return real(reader, refs)
 
     monkeypatch.setattr(_view, "_messages", messages)
+    return read
+
+
+def test_the_writers_view_after_a_checkpoint_reads_no_turn_back(
+    open_world: WorldOpener, tmp_path: Path, every: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process that checkpoints a session keeps the turns it lets go as the record holds
+    them, texts and all: its views of them read no text back (a drive's view included)."""
+    agent = write_agent(tmp_path / "agent", script=[reply(f"reply {n}") for n in range(12)])
+    read = _texts_read(monkeypatch)  # the history items whose texts a view read back
 
     async def main() -> None:
         rt = Runtime(agent_dir=agent, world=open_world())
@@ -198,14 +204,7 @@ def test_a_page_needing_more_records_than_kept_decodes_each_once(
     (records kept least recently used were each let go just before the next page read it)."""
     monkeypatch.setattr(_view, "_RECORDS_KEPT", 2)
     agent = write_agent(tmp_path / "agent", script=[reply(f"reply {n}") for n in range(12)])
-    read: list[set[int]] = []  # one entry per record (or turn) whose texts a view read back
-    real = _view._messages
-
-    def messages(reader: Any, refs: set[int]) -> dict[int, str]:
-        read.append(refs)
-        return real(reader, refs)
-
-    monkeypatch.setattr(_view, "_messages", messages)
+    read = _texts_read(monkeypatch)  # one entry per record (or turn) whose texts were read
 
     async def main() -> None:
         rt = Runtime(agent_dir=agent, world=open_world())

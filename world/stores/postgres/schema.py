@@ -395,21 +395,31 @@ def _number_streams(conn: Any, s: str) -> None:
     conn.execute(f"DROP TABLE {s}.v11_stream_items")
 
 
+# A family's records' and its streams' bytes counted again from their rows (`%(root)s`; NULL:
+# every family's): version 13's migration, and a repair of a family's rows.
+RECOUNT_BYTES = (
+    """UPDATE {s}.families f SET bytes = coalesce((SELECT sum(octet_length(r.body))
+        FROM {s}.records r WHERE r.root = f.root), 0)
+        WHERE %(root)s::text IS NULL OR f.root = %(root)s""",
+    """UPDATE {s}.streams st SET bytes = coalesce((SELECT sum(octet_length(i.item))
+        FROM {s}.stream_items i WHERE i.stream = st.id), 0)
+        WHERE %(root)s::text IS NULL OR st.root = %(root)s""",
+)
+
+
+def recount_bytes(conn: Any, s: str, root: str | None = None) -> None:
+    """Count family `root`'s bytes (None: every family's) again from its rows."""
+    for statement in RECOUNT_BYTES:
+        conn.execute(statement.format(s=s), {"root": root})
+
+
 def _count_bytes(conn: Any, s: str) -> None:
     """Version 13: each family's records and each stream's items counted in bytes where they
     are written (`families.bytes`, `streams.bytes`: a family's usage without reading its
     rows), counted once here from the rows; `write_batch` and the trigger that keep them."""
     conn.execute(f"ALTER TABLE {s}.families ADD COLUMN bytes bigint NOT NULL DEFAULT 0")
     conn.execute(f"ALTER TABLE {s}.streams ADD COLUMN bytes bigint NOT NULL DEFAULT 0")
-    conn.execute(
-        f"UPDATE {s}.families f SET bytes = r.n FROM (SELECT root, sum(octet_length(body)) AS n "
-        f"FROM {s}.records GROUP BY root) r WHERE r.root = f.root"
-    )
-    conn.execute(
-        f"UPDATE {s}.streams st SET bytes = i.n FROM (SELECT stream, "
-        f"coalesce(sum(octet_length(item)), 0) AS n FROM {s}.stream_items GROUP BY stream) i "
-        "WHERE i.stream = st.id"
-    )
+    recount_bytes(conn, s)
     conn.execute((STREAM_REWRITTEN + WRITE_BATCH).format(s=s))
 
 

@@ -35,6 +35,7 @@ from ..._family import GAP, load_family
 from ..._findings import Finding
 from ..._world import stream_family
 from .rows import record_row
+from .schema import VERSION, recount_bytes
 
 if TYPE_CHECKING:
     import psycopg
@@ -110,8 +111,6 @@ def _state(body: Any, kind: str) -> Any:
 
 def verify(world: PostgresWorld) -> list[Finding]:
     """Every family's journal, inbox and head, every stream, every dangling hook claim."""
-    from .schema import VERSION
-
     found = [Finding(world.schema_name, "format", "ok", f"schema version {VERSION}")]
     if not world.exists:
         return found
@@ -186,19 +185,9 @@ def _usage_findings(world: PostgresWorld) -> list[Finding]:
 
 def _recount(world: PostgresWorld, root: str) -> Callable[[Any], str]:
     """Count family `root`'s records' and streams' bytes again from their rows."""
-    s = world.schema_sql
 
     def fix(conn: psycopg.Connection[Any]) -> str:
-        conn.execute(
-            f"UPDATE {s}.families SET bytes = (SELECT coalesce(sum(octet_length(body)), 0) "
-            f"FROM {s}.records WHERE root = %s) WHERE root = %s",
-            [root, root],
-        )
-        conn.execute(
-            f"UPDATE {s}.streams st SET bytes = (SELECT coalesce(sum(octet_length(i.item)), 0) "
-            f"FROM {s}.stream_items i WHERE i.stream = st.id) WHERE st.root = %s",
-            [root],
-        )
+        recount_bytes(conn, world.schema_sql, root)
         return "counted again from its rows"
 
     return fix
