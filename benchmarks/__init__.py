@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "auth": "benchmarks.auth_bench",
     "long_turn": "benchmarks.long_turn",
     "session_get": "benchmarks.session_get",
+    "late_turn": "benchmarks.late_turn",
 }
 
 

@@ -468,6 +468,43 @@ def test_a_digest_reads_only_what_was_appended_since_the_last(
     world.close()
 
 
+def test_digests_of_prefixes_asked_in_turn_read_only_what_came_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two readers checking different prefixes of one stream in turn (a session's view its
+    kept count, a turn's checkpoint a later one) each read only the items since the longest
+    prefix checked that fits, not the stream from its start."""
+    import zlib
+
+    world = LocalWorld(tmp_path / "data")
+    summed: list[int] = []
+    real = zlib.crc32
+
+    def crc32(data: bytes, crc: int = 0) -> int:
+        summed.append(len(data))
+        return real(data, crc)
+
+    monkeypatch.setattr(zlib, "crc32", crc32)
+    for i in range(200):
+        world.stream_append("dig", {"i": i, "pad": "x" * 100})
+    view = world.stream_digest("dig", 200)
+    whole = sum(summed)
+    for turn in range(3):
+        end = 200 + 10 * (turn + 1)
+        for i in range(end - 10, end):
+            world.stream_append("dig", {"i": i, "pad": "x" * 100})
+        summed.clear()
+        checkpoint = world.stream_digest("dig", end - 2)  # a later prefix first
+        assert world.stream_digest("dig", end - 10) == view  # then the kept one: no read
+        view = world.stream_digest("dig", end)
+        assert sum(summed) < whole / 10  # the turn's items, not the stream again
+        assert checkpoint is not None and view != checkpoint
+    fresh = LocalWorld(tmp_path / "data")
+    assert fresh.stream_digest("dig", 230) == view  # the same digest as read whole
+    fresh.close()
+    world.close()
+
+
 def test_a_digest_continued_from_a_checked_prefix_equals_the_whole_digest(world: World) -> None:
     for i in range(5):
         world.stream_append("cont", {"i": i, "pad": "x" * i})

@@ -2,14 +2,16 @@
 offset per item, 4 bytes after the 8-byte mark :data:`NARROW` (index version 2, what a new
 stream gets), or 8 bytes with no mark (version 1; also a stream grown past 4 GiB, whose index
 is rewritten so once). An index is believed only as far as it can index its data
-(:func:`plausible`)."""
+(:func:`plausible`); a store keeps the offsets it checked of each stream (:class:`KnownOffsets`)."""
 
 from __future__ import annotations
 
 import operator
 import sys
+import threading
 from array import array
 from itertools import islice
+from typing import NamedTuple
 
 from ... import _journal
 from ..._errors import StorageError
@@ -79,3 +81,67 @@ def encode_index(offsets: array[int] | list[int], width: int = 4) -> bytes:
     if width == 4 and (not offsets or max(offsets) < NARROW_LIMIT):
         return NARROW + array("I", offsets).tobytes()
     return array("Q", offsets).tobytes()
+
+
+class Known(NamedTuple):
+    """A stream's offsets as checked against its data file (inode, size and modification
+    time at the check; `mtime` -1: as this store's own append left it, which only grows it).
+    `offsets` is only ever appended to, so a reader keeps using its first `items` entries."""
+
+    ino: int
+    size: int
+    offsets: array[int]
+    items: int
+    end: int
+    mtime: int = -1
+    whole: bool = False  # the index file held exactly these offsets when read (or written)
+
+
+KNOWN_MAX = 4096  # streams whose offsets a store keeps (then it forgets them all)
+
+
+class KnownOffsets:
+    """The offsets a store last checked of each stream (:class:`Known`), shared by its
+    readers and its writers on any thread (appends may run on I/O threads).
+
+    An entry is believed only while the data file's inode, size and modification time are
+    the ones it records, or, with `mtime` -1, as this store's own appends left it; its
+    `offsets` array is only ever appended to, so a reader keeps using its first `items`
+    entries while a writer extends it. At most `KNOWN_MAX` streams are kept."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, Known] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Known | None:
+        with self._lock:
+            return self._known.get(name)
+
+    def put(self, name: str, known: Known) -> None:
+        with self._lock:
+            if len(self._known) >= KNOWN_MAX and name not in self._known:
+                self._known.clear()
+            self._known[name] = known
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._known.pop(name, None)
+
+    def appended(self, name: str, ino: int, index: int, added: array[int], end: int) -> None:
+        """Items were written at `added` (the offsets of items `index`...), the file now ending
+        at `end`: an entry known exactly up to them takes them on; any other is left for the
+        next read to check against the files."""
+        at = added[0]
+        with self._lock:
+            known = self._known.get(name)
+            if known is None or (known.ino, known.size, known.items, known.end) != (
+                ino,
+                at,
+                index,
+                at,
+            ):
+                return
+            known.offsets.extend(added)  # every kept array holds exactly `items` entries
+            self._known[name] = Known(
+                ino, end, known.offsets, index + len(added), end, whole=known.whole
+            )

@@ -46,7 +46,10 @@ from ..._world import DRIVING, LostItem, check_name
 from . import stream_index as _stream_index
 from .stream_index import (
     HEADER,
+    KNOWN_MAX,
     NARROW,
+    Known,
+    KnownOffsets,
     encode_index,
     index_form,
     offsets_of,
@@ -72,7 +75,21 @@ class _Writer:
         self.seen: tuple[int, int, int, int] = (0, 0, 0, 0)  # `_identity` as its batch began
 
 
-def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+_Identity = tuple[int, int, int, int]
+_Prefixes = tuple[tuple[int, int], ...]  # (stop, crc32 of a file's first `stop` bytes), ascending
+_PREFIXES = 4  # kept a stream: the longest
+
+
+def _longest(prefixes: _Prefixes, stop: int) -> tuple[int, int]:
+    """The longest of ``prefixes`` within ``stop`` bytes; (0, 0) if none is."""
+    start, crc = 0, 0
+    for at, at_crc in prefixes:  # ascending
+        if at <= stop:
+            start, crc = at, at_crc
+    return start, crc
+
+
+def _identity(st: os.stat_result) -> _Identity:
     """What changes whenever a file's bytes do: inode, size, modification and change times."""
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
@@ -91,70 +108,6 @@ class Taken(NamedTuple):
     frames: list[bytes]
     at: int  # where its first frame goes in the data file
     first: int  # and that frame's index
-
-
-class _Known(NamedTuple):
-    """A stream's offsets as checked against its data file (inode, size and modification
-    time at the check; `mtime` -1: as this store's own append left it, which only grows it).
-    `offsets` is only ever appended to, so a reader keeps using its first `items` entries."""
-
-    ino: int
-    size: int
-    offsets: array[int]
-    items: int
-    end: int
-    mtime: int = -1
-    whole: bool = False  # the index file held exactly these offsets when read (or written)
-
-
-_KNOWN_MAX = 4096  # streams whose offsets a store keeps (then it forgets them all)
-
-
-class _KnownOffsets:
-    """The offsets a store last checked of each stream (:class:`_Known`), shared by its
-    readers and its writers on any thread (appends may run on I/O threads).
-
-    An entry is believed only while the data file's inode, size and modification time are
-    the ones it records, or, with `mtime` -1, as this store's own appends left it; its
-    `offsets` array is only ever appended to, so a reader keeps using its first `items`
-    entries while a writer extends it. At most `_KNOWN_MAX` streams are kept."""
-
-    def __init__(self) -> None:
-        self._known: dict[str, _Known] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> _Known | None:
-        with self._lock:
-            return self._known.get(name)
-
-    def put(self, name: str, known: _Known) -> None:
-        with self._lock:
-            if len(self._known) >= _KNOWN_MAX and name not in self._known:
-                self._known.clear()
-            self._known[name] = known
-
-    def forget(self, name: str) -> None:
-        with self._lock:
-            self._known.pop(name, None)
-
-    def appended(self, name: str, ino: int, index: int, added: array[int], end: int) -> None:
-        """Items were written at `added` (the offsets of items `index`...), the file now ending
-        at `end`: an entry known exactly up to them takes them on; any other is left for the
-        next read to check against the files."""
-        at = added[0]
-        with self._lock:
-            known = self._known.get(name)
-            if known is None or (known.ino, known.size, known.items, known.end) != (
-                ino,
-                at,
-                index,
-                at,
-            ):
-                return
-            known.offsets.extend(added)  # every kept array holds exactly `items` entries
-            self._known[name] = _Known(
-                ino, end, known.offsets, index + len(added), end, whole=known.whole
-            )
 
 
 class _Unsynced:
@@ -213,8 +166,8 @@ class _StreamReads:
     path: Path
     _folder: str
     _paths: dict[str, tuple[str, str]]
-    _known: _KnownOffsets
-    _crcs: dict[str, tuple[tuple[int, int, int, int], int, int]]
+    _known: KnownOffsets
+    _crcs: dict[str, tuple[_Identity, _Prefixes]]
     _batched: dict[str, _Writer]
     before_read: Callable[[str], None] | None
     # A reader's: the bytes (offset, bytes) a stream's data file (name, path) lacks that its
@@ -240,7 +193,7 @@ class _StreamReads:
         if paths is None:
             stem = check_name(name, "stream name").replace(":", "%3A")
             base = os.path.join(self._folder, stem)
-            if len(self._paths) >= _KNOWN_MAX:
+            if len(self._paths) >= KNOWN_MAX:
                 self._paths.clear()
             paths = self._paths[name] = (base + ".msgpack", base + ".idx")
         return paths
@@ -292,7 +245,7 @@ class _StreamReads:
         whole = offsets is read and len(offsets) == stored > 0 and end == st.st_size
         self._known.put(
             name,
-            _Known(st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns, whole),
+            Known(st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns, whole),
         )
         return offsets, len(offsets), end
 
@@ -395,7 +348,7 @@ class _StreamReads:
         st = os.stat(data_path)
         offsets, end = self._complete(data_path, array("Q"), st.st_size)
         self._known.put(
-            name, _Known(st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns)
+            name, Known(st.st_ino, st.st_size, offsets, len(offsets), end, st.st_mtime_ns)
         )
 
     def digest(
@@ -415,7 +368,6 @@ class _StreamReads:
         stop = offsets[count] if count < n else data_end
         if stop == 0:
             return 0, 0
-        start, crc = 0, 0
         data_path, _ = self._strings(name)
         whole = self._patched(name, data_path) if self.overlay is not None else None
         if whole is not None:
@@ -425,8 +377,8 @@ class _StreamReads:
         except FileNotFoundError:
             return None
         kept = self._crcs.get(name)
-        if kept is not None and kept[0] == now and kept[1] <= stop:
-            start, crc = kept[1], kept[2]  # the file is as this store last saw it
+        prefixes = kept[1] if kept is not None and kept[0] == now else ()
+        start, crc = _longest(prefixes, stop)  # the file is as this store last saw it
         if after is not None and 0 <= after[0] <= count and isinstance(after[1], tuple):
             known = offsets[after[0]] if after[0] < n else data_end
             if after[1][0] == known and known > start:  # continue from the checked prefix
@@ -437,8 +389,8 @@ class _StreamReads:
         if len(data) != stop - start:
             return None  # shorter than its index says: read it all again next time
         crc = zlib.crc32(data, crc)
-        if kept is None or kept[0] != now or kept[1] <= stop:
-            self._crcs[name] = (now, stop, crc)
+        if not any(at == stop for at, _ in prefixes):
+            self._crcs[name] = (now, tuple(sorted((*prefixes, (stop, crc))))[-_PREFIXES:])
         return stop, crc
 
     async def tail(self, name: str, start: int = 0) -> AsyncIterator[tuple[int, Any]]:
@@ -461,7 +413,7 @@ class StreamStore(_StreamReads):
     """Every stream under one directory.
 
     Its parts, each with its own invariants: the writers and their open batches (under
-    `_lock`, see `_Writer`), the offsets checked of each stream (`_KnownOffsets`), the data
+    `_lock`, see `_Writer`), the offsets checked of each stream (`KnownOffsets`), the data
     files not yet durable (`_Unsynced`), and the digests' checked prefixes (`_crcs`)."""
 
     def __init__(self, path: Path) -> None:
@@ -471,10 +423,13 @@ class StreamStore(_StreamReads):
         self._unsynced = _Unsynced()
         self.appends = 0  # items appended by this store (see World.stream_mark)
         self._touched: dict[int, int] = {}  # data fd -> `appends` at its latest append
-        # name -> (the data file's identity, stop, crc32 of its first `stop` bytes): a digest
-        # continues from it while the file is as it was then, or as this store's own writes
-        # left it (`_write` moves the identity on), so a prefix is read once, not per digest.
-        self._crcs: dict[str, tuple[tuple[int, int, int, int], int, int]] = {}
+        # name -> (the data file's identity, its latest prefixes checked: (stop, crc32 of the
+        # first `stop` bytes)): a digest continues from one while the file is as it was then,
+        # or as this store's own writes left it (`_write` moves the identity on), so a prefix
+        # is read once, not per digest. Several, because readers check different prefixes in
+        # turn (a session's view its kept count, the turn's checkpoint a later one): with one,
+        # each would read the stream from its start again.
+        self._crcs: dict[str, tuple[_Identity, _Prefixes]] = {}
         # Called before any item is written (the owner's journal records it may derive from
         # must be durable first, see LocalWorld.settle).
         self.before_write: Callable[[], None] | None = None
@@ -491,7 +446,7 @@ class StreamStore(_StreamReads):
         self.before_read: Callable[[str], None] | None = None  # told a stream about to be read
         self.overlay: Callable[[str, str], list[Patch] | None] | None = None
         self.commit_families: Callable[[set[str], bool], None] | None = None
-        self._known = _KnownOffsets()
+        self._known = KnownOffsets()
         self._paths: dict[str, tuple[str, str]] = {}
         self._resolved = str(path.resolve())  # as watchers name the folder
         self._lock = threading.RLock()  # writers and batches (flush runs on I/O threads)
@@ -601,7 +556,7 @@ class StreamStore(_StreamReads):
         self._known.appended(name, writer.ino, index, offsets, pos)
         kept = self._crcs.get(name)
         if kept is not None and kept[0] == writer.seen:  # as kept up to this write: still so
-            self._crcs[name] = (_identity(os.fstat(writer.data_fd)), kept[1], kept[2])
+            self._crcs[name] = (_identity(os.fstat(writer.data_fd)), kept[1])
         if not wal:
             self._unsynced.mark(writer.data_fd)
         if self.after_write is not None:
