@@ -70,4 +70,4 @@ def measure(root: Path, turns: int) -> Iterator[dict[str, Any]]:
 
 def run(quick: bool) -> Iterator[dict[str, Any]]:
     with scratch("late") as root:
-        yield from measure(root, 10 if quick else 200)
+        yield from measure(root, 4 if quick else 200)

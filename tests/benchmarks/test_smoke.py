@@ -71,6 +71,7 @@ EXPECTED = {
     "evals": {"evals.overhead"},
     "cache": {"cache.full_price_input", "cache.cost"},
     "long_turn": {"long_turn.step", "long_turn.compactions"},
+    "late_turn": {"late_turn.drive", "late_turn.cpu"},
     "session_get": {
         "session_get.local.first",
         "session_get.local",
