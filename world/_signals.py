@@ -37,3 +37,15 @@ class Signals:
             if not loop.is_closed():
                 with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
                     loop.call_soon_threadsafe(event.set)
+
+
+async def wait_set(event: asyncio.Event, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `event`: whether it was set. A cancellation of the
+    caller always goes through (3.11's `asyncio.wait_for` returns the result of a wait that
+    ended just as its caller was cancelled, and a tail cancelled so would go on forever)."""
+    try:
+        async with asyncio.timeout(max(timeout, 0.0)):
+            await event.wait()
+    except TimeoutError:
+        return event.is_set()
+    return True

@@ -6,7 +6,6 @@ Every value still goes through the same codec and record framing as on disk, so 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 import zlib
@@ -24,7 +23,7 @@ from .._errors import (
 )
 from .._family import parks_on_timer
 from .._records import StoredRecord
-from .._signals import Signals
+from .._signals import Signals, wait_set
 from .._store import RECORD, Order, Store
 from .._world import (
     FamilyLog,
@@ -228,9 +227,7 @@ class MemoryWorld(Store):
         try:
             if self.timers_version() != version:
                 return True
-            try:
-                await asyncio.wait_for(event.wait(), max(timeout, 0.0))
-            except TimeoutError:
+            if not await wait_set(event, timeout):
                 return self.timers_version() != version
             return True
         finally:
@@ -305,9 +302,7 @@ class MemoryWorld(Store):
         try:
             if self.inbox_end(root) != mark:
                 return True
-            try:
-                await asyncio.wait_for(event.wait(), timeout)
-            except TimeoutError:
+            if not await wait_set(event, timeout):
                 return self.inbox_end(root) != mark
             return True
         finally:

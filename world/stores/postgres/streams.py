@@ -20,6 +20,7 @@ from ..._errors import (
     StoreUnavailableError,
     WorldError,
 )
+from ..._signals import wait_set
 from ..._world import (
     DRIVING,
     LostItem,
@@ -298,8 +299,7 @@ class Streams(Owners):
                 try:
                     items = await asyncio.to_thread(self.stream_read, name, start)
                     if not items:
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(event.wait(), TAIL_LOOK)
+                        await wait_set(event, TAIL_LOOK)
                 finally:
                     self._signals.drop(key, event)
                 for item in items:

@@ -54,6 +54,7 @@ from ..._errors import (
 )
 from ..._family import head_wake
 from ..._records import StoredRecord
+from ..._signals import wait_set
 from ..._store import IO
 from ..._world import (
     FamilyHead,
@@ -531,8 +532,7 @@ class PostgresWorld(Streams):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), left)
+                await wait_set(event, left)
             finally:
                 self._signals.drop(key, event)
 
