@@ -683,7 +683,7 @@ class HookHandle:
     def close(self) -> None:
         """Release the token; later deliveries to it raise `NoActiveRunError` (on a network
         world: from the run's next operation on, or once it parks or ends, the release being
-        a round trip made then off the loop)."""
+        a round trip made then, where `Engine.io` says)."""
         ctx = self._ctx
         ctx._check_alive()
         if self.token in ctx._new_hooks:  # never claimed: nothing to release

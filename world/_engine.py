@@ -33,7 +33,7 @@ from ._errors import (
 )
 from ._family import FINISHED, Family, Run, build_head, load_family
 from ._fork import ForkPlan, check_plan, plan_fork
-from ._offload import offload, quick_wait, runs_inline
+from ._offload import Placement
 from ._records import InboxState, JournalRecord, StoredRecord
 from ._store import IO, LAZY, RECORD, Order, Scheduling, scheduling
 from ._world import DRIVING, World, check_name, check_run_id, root_of
@@ -112,6 +112,7 @@ class Engine:
         # in the head as `note` (a caller's listing cache: one small file read per family).
         self.head_note: Callable[[str], Any] | None = None
         self._driving = 0  # families this engine is driving now
+        self._placement = Placement()  # where its storage calls run
 
     @property
     def driving(self) -> int:
@@ -147,13 +148,10 @@ class Engine:
 
     async def io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Make a storage call from the event loop where the world wants it (`World.io`,
-        `_offload.runs_inline`: a network world's on a thread, a disk world's there while
-        several families are driven, a memory world's inline); the caller goes on only once
-        it has returned (a cancellation waits for it: `_offload.offload`)."""
-        io, driving = self._store.io, self._driving
-        if runs_inline(io, driving):
-            return fn(*args, **kwargs)
-        return await offload(fn, *args, wait=quick_wait(io, driving), **kwargs)
+        `_offload.Placement`: on threads while several families are driven, inline while one
+        is and the world answers at once); the caller goes on only once it has returned (a
+        cancellation waits for it: `_offload.offload`)."""
+        return await self._placement.call(self._store.io, self._driving, fn, *args, **kwargs)
 
     # -- outside workflows -----------------------------------------------------------------------
     async def start(
@@ -249,7 +247,7 @@ class Engine:
 
     async def before_effect(self, *, observed: bool) -> None:
         """`World.before_effect` for a step about to begin its effect, made where it may wait:
-        an observed effect on a network world waits for a round trip (off the loop, `io`);
+        an observed effect on a network world waits for a round trip (made where `io` says);
         anything else returns at once or waits for a local disk."""
         store = self._store
         if observed and store.io is IO.NETWORK:
@@ -258,8 +256,8 @@ class Engine:
             store.before_effect(observed=observed)
 
     async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
-        """A call that waits only on a network world: made off the loop there (`io`),
-        inline on the others (reads, and writes whose wait is their own)."""
+        """A call that waits only on a network world: made where `io` says there, inline on
+        the others (reads, and writes whose wait is their own)."""
         if self._store.io is not IO.NETWORK:
             return fn(*args)
         return await self.io(fn, *args)

@@ -29,7 +29,9 @@ class IO(enum.Enum):
     # Durable ones wait for a disk: made on threads while several families are driven (their
     # fsyncs then overlap: a group commit), inline for one (a thread hop costs more).
     DISK = "disk"
-    NETWORK = "network"  # every call is a round trip: always made off the loop
+    # Every call is a round trip: made on threads while several families are driven, inline
+    # for one while they are quick (no hop to a thread: `_offload.Placement`).
+    NETWORK = "network"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +65,10 @@ class Scheduling:
     """What the engine asks of a store about durability and waiting; the defaults are those of
     a world whose every call is durable when it returns and never waits long."""
 
-    # How long its calls wait, so callers on an event loop know where to make them (`IO`):
-    # off the loop, on threads (calls for different families may overlap; calls for one
-    # family never do), so one session's wait does not stall the others or the HTTP server.
+    # How long its calls wait, so callers on an event loop know where to make them (`IO`,
+    # `_offload.Placement`): off the loop, on threads (calls for different families may
+    # overlap; calls for one family never do), so one session's wait does not stall the
+    # others or the HTTP server; inline where a hop to a thread would cost more.
     io: IO = IO.MEMORY
 
     @abstractmethod

@@ -1,5 +1,6 @@
-"""On a network world (`World.io` is NETWORK) the facade's calls from an event loop run off
-it: the HTTP channel's reads and a drive's storage calls leave the loop free."""
+"""On a network world (`World.io` is NETWORK) the facade's calls from an event loop are made
+where the engine says (`_offload.Placement`): off it, or inline for a quick store while one
+session is driven; never on the loop behind the engine's back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from eve_cli._events import Event
 from eve_cli.runtime import Runtime
 from tests.eve_cli.rt_support import AgentFactory, reply
-from world import MemoryWorld
+from world import MemoryWorld, _offload
 from world._store import IO
 
 
@@ -23,22 +24,28 @@ class NetworkWorld(MemoryWorld):
 
     def __init__(self) -> None:
         super().__init__()
-        self.threads: list[str] = []
+        self.threads: list[str] = []  # "MainThread (inline)": made inline by the engine
         self.recorded: str | None = None  # the one stream whose reads are recorded (None: all)
 
     def heads(
         self, *, roots: Sequence[str] | None = None, inbox: bool = True, runnable: bool = False
     ) -> Any:
-        self.threads.append(threading.current_thread().name)
+        self._seen()
         return super().heads(roots=roots, inbox=inbox, runnable=runnable)
 
     def stream_read(self, name: str, start: int = 0, end: int | None = None) -> list[Any]:
         if self.recorded in (None, name):
-            self.threads.append(threading.current_thread().name)
+            self._seen()
         return super().stream_read(name, start, end)
 
+    def _seen(self) -> None:
+        inline = " (inline)" if _offload.inline() else ""
+        self.threads.append(threading.current_thread().name + inline)
 
-def test_reads_and_drives_on_a_network_world_run_off_the_loop(make_agent: AgentFactory) -> None:
+
+def test_reads_and_drives_on_a_network_world_are_made_where_the_engine_says(
+    make_agent: AgentFactory,
+) -> None:
     agent = make_agent(script=[reply("hello")])
     world = NetworkWorld()
 
@@ -60,7 +67,7 @@ def test_reads_and_drives_on_a_network_world_run_off_the_loop(make_agent: AgentF
     assert asyncio.run(rt.call(threading.current_thread)) is threading.current_thread()
 
 
-def test_a_tails_message_texts_on_a_network_world_are_read_off_the_loop(
+def test_a_tails_message_texts_on_a_network_world_are_read_where_the_engine_says(
     make_agent: AgentFactory,
 ) -> None:
     agent = make_agent(script=[reply("hello there")])

@@ -1,5 +1,7 @@
-"""`World.io`: the engine makes a network world's calls off the event loop, so one family's
-round trips do not stall the loop that drives the others (and serves HTTP)."""
+"""`World.io`: the engine makes a network world's calls off the event loop while it drives
+several families, so one family's round trips do not stall the loop that drives the others
+(and serves HTTP), and a slow world's always; a quick world's inline while it drives one
+(`_offload.Placement`)."""
 
 from __future__ import annotations
 
@@ -85,41 +87,77 @@ def test_a_network_worlds_calls_never_hold_the_loop() -> None:
     assert len(gaps) > 20 and gaps[len(gaps) * 9 // 10] < DELAY / 2, (gaps[-5:], elapsed)
 
 
-def test_a_solo_drives_quick_call_is_taken_without_a_turn_of_the_loop() -> None:
-    """While at most one family is driven, the loop waits up to `QUICK_WAIT` for a network
-    world's call: a quick result is taken with nothing else run meanwhile (no wake-up from
-    the thread); a slower one lets the loop go on. Either runs in the caller's context."""
-    from world._offload import QUICK_WAIT
+def test_a_solo_drives_quick_calls_are_taken_without_a_turn_of_the_loop_then_inline() -> None:
+    """While one family is driven, the loop waits up to `QUICK_WAIT` for a network world's
+    call made on a thread (a quick result is taken with nothing else run meanwhile); once
+    `QUICK_AFTER` calls in a row were quick, the calls are made inline on the loop's thread,
+    until one takes longer; then threads again. Each runs in the caller's context."""
+    from world._offload import QUICK_AFTER, QUICK_WAIT, Placement
 
-    world = SlowWorld()
-    engine = Engine(world, {"steps": steps})
+    placement = Placement()
     probe: contextvars.ContextVar[str] = contextvars.ContextVar("probe", default="unset")
     ran: list[int] = []
+    slow = [False]
 
-    def quick() -> tuple[str, str]:
+    def call() -> tuple[str, str]:
+        if slow[0]:
+            time.sleep(QUICK_WAIT * 5)
         return threading.current_thread().name, probe.get()
 
-    def slow() -> str:
-        time.sleep(QUICK_WAIT * 20)
-        return probe.get()
-
-    async def main() -> tuple[list[tuple[str, str]], bool, str, bool]:
+    async def main() -> tuple[list[tuple[str, str]], list[bool]]:
         probe.set("caller")
-        loop, results, taken = asyncio.get_running_loop(), [], False
-        for attempt in range(20):  # (a loaded machine may start the thread late once)
-            loop.call_soon(ran.append, attempt)
-            results.append(await engine.io(quick))
-            if attempt not in ran:
-                taken = True
-                break
-        loop.call_soon(ran.append, -1)
-        got = await engine.io(slow)
-        return results, taken, got, -1 in ran
+        loop, results, turned = asyncio.get_running_loop(), [], []
+        for number in range(QUICK_AFTER * 3):
+            slow[0] = number == QUICK_AFTER * 2  # one slow call among quick ones
+            loop.call_soon(ran.append, number)
+            results.append(await placement.call(IO.NETWORK, 1, call))
+            turned.append(number in ran)
+        return results, turned
 
-    results, taken, got, went_on = asyncio.run(main())
-    assert all(name != "MainThread" and seen == "caller" for name, seen in results)
-    assert taken  # a quick call's result, with no other callback run before it
-    assert got == "caller" and went_on  # the loop ran meanwhile
+    results, turned = asyncio.run(main())
+    assert all(seen == "caller" for _, seen in results)
+    names = [name for name, _ in results]
+    two = QUICK_AFTER * 2
+    assert "MainThread" not in names[:QUICK_AFTER]  # not proven quick yet
+    assert not all(turned[:QUICK_AFTER])  # a quick one taken with no turn of the loop
+    assert names[QUICK_AFTER : two + 1] == ["MainThread"] * (two + 1 - QUICK_AFTER)
+    assert not any(turned[QUICK_AFTER : two + 1])  # inline: the loop never turned
+    assert "MainThread" not in names[two + 1 :]  # the slow one sent them back to threads
+
+
+def test_a_call_that_would_wait_inline_is_made_again_on_a_thread() -> None:
+    """A store's call made inline that raises `WouldWait` (it would wait to retry, or it is
+    a write it could not make again) is made again from its start on a thread; and while
+    several families are driven, a network world's calls are always made on threads."""
+    from world import _offload
+    from world._offload import QUICK_AFTER, Placement, WouldWait
+
+    placement = Placement()
+    tries: list[tuple[str, bool]] = []
+
+    def write() -> str:
+        tries.append((threading.current_thread().name, _offload.inline()))
+        if _offload.inline():
+            raise WouldWait
+        return "written"
+
+    async def main() -> list[str]:
+        for _ in range(QUICK_AFTER):
+            await placement.call(IO.NETWORK, 1, lambda: None)
+        out = [await placement.call(IO.NETWORK, 1, write)]
+        out.append(await placement.call(IO.NETWORK, 1, lambda: threading.current_thread().name))
+        out.append(await placement.call(IO.NETWORK, 2, lambda: threading.current_thread().name))
+        out.append(await placement.call(IO.DISK, 1, lambda: threading.current_thread().name))
+        out.append(await placement.call(IO.DISK, 2, lambda: threading.current_thread().name))
+        return out
+
+    written, after, several, disk_one, disk_several = asyncio.run(main())
+    assert written == "written"
+    assert tries[0] == ("MainThread", True) and tries[1][0] != "MainThread"
+    assert tries[1][1] is False and len(tries) == 2  # once inline, once again on a thread
+    assert after == "MainThread"  # a quick remake keeps the store's calls inline
+    assert several != "MainThread" and disk_several != "MainThread"
+    assert disk_one == "MainThread"
 
 
 def test_a_memory_world_is_called_inline() -> None:

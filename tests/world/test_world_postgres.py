@@ -55,6 +55,25 @@ def _sql(query: str, *params: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
+def _cut(tag: str, *, idle: bool = False) -> None:
+    """End the server's connections named `tag` (`idle`: those waiting for a statement, the
+    pool's and the listener's alike)."""
+    idle_only = " AND state = 'idle'" if idle else ""
+    _sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s"
+        + idle_only,
+        tag,
+    )
+
+
+def _stored_once(world: PostgresWorld, rid: str, steps: list[str]) -> None:
+    """Family `rid`'s records are at positions 1, 2, ... with no gap, its steps `steps`, each
+    once."""
+    records = world.load(rid).records
+    assert [pos for pos, _ in records] == list(range(1, len(records) + 1))
+    assert [rec["name"] for _, rec in records if rec.get("t") == "step"] == steps
+
+
 def test_import_world_does_not_load_the_driver() -> None:
     code = "import sys, world; print('psycopg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -124,7 +143,10 @@ def _counted_from_rows(url: str, root: str, names: list[str]) -> int:
         f" + (SELECT coalesce(sum(octet_length(head)), 0) FROM {s}.heads WHERE root = %s)"
         f" + (SELECT coalesce(sum(octet_length(i.item)), 0) FROM {s}.stream_items i JOIN "
         f"{s}.streams st ON st.id = i.stream WHERE st.name = ANY(%s))",
-        root, root, root, names,
+        root,
+        root,
+        root,
+        names,
     )
     return int(n)
 
@@ -707,20 +729,10 @@ def test_a_run_goes_on_when_its_connections_are_cut_between_steps(url: str) -> N
     world = PostgresWorld(with_params(url, application_name=tag))
     ran: list[int] = []
 
-    def cut() -> None:
-        _sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-            tag,
-        )
-
-    def record(i: int) -> int:
-        ran.append(i)
-        return i
-
     async def flow(ctx: WorkflowContext, _: None) -> list[int]:
         for i in range(4):
-            await ctx.step(f"s{i}", record, i)
-            await ctx.step(f"cut{i}", cut)
+            await ctx.step(f"s{i}", ran.append, i)
+            await ctx.step(f"cut{i}", _cut, tag)
         return ran
 
     engine = Engine(world, {"flow": flow})
@@ -730,6 +742,147 @@ def test_a_run_goes_on_when_its_connections_are_cut_between_steps(url: str) -> N
         assert ran == [0, 1, 2, 3]  # every step once: nothing re-run, nothing lost
     finally:
         world.close()
+
+
+def test_an_inline_commit_whose_connection_broke_is_made_again_on_a_thread(url: str) -> None:
+    """A commit made inline on the loop (`_offload.Placement`) that finds its connection cut
+    does not retry there: its batch goes back to the lease and the commit is made again on a
+    thread, which looks first whether the try committed. Every step runs once and every
+    record is stored once, in order."""
+    from world._offload import QUICK_AFTER
+
+    tag = f"eve-inline-{_schema(url)}"
+    world, other = PostgresWorld(with_params(url, application_name=tag)), PostgresWorld(url)
+    sent = _threads_of(world, "_send_batch")
+    ran: list[int] = []
+
+    async def flow(ctx: WorkflowContext, _: None) -> list[int]:
+        for i in range(4):
+            await ctx.step(f"s{i}", ran.append, i)
+            engine._placement._quick = QUICK_AFTER  # the next commit is made inline
+            _cut(tag, idle=True)
+        return ran
+
+    engine = Engine(world, {"flow": flow})
+    try:
+        rid = asyncio.run(engine.start("flow"))
+        sent.clear()
+        assert asyncio.run(engine.run(rid)).result == [0, 1, 2, 3]
+        assert ran == [0, 1, 2, 3]
+        moved = [i for i, name in enumerate(sent[:-1]) if name == "MainThread"]
+        assert moved and all(sent[i + 1] != "MainThread" for i in moved)  # made again
+        _stored_once(other, rid, ["s0", "s1", "s2", "s3"])
+    finally:
+        world.close()
+        other.close()
+
+
+def test_an_inline_commit_whose_answer_was_lost_is_not_written_twice(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit made inline that committed but lost its answer (the connection failed after
+    the COMMIT) is made again on a thread, which finds it stored and writes nothing more."""
+    from world._offload import QUICK_AFTER
+
+    world, other = PostgresWorld(url), PostgresWorld(url)
+    real = psycopg.Connection.execute
+    lost: list[str] = []
+
+    def execute(self: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        cursor = real(self, query, *args, **kwargs)
+        on_loop = threading.current_thread() is threading.main_thread()
+        if on_loop and not lost and "commit_family" in str(query):
+            lost.append(threading.current_thread().name)
+            raise psycopg.OperationalError("the answer was lost")  # after the commit
+        return cursor
+
+    async def flow(ctx: WorkflowContext, _: None) -> int:
+        total = 0
+        for i in range(4):
+            total += await ctx.step(f"s{i}", lambda i=i: i)
+            engine._placement._quick = QUICK_AFTER  # the next commit is made inline
+        return total
+
+    engine = Engine(world, {"flow": flow})
+    try:
+        rid = asyncio.run(engine.start("flow"))
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        assert asyncio.run(engine.run(rid)).result == 6
+        monkeypatch.undo()
+        assert lost == ["MainThread"]
+        _stored_once(other, rid, ["s0", "s1", "s2", "s3"])
+    finally:
+        world.close()
+        other.close()
+
+
+def test_an_inline_commit_never_waits_for_another_commit_of_its_family(url: str) -> None:
+    """Made inline on the loop, a family's commit finds another one of it in flight (a timer's
+    on a thread, maybe retrying a lost connection) and raises `WouldWait` instead of waiting
+    for it, its batch left in the lease; made again off the loop, it is written whole."""
+    from world import _offload
+    from world._offload import WouldWait
+
+    owner, other = PostgresWorld(url), PostgresWorld(url)
+    try:
+        rid = asyncio.run(Engine(owner, {"steps": _steps}).start("steps", 1))
+        lease = owner.acquire(rid)
+        committing = lease.committing  # type: ignore[attr-defined]
+
+        async def commit() -> None:
+            owner.append(rid, [RECORD_BODY])  # (on a loop: kept in the lease for a commit)
+            owner.stream_append(f"history.{rid}", "kept")
+            committing.acquire()  # another commit of the family is in flight
+            token = _offload._INLINE.set(True)
+            try:
+                with pytest.raises(WouldWait):
+                    owner.before_effect()
+            finally:
+                _offload._INLINE.reset(token)
+                committing.release()
+            assert other.stream_read(f"history.{rid}") == []  # nothing written yet
+            owner.before_effect()
+
+        asyncio.run(commit())
+        assert other.stream_read(f"history.{rid}") == ["kept"]
+        query = f'SELECT count(*) FROM "{_schema(url)}".records WHERE root = %s'
+        assert _sql(query, rid) == [(2,)]  # the start's record, and the one kept
+        lease.release()
+    finally:
+        owner.close()
+        other.close()
+
+
+def test_a_write_asked_inline_is_left_for_a_thread_untried(url: str) -> None:
+    """Made inline on the loop, a read goes ahead on a free connection, and a write the store
+    could not make again from its start (a lease's acquire names itself with a fresh token)
+    raises `WouldWait` before it is tried: nothing of it is written. With no free connection
+    even a read raises it: no connection is waited for on the loop."""
+    from world import _offload
+    from world._offload import WouldWait
+
+    world, other = PostgresWorld(url), PostgresWorld(url)
+    try:
+        engine = Engine(other, {"steps": _steps})
+        rid = asyncio.run(engine.start("steps", 0))
+        assert world.family_exists(rid)  # (a connection made: inline, none is waited for)
+        token = _offload._INLINE.set(True)
+        try:
+            assert world.family_exists(rid)
+            with pytest.raises(WouldWait):
+                world.acquire(rid)
+            fresh = PostgresWorld(url)  # its pool has no connection yet
+            try:
+                with pytest.raises(WouldWait):
+                    fresh.family_exists(rid)
+            finally:
+                fresh.close()
+        finally:
+            _offload._INLINE.reset(token)
+        other.acquire(rid).release()  # no lease was taken
+    finally:
+        world.close()
+        other.close()
 
 
 def test_consumed_deliveries_are_dropped_only_once_they_weigh(url: str) -> None:
@@ -760,7 +913,8 @@ def test_a_repair_leaves_a_family_a_live_worker_drives_alone(url: str) -> None:
         with world.acquire(rid):
             busy = doctor.verify(repair=True)  # (its record's new size: its usage too)
             assert {(f.path, f.state) for f in busy} == {
-                (f"{rid}/journal", "busy"), (f"{rid}/usage", "busy")
+                (f"{rid}/journal", "busy"),
+                (f"{rid}/usage", "busy"),
             }
             assert _sql(f"SELECT body FROM {s}.records WHERE root = %s AND pos = 1", rid) == [
                 (b"\x00",)
@@ -939,9 +1093,8 @@ def _threads_of(world: PostgresWorld, name: str, *, after: bool = False) -> list
 
 
 def test_a_session_driven_alone_commits_once_a_step(url: str) -> None:
-    """Each step's effect commits what came before it in one transaction (one batch a step,
-    none on the loop's thread), and what the steps wrote is all there for another worker,
-    each record once."""
+    """Each step's effect commits what came before it in one transaction (one batch a step),
+    and what the steps wrote is all there for another worker, each record once."""
     owner, other = PostgresWorld(url), PostgresWorld(url)
     sent = _threads_of(owner, "_send_batch")
     try:
@@ -950,7 +1103,6 @@ def test_a_session_driven_alone_commits_once_a_step(url: str) -> None:
         sent.clear()
         assert asyncio.run(engine.run(rid)).result == sum(range(20))
         assert len(sent) <= 20 + 2  # the steps' effects, and the run's end
-        assert "MainThread" not in sent
         records = other.load(rid).records
         assert [pos for pos, _ in records] == list(range(1, len(records) + 1))
         steps = [rec["name"] for _, rec in records if rec.get("t") == "step"]

@@ -13,6 +13,7 @@ import psycopg
 import psycopg_pool
 from psycopg.types.json import Jsonb
 
+from ... import _offload
 from ..._clock import local_now
 from ..._errors import (
     StorageError,
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from .owners import _PgLease
 
 T = TypeVar("T")
+
+# Seconds a call made inline on the loop waits for a free pooled connection (more: on a thread).
+_INLINE_CONNECTION = 0.0005
 
 # A member's advertisement (`Connected.advertise`), rows unheard of for a day removed with it.
 _ADVERTISE = """
@@ -189,23 +193,43 @@ class Connected(Store):
             for lease in self._leases.values():
                 lease.recheck = True
 
-    def _call(self, fn: Callable[[psycopg.Connection[Any], int], T]) -> T:
+    def _call(
+        self,
+        fn: Callable[[psycopg.Connection[Any], int], T],
+        *,
+        again: bool = False,
+        first: int = 0,
+    ) -> T:
         """Run `fn(conn, attempt)` on a pooled connection, again on a fresh one while the
         connection breaks (for up to `?retry=` seconds, 30 by default: a database restarting).
-        `attempt` > 0 tells a write to look first whether its previous try committed."""
+        `attempt` > 0 tells a write to look first whether its previous try committed (it
+        begins at `first`).
+
+        Made inline on the loop (`_offload.inline()`), a call that is not one the caller can
+        make `again` from its start (a read, a batch kept until it is written) raises
+        `WouldWait` before trying, and one that can raises it instead of waiting to retry."""
+        inline = _offload.inline()
+        if inline and not again:
+            raise _offload.WouldWait
         deadline = time.monotonic() + self._target.retry
-        pause, attempt = 0.02, 0
+        pause, attempt = 0.02, first
+        # Inline, a connection is taken only if one is free: none is waited for on the loop.
+        wait = _INLINE_CONNECTION if inline else None
         while True:
             try:
-                with self._pool_now().connection() as conn:
+                with self._pool_now().connection(wait) as conn:
                     result = fn(conn, attempt)
                 if self._away:
                     self._back()
                 return result
             except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+                if inline and isinstance(exc, psycopg_pool.PoolTimeout):
+                    raise _offload.WouldWait from None  # nothing was sent
                 self._recheck_all()  # (a write in flight may or may not have committed)
                 if attempt:  # not only a connection the pool kept from before a restart
                     self._gone(exc)
+                if inline:
+                    raise _offload.WouldWait from None  # retried on a thread
                 if time.monotonic() + pause >= deadline:
                     raise StoreUnavailableError(self._unreachable(exc)) from None
             except psycopg.Error as exc:
@@ -238,12 +262,16 @@ class Connected(Store):
         """One row of a read-only statement (retried freely)."""
         if not self._exists:
             return None
-        return self._call(lambda conn, _: conn.execute(self._sql[name], params).fetchone())
+        return self._call(
+            lambda conn, _: conn.execute(self._sql[name], params).fetchone(), again=True
+        )
 
     def _all(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         if not self._exists:
             return []
-        return self._call(lambda conn, _: conn.execute(self._sql[name], params).fetchall())
+        return self._call(
+            lambda conn, _: conn.execute(self._sql[name], params).fetchall(), again=True
+        )
 
     def _writable(self) -> None:
         if not self._exists:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from ... import _faults
+from ... import _faults, _offload
 from ..._commit import CommitQueue
 from ..._errors import (
     OwnershipError,
@@ -102,6 +102,9 @@ class _PgLease(Lease):
         # A connection broke or the server changed since the positions were last known to be
         # the database's: they are read again before the next commit (`_recheck`).
         self.recheck = False
+        # A batch put back after a try that may have committed (`_put_back`): its next try
+        # looks first whether it did.
+        self.unsure = False
 
     def release(self) -> None:
         self.world._release(self)
@@ -201,16 +204,34 @@ class Owners(Connected):
         lease = self._leases.get(root)
         if lease is None:
             return True
-        with lease.committing:
+        # Inline on the loop, no other commit of the family is waited for (one on a thread
+        # may be retrying a lost connection): it is made on a thread then.
+        if not lease.committing.acquire(blocking=not _offload.inline()):
+            raise _offload.WouldWait
+        try:
             with self._lock:
                 batch = self._take_batch(lease)
             if batch is not None:
                 try:
                     self._send_batch(lease, batch)
+                except _offload.WouldWait:
+                    self._put_back(lease, batch)  # written by the call made again
+                    raise
                 except Exception as exc:
                     lease.failure = exc
+        finally:
+            lease.committing.release()
         with self._lock:
             return not (lease.records or lease.pending or lease.head)
+
+    def _put_back(self, lease: _PgLease, batch: _Batch) -> None:
+        """Return a taken batch to its lease, before what it took since (its try may have
+        committed: the next looks first, `unsure`)."""
+        with self._lock:
+            lease.records = batch.records + lease.records
+            lease.pending = batch.items + lease.pending
+            lease.head = lease.head or batch.head
+            lease.unsure = True
 
     def _failed(self, lease: _PgLease | None = None) -> None:
         """Raise the failure of `lease`'s commit (None: of any lease this object holds)."""
@@ -260,7 +281,8 @@ class Owners(Connected):
             if code != 0:
                 self._refused(conn, lease, "write to its journal and streams", first, code)
 
-        self._call(go)
+        self._call(go, again=True, first=1 if lease.unsure else 0)
+        lease.unsure = False
         # The batch notified only if another world object tails the family: this one's own
         # tails are woken here.
         for name in {item[0] for item in batch.items}:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 
-from ... import _codec
+from ... import _codec, _offload
 from ..._errors import (
     HookConflictError,
     OwnershipError,
@@ -459,6 +459,8 @@ class PostgresWorld(Streams):
 
     # -- ownership and wake-ups --------------------------------------------------------------
     def acquire(self, root: str, wait: float | None = None) -> Lease:
+        if _offload.inline():  # (it may wait for the listener, and it is a write of a token)
+            raise _offload.WouldWait
         check_run_id(root)
         self._writable()
         self._listening()  # alive before owning: else another worker may take it as dead
@@ -489,6 +491,8 @@ class PostgresWorld(Streams):
             pause = min(pause * 2, 0.1)
 
     def _release(self, lease: _PgLease) -> None:
+        if _offload.inline():  # (its lease is forgotten below: a release is never made again)
+            raise _offload.WouldWait
         try:
             if not lease.lost and lease.failure is None:
                 # What it holds, while the lease fences it (this family's commit alone: what
