@@ -123,8 +123,9 @@ async def _frames(
         )
         try:
             while not hub.closing:
-                try:
-                    item = await asyncio.wait_for(queue.get(), hub.heartbeat)
+                try:  # (`asyncio.timeout`: a client gone as an item came ends the stream)
+                    async with asyncio.timeout(hub.heartbeat):
+                        item = await queue.get()
                 except TimeoutError:
                     yield b": heartbeat\n\n" if sse else b"\n"
                     continue

@@ -109,5 +109,8 @@ class Timers:
                     del self._due[sid]
                     self._kick(sid)
             wait = min([rescan, *self._due.values()]) - now
+            # (`asyncio.timeout`, not `wait_for`: 3.11's swallows a cancel that comes as the
+            # event is set, and a server stopping then would wait here for the next one)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), max(wait, 0.01))
+                async with asyncio.timeout(max(wait, 0.01)):
+                    await self._changed.wait()

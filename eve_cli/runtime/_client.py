@@ -349,7 +349,8 @@ class Client:
         # Every world's tail is an async generator (closed here, not left to the collector).
         tail = cast("AsyncGenerator[Any, None]", self.world.stream_tail(events_stream(sid), after))
         try:
-            await asyncio.wait_for(anext(tail), timeout)
+            async with asyncio.timeout(timeout):  # (a cancel goes through, as it may not with
+                await anext(tail)  # 3.11's `wait_for`)
         except TimeoutError:
             pass
         finally:
