@@ -151,6 +151,16 @@ def test_a_checkpoint_that_does_not_match_the_events_is_not_read(
     asyncio.run(main())
 
 
+def _digesting(agent: Path, open_world: WorldOpener) -> Runtime:
+    """A runtime on a new world of `open_world`'s, which must give stream digests (a world
+    without them folds afresh every time: nothing kept to test)."""
+    rt = Runtime(agent_dir=agent, world=open_world())
+    if rt.world.stream_digest(events_stream("s_1"), 0) is None:
+        rt.close()
+        pytest.skip("a world without digests folds afresh every time")
+    return rt
+
+
 def _texts_read(monkeypatch: pytest.MonkeyPatch) -> list[set[int]]:
     """The history items whose texts views read back, a set per read (appended as they are)."""
     read: list[set[int]] = []
@@ -173,9 +183,7 @@ def test_the_writers_view_after_a_checkpoint_reads_no_turn_back(
     read = _texts_read(monkeypatch)  # the history items whose texts a view read back
 
     async def main() -> None:
-        rt = Runtime(agent_dir=agent, world=open_world())
-        if rt.world.stream_digest(events_stream("s_1"), 0) is None:
-            pytest.skip("a world without digests folds afresh every time")
+        rt = _digesting(agent, open_world)
         sid = await rt.create_session()
         for n in range(6):
             await rt.deliver(sid, f"message {n}")
@@ -207,9 +215,7 @@ def test_a_page_needing_more_records_than_kept_decodes_each_once(
     read = _texts_read(monkeypatch)  # one entry per record (or turn) whose texts were read
 
     async def main() -> None:
-        rt = Runtime(agent_dir=agent, world=open_world())
-        if rt.world.stream_digest(events_stream("s_1"), 0) is None:
-            pytest.skip("a world without digests folds afresh every time")
+        rt = _digesting(agent, open_world)
         sid = await rt.create_session()
         for n in range(9):
             await rt.deliver(sid, f"message {n}")

@@ -434,20 +434,27 @@ def test_digest_covers_a_prefix_and_changes_with_its_bytes(world: World) -> None
         assert world.stream_digest("dig", 2) != two
 
 
-def test_a_digest_reads_only_what_was_appended_since_the_last(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _summed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the byte strings crc32'd from now on (the stream store's digests call
+    `zlib.crc32`)."""
     import zlib
 
-    world = LocalWorld(tmp_path / "data")
     summed: list[int] = []
     real = zlib.crc32
 
-    def crc32(data: bytes, crc: int = 0) -> int:  # the stream store calls zlib.crc32
+    def crc32(data: bytes, crc: int = 0) -> int:
         summed.append(len(data))
         return real(data, crc)
 
     monkeypatch.setattr(zlib, "crc32", crc32)
+    return summed
+
+
+def test_a_digest_reads_only_what_was_appended_since_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = LocalWorld(tmp_path / "data")
+    summed = _summed(monkeypatch)
     for i in range(50):
         world.stream_append("dig", {"i": i, "pad": "x" * 100})
     first = world.stream_digest("dig", 50)
@@ -474,17 +481,8 @@ def test_digests_of_prefixes_asked_in_turn_read_only_what_came_since(
     """Two readers checking different prefixes of one stream in turn (a session's view its
     kept count, a turn's checkpoint a later one) each read only the items since the longest
     prefix checked that fits, not the stream from its start."""
-    import zlib
-
     world = LocalWorld(tmp_path / "data")
-    summed: list[int] = []
-    real = zlib.crc32
-
-    def crc32(data: bytes, crc: int = 0) -> int:
-        summed.append(len(data))
-        return real(data, crc)
-
-    monkeypatch.setattr(zlib, "crc32", crc32)
+    summed = _summed(monkeypatch)
     for i in range(200):
         world.stream_append("dig", {"i": i, "pad": "x" * 100})
     view = world.stream_digest("dig", 200)
