@@ -17,7 +17,7 @@ from pathlib import Path
 
 from eve_cli._loader import DEFAULT_AGENT_DIR
 from eve_cli.runtime import Runtime, RuntimeErrorBase
-from world import OwnershipError, WorldError
+from world import FamilyHead, OwnershipError, WorldError
 
 FINISHED = ("completed", "failed", "cancelled")
 FORCED = ("parked", "interrupted")  # removed only when asked (`eve gc --force`)
@@ -107,10 +107,25 @@ def _consider(
         entry.action = f"skipped: {entry.status}" + (
             " (use --waiting)" if entry.status == "waiting" else " (use --force)"
         )
+    elif _untaken(rt.world.heads(roots=[sid]), entry.status):
+        entry.action = _UNTAKEN
     return entry
 
 
 _OWNED = "skipped: owned by a live process"
+_UNTAKEN = "skipped: a delivery waits for the session"
+
+
+def _untaken(found: list[FamilyHead], status: str) -> bool:
+    """Whether a session of `status` (`found`: its head) holds a delivery no drive has taken
+    yet: acknowledged to its sender, so the session takes it before it may go (its server
+    was down, or lost the lease to gc a moment ago). Asked of sessions between turns, whose
+    head their last drive wrote as it parked (an interrupted turn's is older than what it
+    took; an ended session takes nothing more)."""
+    return status in _BETWEEN_TURNS and any(f.inbox_end != f.inbox_read for f in found)
+
+
+_BETWEEN_TURNS = ("waiting", "parked")
 
 
 def _status(rt: Runtime, sid: str) -> str:
@@ -146,6 +161,8 @@ def _remove(rt: Runtime, entry: Entry, cutoff: float, allowed: set[str]) -> str:
         written = world.family_usage(entry.id).last_write
         if status not in allowed or written > cutoff:
             return f"skipped: changed while gc ran (now {status})"
+        if _untaken(world.heads(roots=[entry.id]), status):
+            return _UNTAKEN
         if not world.remove_family(entry.id, inbox_mark=mark):
             return f"skipped: changed while gc ran (now {status})"
         return "removed"

@@ -95,6 +95,13 @@ class FamilyHead:
     head: Head | None
     inbox_end: int  # -1: not asked for (`World.heads(inbox=False)`)
 
+    @property
+    def inbox_read(self) -> int:
+        """The inbox mark the family's last drive had read up to (-1: none known): while
+        it differs from `inbox_end`, something was delivered that no drive has taken."""
+        mark = (self.head or {}).get("inbox_mark")
+        return mark if isinstance(mark, int) else -1
+
 
 @dataclass(frozen=True)
 class FamilyUsage:

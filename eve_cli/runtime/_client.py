@@ -381,8 +381,7 @@ class Client:
 
         root = sid.split(".", 1)[0]
         found = self.world.heads(roots=[root], inbox=False)
-        mark = ((found[0].head if found else None) or {}).get("inbox_mark")
-        mark = mark if isinstance(mark, int) and mark > 0 else 0
+        mark = max(found[0].inbox_read, 0) if found else 0
         if mark >= delivery:
             return False  # the first delivery since the last drive took what came before
         items, _ = self.world.read_inbox(root, mark)

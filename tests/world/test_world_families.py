@@ -85,6 +85,16 @@ def test_family_usage_counts_what_the_family_stores(world: World) -> None:
     assert world.family_usage("a", streams=["events.a"]).bytes == after.bytes
 
 
+def test_a_delivery_is_the_latest_write_of_an_idle_family(world: World) -> None:
+    """What `eve gc` compares with its cutoff: a message delivered to a family nobody drove
+    since is its latest stored change, as a record or a head written then would be."""
+    _start(world, "a")
+    before = world.family_usage("a").last_write
+    time.sleep(0.2)
+    world.deliver("a", "other", {"n": 1})
+    assert world.family_usage("a").last_write >= before + 0.15
+
+
 def test_family_streams_and_remnants(world: World) -> None:
     _start(world, "a")
     world.stream_append("history.a.1", 1)

@@ -232,6 +232,31 @@ def test_a_session_that_changed_after_the_listing_is_kept(
     assert LocalWorld(data).read_inbox(sid)[0][-1].payload == {"m": "still here"}
 
 
+def test_a_message_no_drive_took_keeps_its_session_however_old(
+    isolated: Path, sessions: dict[str, str]
+) -> None:
+    """A message acknowledged to its sender that no drive took yet (its server down since)
+    keeps a waiting session past any age, in a dry run too; once a drive took it, gc may
+    remove the session."""
+    data, sid = isolated / "data", sessions["waiting"]
+    rt = Runtime(data, agent_dir=isolated / "done")
+    try:
+        asyncio.run(rt.deliver(sid, "are you there?"))
+        _age(data, 3600)
+        for dry in (["--dry-run"], []):
+            report = _gc(data, "--older-than", "1m", "--waiting", *dry)
+            actions = {e["id"]: e["action"] for e in report["entries"]}
+            assert actions[sid] == "skipped: a delivery waits for the session"
+        assert LocalWorld(data).read_inbox(sid)[0][-1].payload == {"m": "are you there?"}
+        asyncio.run(rt.drive(sid))
+        assert any(e.get("text") == "are you there?" for e in rt.events(sid))
+    finally:
+        rt.close()
+    _age(data, 3600)
+    report = _gc(data, "--older-than", "1m", "--waiting")
+    assert {e["id"]: e["action"] for e in report["entries"]}[sid] == "removed"
+
+
 def test_a_process_waiting_for_a_session_gc_removes_finds_no_session(
     isolated: Path, sessions: dict[str, str]
 ) -> None:

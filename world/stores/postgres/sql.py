@@ -371,7 +371,9 @@ SQL: dict[str, str] = {
                 WHERE root = %(root)s
             UNION ALL SELECT coalesce(sum(bytes), 0) FROM st
         ), f AS (
-            SELECT greatest(f.created, h.updated) AS at FROM {s}.families f
+            SELECT greatest(f.created, h.updated, (SELECT i.at FROM {s}.inbox i
+                WHERE i.root = f.root ORDER BY i.id DESC LIMIT 1)) AS at
+            FROM {s}.families f
             LEFT JOIN {s}.heads h ON h.root = f.root WHERE f.root = %(root)s
         )
         SELECT (SELECT sum(n) FROM sizes), extract(epoch FROM (SELECT at FROM f))
