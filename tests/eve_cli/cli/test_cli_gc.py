@@ -257,6 +257,42 @@ def test_a_message_no_drive_took_keeps_its_session_however_old(
     assert {e["id"]: e["action"] for e in report["entries"]}[sid] == "removed"
 
 
+def test_a_message_delivered_as_gc_decides_keeps_its_session_on_every_world(
+    isolated: Path, world_spec: str
+) -> None:
+    """The race `eve gc` ran on PostgreSQL, made in order: gc lists a waiting session as idle,
+    a message is delivered (acknowledged to its sender), no drive takes it (the server's
+    found gc holding the lease), and gc decides under the lease: the session stays, and
+    takes the message at its next drive."""
+    agent = write_agent(isolated / "agent", script=[reply("hello"), reply("again")])
+    rt = Runtime(world_spec, agent_dir=agent)
+    try:
+
+        async def made() -> str:
+            sid = await rt.create_session()
+            await rt.deliver(sid, "hi")
+            await rt.drive(sid)
+            return sid
+
+        sid = asyncio.run(made())
+        cutoff, allowed = time.time() + 60, {*FINISHED, "waiting"}  # any session is idle
+        reader = collecting_runtime(world_spec)
+        try:
+            [entry] = [e for e in collect(reader, cutoff, allowed, dry_run=True) if e.id == sid]
+        finally:
+            reader.close()
+        assert entry.action == "would remove"
+        asyncio.run(rt.deliver(sid, "still here"))
+        assert _remove(rt, entry, cutoff, allowed) == "skipped: a delivery waits for the session"
+        asyncio.run(rt.drive(sid))
+        assert [e["text"] for e in rt.events(sid) if e["type"] == "message.received"] == [
+            "hi",
+            "still here",
+        ]
+    finally:
+        rt.close()
+
+
 def test_a_process_waiting_for_a_session_gc_removes_finds_no_session(
     isolated: Path, sessions: dict[str, str]
 ) -> None:
