@@ -4,9 +4,10 @@ retention share.
 A session qualifies by its status and by when anything was last stored to it
 (`World.family_usage`). No call removes a session a live process owns: "nobody owns it" is
 proven by taking its lease, and the decision is made again under it (a turn run since the
-listing keeps the session); the world removes it only if nothing was delivered since
-(`World.remove_family`'s mark). Leftovers of an interrupted removal or creation
-(`World.remnants`) are swept too. Through the `World` interface only: any world.
+listing keeps the session, as does a message no drive took yet); the world removes it only
+if nothing was delivered since (`World.remove_family`'s mark). Leftovers of an interrupted
+removal or creation (`World.remnants`) are swept too. Through the `World` interface only:
+any world.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from eve_cli._loader import DEFAULT_AGENT_DIR
 from eve_cli.runtime import Runtime, RuntimeErrorBase
-from world import FamilyHead, OwnershipError, WorldError
+from world import OwnershipError, WorldError
 
 FINISHED = ("completed", "failed", "cancelled")
 FORCED = ("parked", "interrupted")  # removed only when asked (`eve gc --force`)
@@ -107,7 +108,7 @@ def _consider(
         entry.action = f"skipped: {entry.status}" + (
             " (use --waiting)" if entry.status == "waiting" else " (use --force)"
         )
-    elif _untaken(rt.world.heads(roots=[sid]), entry.status):
+    elif _untaken(rt, sid, entry.status):
         entry.action = _UNTAKEN
     return entry
 
@@ -116,13 +117,15 @@ _OWNED = "skipped: owned by a live process"
 _UNTAKEN = "skipped: a delivery waits for the session"
 
 
-def _untaken(found: list[FamilyHead], status: str) -> bool:
-    """Whether a session of `status` (`found`: its head) holds a delivery no drive has taken
-    yet: acknowledged to its sender, so the session takes it before it may go (its server
-    was down, or lost the lease to gc a moment ago). Asked of sessions between turns, whose
-    head their last drive wrote as it parked (an interrupted turn's is older than what it
-    took; an ended session takes nothing more)."""
-    return status in _BETWEEN_TURNS and any(f.inbox_end != f.inbox_read for f in found)
+def _untaken(rt: Runtime, sid: str, status: str) -> bool:
+    """Whether session `sid`, of `status`, holds a delivery no drive has taken yet:
+    acknowledged to its sender, so the session takes it before it may go (its server was
+    down, or lost the lease to gc a moment ago). Asked of sessions between turns, whose head
+    their last drive wrote as it parked (an interrupted turn's is older than what it took;
+    an ended session takes nothing more)."""
+    if status not in _BETWEEN_TURNS:
+        return False
+    return any(f.inbox_end != f.inbox_read for f in rt.world.heads(roots=[sid]))
 
 
 _BETWEEN_TURNS = ("waiting", "parked")
@@ -161,7 +164,7 @@ def _remove(rt: Runtime, entry: Entry, cutoff: float, allowed: set[str]) -> str:
         written = world.family_usage(entry.id).last_write
         if status not in allowed or written > cutoff:
             return f"skipped: changed while gc ran (now {status})"
-        if _untaken(world.heads(roots=[entry.id]), status):
+        if _untaken(rt, entry.id, status):
             return _UNTAKEN
         if not world.remove_family(entry.id, inbox_mark=mark):
             return f"skipped: changed while gc ran (now {status})"

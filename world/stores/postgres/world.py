@@ -195,8 +195,9 @@ class PostgresWorld(Streams):
         row = self._one("usage", {"root": root, "names": names})
         if row is None:
             return FamilyUsage(0, 0.0)
-        # The last write known here: the head's (written at the end of every drive) or the
-        # family's creation; a delivery since moves the inbox mark, which callers compare.
+        # The last write known here: the head's (written at the end of every drive), the
+        # family's creation or its latest delivery (the records and streams a drive writes
+        # are written under a lease, which gc takes before it looks).
         return FamilyUsage(int(row[0] or 0), float(row[1] or 0.0))
 
     def stream_names(self, *, family: str | None = None) -> list[str]:
