@@ -335,7 +335,7 @@ class Engine:
             if head is None:
                 found.append(family.root)
                 continue
-            fresh = family.inbox_end != head.get("inbox_mark")
+            fresh = family.inbox_end != family.inbox_read
             for rid, entry in head.get("runs", {}).items():
                 status, waiting = entry.get("status"), entry.get("waiting") or {}
                 if (
