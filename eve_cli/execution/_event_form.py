@@ -11,6 +11,7 @@ An event whose data already uses one of the short names is stored in form 1.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, cast
 
 from eve_cli._events import Event
@@ -31,13 +32,15 @@ FIELDS = {
     "continuationToken": "c", "turns": "n", "steps": "m", "disposition": "p", "role": "r",
 }  # fmt: skip
 _NAMES = {code: name for name, code in FIELDS.items()}
+# Data naming one of these is packed by `pack` whole (see `pack_parts`).
+_HEAD = frozenset({"type", "at", "turnId", "stepIndex", *_NAMES})
 _TURN_ID = re.compile(r"t([0-9]{1,9})")
 _USAGE = ("inputTokens", "outputTokens")
 
 
 def pack(event: Event) -> dict[str, Any]:
     """The stored form of ``event`` (``type``, ``at`` as epoch seconds, then its fields)."""
-    stored: dict[str, Any] = {}
+    stored: dict[str, object] = {}
     if not _NAMES.keys().isdisjoint(event):
         stored.update(event)  # form 1: a short name would be ambiguous
         return stored
@@ -49,6 +52,30 @@ def pack(event: Event) -> dict[str, Any]:
         elif key == "usage" and isinstance(value, dict) and tuple(value) == _USAGE:
             value = [value[k] for k in _USAGE]
         stored[FIELDS.get(key, key)] = value
+    return stored
+
+
+def pack_parts(
+    type: str, at: float | int, turn_id: str | None, step: int | None, data: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``pack`` of the event ``type`` at ``at``, of turn ``turn_id`` and step ``step`` (None:
+    left out), with ``data`` after: the same dict, without building the event first."""
+    if not _HEAD.isdisjoint(data):
+        head = {"type": type, "at": at, "turnId": turn_id, "stepIndex": step}
+        return pack(cast(Event, {k: v for k, v in head.items() if v is not None} | dict(data)))
+    stored: dict[str, object] = {"y": TYPE_CODES.get(type, type), "a": at}
+    if turn_id is not None:
+        stored["u"] = _turn_number(turn_id)
+    if step is not None:
+        stored["s"] = step
+    for key, value in data.items():
+        short = FIELDS.get(key)
+        if short is None:
+            stored[key] = value
+        elif short == "g" and isinstance(value, dict) and tuple(value) == _USAGE:
+            stored[short] = [value[k] for k in _USAGE]
+        else:
+            stored[short] = value
     return stored
 
 

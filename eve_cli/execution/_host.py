@@ -27,7 +27,7 @@ from eve_cli._session import (
 )
 from eve_cli._tools import Tool
 from eve_cli.execution import _observe
-from eve_cli.execution._event_form import pack, unpack
+from eve_cli.execution._event_form import pack_parts, unpack
 from eve_cli.execution._keys import EventKeys, HistoryKeys
 from eve_cli.execution._lost import check_window
 from eve_cli.execution._replies import (
@@ -245,7 +245,8 @@ class SessionHost:
         *,
         text: str | None = None,
     ) -> None:
-        # stored_event(type, now, {scope..., **data}, since) built as one dict (several a step)
+        # The event as the fold and watchers take it, {type, at, scope..., **data}, and as
+        # stored (stored_event(type, now, {scope..., **data}, since)), each built once.
         now, turn_id = stored_time(time.time(), self._since), self.turn_id
         event: Event
         if turn_id is None:
@@ -258,14 +259,15 @@ class SessionHost:
             event = {"type": type, "at": now, "turnId": turn_id, **data}
         else:
             event = {"type": type, "at": now, "turnId": turn_id, "stepIndex": step, **data}
+        stored = pack_parts(type, now, turn_id, step, data)
         if type in CHECKPOINTS and "." not in self.snap.id and data.get("on") != "tasks":
             # Where `eve fork` can cut: the journal position and the history length here
             # (the event's own index is the events' cut). Only a root session's: a fork
             # copies its sub-agents' sessions whole.
             at = self.ctx.checkpoint()
             if at is not None:
-                event["ck"] = [at, self.snap.history_len]
-        index = self.events.append(key, pack(event))
+                event["ck"] = stored["ck"] = [at, self.snap.history_len]
+        index = self.events.append(key, stored)
         self._tell(type, key, event, index)
         if index is None or self._since is None or (REF in data and text is None):
             return

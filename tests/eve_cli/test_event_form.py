@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eve_cli._events import Event
-from eve_cli.execution._event_form import FIELDS, TYPES, pack, unpack
+from eve_cli.execution._event_form import FIELDS, TYPES, pack, pack_parts, unpack
 
 EVENTS: list[dict[str, Any]] = [
     {"type": "message.appended", "at": 1.5, "turnId": "t12", "stepIndex": 0, "delta": "Hi "},
@@ -31,6 +31,32 @@ def test_pack_then_unpack_is_the_event_itself(event: dict[str, Any]) -> None:
     stored = pack(cast(Event, dict(event)))
     back = unpack(stored)
     assert back == event and list(back) == list(event)  # same fields, same order
+
+
+@pytest.mark.parametrize("turn_id", [None, "t4"])
+@pytest.mark.parametrize("step", [None, 2])
+@pytest.mark.parametrize("data", [
+    {}, {"delta": "Hi "}, {"usage": {"inputTokens": 10, "outputTokens": 4}},
+    {"usage": {"outputTokens": 4, "inputTokens": 10}}, {"_h": 7, "role": "assistant"},
+    {"callId": "c", "d": "mine"}, {"anything": [1, {"a": 2}]}, {"turns": 2, "steps": 5},
+])  # fmt: skip
+def test_packing_the_parts_stores_what_packing_the_event_does(
+    turn_id: str | None, step: int | None, data: dict[str, Any]
+) -> None:
+    event: dict[str, Any] = {"type": "step.completed", "at": 12}
+    if turn_id is not None:
+        event["turnId"] = turn_id
+    if step is not None:
+        event["stepIndex"] = step
+    whole = pack(cast(Event, {**event, **data}))
+    parts = pack_parts("step.completed", 12, turn_id, step, data)
+    assert list(parts.items()) == list(whole.items())
+
+
+def test_data_naming_a_head_field_is_packed_as_the_event_holding_it() -> None:
+    data = {"at": 9, "x": 1}
+    event = cast(Event, {"type": "result", "at": 1, "turnId": "t3", **data})
+    assert list(pack_parts("result", 1, "t3", None, data).items()) == list(pack(event).items())
 
 
 def test_the_stored_form_is_short() -> None:
