@@ -342,8 +342,10 @@ class ViewFold:
         for the text its ``_h`` refers to, ``at`` as stored (ms since the session's
         creation, ``created_ms`` since the epoch). The event becomes the fold's; its values
         are copied as a read would give them, so nothing the writer keeps is shared."""
-        if any(type(value) not in _PLAIN for value in event.values()):
-            event = as_read(event)  # a copy: its plain values as they are, the others as read
+        for value in event.values():  # a loop, not any(...): this runs for every event
+            if type(value) not in _PLAIN:
+                event = as_read(event)  # a copy: its plain values as they are, the others as read
+                break
         self._created_ms = created_ms
         self._apply(event)
         self.view["events"] += 1

@@ -52,10 +52,14 @@ class FrozenList(list[Any]):
         return list, (list(self),)
 
 
+# Values that hold no dict or list: taken as they are, without a call each (most of a view).
+_LEAVES = frozenset((str, int, float, bool, type(None)))
+
+
 def freeze(value: Any) -> Any:
     """``value`` with every dict and list in it read-only (other values as they are)."""
     if isinstance(value, dict):
-        return FrozenDict({k: freeze(v) for k, v in value.items()})
+        return FrozenDict({k: v if type(v) in _LEAVES else freeze(v) for k, v in value.items()})
     if isinstance(value, list):
-        return FrozenList(freeze(v) for v in value)
+        return FrozenList([v if type(v) in _LEAVES else freeze(v) for v in value])
     return value
