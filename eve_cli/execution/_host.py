@@ -110,6 +110,7 @@ class SessionHost:
         self._summary: str | None = None
         self._indexes: list[int] = []
         self._window_tokens = 0  # the sum of message_tokens over _window
+        self._summary_tokens = 0  # message_tokens of _summary's message (asked every step)
         self._stored: dict[int, Message] = {}  # appended by store_history, not yet adopted
         self._ahead: dict[int, tuple[Any, bool]] = {}  # read_ahead's items (and resolved?)
         self._window_at: tuple[int, int, int | None] = (-1, -1, None)
@@ -440,10 +441,9 @@ class SessionHost:
 
     def history_tokens(self) -> tuple[int, int]:
         window = self._current_window()
-        count, tokens = len(window), self._window_tokens
         if self._summary:
-            count, tokens = count + 1, tokens + message_tokens(summary_message(self._summary))
-        return count, tokens
+            return len(window) + 1, self._window_tokens + self._summary_tokens
+        return len(window), self._window_tokens
 
     def _current_window(self) -> list[Message]:
         snap = self.snap
@@ -457,6 +457,8 @@ class SessionHost:
             self.executor.keep_window(snap.id, state)
             self._window, self._indexes = list(state.messages), list(state.indexes)
             self._summary, self._window_tokens = state.summary, state.tokens
+            summary = state.summary
+            self._summary_tokens = message_tokens(summary_message(summary)) if summary else 0
             self._window_at = self._window_key()
         return self._window
 
