@@ -54,12 +54,8 @@ class FamilyCommits:
         self._before_durable = before_durable
         self._families: dict[str, _Family] = {}
 
-    def route(self, name: str) -> str | None:
-        """The family whose commits take stream `name`'s items (None: not one held here)."""
-        root = stream_family(name)
-        return root if root is not None and root in self._families else None
-
     def holds(self, root: str) -> bool:
+        """Whether family `root` commits here (its streams' items go with its commits)."""
         return root in self._families
 
     def open(self, root: str, folder: str) -> None:

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 from ... import _journal
 from ..._errors import CorruptJournalError, StorageError, storage_error
-from ..._world import DRIVING, LostItem, check_name
+from ..._world import DRIVING, LostItem, check_name, stream_family
 from . import stream_index as _stream_index
 from .stream_index import (
     HEADER,
@@ -62,8 +62,9 @@ _Index = tuple["array[int]", int, int]  # a stream's item offsets, item count an
 
 
 class _Writer:
-    def __init__(self, data_fd: int, idx_fd: int) -> None:
+    def __init__(self, data_fd: int, idx_fd: int, family: str | None) -> None:
         self.data_fd, self.idx_fd = data_fd, idx_fd
+        self.family = family  # the stream's family by its name (`stream_family`)
         self.end = -1  # data size this process last saw (-1: not synced yet)
         self.count = 0
         self.ino = 0
@@ -440,9 +441,9 @@ class StreamStore(_StreamReads):
         # each family's streams, `_stream_record`).
         self.before_open: Callable[[str], None] | None = None
         self.before_durable: Callable[[], None] | None = None
-        # The family whose write-ahead file takes a stream's items (None: written and synced
-        # here), and what commits those families' open batches (LocalWorld, see `wal`).
-        self.route: Callable[[str], str | None] | None = None
+        # Whether a family's write-ahead file takes its streams' items (else they are written
+        # and synced here), and what commits those families' open batches (LocalWorld, `wal`).
+        self.held: Callable[[str], bool] | None = None
         self.before_read: Callable[[str], None] | None = None  # told a stream about to be read
         self.overlay: Callable[[str, str], list[Patch] | None] | None = None
         self.commit_families: Callable[[set[str], bool], None] | None = None
@@ -472,7 +473,7 @@ class StreamStore(_StreamReads):
             elif not writer.batch:
                 # A leased family's items wait in a batch for its next commit, on a loop or
                 # not (the step's record: `Order.streams`); others off a loop are written now.
-                routed = self.route is not None and self.route(name) is not None
+                routed = self._route(writer) is not None
                 writer = self._begin(name, writer, batch=loop is not None or routed)
                 if loop is None and not routed:
                     try:
@@ -590,13 +591,13 @@ class StreamStore(_StreamReads):
         family ``keep``'s (its next commit takes them)."""
         if not self._batched and self._drain_loop is None:
             return
-        if self.route is not None and self._batched:
+        if self.held is not None and self._batched:
             self._commit_routed(keep)
         with self._lock:
             self._drain_loop = None
             batched: dict[str, _Writer] = {}
-            for name in list(self._batched):  # a family's batches wait for its commit
-                if self.route is None or self.route(name) is None:
+            for name, writer in list(self._batched.items()):  # a family's wait for its commit
+                if self._route(writer) is None:
                     batched[name] = self._batched.pop(name)
             if not self._batched:
                 _OPEN_BATCHES.discard(self)
@@ -614,13 +615,18 @@ class StreamStore(_StreamReads):
                 finally:
                     fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
 
+    def _route(self, writer: _Writer) -> str | None:
+        """The family whose commits take the writer's items (None: written and synced here)."""
+        root = writer.family
+        return root if root is not None and self.held is not None and self.held(root) else None
+
     def _commit_routed(self, keep: str | None) -> None:
-        assert self.route is not None and self.commit_families is not None
+        assert self.commit_families is not None
         # Called holding the lock (an append waiting for a flock): a family being committed
         # on another thread meanwhile is skipped, not waited for (it takes this lock).
         nested = self._lock._is_owned()  # type: ignore[attr-defined]
         with self._lock:
-            roots = {root for name in self._batched if (root := self.route(name)) is not None}
+            roots = {root for w in self._batched.values() if (root := self._route(w)) is not None}
         if keep is not None:
             roots.discard(keep)
         if roots:
@@ -631,10 +637,11 @@ class StreamStore(_StreamReads):
         lock): its own items, made durable by the family's next commit, counted and read from
         it, not committed first (a turn reads its history's length, first item and digest as
         it starts). None: read the files, committed first (no one else sees them before)."""
-        root = self.route(name) if self.route is not None else None
+        writer = self._batched.get(name)
+        root = self._route(writer) if writer is not None else None
         if root is None or root != DRIVING.get() or name in self._taken:
             return None  # (taken: being committed, neither in the file nor in the batch)
-        return self._batched.get(name)
+        return writer
 
     def length(self, name: str) -> int:
         if name in self._batched:
@@ -693,8 +700,9 @@ class StreamStore(_StreamReads):
 
     def holds(self, root: str) -> bool:
         """Whether items of family ``root``'s streams wait in open batches for its commit."""
-        route = self.route
-        return route is not None and any(route(name) == root for name in list(self._batched))
+        if self.held is None or not self.held(root):
+            return False
+        return any(w.family == root for w in list(self._batched.values()))
 
     def _continue(self, name: str, writer: _Writer) -> None:
         """Open a batch after one `take` gave and `put` has not written yet: it goes where
@@ -710,8 +718,9 @@ class StreamStore(_StreamReads):
         still held: `put` writes them)."""
         taken = []
         with self._lock:
-            assert self.route is not None
-            for name in [n for n in self._batched if self.route(n) == root]:
+            assert self.held is not None
+            held = self.held(root)
+            for name in [n for n, w in self._batched.items() if held and w.family == root]:
                 writer = self._batched.pop(name)
                 frames, writer.batch = writer.batch, []
                 taken.append(Taken(name, writer, frames, writer.batch_at, writer.batch_index))
@@ -796,7 +805,7 @@ class StreamStore(_StreamReads):
                 idx_fd = os.open(idx_path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
                 raise storage_error(data_path, f"opening stream {name!r}", exc) from None
-            writer = self._writers[name] = _Writer(data_fd, idx_fd)
+            writer = self._writers[name] = _Writer(data_fd, idx_fd, stream_family(name))
             self._fd_paths[data_fd] = data_path
             writer.watched = os.path.join(self._resolved, os.path.basename(data_path))
         return writer

@@ -143,7 +143,7 @@ class LocalWorld(Store):
         self._families = FamilyCommits(
             self._writer, self._streams, self._checks.wrote, self._records.sync
         )
-        self._streams.route = self._families.route
+        self._streams.held = self._families.holds
         self._streams.commit_families = self._families.commit_many
         self._recovery = Recovery(self._run_files, self.path / "streams", self._leased, create)
         # A reader's open writes nothing: it reads the files with what a crash left in their
