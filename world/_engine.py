@@ -113,16 +113,13 @@ class Engine:
         self.head_note: Callable[[str], Any] | None = None
         self._driving = 0  # families this engine is driving now
         self._placement = Placement()  # where its storage calls run
+        # How this engine schedules durability with its world (`_store`).
+        self._store: Scheduling = scheduling(world)
 
     @property
     def driving(self) -> int:
         """How many run families this engine is driving now."""
         return self._driving
-
-    @property
-    def _store(self) -> Scheduling:
-        """How this engine schedules durability with its world (`_store`)."""
-        return scheduling(self.world)
 
     def timers_version(self) -> Hashable:
         """A cheap token that changes whenever a process of this world puts a run to sleep on a
