@@ -637,8 +637,8 @@ class LocalWorld(Store):
 
     def before_effect(self, *, observed: bool = True) -> None:
         if observed:
+            self._settle()  # pending families commit with their open batches, then the rest:
             self._streams.drain()  # open batches written: a reader can see them
-            self._settle()
         else:
             self._streams.hold(EFFECT_WAIT)
             self._settle(soon=True)
