@@ -204,6 +204,49 @@ def test_the_writers_view_after_a_checkpoint_reads_no_turn_back(
     asyncio.run(main())
 
 
+def test_the_writer_does_not_decode_the_checkpoint_it_wrote_to_write_the_next(
+    open_world: WorldOpener, tmp_path: Path, every: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process whose kept fold wrote the latest checkpoint writes the next one after it
+    without decoding it (it holds that state); one whose latest is another's decodes it, and
+    the records either writes give the view a fold of every event gives."""
+    agent = write_agent(tmp_path / "agent", script=[reply(f"reply {n}") for n in range(12)])
+    decoded: list[Any] = []
+    real = _view._decoded
+
+    def decode(record: Any) -> Any:
+        decoded.append(record)
+        return real(record)
+
+    monkeypatch.setattr(_view, "_decoded", decode)
+
+    async def main() -> None:
+        rt = _digesting(agent, open_world)
+        sid = await rt.create_session()
+        for n in range(6):
+            await rt.deliver(sid, f"message {n}")
+            await rt.drive(sid)
+            if n == 1:  # (the first views restore the fold from a checkpoint: decoded)
+                decoded.clear()
+                first = len(rt.world.stream_read(checkpoint_stream(sid)))
+        records = rt.world.stream_read(checkpoint_stream(sid))
+        assert len(records) >= first + 2 and decoded == []
+        assert [r["since"] for r in records][1:] == [r["turns"] - 1 for r in records][:-1]
+        rt.close()
+        other = Runtime(agent_dir=agent, world=open_world(), load_agent=False)
+        await other.deliver(sid, "message 6")
+        await other.drive(sid)
+        assert decoded  # the latest is not one it wrote: it reads it
+        count = len(other.world.stream_read(checkpoint_stream(sid)))
+        assert count > len(records)
+        stored = other.world.stream_read(events_stream(sid))
+        fresh = fold(sid, other.core.reader(sid).read(0, stored))
+        assert _folded(other.session(sid, None))["turns"] == fresh["turns"]
+        other.close()
+
+    asyncio.run(main())
+
+
 def test_a_page_needing_more_records_than_kept_decodes_each_once(
     open_world: WorldOpener, tmp_path: Path, every: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
