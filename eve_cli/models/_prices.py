@@ -84,16 +84,26 @@ def price_for(model: str, extra: Mapping[str, Price] | None = None) -> Price | N
     """The price of ``model`` (a model string): the longest matching key of ``extra``, else of
     :data:`KNOWN_PRICES`; None when neither knows it."""
     provider, _, name = model.partition(":")
-    shipped = f"{_ALIASES.get(provider, provider)}:{name}"
-    for table, names in ((extra or {}, (model, name)), (KNOWN_PRICES, (shipped,))):
-        best = max(
-            (key for key in table if any(n.startswith(key) for n in names if n)),
-            key=len,
-            default=None,
-        )
+    if extra:
+        best = _longest(extra, (model, name) if name else (model,))
         if best is not None:
-            return table[best]
-    return None
+            return extra[best]
+    best = _longest(KNOWN_PRICES, (f"{_ALIASES.get(provider, provider)}:{name}",))
+    return KNOWN_PRICES[best] if best is not None else None
+
+
+def _longest(table: Mapping[str, Price], names: tuple[str, ...]) -> str | None:
+    """The longest key of ``table`` that begins one of ``names`` (None: no key does)."""
+    # Plain loops: asked once a model call, over every key (no generator per key).
+    best: str | None = None
+    for key in table:
+        if best is not None and len(key) <= len(best):
+            continue
+        for name in names:
+            if name.startswith(key):
+                best = key
+                break
+    return best
 
 
 class PriceTableError(ValueError):
