@@ -32,10 +32,17 @@ class DeltaBuffer:
         self.size = 0  # characters held
         self.offset = 0  # characters flushed so far
         self.timer: asyncio.Handle | None = None
-        # Characters an earlier run of this call already stored.
-        self.streamed = max((start + length for start, length, _ in self.spans()), default=0)
+        self._streamed: int | None = None  # (`streamed`: looked up once text arrives)
         self.sent: list[str] = []  # what this run appended
         self.indexes: list[int] = []  # where (event indexes)
+
+    @property
+    def streamed(self) -> int:
+        """Characters an earlier run of this call already stored (looked up on first use: most
+        calls show no reasoning, whose buffer then never asks)."""
+        if self._streamed is None:
+            self._streamed = max((start + length for start, length, _ in self.spans()), default=0)
+        return self._streamed
 
     async def add(self, text: str) -> None:
         self.hold(text)
