@@ -534,10 +534,10 @@ class Engine:
         return family.apply(pos, _codec.decode(body))
 
     async def _append(self, root: str, bodies: list[bytes], order: Order) -> list[int]:
-        """`World.append`, inline when it waits for nothing now (`World.append_waits`), else
-        where `io` makes calls."""
+        """`World.append`, inline when it waits for nothing now (`World.append_waits`) or `io`
+        would make it inline (`Placement.inline`), else where `io` makes calls."""
         store = self._store
-        if not store.append_waits(root, order):
+        if not store.append_waits(root, order) or self._placement.inline(store.io, self._driving):
             return store.append(root, bodies, order)
         return await self.io(store.append, root, bodies, order)
 

@@ -82,11 +82,17 @@ class Placement:
         self._clock = clock  # what a call's time is measured by
         self._quick = 0  # a network store's calls in a row that took under QUICK_WAIT
 
+    @staticmethod
+    def inline(io: IO, driving: int) -> bool:
+        """Whether `call` makes its call inline, as it is (a caller may then make it itself,
+        without a coroutine: a disk store's record, twice a step)."""
+        return io is IO.MEMORY or (io is IO.DISK and driving < 2)
+
     async def call(
         self, io: IO, driving: int, fn: Callable[..., T], *args: Any, **kwargs: Any
     ) -> T:
         """`fn(*args, **kwargs)` where it runs best; the caller goes on once it returned."""
-        if io is IO.MEMORY or (io is IO.DISK and driving < 2):
+        if self.inline(io, driving):
             return fn(*args, **kwargs)
         if io is not IO.NETWORK or driving >= 2:
             return await offload(fn, *args, **kwargs)
