@@ -40,19 +40,9 @@ _USAGE = ("inputTokens", "outputTokens")
 
 def pack(event: Event) -> dict[str, Any]:
     """The stored form of ``event`` (``type``, ``at`` as epoch seconds, then its fields)."""
-    stored: dict[str, object] = {}
     if not _NAMES.keys().isdisjoint(event):
-        stored.update(event)  # form 1: a short name would be ambiguous
-        return stored
-    for key, value in event.items():
-        if key == "type" and isinstance(value, str):
-            value = TYPE_CODES.get(value, value)
-        elif key == "turnId" and isinstance(value, str):
-            value = _turn_number(value)
-        elif key == "usage" and isinstance(value, dict) and tuple(value) == _USAGE:
-            value = [value[k] for k in _USAGE]
-        stored[FIELDS.get(key, key)] = value
-    return stored
+        return dict(event)  # form 1: a short name would be ambiguous
+    return _packed({}, event)
 
 
 def pack_parts(
@@ -63,20 +53,45 @@ def pack_parts(
     if not _HEAD.isdisjoint(data):
         head = {"type": type, "at": at, "turnId": turn_id, "stepIndex": step}
         return pack(cast(Event, {k: v for k, v in head.items() if v is not None} | dict(data)))
+    # The head as `_packed` stores it (`_CODED`), its fields' types known: no loop, no checks.
     stored: dict[str, object] = {"y": TYPE_CODES.get(type, type), "a": at}
     if turn_id is not None:
         stored["u"] = _turn_number(turn_id)
     if step is not None:
         stored["s"] = step
-    for key, value in data.items():
+    return _packed(stored, data)
+
+
+def _packed(stored: dict[str, object], fields: Mapping[str, Any]) -> dict[str, object]:
+    """``stored`` with ``fields`` added in their stored form: the one place that says how
+    (short names, the type's number, a turn's number, a usage pair)."""
+    for key, value in fields.items():
         short = FIELDS.get(key)
         if short is None:
             stored[key] = value
-        elif short == "g" and isinstance(value, dict) and tuple(value) == _USAGE:
-            stored[short] = [value[k] for k in _USAGE]
+        elif short in _CODED:
+            stored[short] = _CODED[short](value)
         else:
             stored[short] = value
     return stored
+
+
+def _type_code(type: Any) -> Any:
+    return TYPE_CODES.get(type, type) if isinstance(type, str) else type
+
+
+def _turn_code(turn_id: Any) -> Any:
+    return _turn_number(turn_id) if isinstance(turn_id, str) else turn_id
+
+
+def _usage_pair(usage: Any) -> Any:
+    """A usage of exactly input and output tokens (in that order) as their pair."""
+    return (
+        [usage[k] for k in _USAGE] if isinstance(usage, dict) and tuple(usage) == _USAGE else usage
+    )
+
+
+_CODED = {"y": _type_code, "u": _turn_code, "g": _usage_pair}  # fields stored coded
 
 
 _TURN_NUMBERS: dict[str, int | str] = {}  # every event of a turn has its id: match it once
