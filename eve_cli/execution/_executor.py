@@ -76,8 +76,10 @@ class Executor:
         self.served: dict[str, Path] = {}
         self._moved: dict[Path, Path] = {}
         self.load_errors: dict[str, str] = {}
-        # session id -> (start, history items from start, their digest); see history_window
-        self._windows: OrderedDict[str, tuple[int, list[Message], Any]] = OrderedDict()
+        # session id -> (start, history items from start, (count, digest): the digest of the
+        # stream's first `count` items, those read; the items after them this process wrote
+        # there, see wrote_history); see history_window
+        self._windows: OrderedDict[str, tuple[int, list[Message], tuple[int, Any]]] = OrderedDict()
         self._keyed: OrderedDict[tuple[str, int], KeyedStream] = OrderedDict()
         self._states: OrderedDict[str, WindowState] = OrderedDict()  # see extend_window
         # session id -> {history index: text} of replies this process stored by reference
@@ -236,23 +238,26 @@ class Executor:
         while len(self._states) > _KEPT_WINDOWS:
             self._states.popitem(last=False)
 
+    def wrote_history(self, session_id: str, index: int, item: Message) -> bool:
+        """History item ``index`` of ``session_id`` as this process just stored it, in the
+        form a read gives back: the kept window takes it when it ends just before it (True),
+        and the next :meth:`history_window` does not read it back (its digest still takes
+        the stored bytes in)."""
+        kept = self._windows.get(session_id)
+        if kept is None or kept[0] + len(kept[1]) != index:
+            return False
+        kept[1].append(item)
+        return True
+
     def history_window(self, session_id: str, start: int, end: int) -> list[Message]:
         """Items ``start`` to ``end`` of the session's history stream, without their keys.
 
         Kept between turns for a few sessions and reused while the stream's digest of them is
-        unchanged: a turn then reads only the messages appended since, not the whole window.
+        unchanged: a turn then reads only the messages appended since, not the whole window
+        (none of those this process appended: see :meth:`wrote_history`).
         """
         name = history_stream(session_id)
-        kept = self._windows.pop(session_id, None)
-        items: list[Message] = []
-        checked = None  # (count, digest) seen unchanged just now
-        # A window that starts further on (a compaction moved its start) takes the kept
-        # items from there: the digest is of the stream's whole prefix they end.
-        stop = kept[0] + len(kept[1]) if kept is not None else -1
-        if kept is not None and kept[0] <= start <= stop <= end:
-            unchanged = self.world.stream_digest(name, stop) == kept[2]
-            items = list(kept[1][start - kept[0] :]) if unchanged else []
-            checked = (stop, kept[2]) if unchanged else None
+        items, checked = self._kept_window(session_id, name, start, end)
         if start + len(items) < end:
             first = start + len(items)
             read = self.world.stream_read(name, first, end)
@@ -263,12 +268,39 @@ class Executor:
             # Texts of items not read yet (appended past ``end``) stay.
             if left := {i: t for i, t in (texts or {}).items() if i >= first + len(fresh)}:
                 self._texts[session_id] = left
-        digest = self.world.stream_digest(name, start + len(items), checked)
+        count = start + len(items)
+        if checked is not None and checked[0] == count:
+            digest = checked[1]  # checked just now
+        else:
+            digest = self.world.stream_digest(name, count, checked)
         if digest is not None:
-            self._windows[session_id] = (start, items, digest)
+            self._windows[session_id] = (start, items, (count, digest))
             while len(self._windows) > _KEPT_WINDOWS:
                 self._windows.popitem(last=False)
         return list(items)
+
+    def _kept_window(
+        self, session_id: str, name: str, start: int, end: int
+    ) -> tuple[list[Message], tuple[int, Any] | None]:
+        """The kept items of ``session_id``'s history from ``start`` (before ``end``) that
+        are still those stored, and the (count, digest) checked of them ([], None: none)."""
+        kept = self._windows.pop(session_id, None)
+        if kept is None:
+            return [], None
+        # A window that starts further on (a compaction moved its start) takes the kept
+        # items from there: the digest is of the stream's whole prefix they end.
+        first, held, (count, digest) = kept
+        stop = min(first + len(held), end)
+        if not first <= start <= count <= stop or self.world.stream_digest(name, count) != digest:
+            return [], None
+        checked = (count, digest)
+        if stop > count:  # written here (`wrote_history`): their stored bytes taken in
+            wrote = self.world.stream_digest(name, stop, checked)
+            if wrote is not None:
+                checked = (stop, wrote)
+            else:  # fewer stored than written (a write failed): read them
+                stop = count
+        return held[start - first : stop - first], checked
 
     def reload(self, agent_dir: str | None) -> AgentDefinition:
         """Load the folder now; a broken folder raises and the held definition stays."""

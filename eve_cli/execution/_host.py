@@ -32,6 +32,7 @@ from eve_cli.execution._keys import EventKeys, HistoryKeys
 from eve_cli.execution._lost import check_window
 from eve_cli.execution._replies import (
     call_errors,
+    expand,
     journaled,
     referring,
     reply_message,
@@ -321,11 +322,15 @@ class SessionHost:
         moving the window: safe inside a step function, which a replay does not re-run.
         ``events``: the delta events holding its content exactly (the item refers to them)."""
         fresh = self.history.index_of(key) is None
-        index = self.history.put(key, referring(message, events) if events else message)
+        item = referring(message, events) if events else message
+        index = self.history.put(key, item)
         if fresh:  # stored by this very call: adopting it needs no read back
             self._stored[index] = message
-            if events:  # nor does the next turn's window (a new host) read the events back
-                self.executor.remember_text(self.snap.id, index, str(message.get("content")))
+            # Nor does the next turn's window (a new host): it is kept as a read gives it.
+            text = str(message.get("content")) if events else None
+            read = expand(item, text) if text is not None else dict(message)
+            if not self.executor.wrote_history(self.snap.id, index, read) and text is not None:
+                self.executor.remember_text(self.snap.id, index, text)  # (events not read)
         return index
 
     def stored_history(self, key: Key) -> int | None:
