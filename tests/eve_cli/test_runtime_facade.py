@@ -16,6 +16,15 @@ from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
 from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
 from tests.worlds import WorldOpener
 
+NOTE = tool_file(
+    """
+    @tool
+    def note(x: int) -> int:
+        \"\"\"Echo.\"\"\"
+        return x
+    """
+)
+
 
 def test_the_default_world_is_local_under_the_data_directory(isolated: Path) -> None:
     rt = Runtime()
@@ -412,6 +421,40 @@ def test_a_window_whose_start_moved_on_takes_the_kept_items_from_there(
         assert read == []  # (a stream's digest is not a read of its items)
         assert window(sid, 0, 6) == whole  # (an earlier start than kept: read again)
         assert (history_stream(sid), 0) in [(name, start) for name, start, _ in read]
+
+    asyncio.run(main())
+
+
+def test_a_turns_window_reads_back_none_of_what_the_last_turn_stored(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    """What a turn stores in history (its message, replies, tool results) the kept window
+    takes as written: the next turn reads none of it back, and its window is what a read
+    gives (same fields, same order)."""
+    from eve_cli._session import history_stream
+    from eve_cli.execution._replies import resolve
+    from eve_cli.execution._streams import strip_key
+
+    agent = make_agent(
+        script=[{"text": "", "tool_calls": [call("note", x=1)]}, reply("one"), reply("two")],
+        tools={"note": NOTE},
+    )
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        await rt.deliver(sid, "a")
+        await rt.drive(sid)
+        await rt.deliver(sid, "b")
+        read = _reads(rt)
+        await rt.drive(sid)
+        # (the turn reads its own message ahead: item 4)
+        assert [r for r in read if r[0] == history_stream(sid)] == [(history_stream(sid), 4, None)]
+        window = rt.executor.history_window(sid, 0, 6)
+        stored = [strip_key(m) for m in rt.world.stream_read(history_stream(sid))]
+        expected = resolve(rt.world, sid, 0, stored)
+        assert [m["content"] for m in expected] == ["a", "", "1", "one", "b", "two"]
+        assert window == expected and [list(m) for m in window] == [list(m) for m in expected]
 
     asyncio.run(main())
 
