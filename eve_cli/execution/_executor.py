@@ -217,7 +217,9 @@ class Executor:
         for key in [k for k in self._keyed if k[0] in names]:
             del self._keyed[key]
         self._states.pop(session_id, None)
-        self._windows.pop(session_id, None)
+        # Its sub-agents' windows too: a failed drive's turns may have written there.
+        for sid in [s for s in self._windows if s == session_id or s.startswith(session_id + ".")]:
+            del self._windows[sid]
         self._texts.pop(session_id, None)
 
     def remember_text(self, session_id: str, index: int, text: str) -> None:
@@ -244,9 +246,15 @@ class Executor:
         and the next :meth:`history_window` does not read it back (its digest still takes
         the stored bytes in)."""
         kept = self._windows.get(session_id)
-        if kept is None or kept[0] + len(kept[1]) != index:
+        if kept is None:
             return False
-        kept[1].append(item)
+        first, held, (count, _) = kept
+        if index < count or index > first + len(held):
+            if index < count:  # where it read items: not those stored now
+                del self._windows[session_id]
+            return False
+        del held[index - first :]  # written before but not stored (a write that failed)
+        held.append(item)
         return True
 
     def history_window(self, session_id: str, start: int, end: int) -> list[Message]:

@@ -80,6 +80,7 @@ class Worker:
             raise SessionNotFoundError(f"no session {sid!r}") from None
         except BaseException:
             core.views.forget(sid)  # it may have taken events that were not stored
+            core.executor.forget(sid)  # nor the history its turns wrote (`wrote_history`)
             raise
         finally:
             if end is not None:

@@ -459,6 +459,57 @@ def test_a_turns_window_reads_back_none_of_what_the_last_turn_stored(
     asyncio.run(main())
 
 
+def test_a_kept_window_takes_what_was_written_only_as_stored() -> None:
+    """Items a process wrote are kept as written while the stream holds as many: one not
+    stored (a write that failed) is not taken, one written again at its index replaces it,
+    and a failed drive forgets them all (`Worker.drive`)."""
+    from eve_cli.execution import Executor
+    from world import MemoryWorld
+
+    world = MemoryWorld()
+    executor = Executor(world)
+    name, a = "history.s1", {"role": "user", "content": "a"}
+    world.stream_append(name, a)
+    assert executor.history_window("s1", 0, 1) == [a]
+    lost = {"role": "assistant", "content": "lost", "tool_calls": []}
+    assert executor.wrote_history("s1", 1, lost)  # never stored
+    again = {"role": "assistant", "content": "again", "tool_calls": []}
+    assert executor.wrote_history("s1", 1, again)  # written again there: replaces it
+    world.stream_append(name, again)
+    assert executor.history_window("s1", 0, 2) == [a, again]
+    assert executor.wrote_history("s1", 2, lost)  # never stored: not taken
+    assert executor.history_window("s1", 0, 3) == [a, again]
+    assert executor.wrote_history("s1", 2, lost)
+    executor.forget("s1")  # a failed drive: another process may write there next
+    world.stream_append(name, {"role": "user", "content": "b"})
+    assert executor.history_window("s1", 0, 3) == [a, again, {"role": "user", "content": "b"}]
+    assert not executor.wrote_history("s1", 0, lost)  # where it read: not kept at all
+    assert executor.history_window("s1", 0, 3)[0] == a
+
+
+def test_a_failed_drive_forgets_the_history_its_turns_wrote(
+    make_agent: AgentFactory, isolated: Path
+) -> None:
+    agent = make_agent(script=[reply("one")])
+
+    async def main() -> None:
+        rt = Runtime(agent_dir=agent)
+        sid = await rt.create_session()
+        await rt.deliver(sid, "a")
+        await rt.drive(sid)
+        assert sid in rt.executor._windows
+
+        async def failing(*args: Any, **kwargs: Any) -> None:
+            raise OSError("disk")
+
+        rt.core.engine.run = failing  # type: ignore[method-assign, assignment]
+        with pytest.raises(OSError):
+            await rt.drive(sid)
+        assert sid not in rt.executor._windows
+
+    asyncio.run(main())
+
+
 def test_a_row_reads_the_text_of_the_first_message_alone(
     make_agent: AgentFactory, isolated: Path
 ) -> None:
