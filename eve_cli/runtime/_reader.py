@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["Reader"]
 
 _FIRST_EVENTS = 16  # a session's first message is among its first events
+_FIRST_LOOK = 4  # usually among these: session.started, turn.started, message.received
 
 
 def _same(stored: Any, version: Any) -> bool:
@@ -247,10 +248,13 @@ class Reader:
     def _first_message(self, sid: str, meta: SessionMeta | None = None) -> str | None:
         """The session's first message, from its first events (session.started,
         turn.started, …), reading the text of that message alone (a row shows no other)."""
-        reader = self.core.reader(sid, meta)
-        items = self.world.stream_read(events_stream(sid), 0, _FIRST_EVENTS)
-        folded = ViewFold(sid).feed(reader.read(0, items, texts=False, refs=True))
-        turns = folded.view["turns"]
+        reader, name = self.core.reader(sid, meta), events_stream(sid)
+        for count in (_FIRST_LOOK, _FIRST_EVENTS):  # (a first turn's input never changes)
+            items = self.world.stream_read(name, 0, count)
+            folded = ViewFold(sid).feed(reader.read(0, items, texts=False, refs=True))
+            turns = folded.view["turns"]
+            if (turns and turns[0].get("input") is not None) or len(items) < count:
+                break
         if turns and (ref := folded.inputs.get(turns[0].get("number", 0))) is not None:
             turns[0]["input"] = reader.texts({ref}).get(ref, "")
         return first_message(folded.view)

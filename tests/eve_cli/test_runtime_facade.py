@@ -511,10 +511,11 @@ def test_a_failed_drive_forgets_the_history_its_turns_wrote(
 
 
 def test_a_row_reads_the_text_of_the_first_message_alone(
-    make_agent: AgentFactory, isolated: Path
+    make_agent: AgentFactory, isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A listing row's first message: the first events, and that message's history item
-    (the replies among those events keep their texts unread: a row shows none)."""
+    """A listing row's first message: the first events (a few, then more if it is not among
+    them), and that message's history item (the replies among those events keep their
+    texts unread: a row shows none)."""
     from eve_cli._session import events_stream, history_stream
 
     agent = make_agent(script=[reply("one " * 50), reply("two " * 50)])
@@ -527,8 +528,12 @@ def test_a_row_reads_the_text_of_the_first_message_alone(
             await rt.drive(sid)
         read = _reads(rt)
         assert rt.reader._first_message(sid) == "the first message"
-        assert read == [(events_stream(sid), 0, 16), (history_stream(sid), 0, 1)]
+        assert read == [(events_stream(sid), 0, 4), (history_stream(sid), 0, 1)]
         assert rt.sessions()[0]["first"] == "the first message"
+        read.clear()  # not among the first events looked at: the first 16 are read
+        monkeypatch.setattr("eve_cli.runtime._reader._FIRST_LOOK", 2)
+        assert rt.reader._first_message(sid) == "the first message"
+        assert read[:2] == [(events_stream(sid), 0, 2), (events_stream(sid), 0, 16)]
 
     asyncio.run(main())
 
