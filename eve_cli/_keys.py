@@ -202,7 +202,7 @@ class ModelCall(_Value):
     """The keys of model call ``m`` of step ``step`` of turn ``turn``. The first call of a
     step stores its answer, its events and their deltas compactly."""
 
-    __slots__ = ("_base", "_completed", "_reply", "m", "step", "turn")
+    __slots__ = ("_base", "_completed", "_reply", "_text_deltas", "m", "step", "turn")
     _FIELDS = ("turn", "step", "m")
 
     def __init__(self, turn: int, step: int, m: int) -> None:
@@ -214,6 +214,7 @@ class ModelCall(_Value):
         compact = (turn, step) if m == 0 else None
         self._completed = Key(base, () if compact else None)
         self._reply = Key(base + ":a", compact)
+        self._text_deltas = DeltaKeys(f"{base}:d@", m == 0)  # (each delta's key, and its check)
 
     @property
     def completed(self) -> Key:
@@ -262,7 +263,7 @@ class ModelCall(_Value):
     @property
     def text_deltas(self) -> DeltaKeys:
         """The keys of its ``message.appended`` events."""
-        return DeltaKeys(f"{self._base}:d@", self.m == 0)
+        return self._text_deltas
 
     @property
     def reasoning_deltas(self) -> DeltaKeys:
