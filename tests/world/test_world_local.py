@@ -747,3 +747,33 @@ def test_verify_on_a_read_only_file_system_tests_locks_without_writing(tmp_path:
         assert not [f for f in found if f.error], found
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_removing_a_held_family_writes_none_of_its_open_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Items appended on the loop wait in an open batch for the family's next commit; a
+    # removal under the lease drops them unwritten (their files go next), not writes them.
+    world = LocalWorld(tmp_path / "data")
+
+    async def parks(ctx: WorkflowContext, token: str) -> Any:
+        return await ctx.create_hook(token).receive()
+
+    asyncio.run(Engine(world, {"parks": parks}).start("parks", "tok", run_id="a"))
+    lease = world.acquire("a")
+    writes: list[int] = []
+    real = os.pwrite
+
+    def pwrite(fd: int, data: bytes, at: int) -> int:
+        writes.append(len(data))
+        return real(fd, data, at)
+
+    async def append_then_remove() -> None:
+        world.stream_append("events.a", {"x": 1})
+        monkeypatch.setattr(os, "pwrite", pwrite)
+        assert world.remove_family("a")
+
+    asyncio.run(append_then_remove())
+    lease.release()
+    assert writes == [] and world.stream_names() == []
+    world.close()

@@ -182,10 +182,12 @@ class FamilyCommits:
 
     def drop(self, root: str) -> None:
         """The family is being removed: what is not committed goes with it."""
-        family = self._families.pop(root, None)
+        family = self._families.get(root)
         if family is not None:
             with family.lock:
+                # Taken while the family is held here: only a held family's batches are its.
                 self._streams.put(self._streams.take(root), stored=False)
+                del self._families[root]
                 family.wal.close()
 
     def close(self) -> StorageError | None:
