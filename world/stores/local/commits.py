@@ -187,7 +187,7 @@ class FamilyCommits:
             with family.lock:
                 # Taken while the family is held here: only a held family's batches are its.
                 self._streams.put(self._streams.take(root), stored=False)
-                del self._families[root]
+                self._families.pop(root, None)  # (a second removal meanwhile took it)
                 family.wal.close()
 
     def close(self) -> StorageError | None:
