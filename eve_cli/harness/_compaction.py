@@ -20,7 +20,7 @@ from eve_cli.models import (
     ToolSpec,
     estimate_text,
     estimate_with,
-    message_text,
+    message_tokens,
 )
 from world import STORAGE_ERRORS
 
@@ -38,10 +38,6 @@ SUMMARY_SYSTEM = (
     "Summarise the conversation so far for your own later use: facts, decisions, open tasks, "
     "names and numbers. Be concise."
 )
-
-
-def message_tokens(message: Message) -> int:
-    return estimate_text(message_text(message))
 
 
 def threshold(host: StepHost) -> int:
@@ -64,7 +60,10 @@ def _tail_start(window: list[Message], budget: int) -> int:
     message, or the model's message of a step, before its tool results) whose tail fits
     ``budget``, else the latest one. A tail never starts at a tool result; one turn longer
     than the window is cut between its steps (its recent steps kept). 0: nowhere to cut;
-    ``len(window)`` when no message starts an exchange (all of it is summarised)."""
+    ``len(window)`` when no message starts an exchange (all of it is summarised). A message
+    counts as the estimate that asked for the compaction counts it, overhead included:
+    without it a history of many short messages fits the budget whole, is never cut, and
+    every later step walks it again."""
     chosen, size = len(window), 0
     for i in range(len(window) - 1, -1, -1):
         message = window[i]

@@ -92,6 +92,32 @@ def test_a_turn_longer_than_the_window_compacts_within_itself(
     asyncio.run(main())
 
 
+def test_a_history_of_many_short_steps_is_cut(
+    make_agent: AgentFactory, open_world: WorldOpener
+) -> None:
+    """Short messages are mostly per-message overhead in the estimate: the cut counts them the
+    same way, so a long turn of tiny steps compacts (it is not left uncut, re-walked by every
+    step while it grows past the model's window)."""
+    steps = 240  # ~11 estimated tokens a step (3 of text): past 1,800 by step ~160
+    script = [reply("", call("noop")) for _ in range(steps)] + [reply("done")]
+    roomy = "context_window=2000, compaction=Compaction(threshold_percent=0.9, reserved_tokens=0)"
+    agent = make_agent(script=script, agent_args=roomy, tools={"noop": NOOP})
+
+    async def main() -> None:
+        rt, sid = await start(open_world, agent)
+        view = await say(rt, sid, "work")
+        assert view["status"] == "waiting" and len(view["turns"][0]["steps"]) == steps + 1
+        done = of_type(rt, sid, "compaction.completed")
+        assert done and all(e["status"] == "completed" for e in done)
+        assert all(e["removedMessages"] > 0 for e in done)
+        assert len(done) <= 4, len(done)  # each cut leaves room for dozens of steps, not one
+        # Every message estimates at least 5 tokens: a window under the threshold (1,800)
+        # holds fewer than 360 of the turn's 481.
+        assert len(rt.history(sid)) < 360
+
+    asyncio.run(main())
+
+
 def test_failed_compaction_keeps_history_and_is_reported(
     make_agent: AgentFactory, open_world: WorldOpener
 ) -> None:
