@@ -55,6 +55,17 @@ def needs_compaction(host: StepHost, system: str, tools: list[ToolSpec]) -> int 
     return None
 
 
+def _tail_budget(host: StepHost, estimate: int) -> int:
+    """Tokens of history a compaction keeps: half of what the system prompt, the tools and the
+    reserve leave the history under the threshold (``estimate`` less the history is theirs).
+    Half the threshold, whatever they take, held nearly all the history when they took half
+    the window (a local model's): each compaction cut a message or two and every request went
+    on over the model's window."""
+    fixed = estimate - host.history_tokens()[1]
+    reserve = host.agent.config.compaction.reserve(host.model().context_window)
+    return max((threshold(host) - reserve - fixed) // 2, 1)
+
+
 def _tail_start(window: list[Message], budget: int) -> int:
     """Where the kept tail begins: the earliest message that starts an exchange (a user
     message, or the model's message of a step, before its tool results) whose tail fits
@@ -94,13 +105,16 @@ async def compact(
     estimate: int | None,
     force: bool = False,
 ) -> bool:
-    """Summarise older history under ``keys``; returns True when history was replaced."""
+    """Summarise older history under ``keys``; returns True when history was replaced.
+    ``estimate``: the request's that asked for it (None, or ``force``: all of it is)."""
     snap = host.snap
     await host.load_history()
     current = host.summary_text()
     window = host.read_history()[1 if current else 0 :]
-    budget = max(threshold(host) // 2, 1)
-    cut = len(window) if force else _tail_start(window, budget)
+    if force or estimate is None:
+        cut = len(window)
+    else:
+        cut = _tail_start(window, _tail_budget(host, estimate))
     if cut <= 0 and not force:
         return False
     host.emit(

@@ -118,6 +118,36 @@ def test_a_history_of_many_short_steps_is_cut(
     asyncio.run(main())
 
 
+def test_long_instructions_leave_the_kept_tail_less_room(
+    make_agent: AgentFactory, open_world: WorldOpener, tmp_path: Path
+) -> None:
+    """Instructions of ~1,000 tokens in a 2,000-token window: the tail a compaction keeps is
+    half of what they leave the history, not half the threshold."""
+    turns = 14
+    roomy = "context_window=2000, compaction=Compaction(threshold_percent=0.9, reserved_tokens=0)"
+    agent = make_agent(
+        script=[reply(f"answer {i}") for i in range(turns)],
+        agent_args=roomy,
+        instructions="Follow the rules. " + "rule " * 800,  # ~1,000 tokens
+    )
+
+    async def main() -> None:
+        rt, sid = await start(open_world, agent)
+        for i in range(turns):
+            view = await say(rt, sid, f"message {i} {LONG}")  # ~100 tokens a turn
+            assert view["status"] == "waiting"
+        done = of_type(rt, sid, "compaction.completed")
+        assert done and all(e["status"] == "completed" and e["removedMessages"] for e in done)
+        # Each cut leaves the next turn's request inside the model's window (cut by half the
+        # threshold, it kept ~900 tokens of history beside the ~1,000 of instructions: the
+        # requests that asked for a compaction went over 2,000 and stayed there).
+        asked = [e["estimatedTokens"] for e in of_type(rt, sid, "compaction.requested")]
+        assert len(asked) == len(done) and max(asked) < 2000, asked
+        assert rt.history(sid)[0]["content"].startswith("[Summary of the earlier conversation]")
+
+    asyncio.run(main())
+
+
 def test_failed_compaction_keeps_history_and_is_reported(
     make_agent: AgentFactory, open_world: WorldOpener
 ) -> None:
