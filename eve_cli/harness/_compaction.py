@@ -26,11 +26,13 @@ from world import STORAGE_ERRORS
 
 
 class _Summary(TypedDict, total=False):
-    """What a compaction's action journals: the summary's history index (``h``) and its
-    token estimate, or why there is none (``error``)."""
+    """What a compaction's action journals: the summary's history index (``h``), its token
+    estimate and how many messages it replaced (``cut``: a replay keeps that cut, whatever
+    the code would choose now), or why there is none (``error``)."""
 
     h: int
     tokens: int
+    cut: int
     error: str
 
 
@@ -146,7 +148,7 @@ async def compact(
             return {"error": f"{type(exc).__name__}: {exc}"}
         # Stored here, not by the workflow after the step: the journal keeps only the index.
         index = host.store_history({"role": SUMMARY_ROLE, "content": response.text}, keys.summary)
-        return {"h": index, "tokens": estimate_text(response.text)}
+        return {"h": index, "tokens": estimate_text(response.text), "cut": cut}
 
     # A request no one observes, as a step's model call: what came before it, and the
     # summary's item and record, go with the next commit (`ordered=False`).
@@ -160,6 +162,7 @@ async def compact(
         )
         return False
     index, tokens = result["h"], result["tokens"]
+    cut = result.get("cut", cut)  # (journaled without it before 0.2: as the code chooses)
     snap.history_start = host.history_index(cut)
     host.adopt_history(index)
     snap.summary_at = index
