@@ -622,6 +622,25 @@ def test_the_inbox_lock_excludes_a_filelock_on_it_and_the_other_way(tmp_path: Pa
     world.close()
 
 
+def test_the_lease_excludes_a_filelock_on_owner_lock_and_the_other_way(tmp_path: Path) -> None:
+    import filelock
+
+    world = LocalWorld(tmp_path)
+    world.create_family("f", [_codec_body({"t": "start"})])
+    other = filelock.FileLock(
+        str(tmp_path / "runs" / "f" / "owner.lock"), timeout=0, preserve_lock_file=True
+    )  # as eve doctor and a migration take it
+    with other, pytest.raises(OwnershipError, match="owned by another process"):
+        world.acquire("f", 0.05)
+    lease = world.acquire("f")
+    with pytest.raises(filelock.Timeout):
+        other.acquire()
+    lease.release()
+    with other:  # free once released
+        pass
+    world.close()
+
+
 def test_check_intact_reads_back_only_what_another_process_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
