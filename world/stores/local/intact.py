@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from ... import _journal
@@ -22,10 +23,11 @@ class CheckedFiles:
         self.checked: dict[str, list[str]] = {}  # family -> the files `check_intact` checks
         self.prefix = prefix  # the length of the data directory's path: a file's name within
 
-    def check(self, path: str, hint: Any) -> _journal.ReadResult | None:
+    def check(self, path: str, hints: Callable[[], Any]) -> _journal.ReadResult | None:
         """The frames of `path` not checked before, checked (None: no file): after what this
         process checked (known by inode, end and the bytes just before it: a file removed and
-        made again may get the same inode), else after `hint` (`[end, crc]`) if the crc of the
+        made again may get the same inode), else after its hint (`[end, crc]`) in what
+        `hints()` gives (a head's `note`: asked only then, by file name) if the crc of the
         bytes before its end still holds, else all of them."""
         try:
             with open(path, "rb") as f:
@@ -38,6 +40,8 @@ class CheckedFiles:
                     if data[: len(tail)] == tail:
                         return self._after(path, ino, end, crc, data[len(tail) :], tail)
                     f.seek(0)
+                hint = hints()
+                hint = hint.get(path[self.prefix :]) if isinstance(hint, dict) else None
                 if (
                     isinstance(hint, list)
                     and len(hint) == 2

@@ -508,11 +508,10 @@ class LocalWorld(Store):
         streams = self._family_streams(root)
         paths = [*self._run_files.of(root)[1:], *streams]
         self._checks.checked[root] = paths
-        hints = (self.read_head(root) or {}).get(INTACT_KEY)
+        hints = functools.cache(lambda: (self.read_head(root) or {}).get(INTACT_KEY))  # if asked
         for path in paths:
-            hint = hints.get(path[self._checks.prefix :]) if isinstance(hints, dict) else None
             try:
-                self._checks.check(path, hint)
+                self._checks.check(path, hints)
             except CorruptJournalError as exc:
                 self._checks.known.pop(path, None)
                 raise CorruptJournalError(
