@@ -357,14 +357,15 @@ class Client:
             await tail.aclose()
 
     def _events_around(self, sid: str, since: int, meta: SessionMeta) -> list[Event]:
-        """The session's events from the last phase boundary before ``since`` on (one read,
-        unless the turn under way at ``since`` began more than a few events before it)."""
+        """The session's events from the last phase boundary before ``since`` on (one read
+        when the session was between turns or waiting at ``since``: its last event is one;
+        more, growing, back to where the turn under way then began)."""
         name = events_stream(sid)
         end = self.world.stream_length(name)
         reader = self.core.reader(sid, meta)
-        first = max(0, since - 16)
+        first = max(0, since - 1)
         events = reader.read(first, self.world.stream_read(name, first, end), texts=False)
-        chunk = 64
+        chunk = 16
         while True:
             starts = [n for n, e in enumerate(events) if e["index"] < since and receipt_boundary(e)]
             if starts or first == 0:
