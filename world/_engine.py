@@ -485,7 +485,11 @@ class Engine:
     async def _finish(
         self, family: Family, run: Run, *, result: Any = None, error: Any = None
     ) -> None:
-        final = Order(streams=0)  # nothing re-appends what the run appended
+        # Nothing re-appends what the run appended once this record is durable: its items
+        # are durable with it. Both may wait for the next commit (before any effect or reader
+        # that follows, the head at the latest): a crash that loses them together only runs
+        # the run's code to its end again, which appends them again (keyed) and ends it.
+        final = Order(streams=0, unobserved=True)
         if error is None:
             try:
                 rec: JournalRecord = {"t": "done", "result": result}

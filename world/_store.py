@@ -46,10 +46,11 @@ class Order:
     function appended them, or the run ends or moves on); 0 covers every one, None none
     (a replay re-runs the code that appended them). A world that commits every call
     transactionally meets both by committing each call before it returns.
-    `unobserved`: the record of a step no one observes (`ordered=False`, a model's request):
-    a crash that loses it with the items before it only runs the step again, so a store may
-    keep both for its next commit rather than make one of their own (that commit still
-    comes before any effect or reader that follows them).
+    `unobserved`: the record of a step no one observes (`ordered=False`, a model's request),
+    or of a run's end: a crash that loses it with the items before it only runs the step (the
+    run's code to its end) again, so a store may keep both for its next commit rather than
+    make one of their own (that commit still comes before any effect or reader that follows
+    them).
     """
 
     lazy: bool = False
