@@ -131,6 +131,7 @@ class LocalWorld(Store):
         self._leased: set[str] = set()
         self._inboxes = InboxEnds(self.path / "runs")
         self._checks = CheckedFiles(len(os.path.join(self.path, "")))
+        self._streams_folder = os.path.join(self.path, "streams")
         self._streams = StreamStore(self.path / "streams")
         self._streams.before_write = self._settle  # readers see no item before its record
         self._streams.after_write = self._checks.wrote
@@ -475,17 +476,17 @@ class LocalWorld(Store):
     # -- inbox -------------------------------------------------------------------------------
     def deliver(self, root: str, token: str, payload: Any) -> int:
         self._settle()
-        folder = self._dir(root)
+        folder, _, path = self._run_files.of(root)  # (strings: a `Path` costs more to build)
         self._journal_path(root)
         item = _journal.frame(inbox_record(token, payload, self.now()), "payload")
-        path = folder / "inbox.msgpack"
-        with guard(folder, "delivering"), inbox_lock(folder / "inbox.lock", 30.0, root, self.path):
+        lock = os.path.join(folder, "inbox.lock")
+        with guard(folder, "delivering"), inbox_lock(lock, 30.0, root, self.path):
             self._journal_path(root)  # again under the lock: `eve gc` removes under it
             self.check_intact(root)
             head = None if root in self._inboxes.ends else self.read_head(root)
-            end, shift = self._inboxes.valid_end(root, str(path), (head or {}).get("inbox_next"))
+            end, shift = self._inboxes.valid_end(root, path, (head or {}).get("inbox_next"))
             header = b"" if end else _journal.frame(_journal.header(_journal.INBOX_FORMAT))
-            writer = _journal.Writer(str(path), end)  # drops a torn tail first
+            writer = _journal.Writer(path, end)  # drops a torn tail first
             try:
                 offset = writer.append(header + item)
             finally:
@@ -548,14 +549,14 @@ class LocalWorld(Store):
         power loss could undo); either file, old or new, gives every kept delivery its id."""
         self._settle()
         self._families.commit(root)  # the receipts of what it drops (lazy records) first
-        folder = self._dir(root)
-        path = folder / "inbox.msgpack"
-        tmp = folder / f"inbox.msgpack.tmp{os.getpid()}"
         try:
-            if os.path.getsize(path) < COMPACT_MIN:
+            if os.path.getsize(self._run_files.of(root)[2]) < COMPACT_MIN:
                 return False  # not worth it yet (and no lock taken, no lock file made)
         except FileNotFoundError:
             return False
+        folder = self._dir(root)
+        path = folder / "inbox.msgpack"
+        tmp = folder / f"inbox.msgpack.tmp{os.getpid()}"
         try:  # optional work: a busy lock (a delivery, `eve doctor`) or a removed run skips it
             with inbox_lock(folder / "inbox.lock", 1.0, root, self.path):
                 done = compact_inbox_file(path, tmp, keep_from, COMPACT_MIN)
@@ -588,16 +589,16 @@ class LocalWorld(Store):
 
     # -- ownership and wake-ups --------------------------------------------------------------
     def acquire(self, root: str, wait: float | None = None) -> Lease:
-        folder = self._dir(root)
+        folder = self._run_files.of(root)[0]  # (strings: a `Path` costs more to build)
         self._journal_path(root)
         with guard(folder, "taking ownership"):
-            lock = take_lease(folder / "owner.lock", wait or 0.0, root, self.path)
+            lock = take_lease(os.path.join(folder, "owner.lock"), wait or 0.0, root, self.path)
         try:
             self._journal_path(root)  # again: removed while this process waited for the lock
             with guard(folder, "replaying the run's write-ahead file"):
-                _wal.replay(str(folder), str(self.path / "streams"))
+                _wal.replay(folder, self._streams_folder)
             self.check_intact(root)
-            self._families.open(root, str(folder))
+            self._families.open(root, folder)
         except (RunNotFoundError, CorruptJournalError, StorageError):
             _unlock(lock)
             raise
@@ -702,7 +703,7 @@ class LocalWorld(Store):
 
 
 @contextlib.contextmanager
-def inbox_lock(path: Path, wait: float, root: str, data: Path) -> Iterator[None]:
+def inbox_lock(path: Path | str, wait: float, root: str, data: Path) -> Iterator[None]:
     """`inbox.lock`, held while a delivery or a compaction writes the inbox (`_flock`)."""
     fd = _flock(path, wait, root, data)
     if fd is None:
@@ -713,7 +714,7 @@ def inbox_lock(path: Path, wait: float, root: str, data: Path) -> Iterator[None]
         _unlock(fd)
 
 
-def take_lease(path: Path, wait: float, root: str, data: Path) -> int:
+def take_lease(path: Path | str, wait: float, root: str, data: Path) -> int:
     """`owner.lock`, held while a process owns the family (`_flock`); its descriptor."""
     fd = _flock(path, wait, root, data)
     if fd is None:
@@ -724,7 +725,7 @@ def take_lease(path: Path, wait: float, root: str, data: Path) -> int:
     return fd
 
 
-def _flock(path: Path, wait: float, root: str, data: Path) -> int | None:
+def _flock(path: Path | str, wait: float, root: str, data: Path) -> int | None:
     """A plain `flock` on `path` (made if missing), waited for up to `wait` seconds: ~5 us
     a use against ~0.2 ms for a `filelock` object; the same lock as the `filelock` that
     `eve doctor` and a migration take on the file (flock on the same file), and as theirs
