@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 log = logging.getLogger("eve_cli")
@@ -61,9 +61,40 @@ def repair_str(text: str) -> str:
     return _SURROGATE.sub(REPLACEMENT, text)
 
 
+_SCALARS = frozenset({type(None), bool, int, float})  # (exact types) hold no text
+
+
+def _clean(value: Any) -> bool:
+    """Whether ``value`` certainly holds no text to repair, checked without copying: what a
+    model or a tool returns nearly always is. False also for anything but exact strings,
+    dicts, lists, tuples and scalars (:func:`repair`'s walk decides)."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or _SURROGATE.search(value) is None
+    if kind is dict:
+        return _all_clean(value) and _all_clean(value.values())  # (its keys, its values)
+    if kind is list or kind is tuple:
+        return _all_clean(value)
+    return kind in _SCALARS
+
+
+def _all_clean(items: Iterable[Any]) -> bool:
+    """Whether each of ``items`` is :func:`_clean`, a plain leaf checked without a call."""
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _SURROGATE.search(item) is not None:
+                return False
+        elif kind not in _SCALARS and not _clean(item):
+            return False
+    return True
+
+
 def repair(value: Any) -> tuple[Any, int]:
     """``value`` with its text repaired (:func:`repair_str`) in strings, lists, tuples and
     dicts at any depth, and how many strings were changed; anything else is kept as is."""
+    if _clean(value):
+        return value, 0
     if isinstance(value, str):
         fixed = repair_str(value)
         return fixed, int(fixed is not value)

@@ -55,8 +55,8 @@ def pack_parts(
         return pack(cast(Event, {k: v for k, v in head.items() if v is not None} | dict(data)))
     # The head as `_packed` stores it (`_CODED`), its fields' types known: no loop, no checks.
     stored: dict[str, object] = {"y": TYPE_CODES.get(type, type), "a": at}
-    if turn_id is not None:
-        stored["u"] = _turn_number(turn_id)
+    if turn_id is not None:  # (`_turn_number`'s lookup inline: every event of a turn asks)
+        stored["u"] = _TURN_NUMBERS.get(turn_id) or _turn_number(turn_id)
     if step is not None:
         stored["s"] = step
     return _packed(stored, data)

@@ -7,6 +7,7 @@ the model is resolved from the current agent definition (never persisted, D8).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -123,15 +124,10 @@ class SessionHost:
         self._trace: TurnTrace | None = None  # this turn's spans (tracing on: _tracing)
         self._traced = False  # whether _trace was decided
 
-    @property
+    @functools.cached_property
     def agent(self) -> AgentDefinition:
-        if callable(self._agent):
-            self._agent = self._agent()
-        return self._agent
-
-    @agent.setter
-    def agent(self, agent: AgentDefinition) -> None:
-        self._agent = agent
+        # Loaded at first use, then an attribute of the instance (asked ~17 times a step).
+        return self._agent() if callable(self._agent) else self._agent
 
     def take_deferred(self) -> list[Delivered]:
         taken, self.deferred = self.deferred, []
@@ -270,7 +266,12 @@ class SessionHost:
             if at is not None:
                 event["ck"] = stored["ck"] = [at, self.snap.history_len]
         index = self.events.append(key, stored)
-        self._tell(type, key, event, index)
+        if index is not None and _observe.WATCHERS:  # stored now, not found from before
+            self._watched(type, event)
+        if turn_id is not None and (
+            (trace := self._trace if self._traced else self.trace()) is not None
+        ):  # the turn's trace (`trace()` inline once decided: asked at every event)
+            trace.event(type, key, event, fresh=index is not None)
         if index is None or self._since is None or (REF in data and text is None):
             return
         # The session's kept view takes the event as written: a view after the turn reads
@@ -281,15 +282,10 @@ class SessionHost:
                 event["text"] = text
             fold.take(event, round(self._since * 1000))
 
-    def _tell(self, type: EventType, key: Key, event: Event, index: int | None) -> None:
-        """Hand an event to the turn's trace and, stored just now (``index``), to watchers."""
-        if index is not None and _observe.WATCHERS:  # stored now, not found from before
-            for watch in _observe.WATCHERS:
-                watch(self.snap.id, type, event)
-        if self.turn_id is not None and (
-            (trace := self._trace if self._traced else self.trace()) is not None
-        ):  # (`trace()` inline once decided: asked at every event)
-            trace.event(type, key, event, fresh=index is not None)
+    def _watched(self, type: EventType, event: Event) -> None:
+        """Hand an event stored just now to the watchers."""
+        for watch in _observe.WATCHERS:
+            watch(self.snap.id, type, event)
 
     def emitted_deltas(self, keys: DeltaKeys) -> list[tuple[int, int, Key]]:
         stored = (keys.delta_of(text) for text in self.events.keys_starting(keys.head))
@@ -325,10 +321,11 @@ class SessionHost:
         item = referring(message, events) if events else message
         index = self.history.put(key, item)
         if fresh:  # stored by this very call: adopting it needs no read back
-            self._stored[index] = message
-            # Nor does the next turn's window (a new host): it is kept as a read gives it.
+            # Nor does the next turn's window (a new host): it is kept as a read gives it, the
+            # very object this window adopts (so its token estimate is found, not made again).
             text = str(message.get("content")) if events else None
             read = expand(item, text) if text is not None else dict(message)
+            self._stored[index] = read
             if not self.executor.wrote_history(self.snap.id, index, read) and text is not None:
                 self.executor.remember_text(self.snap.id, index, text)  # (events not read)
         return index
@@ -359,13 +356,13 @@ class SessionHost:
         it); returns it as stored (read back when not given)."""
         snap = self.snap
         stored = self._stored.pop(index, None)
-        message = message if message is not None else stored
         if message is None:
-            message = self._read_item(index)
+            message = stored if stored is not None else self._read_item(index)
         cached = self._window_current()
         snap.history_len = max(snap.history_len, index + 1)
         if cached and self._window is not None and message.get("role") != SUMMARY_ROLE:
-            kept = strip_key(message)  # a copy already
+            # What store_history kept has no key and is no caller's; anything else is copied.
+            kept = message if message is stored else strip_key(message)
             self._window.append(kept)
             self._window_tokens += message_tokens(kept)
             self._indexes.append(index)

@@ -41,17 +41,18 @@ class EventKeys:
         s: Any = item.get("s")
         if isinstance(stored, list) and len(stored) == 2 and code == _APPENDED:
             return _delta_key(stored, item.get("d"), t, s)
-        if not exact_ints(stored):
+        # (`exact_ints` only when not plainly an int: this runs for every event a stream stores)
+        if type(stored) is not int and not exact_ints(stored):
             return None
         if code == _WAITING and "u" not in item:
             return prefixed(stored, generation(stored).waiting)
-        if not exact_ints(t):
+        if type(t) is not int and not exact_ints(t):
             return None
         if code in _TURN_KEYS and "s" not in item:
             return prefixed(stored, _TURN_KEYS[code](turn(t)))
         if code == _RECEIVED and item.get("p") == "started" and "s" not in item:
             return prefixed(stored, turn(t).first.received)
-        if code in _STEP_KEYS and exact_ints(s):
+        if code in _STEP_KEYS and (type(s) is int or exact_ints(s)):
             return prefixed(stored, _STEP_KEYS[code](turn(t).step(s)))
         return None
 

@@ -25,9 +25,16 @@ class DeltaBuffer:
     """
 
     def __init__(
-        self, host: StepHost, keys: DeltaKeys, step: int, *, reasoning: bool = False
+        self,
+        host: StepHost,
+        keys: DeltaKeys,
+        step: int,
+        *,
+        reasoning: bool = False,
+        before: DeltaBuffer | None = None,
     ) -> None:
         self.host, self.keys, self.step, self.reasoning = host, keys, step, reasoning
+        self.before = before  # a buffer whose text is stored before this one's (the reasoning)
         self.held: list[str] = []
         self.size = 0  # characters held
         self.offset = 0  # characters flushed so far
@@ -45,19 +52,23 @@ class DeltaBuffer:
         return self._streamed
 
     async def add(self, text: str) -> None:
-        self.hold(text)
-
-    def hold(self, text: str) -> None:
-        """:meth:`add` without a coroutine of its own (a model streams many deltas)."""
+        """Hold one streamed delta (after storing what ``before`` holds). A model streams many:
+        this is all each costs, no call but the list's append while the timer runs."""
+        before = self.before
+        if before is not None and before.held:
+            before.flush()
         self.held.append(text)
         self.size += len(text)
         if self.size >= DELTA_MAX:
             self.flush()
         elif self.timer is None:
-            loop = asyncio.get_running_loop()
-            # The first text at once (the loop's next turn), later text within 0.2 s.
-            first = self.offset == 0
-            self.timer = loop.call_soon(self.flush) if first else loop.call_later(0.2, self.flush)
+            self._later()
+
+    def _later(self) -> None:
+        loop = asyncio.get_running_loop()
+        # The first text at once (the loop's next turn), later text within 0.2 s.
+        first = self.offset == 0
+        self.timer = loop.call_soon(self.flush) if first else loop.call_later(0.2, self.flush)
 
     def flush(self) -> None:
         if self.timer is not None:
@@ -68,10 +79,11 @@ class DeltaBuffer:
             return  # nothing arrived since the last flush
         text = repair_str(text)  # same length: offsets hold (the reply's repair warns)
         start, self.offset = self.offset, self.offset + len(text)
-        if self.offset <= self.streamed:
+        streamed = self.streamed
+        if self.offset <= streamed:
             return  # stored by an earlier run of this call
-        if start < self.streamed:
-            text, start = text[self.streamed - start :], self.streamed
+        if start < streamed:
+            text, start = text[streamed - start :], streamed
         key = self.keys.delta(start, len(text))
         if self.reasoning:
             self.host.emit("reasoning.appended", {"delta": text}, key, self.step)

@@ -103,12 +103,16 @@ class StepHost(Protocol):
     """One session's view of a running turn (or of a driver-level operation)."""
 
     snap: Snapshot
-    agent: AgentDefinition
     turn_id: str | None
     # Who sent the message the turn is serving (its latest, a steer's included) and who
     # created the session (SPEC §18): ``{"subject", "tenant"?}``; None: not known.
     principal: dict[str, str] | None
     initiator: dict[str, str] | None
+
+    @property
+    def agent(self) -> AgentDefinition:
+        """The agent definition the turn runs (loaded at first use)."""
+        ...
 
     @property
     def session_id(self) -> str: ...

@@ -74,13 +74,9 @@ async def call_model(
     snap = host.snap
     n = snap.model_calls
     model = host.model()
-    deltas = DeltaBuffer(host, keys.text_deltas, index)
     thoughts = DeltaBuffer(host, keys.reasoning_deltas, index, reasoning=True)
-
-    async def text(delta: str) -> None:
-        if thoughts.held:  # what streamed of the reasoning is stored before the answer
-            thoughts.flush()
-        deltas.hold(delta)
+    # What streamed of the reasoning is stored before the answer.
+    deltas = DeltaBuffer(host, keys.text_deltas, index, before=thoughts)
 
     async def ask() -> ModelResponse:
         messages, (_, tokens) = host.read_history(), host.history_tokens()
@@ -95,7 +91,7 @@ async def call_model(
             output_schema=output_schema(host)[0],
             provider_tools=list(host.agent.config.provider_tools),
         )
-        return await model.generate(request, text, thoughts.add)
+        return await model.generate(request, deltas.add, thoughts.add)
 
     async def generate() -> KeptReply:
         try:

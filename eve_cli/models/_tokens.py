@@ -45,7 +45,8 @@ _MEMO: dict[int, tuple[Message, int, int]] = {}
 _MEMO_SIZE = 20_000
 
 
-def _message_tokens(message: Message) -> int:
+def message_tokens(message: Message) -> int:
+    """Estimated tokens of one message as :func:`estimate_request` counts it."""
     content = message.get("content")
     size = len(content) if isinstance(content, str) else -1
     hit = _MEMO.get(id(message))
@@ -75,7 +76,7 @@ def _messages_tokens(messages: list[Message]) -> int:
         del totals[n + 1 :]
     seen[:] = messages  # these very objects: the next call compares by identity again
     for message in messages[n:]:
-        totals.append(totals[-1] + _message_tokens(message))
+        totals.append(totals[-1] + message_tokens(message))
     return totals[-1]
 
 
@@ -100,11 +101,6 @@ def estimate_with(system: str, messages_tokens: int, tools: Iterable[ToolSpec]) 
 
 # The tool specs last estimated, with their sum (a step estimates the same ones twice or more).
 _LAST_TOOLS: list[tuple[tuple[ToolSpec, ...], int]] = [((), 0)]
-
-
-def message_tokens(message: Message) -> int:
-    """Estimated tokens of one message as :func:`estimate_request` counts it."""
-    return _message_tokens(message)
 
 
 # Tool schemas are estimated at every step; they change only when the agent is reloaded (a
