@@ -40,10 +40,13 @@ def add_usage(totals: UsageTotals, event: Mapping[str, Any]) -> None:
     totals["steps"] += 1
     usage = event.get("usage")
     if isinstance(usage, dict):
+        summed = totals["usage"]
         for key in USAGE_KEYS:
             value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value:
-                totals["usage"][key] = totals["usage"].get(key, 0) + value
+            # An int (not a bool) other than 0; the exact type first (the fold asks at every
+            # step, and the keys left out are None).
+            if value and (type(value) is int or (isinstance(value, int) and value is not True)):
+                summed[key] = summed.get(key, 0) + value
     cost = event.get("cost")
     if isinstance(cost, int | float) and not isinstance(cost, bool):
         totals["cost"] = (totals["cost"] or 0.0) + float(cost)

@@ -3,8 +3,6 @@ to ask "continue (+N) or stop", a task fails naming the budget."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from eve_cli._session import PendingRequest, Snapshot, requested_event
 from eve_cli.harness._host import StepHost
 from eve_cli.harness._outcome import StepResult
@@ -21,17 +19,22 @@ _NAMES = {
 
 def reached(host: StepHost) -> tuple[str, float] | None:
     """The first budget used up, with its size (what going on grants), or None."""
+    # Each amount used only for a budget that is set: asked at every step, most sessions
+    # have none, and the clock is read only for a timeout.
     snap, limits = host.snap, host.agent.config.limits
-    checks: tuple[tuple[str, Any, float], ...] = (
-        ("token", limits.tokens_per_session, snap.tokens - snap.token_allowance),
-        ("time", limits.session_timeout, host.now() - snap.created_at - snap.time_allowance),
-        ("cost", limits.cost_per_session, snap.cost - snap.cost_allowance),
-        ("turn_token", limits.tokens_per_turn, snap.tokens - snap.turn_tokens),
-        ("turn_cost", limits.cost_per_turn, snap.cost - snap.turn_cost),
-    )
-    for which, budget, used in checks:
-        if budget and used >= budget:
-            return which, float(budget)
+    budget: float | None
+    if (budget := limits.tokens_per_session) and snap.tokens - snap.token_allowance >= budget:
+        return "token", float(budget)
+    if (budget := limits.session_timeout) and (
+        host.now() - snap.created_at - snap.time_allowance >= budget
+    ):
+        return "time", float(budget)
+    if (budget := limits.cost_per_session) and snap.cost - snap.cost_allowance >= budget:
+        return "cost", float(budget)
+    if (budget := limits.tokens_per_turn) and snap.tokens - snap.turn_tokens >= budget:
+        return "turn_token", float(budget)
+    if (budget := limits.cost_per_turn) and snap.cost - snap.turn_cost >= budget:
+        return "turn_cost", float(budget)
     return None
 
 

@@ -80,7 +80,8 @@ async def call_model(
 
     async def ask() -> ModelResponse:
         messages, (_, tokens) = host.read_history(), host.history_tokens()
-        served, note = await host.turn_tools()  # MCP servers' tools, read live (not replayed)
+        # MCP servers' tools, read live (not replayed); none without servers (no coroutine)
+        served, note = await host.turn_tools() if host.agent.mcp else ([], "")
         request = ModelRequest(
             system=system + note,
             messages=messages,
@@ -124,7 +125,8 @@ async def call_model(
         )
         return host.keep_reply(reply, deltas)  # what the step's record holds
 
-    await host.start_tools(keys.mcp, index)  # the MCP servers' start-up: not the call's time
+    if host.agent.mcp:  # the MCP servers' start-up: not the call's time
+        await host.start_tools(keys.mcp, index)
     # Nobody observes a model's request: what came before it need not be stored before the
     # request is sent, only before anything observed follows (`ordered=False`).
     result: KeptReply = await host.action(f"model:{n}", generate, ordered=False)

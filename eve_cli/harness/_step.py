@@ -43,7 +43,8 @@ async def run_step(host: StepHost, index: int) -> StepResult:
     host.emit("step.started", {}, keys.start, index)
     usage = {"inputTokens": 0, "outputTokens": 0}
     cost: list[float] = []  # the step's calls' costs, when their model has a price
-    settled = await admit_resolved(host, index)
+    # (no coroutine for a step with no requests open: nearly all of them)
+    settled = await admit_resolved(host, index) if host.snap.pending else None
     if settled is not None:
         host.emit("step.failed", {"error": settled}, keys.failed, index)
         return StepResult("failed", settled)
