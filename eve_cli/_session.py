@@ -224,9 +224,9 @@ class Snapshot:
         is ``id``: the run that reads the snapshot knows it (the session's run id, or its
         parent's for a turn). Read it back with the same ``base``."""
         against = base._values(copy=False) if base is not None else _DEFAULTS
-        data = {
-            CODES[k]: v
-            for k, v in self._values(copy=True).items()
+        data = {  # (only what is kept is copied)
+            CODES[k]: _copied(v)
+            for k, v in self._values(copy=False).items()
             if k != "id" and v != against.get(k, _MISSING)
         }
         data["v"] = SNAPSHOT_VERSION
@@ -238,18 +238,21 @@ class Snapshot:
         given."""
         named = migrate({k: _copied(v) for k, v in data.items()})  # never alias recorded input
         values = {k: v for k, v in named.items() if k in _KNOWN}
-        if base is not None:
-            kept = {k: v for k, v in base._values(copy=True).items() if k != "id"}
-            values = {**kept, **values}
+        if base is not None:  # (only what the data leaves out is copied)
+            kept = base._values(copy=False).items()
+            values = {**{k: _copied(v) for k, v in kept if k != "id" and k not in values}, **values}
         values.setdefault("id", id)
         return cls(**values)
 
     def _values(self, *, copy: bool) -> dict[str, Any]:
         """Every field by name; ``copy``: lists and dicts copied deeply (what
         ``dataclasses.asdict`` gives, without its cost: this runs several times a turn)."""
+        values = self.__dict__  # the fields in their order, set by `__init__` (~18 a turn)
+        if len(values) != len(_FIELD_NAMES):  # something else set on it: the fields alone
+            values = {name: getattr(self, name) for name in _FIELD_NAMES}
         if not copy:
-            return {name: getattr(self, name) for name in _FIELD_NAMES}
-        return {name: _copied(getattr(self, name)) for name in _FIELD_NAMES}
+            return dict(values)
+        return {name: _copied(v) for name, v in values.items()}
 
     def copy(self) -> Snapshot:
         """A copy sharing nothing changeable (an empty list or dict included)."""
