@@ -258,7 +258,7 @@ class Snapshot:
         """A copy sharing nothing changeable (an empty list or dict included)."""
         return Snapshot(
             **{
-                name: copy.deepcopy(v) if type(v) in (dict, list) else v
+                name: (copy.deepcopy(v) if v else type(v)()) if type(v) in (dict, list) else v
                 for name, v in self._values(copy=False).items()
             }
         )
