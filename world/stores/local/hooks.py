@@ -10,7 +10,7 @@ from pathlib import Path
 from ... import _journal
 from ..._errors import CorruptJournalError, StorageError
 from ..._world import check_name, is_run_id, root_of
-from .files import guard
+from .files import guard, read_whole
 
 
 class HookFiles:
@@ -54,8 +54,7 @@ class HookFiles:
     def owner(self, token: str) -> str | None:
         path = os.path.join(self.folder, check_name(token, "hook token"))
         try:
-            with open(path, "rb") as f:  # (read as bytes: a text reader costs more, each step)
-                data = f.read()
+            data = read_whole(path)  # (no file object: asked several times a step)
         except FileNotFoundError:
             return None
         try:
