@@ -31,15 +31,17 @@ class InboxEnds:
         and the file's shift (id = position + shift); under `inbox.lock`. `head_next`: the
         `inbox_next` of the family's head, read when this process delivered nothing to it yet."""
         try:
-            with open(path, "rb") as f:
-                shift = _journal.inbox_layout(f.read(_journal.HEADER_MAX))[0]
+            st, shift = _layout(path)
         except FileNotFoundError:
             return 0, 0
+        size = st.st_size
         # Where a valid record ends: this process's last delivery, else the end of the last
         # delivery the owner read (the head), so a new process does not parse every delivery.
         known = self.ends.get(root) or head_next
         known = known - shift if isinstance(known, int) else 0
-        if 0 < known <= os.path.getsize(path):
+        if 0 < known == size:  # nothing after it (the lock is held: no one appends)
+            return known, shift
+        if 0 < known <= size:
             with contextlib.suppress(CorruptJournalError):
                 result = _journal.read_file(path, known)
                 if result.end > known or result.end == os.path.getsize(path):
@@ -65,13 +67,23 @@ class InboxEnds:
         if known is not None and known[0] == (st.st_ino, st.st_size, st.st_mtime_ns):
             return st.st_size + known[1]
         try:
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                shift = _journal.inbox_layout(f.read(_journal.HEADER_MAX))[0]
+            st, shift = _layout(path)
         except FileNotFoundError:
             return 0
         self.shifts[root] = ((st.st_ino, st.st_size, st.st_mtime_ns), shift)
         return st.st_size + shift
+
+
+def _layout(path: str) -> tuple[os.stat_result, int]:
+    """The inbox file's status and shift, read without a buffered file object (once a
+    delivery, once a drive)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        shift = _journal.inbox_layout(os.pread(fd, _journal.HEADER_MAX, 0))[0]
+    finally:
+        os.close(fd)
+    return st, shift
 
 
 def read_inbox_file(path: str, start: int) -> tuple[list[InboxItem], int]:
