@@ -135,9 +135,11 @@ def test_appends_on_a_loop_are_written_together_at_its_next_turn(
     writes: list[int] = []
     real_write = _streams.StreamStore._write
 
-    def counting_write(self: Any, name: str, writer: Any, frames: list[bytes]) -> int:
+    def counting_write(
+        self: Any, name: str, writer: Any, frames: list[bytes], *a: Any, **kw: Any
+    ) -> int:
         writes.append(len(frames))
-        return real_write(self, name, writer, frames)
+        return real_write(self, name, writer, frames, *a, **kw)
 
     monkeypatch.setattr(_streams.StreamStore, "_write", counting_write)
     world = LocalWorld(tmp_path / "data")

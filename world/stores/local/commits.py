@@ -76,8 +76,12 @@ class FamilyCommits:
         only run their step again (`Order.unobserved`: they go with the next commit)."""
         family = self._families[root]
         writer = self._writer_of(root)
-        frames = list(map(_journal.frame_body, bodies))
-        data = b"".join(frames)
+        if len(bodies) == 1:  # (a step's record)
+            data = _journal.frame_body(bodies[0])
+            frames = [data]
+        else:
+            frames = list(map(_journal.frame_body, bodies))
+            data = b"".join(frames)
         # `EVE_FAULTS` counts appends, as a journal's durable writes: the Nth is committed
         # at once, with the fault in its entry's write (as a journal append's was).
         fault = _faults.next_write() if _faults.ACTIVE else None
@@ -124,11 +128,10 @@ class FamilyCommits:
             return
         writer = self._writer_of(root)
         ops: list[Op] = []
-        for name, _, frames, at, _ in taken:
-            data = b"".join(frames)
+        for _, stream, _, data, at, _ in taken:
             if at == len(STREAM_HEADER):  # (the header with it: a cut may lose a new file)
                 data, at = STREAM_HEADER + data, 0
-            ops.append(("s", self._streams.file_name(name), at, data))
+            ops.append(("s", stream.file, at, data))
         written, held = b"".join(family.written), b"".join(family.held)
         if written or held:
             ops.append(("j", "", writer.end - len(written), written + held))
@@ -141,7 +144,7 @@ class FamilyCommits:
             self._streams.put(taken, stored=False)
             writer.cut(writer.end - len(written))  # nothing of a failed commit stays
             raise
-        family.touched.update(name for name, *_ in taken)
+        family.touched.update([t.name for t in taken])
         try:
             self._streams.put(taken, stored=True)  # items before the records that follow them
         finally:

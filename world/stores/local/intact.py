@@ -81,7 +81,7 @@ class CheckedFiles:
         believes a head's note only where the crc of the bytes on disk matches it."""
         known = self.known.get(path)
         if known is not None and known[0] == ino and known[1] == at and at:
-            tail = (known[2] + data)[-32:]
+            tail = (known[2] + data[-32:])[-32:]  # (not a copy of all of `data`)
             self.known[path] = (ino, at + len(data), tail, zlib.crc32(data, known[3]))
 
     def note(self, root: str) -> dict[str, list[int]]:

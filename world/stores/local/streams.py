@@ -37,6 +37,7 @@ import weakref
 import zlib
 from array import array
 from collections.abc import AsyncIterator, Callable
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -68,6 +69,8 @@ class _Writer:
         self.end = -1  # data size this process last saw (-1: not synced yet)
         self.count = 0
         self.ino = 0
+        self.path = ""  # the data file
+        self.file = ""  # its name in the streams folder
         self.watched = ""  # the data file as watchers name it
         self.batch: list[bytes] = []  # frames appended, not written yet (the flock is held)
         self.batch_at = 0  # where the batch begins in the data file
@@ -95,10 +98,11 @@ def _identity(st: os.stat_result) -> _Identity:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-# Stores of this process holding a stream's flock for an open batch: one about to wait for a
-# flock writes them all first, so no one waits holding one (two stores on one folder in one
-# thread, or two processes appending to the same two streams, would otherwise deadlock).
-_OPEN_BATCHES: weakref.WeakSet[StreamStore] = weakref.WeakSet()
+# The stream stores of this process: one about to wait for a flock writes their open batches
+# first (each holds its stream's flock), so no one waits holding one (two stores on one folder
+# in one thread, or two processes appending to the same two streams, would otherwise
+# deadlock). Listed once when made, not at each batch: a step opens two.
+_STORES: weakref.WeakSet[StreamStore] = weakref.WeakSet()
 
 
 class Taken(NamedTuple):
@@ -107,6 +111,7 @@ class Taken(NamedTuple):
     name: str
     writer: _Writer
     frames: list[bytes]
+    data: bytes  # the frames joined: what goes in the data file
     at: int  # where its first frame goes in the data file
     first: int  # and that frame's index
 
@@ -454,11 +459,15 @@ class StreamStore(_StreamReads):
         self._batched: dict[str, _Writer] = {}
         self._taken: dict[str, int] = {}  # batches `take` gave that `put` has not written
         self._drain_loop: asyncio.AbstractEventLoop | None = None  # a drain is due on it
+        # The loop a `_drain_when_due` is queued on, not run yet: a drain due again before it
+        # runs needs no other (it finds that one due), so a step's batches queue one.
+        self._drain_queued: asyncio.AbstractEventLoop | None = None
         self._drain_due = 0.0  # `hold`: not before then (time.monotonic)
         self._drain_timer: asyncio.AbstractEventLoop | None = None  # `_drain_later` due on it
         self._failure: StorageError | None = None
         self._created: set[int] = set()  # data files this store created, entry not yet durable
         self._fd_paths: dict[int, str] = {}  # data fd -> its file (for error messages)
+        _STORES.add(self)
 
     # -- writing ---------------------------------------------------------------------------------
     def append(self, name: str, frame: bytes) -> int:
@@ -477,7 +486,7 @@ class StreamStore(_StreamReads):
                 writer = self._begin(name, writer, batch=loop is not None or routed)
                 if loop is None and not routed:
                     try:
-                        index = self._write(name, writer, [frame])
+                        index = self._write(name, writer, [frame], frame)
                     except OSError as exc:
                         writer.end = -1  # resync (and drop any partial frame) before the next
                         where = self._fd_paths.get(writer.data_fd, name)
@@ -489,7 +498,9 @@ class StreamStore(_StreamReads):
                     return index
             if loop is not None and self._drain_loop is not loop:
                 self._drain_loop = loop
-                loop.call_soon(self._drain_when_due, loop)
+                if self._drain_queued is not loop:
+                    self._drain_queued = loop
+                    loop.call_soon(self._drain_when_due, loop)
             index = writer.count  # added to the open batch, written by `drain`
             writer.batch.append(frame)
             writer.end += len(frame)
@@ -524,8 +535,6 @@ class StreamStore(_StreamReads):
             raise
         if batch:
             writer.batch_at, writer.batch_index = writer.end, writer.count
-            if not self._batched:  # (listed once until `drain`: a step opens two batches)
-                _OPEN_BATCHES.add(self)
             self._batched[name] = writer
         return writer
 
@@ -535,21 +544,22 @@ class StreamStore(_StreamReads):
         except BlockingIOError:
             # Wait holding no flock of an open batch (this store's included): another store
             # of this thread, or another process, may be waiting for one of them.
-            for store in list(_OPEN_BATCHES):
-                store.drain()
+            for store in list(_STORES):
+                if store._batched:
+                    store.drain()
             fcntl.flock(writer.data_fd, fcntl.LOCK_EX)
 
-    def _write(self, name: str, writer: _Writer, frames: list[bytes], *, wal: bool = False) -> int:
-        """Write ``frames`` at the writer's end (the flock held); the first one's index.
-        ``wal``: they are durable already (in a family's write-ahead file): no sync is due."""
+    def _write(
+        self, name: str, writer: _Writer, frames: list[bytes], data: bytes, *, wal: bool = False
+    ) -> int:
+        """Write ``frames`` (joined: ``data``) at the writer's end (the flock held); the first
+        one's index. ``wal``: they are durable already (in a family's write-ahead file): no
+        sync is due."""
         if self.before_write is not None and not wal:
             self.before_write()
         index, at = writer.count, writer.end
-        offsets, pos = array("Q"), at
-        for frame in frames:
-            offsets.append(pos)
-            pos += len(frame)
-        data = b"".join(frames)
+        offsets = array("Q", accumulate(map(len, frames[:-1]), initial=at))
+        pos = at + len(data)
         if (n := os.pwrite(writer.data_fd, data, at)) != len(data):  # (`write_all` inline)
             _journal.write_rest(writer.data_fd, data, at, n)
         _write_index(writer, offsets, index)
@@ -561,7 +571,7 @@ class StreamStore(_StreamReads):
         if not wal:
             self._unsynced.mark(writer.data_fd)
         if self.after_write is not None:
-            self.after_write(self._strings(name)[0], writer.ino, at, data)
+            self.after_write(writer.path, writer.ino, at, data)
         touched(writer.watched)  # tails in this process wake at once
         return index
 
@@ -571,6 +581,8 @@ class StreamStore(_StreamReads):
         self._drain_due = time.monotonic() + seconds
 
     def _drain_when_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._drain_queued is loop:
+            self._drain_queued = None
         if self._drain_loop is not loop:
             return  # written meanwhile
         left = self._drain_due - time.monotonic()
@@ -596,16 +608,15 @@ class StreamStore(_StreamReads):
         with self._lock:
             self._drain_loop = None
             batched: dict[str, _Writer] = {}
+            held = self.held
             for name, writer in list(self._batched.items()):  # a family's wait for its commit
-                if self._route(writer) is None:
-                    batched[name] = self._batched.pop(name)
-            if not self._batched:
-                _OPEN_BATCHES.discard(self)
+                if (root := writer.family) is None or held is None or not held(root):
+                    batched[name] = self._batched.pop(name)  # (`_route` None, inline)
             for name, writer in batched.items():
                 frames, writer.batch = writer.batch, []
                 writer.end, writer.count = writer.batch_at, writer.batch_index
                 try:
-                    self._write(name, writer, frames)
+                    self._write(name, writer, frames, b"".join(frames))
                 except OSError as exc:
                     writer.end = -1  # resync (and drop any partial frame) before the next
                     if self._failure is None:
@@ -625,10 +636,10 @@ class StreamStore(_StreamReads):
         # Called holding the lock (an append waiting for a flock): a family being committed
         # on another thread meanwhile is skipped, not waited for (it takes this lock).
         nested = self._lock._is_owned()  # type: ignore[attr-defined]
-        with self._lock:
-            roots = {root for w in self._batched.values() if (root := self._route(w)) is not None}
-        if keep is not None:
-            roots.discard(keep)
+        held = self.held
+        assert held is not None
+        with self._lock:  # (`_route` inline: the step's records flush, keeping their family)
+            roots = {r for w in self._batched.values() if (r := w.family) != keep and r and held(r)}
         if roots:
             self.commit_families(roots, not nested)
 
@@ -709,8 +720,6 @@ class StreamStore(_StreamReads):
         that one ends, under the flock that one holds (a resync would read the file without
         it and put both at one offset)."""
         writer.batch_at, writer.batch_index = writer.end, writer.count
-        if not self._batched:
-            _OPEN_BATCHES.add(self)
         self._batched[name] = writer
 
     def take(self, root: str) -> list[Taken]:
@@ -723,10 +732,9 @@ class StreamStore(_StreamReads):
             for name in [n for n, w in self._batched.items() if held and w.family == root]:
                 writer = self._batched.pop(name)
                 frames, writer.batch = writer.batch, []
-                taken.append(Taken(name, writer, frames, writer.batch_at, writer.batch_index))
+                data = b"".join(frames)
+                taken.append(Taken(name, writer, frames, data, writer.batch_at, writer.batch_index))
                 self._taken[name] = self._taken.get(name, 0) + 1
-            if not self._batched:
-                _OPEN_BATCHES.discard(self)
         return taken
 
     def put(self, taken: list[Taken], *, stored: bool) -> None:
@@ -735,7 +743,7 @@ class StreamStore(_StreamReads):
         (unless a batch opened since holds it). The first write that fails is raised after."""
         failure: StorageError | None = None
         with self._lock:
-            for name, writer, frames, at, index in taken:
+            for name, writer, frames, data, at, index in taken:
                 left = self._taken.pop(name, 1) - 1
                 if left:
                     self._taken[name] = left
@@ -744,7 +752,7 @@ class StreamStore(_StreamReads):
                 try:
                     if not stored:
                         raise OSError(0, "not stored")
-                    self._write(name, writer, frames, wal=True)
+                    self._write(name, writer, frames, data, wal=True)
                     if after is not None:
                         writer.end, writer.count = after
                 except OSError as exc:
@@ -760,9 +768,6 @@ class StreamStore(_StreamReads):
                         fcntl.flock(writer.data_fd, fcntl.LOCK_UN)
         if failure is not None:
             raise failure
-
-    def file_name(self, name: str) -> str:
-        return os.path.basename(self._strings(name)[0])
 
     def sync_streams(self, names: set[str]) -> None:
         """Make the data files of streams `names` durable (a family's checkpoint), with the
@@ -806,8 +811,9 @@ class StreamStore(_StreamReads):
             except OSError as exc:
                 raise storage_error(data_path, f"opening stream {name!r}", exc) from None
             writer = self._writers[name] = _Writer(data_fd, idx_fd, stream_family(name))
-            self._fd_paths[data_fd] = data_path
-            writer.watched = os.path.join(self._resolved, os.path.basename(data_path))
+            self._fd_paths[data_fd] = writer.path = data_path
+            writer.file = os.path.basename(data_path)
+            writer.watched = os.path.join(self._resolved, writer.file)
         return writer
 
     def _sync(self, name: str, writer: _Writer) -> None:

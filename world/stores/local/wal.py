@@ -63,7 +63,7 @@ def _header(epoch: bytes) -> bytes:
 
 
 def entry(epoch: bytes, ops: list[Op]) -> bytes:
-    body: bytes = msgpack.packb([list(op) for op in ops], use_bin_type=True)
+    body: bytes = msgpack.packb(ops, use_bin_type=True)  # (a tuple packs as an array)
     return _ENTRY.pack(len(body), zlib.crc32(body, zlib.crc32(epoch))) + body
 
 

@@ -77,6 +77,8 @@ def touched(path: str) -> None:
     """This process has just changed the file `path` (its folder resolved): its watchers here
     wake now, not when the notify batch (up to its debounce) returns. Watchers re-check what
     they wait on, so the later notify wake-up is harmless."""
+    if not _FOLDERS:
+        return  # no watcher in this process (the usual writer's case)
     folder = os.path.dirname(path)
     with _LOCK:
         shared = _FOLDERS.get(folder)
