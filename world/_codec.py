@@ -66,12 +66,17 @@ def _pack(value: Any) -> bytes:
     return msgpack.packb(value, default=_default, use_bin_type=True, strict_types=True)  # type: ignore[no-any-return]
 
 
+def _packer() -> msgpack.Packer:
+    return msgpack.Packer(default=_default, use_bin_type=True, strict_types=True)
+
+
 class _Packers(threading.local):
-    """One packer per thread: making one costs as much as packing a small record."""
+    """This thread's packer while no encode uses it (making one costs as much as packing a
+    small record): an encode takes it and gives it back, so one from within another (user
+    code run by `_default`) finds none and packs with one of its own."""
 
     def __init__(self) -> None:
-        self.packer = msgpack.Packer(default=_default, use_bin_type=True, strict_types=True)
-        self.busy = False  # mid-pack: an encode from within it (a hook's code) packs afresh
+        self.free = [_packer()]
 
 
 _PACKERS = _Packers()
@@ -119,18 +124,16 @@ def _find_model(name: str) -> Any:
 
 def encode(value: Any, what: str = "value") -> bytes:
     """Encode `value`; on failure raise `SerializationError` naming the path (from `what`)."""
-    packers = _PACKERS
+    free = _PACKERS.free  # (one attribute of the thread's: each costs a lookup of the thread)
+    packer = free.pop() if free else _packer()
     try:
-        if packers.busy:  # re-entered (user code run by `_default`): the kept one is in use
-            return _pack(value)
-        packers.busy = True
-        try:
-            return packers.packer.pack(value)  # type: ignore[no-any-return]
-        finally:
-            packers.busy = False
+        return packer.pack(value)  # type: ignore[no-any-return]
     except (TypeError, ValueError, OverflowError) as exc:
         path, reason = find_unserializable(value, what)
         raise SerializationError(f"cannot serialize {path}: {reason or exc}", path) from None
+    finally:
+        if not free:  # (an encode from within this one gave its own back: that one is kept)
+            free.append(packer)
 
 
 def decode(data: bytes) -> Any:

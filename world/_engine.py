@@ -556,7 +556,10 @@ class Engine:
         whole: JournalRecord = {"t": rec["t"], "run": run.id, "g": run.g, "at": self.world.now()}
         whole.update(rec)  # `t` first, then as `rec` has them: the stored form keeps the order
         stored = family.pack(whole, run.gen_at)
-        return self._encode(stored, key or _value_key(stored), label or f"run {run.id}")
+        try:  # (`_encode` inline, its names made only for an error: every record)
+            return _codec.encode(stored)
+        except SerializationError:
+            raise _unserializable(stored, key, label or f"run {run.id}") from None
 
     async def start_child(
         self, family: Family, parent: Run, child_id: str, workflow: str, input: Any
@@ -615,9 +618,16 @@ class Engine:
         try:
             return _codec.encode(rec)
         except SerializationError:
-            root = {"ok": "result", "values": "payload"}.get(key, key or "value")
-            path, reason = _codec.find_unserializable(rec.get(key), root)
-            raise SerializationError(f"{label}: cannot serialize {path}: {reason}", path) from None
+            raise _unserializable(rec, key, label) from None
+
+
+def _unserializable(rec: StoredRecord, key: str, label: str) -> SerializationError:
+    """The error for record `rec` (of `label`) that does not encode, naming what in its
+    field `key` (or its value's, `_value_key`) has no msgpack form."""
+    key = key or _value_key(rec)
+    root = {"ok": "result", "values": "payload"}.get(key, key or "value")
+    path, reason = _codec.find_unserializable(rec.get(key), root)
+    return SerializationError(f"{label}: cannot serialize {path}: {reason}", path)
 
 
 def _value_key(rec: StoredRecord) -> str:
