@@ -162,7 +162,7 @@ async def compact(
         )
         return False
     index, tokens = result["h"], result["tokens"]
-    cut = result.get("cut", cut)  # (journaled without it before 0.2: as the code chooses)
+    cut = result.get("cut", cut)  # (a compaction journaled before cuts were: as chosen now)
     snap.history_start = host.history_index(cut)
     host.adopt_history(index)
     snap.summary_at = index
