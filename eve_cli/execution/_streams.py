@@ -111,7 +111,7 @@ class KeyedStream:
 
     def keys_starting(self, prefix: str) -> list[str]:
         """Keys of this generation already stored that start with ``prefix`` (unprefixed)."""
-        keys = self._keys if self._keys is not None else self._loaded()
+        keys = self._loaded()
         full = self.prefix + prefix
         if full.endswith("@") and full.count("@") == 1:  # asked at every model call: no scan
             return [k[len(self.prefix) :] for k in self._by_head.get(full, [])]
@@ -121,7 +121,7 @@ class KeyedStream:
         """Append ``item`` under ``key`` unless it is already there; its index when written
         now, None when it was there. ``item`` becomes the stream's: the caller does not use
         it again."""
-        keys = self._keys if self._keys is not None else self._loaded()  # (several a step)
+        keys = self._loaded()
         full = self.prefix + key.text
         if full in keys:
             return None
@@ -129,13 +129,12 @@ class KeyedStream:
 
     def index_of(self, key: Key) -> int | None:
         """Where the item stored under ``key`` is; None when there is none."""
-        keys = self._keys if self._keys is not None else self._loaded()
-        return keys.get(self.prefix + key.text)
+        return self._loaded().get(self.prefix + key.text)
 
     def put(self, key: Key, item: dict[str, Any]) -> int:
         """The index of the item stored under ``key``: ``item`` appended unless one is there
         (a re-run of interrupted work finds what its first run stored)."""
-        keys = self._keys if self._keys is not None else self._loaded()
+        keys = self._loaded()
         full = self.prefix + key.text
         index = keys.get(full)
         if index is None:

@@ -56,6 +56,20 @@ def make_agent(tmp_path: Path) -> AgentFactory:
     return factory
 
 
+def first_args(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[Any]:
+    """Patch ``owner.name`` (a function of one argument) to record each argument it is called
+    with, calling the real one; the list the arguments go into."""
+    seen: list[Any] = []
+    real = getattr(owner, name)
+
+    def recording(value: Any) -> Any:
+        seen.append(value)
+        return real(value)
+
+    monkeypatch.setattr(owner, name, recording)
+    return seen
+
+
 def tool_file(body: str) -> str:
     """A tools/*.py body with the usual imports."""
     return "from eve_cli import tool, always, once, never, define_state, ToolContext\n" + (

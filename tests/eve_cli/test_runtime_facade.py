@@ -13,7 +13,7 @@ import pytest
 from eve_cli._loader import AgentLoadError
 from eve_cli.execution._view import SessionView
 from eve_cli.runtime import InvalidSessionIdError, Runtime, SessionNotFoundError
-from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, reply, tool_file
+from tests.eve_cli.rt_support import DANGER_TOOL, AgentFactory, call, first_args, reply, tool_file
 from tests.worlds import WorldOpener
 
 NOTE = tool_file(
@@ -323,16 +323,8 @@ def test_a_turn_estimates_only_the_messages_appended_since_the_last(
     make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from eve_cli.execution import _host
-    from eve_cli.models import _tokens
 
-    estimated: list[object] = []
-    real = _tokens.message_tokens
-
-    def counting(message: Any) -> int:
-        estimated.append(message)
-        return real(message)
-
-    monkeypatch.setattr(_host, "message_tokens", counting)
+    estimated = first_args(monkeypatch, _host, "message_tokens")
     turns = 12
     agent = make_agent(script=[reply(f"answer {i}") for i in range(turns)])
 

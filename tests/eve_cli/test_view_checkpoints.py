@@ -16,7 +16,7 @@ from eve_cli._session import events_stream
 from eve_cli.execution import _view, fold
 from eve_cli.execution._view import checkpoint_stream
 from eve_cli.runtime import Runtime
-from tests.eve_cli.rt_support import DANGER_TOOL, call, reply, write_agent
+from tests.eve_cli.rt_support import DANGER_TOOL, call, first_args, reply, write_agent
 from tests.worlds import WorldOpener
 
 ADDED = ("agent", "mode", "model", "agentDir", "forkedFrom", "forks", "turnCount", "turnsFrom")
@@ -211,14 +211,7 @@ def test_the_writer_does_not_decode_the_checkpoint_it_wrote_to_write_the_next(
     without decoding it (it holds that state); one whose latest is another's decodes it, and
     the records either writes give the view a fold of every event gives."""
     agent = write_agent(tmp_path / "agent", script=[reply(f"reply {n}") for n in range(12)])
-    decoded: list[Any] = []
-    real = _view._decoded
-
-    def decode(record: Any) -> Any:
-        decoded.append(record)
-        return real(record)
-
-    monkeypatch.setattr(_view, "_decoded", decode)
+    decoded = first_args(monkeypatch, _view, "_decoded")
 
     async def main() -> None:
         rt = _digesting(agent, open_world)

@@ -11,6 +11,7 @@ from typing import Any
 from ... import _journal
 from ..._errors import CorruptJournalError
 from ..._world import InboxItem, check_run_id, inbox_item
+from .files import read_from
 
 
 class InboxEnds:
@@ -75,15 +76,9 @@ class InboxEnds:
 
 
 def _layout(path: str) -> tuple[os.stat_result, int]:
-    """The inbox file's status and shift, read without a buffered file object (once a
-    delivery, once a drive)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        shift = _journal.inbox_layout(os.pread(fd, _journal.HEADER_MAX, 0))[0]
-    finally:
-        os.close(fd)
-    return st, shift
+    """The inbox file's status and shift (once a delivery, once a drive)."""
+    st, header = read_from(path, 0, _journal.HEADER_MAX)
+    return st, _journal.inbox_layout(header)[0]
 
 
 def read_inbox_file(path: str, start: int) -> tuple[list[InboxItem], int]:

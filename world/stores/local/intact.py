@@ -12,6 +12,7 @@ from typing import Any
 
 from ... import _journal
 from ..._errors import StorageError, os_reason
+from .files import read_from
 
 
 class CheckedFiles:
@@ -32,10 +33,8 @@ class CheckedFiles:
         known = self.known.get(path)
         try:
             if known is not None and known[1]:  # the usual case: what was added since alone
-                ino, data = _read_from(path, known[1] - len(known[2]))
-                if ino is None:
-                    return None
-                _, end, tail, crc = known
+                st, data = read_from(path, known[1] - len(known[2]))
+                ino, (_, end, tail, crc) = st.st_ino, known
                 if ino == known[0] and data[: len(tail)] == tail:
                     return self._after(path, ino, end, crc, data[len(tail) :], tail)
             with open(path, "rb") as f:
@@ -92,17 +91,3 @@ class CheckedFiles:
             if known is not None and known[1]:
                 out[path[self.prefix :]] = [known[1], known[3]]
         return out
-
-
-def _read_from(path: str, start: int) -> tuple[int | None, bytes]:
-    """The inode of file `path` and its bytes from `start` on, read without a buffered file
-    object (a check reads ~10 files a turn); (None, b"") when there is no such file."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None, b""
-    try:
-        st = os.fstat(fd)
-        return st.st_ino, os.pread(fd, max(st.st_size - start, 0), start)
-    finally:
-        os.close(fd)
