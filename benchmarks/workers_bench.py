@@ -4,7 +4,8 @@ Needs a server (`EVE_BENCH_POSTGRES`, as the ``postgres`` benchmark); a schema p
 
 * ``workers.steps_per_s.<W>`` (W = 1, 2, 4 workers, each its own process; 1, 2 with
   ``--quick``): ``SESSIONS``
-  sessions, client ``i`` talking to worker ``i mod W`` only (any worker serves any session),
+  sessions, client ``i`` (its own connections) talking to worker ``i mod W`` only (any worker
+  serves any session),
   turn after turn (one step each), as ``server_throughput``; ``latency_p50.<W>`` /
   ``latency_p99.<W>``: a posted message to its ``turn.completed`` on the client's stream.
 * ``workers.takeover_kill``: seconds from SIGKILL of the worker driving a turn to another
@@ -65,21 +66,14 @@ def _stop(procs: list[subprocess.Popen[str]]) -> None:
 async def _spread(urls: list[str], sessions: int, turns: int) -> tuple[float, list[float]]:
     latencies: list[float] = []
     ready = asyncio.Barrier(sessions + 1)
-    clients = [httpx.AsyncClient(base_url=u, timeout=120) for u in urls]
-    try:
-        runs = [
-            asyncio.create_task(
-                _client(clients[i % len(urls)], turns, random.Random(i), ready, latencies)
-            )
-            for i in range(sessions)
-        ]
-        await ready.wait()
-        started = time.perf_counter()
-        counts = await asyncio.gather(*runs)
-        elapsed = time.perf_counter() - started
-    finally:
-        for client in clients:
-            await client.aclose()
+    runs = [
+        asyncio.create_task(_client(urls[i % len(urls)], turns, random.Random(i), ready, latencies))
+        for i in range(sessions)
+    ]
+    await ready.wait()
+    started = time.perf_counter()
+    counts = await asyncio.gather(*runs)
+    elapsed = time.perf_counter() - started
     return sum(counts) / elapsed, latencies
 
 
