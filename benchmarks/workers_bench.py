@@ -3,11 +3,10 @@
 Needs a server (`EVE_BENCH_POSTGRES`, as the ``postgres`` benchmark); a schema per measurement.
 
 * ``workers.steps_per_s.<W>`` (W = 1, 2, 4 workers, each its own process; 1, 2 with
-  ``--quick``): ``SESSIONS``
-  sessions, client ``i`` (its own connections) talking to worker ``i mod W`` only (any worker
-  serves any session),
-  turn after turn (one step each), as ``server_throughput``; ``latency_p50.<W>`` /
-  ``latency_p99.<W>``: a posted message to its ``turn.completed`` on the client's stream.
+  ``--quick``): ``SESSIONS`` sessions, client ``i`` (its own connections) talking to worker
+  ``i mod W`` only (any worker serves any session), turn after turn (one step each), as
+  ``server_throughput``; ``latency_p50.<W>`` / ``latency_p99.<W>``: a posted message to its
+  ``turn.completed`` on the client's stream.
 * ``workers.takeover_kill``: seconds from SIGKILL of the worker driving a turn to another
   worker holding the session's lease (median of ``TAKEOVERS``); ``workers.takeover_stop``: the
   same after SIGSTOP, with a 1 s lease (what it measures is the lease, plus the sweep).
