@@ -45,7 +45,7 @@ class InboxEnds:
         if 0 < known <= size:
             with contextlib.suppress(CorruptJournalError):
                 result = _journal.read_file(path, known)
-                if result.end > known or result.end == os.path.getsize(path):
+                if result.end > known or result.end == size:
                     return result.end, shift
         return _journal.read_file(path).end, shift
 

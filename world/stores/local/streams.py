@@ -608,10 +608,9 @@ class StreamStore(_StreamReads):
         with self._lock:
             self._drain_loop = None
             batched: dict[str, _Writer] = {}
-            held = self.held
             for name, writer in list(self._batched.items()):  # a family's wait for its commit
-                if (root := writer.family) is None or held is None or not held(root):
-                    batched[name] = self._batched.pop(name)  # (`_route` None, inline)
+                if self._route(writer) is None:
+                    batched[name] = self._batched.pop(name)
             for name, writer in batched.items():
                 frames, writer.batch = writer.batch, []
                 writer.end, writer.count = writer.batch_at, writer.batch_index
@@ -636,10 +635,8 @@ class StreamStore(_StreamReads):
         # Called holding the lock (an append waiting for a flock): a family being committed
         # on another thread meanwhile is skipped, not waited for (it takes this lock).
         nested = self._lock._is_owned()  # type: ignore[attr-defined]
-        held = self.held
-        assert held is not None
-        with self._lock:  # (`_route` inline: the step's records flush, keeping their family)
-            roots = {r for w in self._batched.values() if (r := w.family) != keep and r and held(r)}
+        with self._lock:
+            roots = {r for w in self._batched.values() if (r := self._route(w)) not in (None, keep)}
         if roots:
             self.commit_families(roots, not nested)
 

@@ -549,16 +549,15 @@ class LocalWorld(Store):
         power loss could undo); either file, old or new, gives every kept delivery its id."""
         self._settle()
         self._families.commit(root)  # the receipts of what it drops (lazy records) first
+        folder, _, inbox = self._run_files.of(root)
         try:
-            if os.path.getsize(self._run_files.of(root)[2]) < COMPACT_MIN:
+            if os.path.getsize(inbox) < COMPACT_MIN:
                 return False  # not worth it yet (and no lock taken, no lock file made)
         except FileNotFoundError:
             return False
-        folder = self._dir(root)
-        path = folder / "inbox.msgpack"
-        tmp = folder / f"inbox.msgpack.tmp{os.getpid()}"
+        path, tmp = Path(inbox), Path(f"{inbox}.tmp{os.getpid()}")
         try:  # optional work: a busy lock (a delivery, `eve doctor`) or a removed run skips it
-            with inbox_lock(folder / "inbox.lock", 1.0, root, self.path):
+            with inbox_lock(os.path.join(folder, "inbox.lock"), 1.0, root, self.path):
                 done = compact_inbox_file(path, tmp, keep_from, COMPACT_MIN)
         except (OwnershipError, RunNotFoundError, PermissionError):
             return False
